@@ -1,0 +1,110 @@
+/* Intrusive chained hash map; see hmap.h. */
+#include "common/hmap.h"
+
+#include <errno.h>
+#include <stdlib.h>
+
+uint64_t hash_bytes(const void *p, size_t n)
+{
+    const unsigned char *s = p;
+    uint64_t h = 0xcbf29ce484222325ull;
+    size_t i;
+
+    for (i = 0; i < n; i++) {
+        h ^= s[i];
+        h *= 0x100000001b3ull;
+    }
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdull;
+    h ^= h >> 33;
+    return h;
+}
+
+int hmap_init(struct hmap *m, size_t nbuckets_hint)
+{
+    size_t n = 16;
+
+    while (n < nbuckets_hint)
+        n *= 2;
+    m->buckets = calloc(n, sizeof(*m->buckets));
+    if (!m->buckets)
+        return -ENOMEM;
+    m->nbuckets = n;
+    m->count = 0;
+    return 0;
+}
+
+void hmap_deinit(struct hmap *m)
+{
+    free(m->buckets);
+    m->buckets = NULL;
+    m->nbuckets = 0;
+    m->count = 0;
+}
+
+static int hmap_grow(struct hmap *m)
+{
+    size_t n = m->nbuckets * 2, i;
+    struct hmap_node **nb = calloc(n, sizeof(*nb));
+    struct hmap_node *node, *next;
+
+    if (!nb)
+        return -ENOMEM;
+    for (i = 0; i < m->nbuckets; i++) {
+        for (node = m->buckets[i]; node; node = next) {
+            next = node->next;
+            node->next = nb[node->hash & (n - 1)];
+            nb[node->hash & (n - 1)] = node;
+        }
+    }
+    free(m->buckets);
+    m->buckets = nb;
+    m->nbuckets = n;
+    return 0;
+}
+
+int hmap_insert(struct hmap *m, struct hmap_node *node, uint64_t hash)
+{
+    struct hmap_node **head = &m->buckets[hash & (m->nbuckets - 1)];
+
+    node->hash = hash;
+    node->next = *head;
+    *head = node;
+    m->count++;
+    if (m->count > m->nbuckets)
+        return hmap_grow(m);
+    return 0;
+}
+
+void hmap_remove(struct hmap *m, struct hmap_node *node)
+{
+    struct hmap_node **pp = &m->buckets[node->hash & (m->nbuckets - 1)];
+
+    while (*pp && *pp != node)
+        pp = &(*pp)->next;
+    if (*pp) {
+        *pp = node->next;
+        node->next = NULL;
+        m->count--;
+    }
+}
+
+struct hmap_node *hmap_first(const struct hmap *m, uint64_t hash)
+{
+    struct hmap_node *node = m->buckets[hash & (m->nbuckets - 1)];
+
+    while (node && node->hash != hash)
+        node = node->next;
+    return node;
+}
+
+struct hmap_node *hmap_next(const struct hmap_node *node)
+{
+    uint64_t hash = node->hash;
+
+    for (node = node->next; node; node = node->next) {
+        if (node->hash == hash)
+            return (struct hmap_node *)node;
+    }
+    return NULL;
+}

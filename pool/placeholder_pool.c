@@ -1,0 +1,2 @@
+/* placeholder: replaced when pool/ lands */
+typedef int lp_placeholder_pool;

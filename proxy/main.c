@@ -1,0 +1,6 @@
+/* placeholder until proxy/ lands */
+int main(void);
+int main(void)
+{
+    return 0;
+}

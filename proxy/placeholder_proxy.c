@@ -1,0 +1,2 @@
+/* placeholder: replaced when proxy/ lands */
+typedef int lp_placeholder_proxy;

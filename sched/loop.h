@@ -1,0 +1,140 @@
+/* The event loop: one per thread, io_uring (liburing) or epoll behind one
+ * API. It drives stream connections (sched_conn), listening sockets, the
+ * timing wheel, and per-iteration hooks.
+ *
+ * One iteration: wait for completions or readiness (bounded by the next
+ * timer), dispatch them (on_data, on_hangup, accept callbacks), run expired
+ * timers, run hooks, then flush every connection that has new output: one
+ * send per connection per iteration ("natural batching"). */
+#ifndef LP_SCHED_LOOP_H
+#define LP_SCHED_LOOP_H
+
+#include <sys/socket.h>
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sched/conn-t.h"
+#include "sched/timer-t.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct sched_loop;
+
+enum sched_io {
+    SCHED_IO_AUTO = 0,  /* io_uring if the kernel allows it, else epoll */
+    SCHED_IO_URING = 1, /* io_uring or fail */
+    SCHED_IO_EPOLL = 2, /* epoll */
+};
+
+struct sched_loop_opts {
+    enum sched_io io;   /* backend choice */
+    unsigned max_conns; /* sizing hint for rings and tables */
+    unsigned tick_ms;   /* timing wheel granularity (default 4) */
+};
+
+/* Returns 0 and *out, -ENOMEM, or -errno from the backend (e.g. -ENOSYS or
+ * -EPERM when io_uring is requested but blocked). */
+int sched_loop_create(struct sched_loop **out, const struct sched_loop_opts *opts);
+
+/* Frees the loop. Connections must have been released first. */
+void sched_loop_destroy(struct sched_loop *l);
+
+/* "io_uring" or "epoll". */
+const char *sched_loop_backend(const struct sched_loop *l);
+
+/* Runs iterations until sched_loop_stop(). Returns 0 or -errno on a fatal
+ * backend error. */
+int sched_loop_run(struct sched_loop *l);
+
+/* Runs one iteration, waiting at most timeout_ms (-1: until an event or
+ * timer). For tests. Returns 0 or -errno. */
+int sched_loop_run_once(struct sched_loop *l, int timeout_ms);
+
+/* Makes sched_loop_run() return after the current iteration.
+ * Async-signal-safe. */
+void sched_loop_stop(struct sched_loop *l);
+
+/* Monotonic ms, refreshed once per iteration. */
+uint64_t sched_loop_now_ms(const struct sched_loop *l);
+
+/* Timers on the loop's wheel. add re-arms a pending timer. */
+void sched_loop_timer_add(struct sched_loop *l, struct sched_timer *t, uint64_t expires_ms);
+void sched_loop_timer_in(struct sched_loop *l, struct sched_timer *t, uint64_t delay_ms);
+void sched_loop_timer_del(struct sched_loop *l, struct sched_timer *t);
+
+/* Per-iteration hook: runs after events and timers, before the flush. */
+struct sched_hook {
+    struct list node;                     /* in the loop's hook list */
+    void (*fn)(struct sched_hook *hook);  /* borrowed: called every iteration */
+};
+void sched_loop_hook_add(struct sched_loop *l, struct sched_hook *h);
+void sched_loop_hook_del(struct sched_loop *l, struct sched_hook *h);
+
+/* Listening socket: accepted sockets are handed to on_accept as plain,
+ * non-blocking fds that the callee owns. */
+struct sched_listener {
+    struct sched_loop *loop;                                /* borrowed */
+    int fd;                                                 /* owned: listening socket */
+    unsigned flags;                                         /* backend state */
+    void (*on_accept)(struct sched_listener *ls, int fd);   /* borrowed */
+    uint64_t accepted;                                      /* total accepted */
+};
+
+/* Starts accepting on a bound, listening socket (ownership of fd passes to
+ * the listener). Returns 0 or -errno. */
+int sched_listener_start(struct sched_loop *l, struct sched_listener *ls, int fd,
+                         void (*on_accept)(struct sched_listener *ls, int fd));
+
+/* Stops accepting and closes the socket (synchronous). */
+void sched_listener_stop(struct sched_listener *ls);
+
+/* Adopts a connected socket (ownership passes to c) and starts receiving.
+ * Returns 0 or -errno (then fd is closed and c needs no close). */
+int sched_conn_attach(struct sched_loop *l, struct sched_conn *c, int fd,
+                      const struct sched_conn_ops *ops);
+
+/* Starts a non-blocking connect; ops->on_connect reports the result.
+ * Returns 0 or -errno (then nothing is in flight and c needs no close). */
+int sched_conn_connect(struct sched_loop *l, struct sched_conn *c, const struct sockaddr *sa,
+                       socklen_t salen, const struct sched_conn_ops *ops);
+
+/* Appends bytes to the output (sent at the end of this iteration).
+ * Returns 0 or -ENOMEM. Ignored (returns -EPIPE) once closing. */
+int sched_conn_write(struct sched_conn *c, const void *p, size_t n);
+
+/* For formatting straight into the output: append to the returned buffer,
+ * then call sched_conn_mark_dirty(). */
+static inline struct buf *sched_conn_wbuf(struct sched_conn *c)
+{
+    return &c->out;
+}
+void sched_conn_mark_dirty(struct sched_conn *c);
+
+/* Bytes queued or in flight, for back-pressure decisions. */
+static inline size_t sched_conn_pending_out(const struct sched_conn *c)
+{
+    return buf_size(&c->out) + buf_size(&c->sending);
+}
+
+/* Stops (true) or resumes (false) delivering on_data. */
+void sched_conn_pause(struct sched_conn *c, bool pause);
+
+/* Closes the connection. With flush, queued output is sent first (bounded
+ * by the peer reading it). on_release follows once nothing is in flight,
+ * never from inside this call. No other callbacks follow. Idempotent. */
+void sched_conn_close(struct sched_conn *c, bool flush);
+
+static inline bool sched_conn_is_closing(const struct sched_conn *c)
+{
+    return (c->flags & SCHED_CONN_CLOSING) != 0;
+}
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,2 @@
+/* placeholder: replaced when sched/ lands */
+typedef int lp_placeholder_sched;

@@ -1,0 +1,28 @@
+/* Hashed timing wheel type (embedded by the event loop and by benchmarks). */
+#ifndef LP_SCHED_WHEEL_T_H
+#define LP_SCHED_WHEEL_T_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/list.h"
+#include "sched/timer-t.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct sched_wheel {
+    struct list *slots;   /* owned: nslots FIFO lists of struct sched_timer */
+    uint64_t *occupied;   /* owned: bitmap, one bit per slot, set while non-empty */
+    size_t nslots;        /* power of two */
+    uint64_t tick_ms;     /* slot width in ms */
+    uint64_t cur_tick;    /* next tick to process (now_ms / tick_ms) */
+    size_t count;         /* pending timers */
+};
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
