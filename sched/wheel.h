@@ -2,10 +2,11 @@
  * O(1) add and cancel, intrusive timers, eager cancel, no allocation after
  * init. Time is injected by the caller (monotonic ms) so tests never sleep.
  *
- * A timer lands in slot (expires / tick_ms) mod nslots. Processing a slot
- * fires only timers whose deadline has passed; timers more than one
+ * A timer lands in slot ceil(expires / tick_ms) mod nslots. Processing a
+ * slot fires only timers whose deadline has passed; timers more than one
  * revolution away stay in the slot for a later round. Deadlines are rounded
- * up to the tick: a timer never fires early. */
+ * up to the tick ("deadline" below means the rounded one): a timer never
+ * fires early, and at most tick_ms - 1 ms late. */
 #ifndef LP_SCHED_WHEEL_H
 #define LP_SCHED_WHEEL_H
 
@@ -32,7 +33,8 @@ void sched_wheel_add(struct sched_wheel *w, struct sched_timer *t, uint64_t expi
 void sched_wheel_del(struct sched_wheel *w, struct sched_timer *t);
 
 /* Fires every timer whose deadline is <= now_ms, in deadline-slot order.
- * Callbacks may add or cancel any timer. Returns the number fired. */
+ * Callbacks may add or cancel any timer; timers they arm fire on a later
+ * run at the earliest. Returns the number fired. */
 size_t sched_wheel_run(struct sched_wheel *w, uint64_t now_ms);
 
 /* Milliseconds from now_ms until the next non-empty slot is due (0 if due

@@ -1,2 +1,0 @@
-/* placeholder: replaced when sched/ lands */
-typedef int lp_placeholder_sched;
