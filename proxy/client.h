@@ -1,0 +1,79 @@
+/* Client connections and their requests.
+ *
+ * A client parses RESP2 requests (hiredis reader with our own object
+ * functions, so limits are enforced while parsing) into px_req objects and
+ * runs them in arrival order. Requests are dispatched as they arrive, so a
+ * pipeline of TRYLOCK/UNLOCK goes upstream in one batch; a request that may
+ * block (LOCK with a wait) is a barrier: later requests are dispatched only
+ * when it completes, so they observe its effect, as in Redis. Replies are
+ * always written in request order: a request that completes while an older
+ * one is still running keeps its reply until the older one is written.
+ *
+ * Lifetime: the client is freed when its connection is released AND no
+ * upstream callback is outstanding (upstream_refs == 0); a request handed
+ * to the pool keeps a reference on its client. */
+#ifndef LP_PROXY_CLIENT_H
+#define LP_PROXY_CLIENT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/buf.h"
+#include "common/list.h"
+#include "proxy/request.h"
+#include "sched/conn-t.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct px_server;
+
+struct px_client {
+    struct sched_conn conn;  /* the socket (first member: 8-aligned) */
+    struct px_server *srv;   /* borrowed */
+    uint64_t id;             /* CLIENT ID, also the owner id */
+    struct list client_node; /* in srv->clients */
+    struct px_parser parser; /* owned: request parser */
+    struct list queued;      /* struct px_req not yet dispatched (FIFO) */
+    struct list running;     /* struct px_req dispatched, in order */
+    unsigned nreqs;          /* queued + running */
+    struct px_req *barrier;  /* running blocking request, or NULL */
+    struct list holds;       /* struct px_hold taken by this connection */
+    struct list waiters;     /* struct px_waiter of this connection's LOCK calls */
+    unsigned upstream_refs;  /* pool callbacks outstanding */
+    bool closing;            /* connection is going away */
+    bool conn_released;      /* sched on_release delivered */
+    bool quit;               /* close after the replies are sent */
+    char name[64];           /* CLIENT SETNAME */
+};
+
+/* Adopts an accepted socket. Returns 0 or -errno (fd closed). */
+int px_client_accept(struct px_server *srv, int fd);
+
+/* Where a command writes its reply: the socket's output when req is the
+ * oldest running request, else the request's own buffer. */
+struct buf *px_req_out(struct px_req *req);
+
+/* Marks req done after its reply was written to px_req_out(); writes out
+ * every finished reply in order and dispatches what was waiting. May free
+ * req and, if the client is closing, the client. */
+void px_req_done(struct px_req *req);
+
+/* Reference for an upstream callback; put may free a closing client. */
+void px_client_get(struct px_client *cl);
+void px_client_put(struct px_client *cl);
+
+/* Starts closing (on error or hang-up): cancels waits, applies the
+ * on-disconnect policy to held locks. Idempotent. */
+void px_client_close(struct px_client *cl);
+
+/* Closes every client (shutdown). */
+void px_client_close_all(struct px_server *srv);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

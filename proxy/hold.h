@@ -1,0 +1,90 @@
+/* Holds: the locks this proxy took for its clients, keyed by (name, owner).
+ * A hold remembers the acquiring connection (renewal is bound to it), the
+ * reentrancy count and the lease, and drives the watchdog: holds taken
+ * without LEASE are renewed every watchdog/3, due renewals batched into
+ * multi-key renew scripts once per loop iteration.
+ *
+ * A hold outlives its lease only as a tombstone (lost or expired), so that
+ * UNLOCK can tell the client "LOCKLOST" instead of "NOTOWNER"; tombstones
+ * are dropped after PX_HOLD_TOMBSTONE_MS. Holds referenced by an in-flight
+ * renewal batch are freed when the batch's reply arrives (refs). */
+#ifndef LP_PROXY_HOLD_H
+#define LP_PROXY_HOLD_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/hmap.h"
+#include "common/list.h"
+#include "sched/timer-t.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct px_server;
+struct px_client;
+
+#define PX_HOLD_TOMBSTONE_MS 60000u /* how long UNLOCK can still report LOCKLOST */
+#define PX_RENEW_BATCH       100u   /* keys per renew script (Redisson's default) */
+#define PX_OWNER_MAX         128u   /* owner string capacity */
+
+struct px_hold {
+    struct hmap_node node;    /* in srv->holds while live or tombstoned */
+    struct list client_node;  /* in cl->holds of the acquiring connection */
+    struct list due_node;     /* in srv->renew_due while a renewal is due */
+    struct px_server *srv;    /* borrowed */
+    struct px_client *cl;     /* borrowed: acquiring connection, NULL once gone */
+    struct sched_timer timer; /* next renewal, or end of the lease/tombstone */
+    uint64_t count;           /* reentrancy count as last reported by Redis */
+    uint64_t lease_ms;        /* lease set at every acquire/renewal */
+    bool watchdog;            /* renewed by this proxy */
+    bool lost;                /* lease lost or expired: tombstone */
+    bool dead;                /* out of the table; freed when refs == 0 */
+    unsigned refs;            /* renewal batches in flight */
+    size_t nlen;              /* name length */
+    size_t olen;              /* owner length */
+    char *owner;              /* borrowed: points into key */
+    char key[];               /* owned: name NUL owner NUL */
+};
+
+int px_hold_init(struct px_server *srv);
+void px_hold_deinit(struct px_server *srv);
+
+/* Looks up a live or tombstoned hold. */
+struct px_hold *px_hold_find(struct px_server *srv, const char *name, size_t nlen,
+                             const char *owner, size_t olen);
+
+/* Records a successful acquire by cl (create or re-enter). lease_ms is the
+ * lease set in Redis; watchdog says whether to renew it. Returns the hold,
+ * or NULL on -ENOMEM (the lock then simply expires at lease end). */
+struct px_hold *px_hold_acquired(struct px_server *srv, struct px_client *cl, const char *name,
+                                 size_t nlen, const char *owner, size_t olen, uint64_t count,
+                                 uint64_t lease_ms, bool watchdog);
+
+/* UNLOCK left the lock held (count > 0): Redis reset the lease. */
+void px_hold_unlocked_one(struct px_hold *h);
+
+/* Forgets a hold (released, or reported lost to the client). */
+void px_hold_drop(struct px_hold *h);
+
+/* The acquiring connection closed: release its holds now or let them
+ * expire, per --on-disconnect. */
+void px_hold_client_gone(struct px_client *cl);
+
+/* Fire-and-forget release of every hold of owner on name (used when an
+ * acquire succeeds for a connection that already closed). */
+void px_hold_release_orphan(struct px_server *srv, const char *name, size_t nlen, const char *owner,
+                            size_t olen);
+
+/* Writes "<uuid>:<id>" or "<uuid>:<token>" into out (PX_OWNER_MAX bytes).
+ * Returns the length. */
+size_t px_owner_format(const struct px_server *srv, uint64_t id, const char *token, size_t tlen,
+                       char *out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,101 @@
+/* INFO sections; see info.h. */
+#include "proxy/info.h"
+
+#include <stdbool.h>
+#include <strings.h>
+
+#include "pool/pool.h"
+#include "proxy/server.h"
+#include "sched/loop.h"
+
+#ifndef LP_VERSION
+#define LP_VERSION "0.0.0"
+#endif
+
+static bool want(const char *section, const char *name)
+{
+    return !section || strcasecmp(section, "all") == 0 || strcasecmp(section, "default") == 0 ||
+           strcasecmp(section, "everything") == 0 || strcasecmp(section, name) == 0;
+}
+
+static void info_server(struct px_server *srv, struct buf *o)
+{
+    uint64_t up = (sched_loop_now_ms(srv->loop) - srv->start_ms) / 1000;
+
+    buf_appendf(o,
+                "# Server\r\nlockproxy_version:%s\r\nredis_version:7.0.0\r\n"
+                "proxy_uuid:%s\r\nio_backend:%s\r\nuptime_in_seconds:%llu\r\n"
+                "lock_watchdog_timeout_ms:%llu\r\non_disconnect:%s\r\n\r\n",
+                LP_VERSION, srv->uuid, sched_loop_backend(srv->loop), (unsigned long long)up,
+                (unsigned long long)srv->opts.watchdog_ms,
+                srv->opts.on_disc == PX_DISCONNECT_RELEASE ? "release" : "expire");
+}
+
+static void info_clients(struct px_server *srv, struct buf *o)
+{
+    buf_appendf(o,
+                "# Clients\r\nconnected_clients:%u\r\nmax_clients:%u\r\n"
+                "total_connections_received:%llu\r\nrejected_connections:%llu\r\n\r\n",
+                srv->nclients, srv->opts.max_clients, (unsigned long long)srv->stats.connections,
+                (unsigned long long)srv->stats.rejected);
+}
+
+static void info_locks(struct px_server *srv, struct buf *o)
+{
+    const struct px_stats *s = &srv->stats;
+
+    buf_appendf(o,
+                "# Locks\r\nlocks_held:%u\r\nlock_waiters:%u\r\nwait_channels:%zu\r\n"
+                "locks_acquired:%llu\r\nlocks_released:%llu\r\nlock_wait_timeouts:%llu\r\n"
+                "watchdog_renewals:%llu\r\nwatchdog_batches:%llu\r\nleases_lost:%llu\r\n"
+                "disconnect_releases:%llu\r\nwakeup_messages:%llu\r\n\r\n",
+                srv->nholds, srv->nwaiters, srv->locks.count, (unsigned long long)s->acquired,
+                (unsigned long long)s->released, (unsigned long long)s->timeouts,
+                (unsigned long long)s->renewals, (unsigned long long)s->renew_batches,
+                (unsigned long long)s->leases_lost, (unsigned long long)s->disc_releases,
+                (unsigned long long)s->wakeups);
+}
+
+static void info_upstream(struct px_server *srv, struct buf *o)
+{
+    struct pool_stats st;
+
+    pool_get_stats(srv->pool, &st);
+    buf_appendf(o,
+                "# Upstream\r\nupstream_state:%s\r\nupstream_conns:%u\r\n"
+                "upstream_conns_ready:%u\r\npubsub_ready:%d\r\npubsub_channels:%llu\r\n"
+                "upstream_requests:%llu\r\nupstream_inflight:%llu\r\n"
+                "upstream_batches:%llu\r\nupstream_reconnects:%llu\r\n"
+                "upstream_errors:%llu\r\nupstream_noscript_retries:%llu\r\n"
+                "upstream_last_error:%s\r\n\r\n",
+                st.state, st.conns, st.conns_ready, st.pubsub_ready ? 1 : 0,
+                (unsigned long long)st.channels, (unsigned long long)st.requests,
+                (unsigned long long)st.inflight, (unsigned long long)st.batches,
+                (unsigned long long)st.reconnects, (unsigned long long)st.errors,
+                (unsigned long long)st.noscript_retries, st.last_error ? st.last_error : "");
+}
+
+static void info_stats(struct px_server *srv, struct buf *o)
+{
+    const struct px_stats *s = &srv->stats;
+
+    buf_appendf(o,
+                "# Stats\r\ntotal_commands_processed:%llu\r\nupstream_error_replies:%llu\r\n"
+                "protocol_errors:%llu\r\n\r\n",
+                (unsigned long long)s->commands, (unsigned long long)s->upstream_errs,
+                (unsigned long long)s->proto_errs);
+}
+
+void px_info_write(struct px_server *srv, const char *section, struct buf *out)
+{
+    if (want(section, "server"))
+        info_server(srv, out);
+    if (want(section, "clients"))
+        info_clients(srv, out);
+    if (want(section, "locks"))
+        info_locks(srv, out);
+    if (want(section, "upstream"))
+        info_upstream(srv, out);
+    if (want(section, "stats"))
+        info_stats(srv, out);
+}

@@ -1,2 +1,0 @@
-/* placeholder: replaced when proxy/ lands */
-typedef int lp_placeholder_proxy;

@@ -1,0 +1,85 @@
+/* Client requests: the px_req object and the RESP2 request parser.
+ *
+ * The parser is hiredis's reader with our own object functions, so each
+ * request is built straight into a px_req (argv + a byte arena) and the
+ * limits are enforced as items arrive: at most max_args arguments, only
+ * bulk strings, no nesting, and (checked by the caller after each feed)
+ * at most max_bytes of unparsed input. */
+#ifndef LP_PROXY_REQUEST_H
+#define LP_PROXY_REQUEST_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "common/buf.h"
+#include "common/list.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct px_client;
+struct redisReader;
+
+struct px_arg {
+    const char *p; /* borrowed: points into the owning request's arena (NUL-terminated) */
+    size_t len;    /* bytes */
+};
+
+enum px_req_state {
+    PX_REQ_QUEUED = 0,  /* parsed, waiting behind a barrier */
+    PX_REQ_RUNNING = 1, /* dispatched, reply pending */
+    PX_REQ_DONE = 2,    /* reply ready, waiting for older requests */
+};
+
+struct px_req {
+    struct list node;          /* in client->queued or client->running */
+    struct px_client *cl;      /* borrowed: the client outlives its requests */
+    enum px_req_state state;   /* see enum */
+    bool blocking;             /* barrier: later requests wait for this one */
+    int argc;                  /* arguments, argv[0] is the command */
+    struct px_arg *argv;       /* owned: argc entries (argv_inl when small) */
+    char *arena;               /* owned: argument bytes (arena_inl when small) */
+    size_t arena_len;          /* bytes used in arena */
+    size_t arena_cap;          /* bytes available in arena */
+    struct buf reply;          /* owned: reply kept until older ones are written */
+    void *op;                  /* owned by the command: its in-progress state */
+    struct px_arg argv_inl[6]; /* storage for small argv */
+    char arena_inl[160];       /* storage for small arguments */
+};
+
+struct px_parser {
+    struct redisReader *reader; /* owned: hiredis reader with our functions */
+    const char *err;            /* why the last frame was rejected */
+    unsigned max_args;          /* most arguments per request */
+    size_t max_bytes;           /* largest argument / unparsed input */
+};
+
+/* Returns 0 or -ENOMEM. */
+int px_parser_init(struct px_parser *p, unsigned max_args, size_t max_bytes);
+void px_parser_deinit(struct px_parser *p);
+
+/* Adds input bytes (copied). Returns 0 or -ENOMEM. */
+int px_parser_feed(struct px_parser *p, const char *data, size_t len);
+
+/* Next complete request: 1 and *out (caller owns it; argc may be 0 for an
+ * empty frame), 0 when more input is needed, -EPROTO on a rejected frame
+ * (px_parser_error() says why; the stream cannot continue). */
+int px_parser_next(struct px_parser *p, struct px_req **out);
+
+/* Reason for -EPROTO, or "request too large" when too many bytes are
+ * buffered without completing a request (checked here). */
+const char *px_parser_error(const struct px_parser *p);
+
+/* Unparsed bytes buffered. */
+size_t px_parser_pending(const struct px_parser *p);
+
+/* A request with no arguments (for synthetic replies); NULL on -ENOMEM. */
+struct px_req *px_req_create(int argc);
+void px_req_free(struct px_req *req);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,82 @@
+/* Lua scripts for the reentrant lock (Redisson RLock semantics, section 2 of
+ * the compatibility spec) and the channel-name rule. */
+#include "proxy/scripts.h"
+
+#include <string.h>
+
+/* Free, or already ours: take (or re-enter) and reset the lease. Otherwise
+ * report the holder's remaining lease. HEXISTS fails with WRONGTYPE when
+ * the name holds another type, so no foreign key is ever modified. */
+static const char acquire_lua[] = "if (redis.call('exists', KEYS[1]) == 0) or "
+                                  "(redis.call('hexists', KEYS[1], ARGV[2]) == 1) then "
+                                  "local c = redis.call('hincrby', KEYS[1], ARGV[2], 1); "
+                                  "redis.call('pexpire', KEYS[1], ARGV[1]); "
+                                  "return {1, c}; end; "
+                                  "return {0, redis.call('pttl', KEYS[1])};";
+
+/* Redisson's unlock: not ours -> nil; decrement; still held -> refresh the
+ * lease and 0; released -> DEL, publish 0 (wake one waiter), 1. */
+static const char unlock_lua[] =
+    "if (redis.call('hexists', KEYS[1], ARGV[2]) == 0) then return nil; end; "
+    "local c = redis.call('hincrby', KEYS[1], ARGV[2], -1); "
+    "if (c > 0) then redis.call('pexpire', KEYS[1], ARGV[1]); return 0; end; "
+    "redis.call('del', KEYS[1]); "
+    "redis.call('publish', KEYS[2], '0'); "
+    "return 1;";
+
+/* forceUnlock, refusing to delete a key that is not a lock hash. */
+static const char force_lua[] = "local t = redis.call('type', KEYS[1])['ok']; "
+                                "if (t == 'none') then return 0; end; "
+                                "if (t ~= 'hash') then return redis.error_reply("
+                                "'WRONGTYPE the name holds a ' .. t .. ', not a lock'); end; "
+                                "redis.call('del', KEYS[1]); "
+                                "redis.call('publish', KEYS[2], '0'); "
+                                "return 1;";
+
+/* Releases every hold of one owner at once (its connection died). */
+static const char release_lua[] =
+    "if (redis.call('hexists', KEYS[1], ARGV[1]) == 0) then return 0; end; "
+    "redis.call('del', KEYS[1]); "
+    "redis.call('publish', KEYS[2], '0'); "
+    "return 1;";
+
+/* Batched watchdog renewal: extend only where the owner field is still
+ * ours, never blindly. pcall keeps one odd key from failing the batch. */
+static const char renew_lua[] =
+    "local r = {}; "
+    "for i = 1, #KEYS do "
+    "local ok = redis.pcall('hexists', KEYS[i], ARGV[i + 1]); "
+    "if (ok == 1) then redis.call('pexpire', KEYS[i], ARGV[1]); r[i] = 1; "
+    "else r[i] = 0; end; end; "
+    "return r;";
+
+/* State of a lock as seen by one owner. */
+static const char info_lua[] = "local e = redis.call('exists', KEYS[1]); "
+                               "local c = 0; "
+                               "if (e == 1) then local v = redis.call('hget', KEYS[1], ARGV[1]); "
+                               "if v then c = tonumber(v); end; end; "
+                               "return {e, c, redis.call('pttl', KEYS[1])};";
+
+const struct pool_script px_scripts[PX_SCRIPT_COUNT] = {
+    {"acquire", acquire_lua}, {"unlock", unlock_lua}, {"force", force_lua},
+    {"release", release_lua}, {"renew", renew_lua},   {"info", info_lua},
+};
+
+size_t px_channel_name(char *dst, size_t cap, const char *prefix, const char *name, size_t len)
+{
+    size_t plen = strlen(prefix);
+    int braces = memchr(name, '{', len) == NULL;
+    size_t need = plen + len + (braces ? 2 : 0);
+
+    if (need + 1 > cap)
+        return 0;
+    memcpy(dst, prefix, plen);
+    if (braces)
+        dst[plen++] = '{';
+    memcpy(dst + plen, name, len);
+    plen += len;
+    if (braces)
+        dst[plen++] = '}';
+    dst[plen] = '\0';
+    return plen;
+}

@@ -1,0 +1,231 @@
+/* The server object: wiring of loop, pool, listener and lock tables, the
+ * listening socket, and the orderly stop (stop accepting, close clients so
+ * their locks are released, let those releases reach Redis, then close the
+ * pool). */
+#include "proxy/server.h"
+
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+
+#include <errno.h>
+#include <netdb.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/clock.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "pool/pool.h"
+#include "proxy/client.h"
+#include "proxy/hold.h"
+#include "proxy/lock.h"
+#include "proxy/scripts.h"
+
+#define PX_DRAIN_MS 2000u /* how long the stop waits for releases to reach Redis */
+
+static void on_accept(struct sched_listener *ls, int fd)
+{
+    struct px_server *srv = LP_CONTAINER_OF(ls, struct px_server, listener);
+
+    px_client_accept(srv, fd);
+}
+
+/* Raises RLIMIT_NOFILE so max_clients connections fit. */
+static void raise_nofile(unsigned max_clients)
+{
+    struct rlimit rl;
+    rlim_t want = (rlim_t)max_clients + 256;
+
+    if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur >= want)
+        return;
+    rl.rlim_cur = want < rl.rlim_max ? want : rl.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur < want)
+        log_msg(LOG_LVL_WARN, "open file limit is %llu; fewer than %u clients may connect",
+                (unsigned long long)rl.rlim_cur, max_clients);
+}
+
+static int listen_unix(const char *path)
+{
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    struct stat st;
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+
+    if (fd < 0)
+        return -errno;
+    snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+    if (stat(path, &st) == 0 && S_ISSOCK(st.st_mode))
+        unlink(path); /* a stale socket from an earlier run */
+    if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(fd, 4096) < 0) {
+        int rc = -errno;
+
+        close(fd);
+        return rc;
+    }
+    return fd;
+}
+
+static int listen_tcp(const char *host, int port)
+{
+    struct addrinfo hints = {
+        .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE};
+    struct addrinfo *res;
+    char portstr[16];
+    int fd, one = 1, rc;
+
+    snprintf(portstr, sizeof(portstr), "%d", port);
+    if (getaddrinfo(host[0] ? host : NULL, portstr, &hints, &res) != 0)
+        return -EADDRNOTAVAIL;
+    fd = socket(res->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        rc = -errno;
+        goto out;
+    }
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (bind(fd, res->ai_addr, res->ai_addrlen) < 0 || listen(fd, 4096) < 0) {
+        rc = -errno;
+        close(fd);
+        goto out;
+    }
+    rc = fd;
+out:
+    freeaddrinfo(res);
+    return rc;
+}
+
+static int server_listen(struct px_server *srv)
+{
+    const struct px_addr *a = &srv->opts.listen;
+    int fd = a->path[0] ? listen_unix(a->path) : listen_tcp(a->host, a->port);
+
+    if (fd < 0) {
+        if (a->path[0])
+            log_msg(LOG_LVL_ERROR, "cannot listen on unix://%s: %s", a->path, strerror(-fd));
+        else
+            log_msg(LOG_LVL_ERROR, "cannot listen on %s:%d: %s", a->host, a->port, strerror(-fd));
+        return fd;
+    }
+    return sched_listener_start(srv->loop, &srv->listener, fd, on_accept);
+}
+
+static int server_pool(struct px_server *srv)
+{
+    const struct px_addr *u = &srv->opts.upstream;
+    struct pool_opts po;
+    int rc;
+
+    pool_opts_default(&po);
+    po.host = u->path[0] ? NULL : u->host;
+    po.port = u->port;
+    po.unix_path = u->path[0] ? u->path : NULL;
+    po.user = u->user[0] ? u->user : NULL;
+    po.password = u->password[0] ? u->password : NULL;
+    po.db = u->db;
+    po.size = srv->opts.pool_size;
+    po.request_timeout_ms = srv->opts.upstream_timeout_ms;
+    rc = pool_create(&srv->pool, srv->loop, &po, px_scripts, PX_SCRIPT_COUNT);
+    if (rc < 0)
+        return rc;
+    return pool_start(srv->pool);
+}
+
+static int server_loop(struct px_server *srv)
+{
+    struct sched_loop_opts lo = {
+        .io = srv->opts.io, .max_conns = srv->opts.max_clients + 64, .tick_ms = 4};
+    int rc = sched_loop_create(&srv->loop, &lo);
+
+    if (rc < 0)
+        log_msg(LOG_LVL_ERROR, "cannot start the event loop (%s): %s",
+                srv->opts.io == SCHED_IO_URING ? "io_uring" : "auto", strerror(-rc));
+    return rc;
+}
+
+int px_server_create(struct px_server **out, const struct px_opts *opts)
+{
+    struct px_server *srv = calloc(1, sizeof(*srv));
+    int rc = -ENOMEM;
+
+    if (!srv)
+        return rc;
+    srv->opts = *opts;
+    list_init(&srv->clients);
+    raise_nofile(opts->max_clients);
+    rc = util_uuid4(srv->uuid);
+    if (rc < 0)
+        goto err_free;
+    rc = server_loop(srv);
+    if (rc < 0)
+        goto err_free;
+    srv->start_ms = sched_loop_now_ms(srv->loop);
+    rc = server_pool(srv);
+    if (rc < 0)
+        goto err_loop;
+    if ((rc = px_lock_init(srv)) < 0 || (rc = px_hold_init(srv)) < 0)
+        goto err_loop;
+    rc = server_listen(srv);
+    if (rc < 0)
+        goto err_loop;
+    *out = srv;
+    return 0;
+err_loop:
+    /* The process exits on this path; the loop's resources go with it. */
+    log_msg(LOG_LVL_ERROR, "startup failed: %s", strerror(-rc));
+    sched_loop_destroy(srv->loop);
+err_free:
+    free(srv);
+    return rc;
+}
+
+/* Lets the releases sent for closing clients reach Redis, bounded. */
+static void server_drain(struct px_server *srv)
+{
+    uint64_t until = clock_mono_ms() + PX_DRAIN_MS;
+    struct pool_stats st;
+
+    do {
+        sched_loop_run_once(srv->loop, 10);
+        pool_get_stats(srv->pool, &st);
+    } while ((st.inflight > 0 || srv->nclients > 0) && clock_mono_ms() < until);
+    pool_stop(srv->pool);
+    while (!pool_is_stopped(srv->pool) && clock_mono_ms() < until + PX_DRAIN_MS)
+        sched_loop_run_once(srv->loop, 10);
+}
+
+int px_server_run(struct px_server *srv)
+{
+    int rc;
+
+    log_msg(LOG_LVL_INFO, "lockproxy ready: io=%s uuid=%s", sched_loop_backend(srv->loop),
+            srv->uuid);
+    rc = sched_loop_run(srv->loop);
+    log_msg(LOG_LVL_INFO, "stopping: releasing the locks of %u connected clients", srv->nclients);
+    sched_listener_stop(&srv->listener);
+    px_client_close_all(srv);
+    server_drain(srv);
+    return rc;
+}
+
+void px_server_stop(struct px_server *srv)
+{
+    sched_loop_stop(srv->loop);
+}
+
+void px_server_destroy(struct px_server *srv)
+{
+    int i;
+
+    for (i = 0; i < 100 && !list_empty(&srv->clients); i++)
+        sched_loop_run_once(srv->loop, 10);
+    px_hold_deinit(srv);
+    px_lock_deinit(srv);
+    if (pool_is_stopped(srv->pool))
+        pool_destroy(srv->pool);
+    sched_loop_destroy(srv->loop);
+    if (srv->opts.listen.path[0])
+        unlink(srv->opts.listen.path);
+    free(srv);
+}

@@ -1,0 +1,72 @@
+/* The proxy server object: one per process. It owns the event loop, the
+ * upstream pool, the listener, the client list and the lock tables, and
+ * keeps the figures INFO reports. */
+#ifndef LP_PROXY_SERVER_H
+#define LP_PROXY_SERVER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "common/hmap.h"
+#include "common/list.h"
+#include "proxy/opts.h"
+#include "sched/loop.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct pool;
+
+struct px_stats {
+    uint64_t connections;   /* client connections accepted since start */
+    uint64_t rejected;      /* connections refused over --max-clients */
+    uint64_t commands;      /* requests processed */
+    uint64_t acquired;      /* successful LOCK/TRYLOCK */
+    uint64_t released;      /* full releases through UNLOCK */
+    uint64_t timeouts;      /* LOCK calls whose WAIT ran out */
+    uint64_t renewals;      /* watchdog renewals that extended a lease */
+    uint64_t renew_batches; /* renewal scripts sent */
+    uint64_t leases_lost;   /* holds found lost (renewal or unlock) */
+    uint64_t disc_releases; /* locks released because a connection closed */
+    uint64_t wakeups;       /* wake-up messages received */
+    uint64_t upstream_errs; /* requests answered with an UPSTREAM error */
+    uint64_t proto_errs;    /* connections closed on a protocol error */
+};
+
+struct px_server {
+    struct px_opts opts;            /* configuration (copied) */
+    struct sched_loop *loop;        /* owned: the event loop */
+    struct pool *pool;              /* owned: upstream Redis */
+    struct sched_listener listener; /* accepting socket */
+    char uuid[37];                  /* this process's owner prefix */
+    struct list clients;            /* struct px_client, by client_node */
+    unsigned nclients;              /* connected clients */
+    uint64_t next_client_id;        /* CLIENT ID of the next connection */
+    struct hmap locks;              /* struct px_lock by name: waiters, subscriptions */
+    unsigned nwaiters;              /* LOCK calls currently waiting */
+    struct hmap holds;              /* struct px_hold by (name, owner) */
+    unsigned nholds;                /* holds tracked */
+    struct list renew_due;          /* struct px_hold whose renewal is due */
+    struct sched_hook renew_hook;   /* sends renew_due in batches */
+    uint64_t start_ms;              /* monotonic start time */
+    struct px_stats stats;          /* counters for INFO */
+};
+
+/* Creates the loop, the pool and the listening socket. Returns 0 or -errno
+ * (a message has been logged). */
+int px_server_create(struct px_server **out, const struct px_opts *opts);
+
+/* Runs until stopped. Returns 0 or -errno. */
+int px_server_run(struct px_server *srv);
+
+/* Async-signal-safe stop request. */
+void px_server_stop(struct px_server *srv);
+
+void px_server_destroy(struct px_server *srv);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,176 @@
+/* Shared per-channel subscriptions and wake-ups; see waitset.h. */
+#include "proxy/waitset.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/log.h"
+#include "pool/pool.h"
+#include "proxy/server.h"
+#include "sched/loop.h"
+
+static void wait_on_wake(struct sched_waiter *sw)
+{
+    struct px_wait *w = LP_CONTAINER_OF(sw, struct px_wait, sleep);
+
+    w->retry(w);
+}
+
+void px_wait_init(struct px_wait *w, px_wait_fn *retry)
+{
+    list_init(&w->node);
+    sched_waiter_init(&w->sleep, wait_on_wake);
+    w->retry = retry;
+    w->busy = false;
+}
+
+/* Subscription confirmed: everyone not already retrying re-checks. */
+static void set_on_ready(struct px_waitset *set)
+{
+    struct list *n, *t;
+
+    set->ready = true;
+    list_for_each_safe(n, t, &set->members)
+    {
+        struct px_wait *w = LP_CONTAINER_OF(n, struct px_wait, node);
+
+        if (w->busy)
+            continue;
+        sched_sem_cancel(&set->sem, &w->sleep);
+        w->retry(w);
+    }
+}
+
+static void set_on_sub(struct pool_sub *s, enum pool_sub_event ev, const char *msg, size_t len)
+{
+    struct px_waitset *set = LP_CONTAINER_OF(s, struct px_waitset, sub);
+
+    switch (ev) {
+    case POOL_SUB_READY:
+        set_on_ready(set);
+        break;
+    case POOL_SUB_MESSAGE:
+        set->srv->stats.wakeups++;
+        if (len == 1 && msg[0] == '1')
+            sched_sem_release_all(&set->sem);
+        else
+            sched_sem_release(&set->sem, 1);
+        break;
+    case POOL_SUB_LOST:
+        set->ready = false;
+        break;
+    }
+}
+
+static void set_free(struct px_waitset *set)
+{
+    struct px_server *srv = set->srv;
+
+    sched_loop_timer_del(srv->loop, &set->linger);
+    if (set->subscribed)
+        pool_sub_stop(srv->pool, &set->sub);
+    hmap_remove(&srv->locks, &set->node);
+    free(set);
+}
+
+static void set_on_linger(struct sched_timer *t)
+{
+    struct px_waitset *set = LP_CONTAINER_OF(t, struct px_waitset, linger);
+
+    if (set->nmembers == 0)
+        set_free(set);
+}
+
+static struct px_waitset *set_find(struct px_server *srv, const char *ch, size_t len, uint64_t hash)
+{
+    struct hmap_node *n;
+
+    for (n = hmap_first(&srv->locks, hash); n; n = hmap_next(n)) {
+        struct px_waitset *set = LP_CONTAINER_OF(n, struct px_waitset, node);
+
+        if (set->chlen == len && memcmp(set->channel, ch, len) == 0)
+            return set;
+    }
+    return NULL;
+}
+
+static struct px_waitset *set_create(struct px_server *srv, const char *ch, size_t len,
+                                     uint64_t hash)
+{
+    struct px_waitset *set = calloc(1, sizeof(*set) + len + 1);
+
+    if (!set)
+        return NULL;
+    set->srv = srv;
+    set->chlen = len;
+    memcpy(set->channel, ch, len);
+    list_init(&set->members);
+    sched_sem_init(&set->sem, 0, 0);
+    sched_timer_init(&set->linger, set_on_linger);
+    hmap_insert(&srv->locks, &set->node, hash);
+    if (pool_sub_start(srv->pool, &set->sub, ch, len, set_on_sub) == 0)
+        set->subscribed = true;
+    else
+        log_msg(LOG_LVL_WARN, "cannot subscribe to %s; waiters poll at lease expiry", ch);
+    return set;
+}
+
+struct px_waitset *px_waitset_join(struct px_server *srv, const char *channel, size_t chlen,
+                                   struct px_wait *w)
+{
+    uint64_t hash = hash_bytes(channel, chlen);
+    struct px_waitset *set = set_find(srv, channel, chlen, hash);
+
+    if (!set)
+        set = set_create(srv, channel, chlen, hash);
+    if (!set)
+        return NULL;
+    sched_loop_timer_del(srv->loop, &set->linger);
+    list_add_tail(&set->members, &w->node);
+    set->nmembers++;
+    set->sem.max_permits = set->nmembers;
+    srv->nwaiters++;
+    return set;
+}
+
+void px_waitset_leave(struct px_waitset *set, struct px_wait *w)
+{
+    struct px_server *srv = set->srv;
+
+    sched_sem_cancel(&set->sem, &w->sleep);
+    list_del_init(&w->node);
+    set->nmembers--;
+    srv->nwaiters--;
+    set->sem.max_permits = set->nmembers;
+    if (set->sem.permits > set->nmembers)
+        set->sem.permits = set->nmembers;
+    if (set->nmembers == 0)
+        sched_loop_timer_in(srv->loop, &set->linger, srv->opts.linger_ms);
+}
+
+bool px_waitset_sleep(struct px_waitset *set, struct px_wait *w)
+{
+    return sched_sem_wait(&set->sem, &w->sleep) == 1;
+}
+
+void px_waitset_wake_cancel(struct px_waitset *set, struct px_wait *w)
+{
+    sched_sem_cancel(&set->sem, &w->sleep);
+}
+
+int px_waitset_init(struct px_server *srv)
+{
+    return hmap_init(&srv->locks, 256);
+}
+
+void px_waitset_deinit(struct px_server *srv)
+{
+    size_t i;
+
+    for (i = 0; i < srv->locks.nbuckets; i++) {
+        while (srv->locks.buckets[i])
+            set_free(LP_CONTAINER_OF(srv->locks.buckets[i], struct px_waitset, node));
+    }
+    hmap_deinit(&srv->locks);
+}

@@ -1,0 +1,86 @@
+/* Unit tests for flag and address parsing and Redisson's channel-name rule. */
+#include <stdio.h>
+#include <string.h>
+
+#include "harness.h"
+#include "proxy/opts.h"
+#include "proxy/scripts.h"
+
+TEST(addr_forms)
+{
+    struct px_addr a;
+
+    ASSERT_OK(px_addr_parse("redis://u:p@w@db.local:6380/3", &a));
+    ASSERT_STREQ(a.user, "u");
+    ASSERT_STREQ(a.password, "p@w");
+    ASSERT_STREQ(a.host, "db.local");
+    ASSERT_EQ(a.port, 6380);
+    ASSERT_EQ(a.db, 3);
+    ASSERT_OK(px_addr_parse("redis://secret@127.0.0.1:6379", &a));
+    ASSERT_STREQ(a.password, "secret");
+    ASSERT_STREQ(a.user, "");
+    ASSERT_OK(px_addr_parse("127.0.0.1:7379", &a));
+    ASSERT_EQ(a.port, 7379);
+    ASSERT_OK(px_addr_parse("[::1]:7379", &a));
+    ASSERT_STREQ(a.host, "::1");
+    ASSERT_OK(px_addr_parse("unix:///tmp/lp.sock", &a));
+    ASSERT_STREQ(a.path, "/tmp/lp.sock");
+    ASSERT_TRUE(px_addr_parse("localhost", &a) < 0);
+    ASSERT_TRUE(px_addr_parse("h:0", &a) < 0);
+    ASSERT_TRUE(px_addr_parse("h:70000", &a) < 0);
+    ASSERT_TRUE(px_addr_parse("unix://relative", &a) < 0);
+    ASSERT_TRUE(px_addr_parse("redis://h:1/x", &a) < 0);
+}
+
+TEST(flags)
+{
+    char *argv[] = {"lockproxy",       "--pool-size", "4",    "--lock-watchdog-timeout=900",
+                    "--on-disconnect", "expire",      "--io", "epoll",
+                    "--log-level",     "debug"};
+    struct px_opts o;
+    FILE *null = fopen("/dev/null", "w");
+
+    px_opts_default(&o);
+    ASSERT_EQ(px_opts_parse(&o, 10, argv, null, null), 0);
+    ASSERT_EQ(o.pool_size, 4);
+    ASSERT_EQ(o.watchdog_ms, 900);
+    ASSERT_EQ(o.on_disc, PX_DISCONNECT_EXPIRE);
+    ASSERT_EQ(o.io, SCHED_IO_EPOLL);
+    ASSERT_EQ(o.log_level, LOG_LVL_DEBUG);
+    fclose(null);
+}
+
+TEST(flags_rejected)
+{
+    char *bad1[] = {"lockproxy", "--pool-size", "0"};
+    char *bad2[] = {"lockproxy", "--io", "kqueue"};
+    char *bad3[] = {"lockproxy", "--nope", "1"};
+    char *bad4[] = {"lockproxy", "--listen"};
+    char *help[] = {"lockproxy", "--help"};
+    struct px_opts o;
+    FILE *null = fopen("/dev/null", "w");
+
+    px_opts_default(&o);
+    ASSERT_TRUE(px_opts_parse(&o, 3, bad1, null, null) < 0);
+    ASSERT_TRUE(px_opts_parse(&o, 3, bad2, null, null) < 0);
+    ASSERT_TRUE(px_opts_parse(&o, 3, bad3, null, null) < 0);
+    ASSERT_TRUE(px_opts_parse(&o, 2, bad4, null, null) < 0);
+    ASSERT_EQ(px_opts_parse(&o, 2, help, null, null), 1);
+    fclose(null);
+}
+
+TEST(channel_names)
+{
+    char out[64];
+
+    ASSERT_EQ(px_channel_name(out, sizeof(out), "redisson_lock__channel:", "a", 1), 26);
+    ASSERT_STREQ(out, "redisson_lock__channel:{a}");
+    px_channel_name(out, sizeof(out), "redisson_lock__channel:", "x{t}y", 5);
+    ASSERT_STREQ(out, "redisson_lock__channel:x{t}y");
+    px_channel_name(out, sizeof(out), "redisson_lock__channel:", "{", 1);
+    ASSERT_STREQ(out, "redisson_lock__channel:{");
+    ASSERT_EQ(px_channel_name(out, 8, "redisson_lock__channel:", "a", 1), 0);
+}
+
+TEST_MAIN(TEST_CASE(addr_forms), TEST_CASE(flags), TEST_CASE(flags_rejected),
+          TEST_CASE(channel_names))
