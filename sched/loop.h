@@ -23,6 +23,7 @@ extern "C" {
 #endif
 
 struct sched_loop;
+struct sched_accept_state;
 
 enum sched_io {
     SCHED_IO_AUTO = 0,  /* io_uring if the kernel allows it, else epoll */
@@ -68,8 +69,8 @@ void sched_loop_timer_del(struct sched_loop *l, struct sched_timer *t);
 
 /* Per-iteration hook: runs after events and timers, before the flush. */
 struct sched_hook {
-    struct list node;                     /* in the loop's hook list */
-    void (*fn)(struct sched_hook *hook);  /* borrowed: called every iteration */
+    struct list node;                    /* in the loop's hook list */
+    void (*fn)(struct sched_hook *hook); /* borrowed: called every iteration */
 };
 void sched_loop_hook_add(struct sched_loop *l, struct sched_hook *h);
 void sched_loop_hook_del(struct sched_loop *l, struct sched_hook *h);
@@ -77,15 +78,17 @@ void sched_loop_hook_del(struct sched_loop *l, struct sched_hook *h);
 /* Listening socket: accepted sockets are handed to on_accept as plain,
  * non-blocking fds that the callee owns. */
 struct sched_listener {
-    struct sched_loop *loop;                                /* borrowed */
-    int fd;                                                 /* owned: listening socket */
-    unsigned flags;                                         /* backend state */
-    void (*on_accept)(struct sched_listener *ls, int fd);   /* borrowed */
-    uint64_t accepted;                                      /* total accepted */
+    struct sched_loop *loop;                              /* borrowed */
+    int fd;                                               /* owned: listening socket */
+    unsigned flags;                                       /* backend state */
+    void (*on_accept)(struct sched_listener *ls, int fd); /* borrowed */
+    uint64_t accepted;                                    /* total accepted */
+    struct sched_accept_state *acc;                       /* owned by the loop: accept state */
 };
 
 /* Starts accepting on a bound, listening socket (ownership of fd passes to
- * the listener). Returns 0 or -errno. */
+ * the listener; the loop makes it non-blocking). Returns 0 or -errno (then
+ * fd is closed). */
 int sched_listener_start(struct sched_loop *l, struct sched_listener *ls, int fd,
                          void (*on_accept)(struct sched_listener *ls, int fd));
 
@@ -97,7 +100,8 @@ void sched_listener_stop(struct sched_listener *ls);
 int sched_conn_attach(struct sched_loop *l, struct sched_conn *c, int fd,
                       const struct sched_conn_ops *ops);
 
-/* Starts a non-blocking connect; ops->on_connect reports the result.
+/* Starts a non-blocking connect; ops->on_connect (required here) reports
+ * the result, always from the loop, even when connect(2) fails at once.
  * Returns 0 or -errno (then nothing is in flight and c needs no close). */
 int sched_conn_connect(struct sched_loop *l, struct sched_conn *c, const struct sockaddr *sa,
                        socklen_t salen, const struct sched_conn_ops *ops);
