@@ -21,10 +21,10 @@ extern "C" {
 void lp_bug(const char *file, int line, const char *expr) __attribute__((noreturn));
 
 /* Always on: for invariants whose violation would corrupt memory. */
-#define LP_BUG_ON(cond)                                                                            \
-    do {                                                                                           \
-        if (LP_UNLIKELY(cond))                                                                     \
-            lp_bug(__FILE__, __LINE__, #cond);                                                     \
+#define LP_BUG_ON(cond)                        \
+    do {                                       \
+        if (LP_UNLIKELY(cond))                 \
+            lp_bug(__FILE__, __LINE__, #cond); \
     } while (0)
 
 #ifdef __cplusplus

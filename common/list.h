@@ -83,8 +83,9 @@ static inline void list_splice_tail_init(struct list *dst, struct list *src)
 
 #define list_entry(node, type, member) LP_CONTAINER_OF(node, type, member)
 
-#define list_for_each_safe(pos, tmp, head)                                                         \
-    for ((pos) = (head)->next, (tmp) = (pos)->next; (pos) != (head); (pos) = (tmp), (tmp) = (pos)->next)
+#define list_for_each_safe(pos, tmp, head)                           \
+    for ((pos) = (head)->next, (tmp) = (pos)->next; (pos) != (head); \
+         (pos) = (tmp), (tmp) = (pos)->next)
 
 #ifdef __cplusplus
 }

@@ -50,8 +50,8 @@ void log_msg(enum log_level level, const char *fmt, ...)
     clock_gettime(CLOCK_REALTIME, &now);
     gmtime_r(&now.tv_sec, &tm);
     strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%S", &tm);
-    n = snprintf(line, sizeof(line), "%s.%03ldZ %d %s: ", ts, now.tv_nsec / 1000000L,
-                 (int)getpid(), level_names[level]);
+    n = snprintf(line, sizeof(line), "%s.%03ldZ %d %s: ", ts, now.tv_nsec / 1000000L, (int)getpid(),
+                 level_names[level]);
     va_start(ap, fmt);
     vsnprintf(line + n, sizeof(line) - (size_t)n - 1, fmt, ap);
     va_end(ap);

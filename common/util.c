@@ -3,9 +3,9 @@
 
 #include <sys/random.h>
 
+#include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
-#include <ctype.h>
 #include <strings.h>
 
 int util_parse_i64(const char *s, size_t n, int64_t *out)
@@ -43,8 +43,7 @@ int util_uuid4(char out[37])
         return n < 0 ? -errno : -EIO;
     r[6] = (unsigned char)((r[6] & 0x0f) | 0x40);
     r[8] = (unsigned char)((r[8] & 0x3f) | 0x80);
-    snprintf(out, 37,
-             "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", r[0],
+    snprintf(out, 37, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", r[0],
              r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9], r[10], r[11], r[12], r[13],
              r[14], r[15]);
     return 0;
