@@ -1,2 +1,0 @@
-/* placeholder: replaced when pool/ lands */
-typedef int lp_placeholder_pool;

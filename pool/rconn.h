@@ -1,0 +1,109 @@
+/* One upstream Redis connection (module-private to pool/): a command
+ * connection with its pipeline of in-flight requests, or the pool's single
+ * pub/sub connection. The state machine, invariants and ownership rules are
+ * in the design block at the top of rconn.c. */
+#ifndef LP_POOL_RCONN_H
+#define LP_POOL_RCONN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <hiredis/hiredis.h>
+
+#include "common/list.h"
+#include "pool/pool.h"
+#include "sched/conn-t.h"
+#include "sched/timer-t.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct pool;
+
+enum pool__rconn_state {
+    POOL__RCONN_DISCONNECTED = 0, /* no socket; the backoff timer may be pending */
+    POOL__RCONN_CONNECTING = 1,   /* connect in flight; connect deadline armed */
+    POOL__RCONN_HANDSHAKE = 2,    /* AUTH/SELECT/SCRIPT LOAD replies pending */
+    POOL__RCONN_READY = 3,        /* accepting requests (pub/sub: subscribing) */
+    POOL__RCONN_CLOSING = 4,      /* socket closed, waiting for on_release */
+};
+
+enum pool__rconn_kind {
+    POOL__RCONN_CMD = 1,    /* command connection: FIFO of requests */
+    POOL__RCONN_PUBSUB = 2, /* the pub/sub connection: pushes go to pubsub.c */
+};
+
+struct pool__rconn {
+    struct sched_conn conn;       /* owned: stream state, live unless DISCONNECTED */
+    struct pool *pool;            /* borrowed: the owning pool */
+    redisReader *reader;          /* owned: parser of the current socket, or NULL */
+    struct list fifo;             /* owned: struct pool__req awaiting replies, send order */
+    struct sched_timer timer;     /* backoff, connect deadline or timeout tick, by state */
+    enum pool__rconn_state state; /* see the design block in rconn.c */
+    enum pool__rconn_kind kind;   /* command or pub/sub */
+    unsigned id;                  /* index for logs */
+    unsigned attempts;            /* failures since last READY: backoff exponent */
+    unsigned handshake;           /* handshake replies still expected */
+    bool ever_ready;              /* was READY once (for the reconnects stat) */
+    bool warned;                  /* a failure was logged at WARN since last READY */
+    bool recycle;                 /* READY: drop and reconnect at the next tick */
+    uint64_t last_rx_ms;          /* loop time of the last bytes received */
+    uint64_t ping_sent_ms;        /* pub/sub: loop time of the last keepalive PING */
+};
+
+/* Sets up an idle connection owned by p. */
+void pool__rconn_init(struct pool__rconn *rc, struct pool *p, enum pool__rconn_kind kind,
+                      unsigned id);
+
+/* Frees what an idle (DISCONNECTED, stopped) connection still holds. */
+void pool__rconn_deinit(struct pool__rconn *rc);
+
+/* Starts the first connect attempt now. */
+void pool__rconn_start(struct pool__rconn *rc);
+
+/* Closes for good: in-flight requests get -ECONNRESET, the pub/sub layer
+ * is told (LOST), no reconnect follows. May invoke callbacks. */
+void pool__rconn_stop(struct pool__rconn *rc);
+
+/* Drops a READY connection from a timer soon (never from inside this call)
+ * and reconnects; used when the output stream could not be kept whole. */
+void pool__rconn_recycle_later(struct pool__rconn *rc);
+
+static inline bool pool__rconn_is_ready(const struct pool__rconn *rc)
+{
+    return rc->state == POOL__RCONN_READY;
+}
+
+/* True while a connect attempt or handshake is under way. */
+static inline bool pool__rconn_is_connecting(const struct pool__rconn *rc)
+{
+    return rc->state == POOL__RCONN_CONNECTING || rc->state == POOL__RCONN_HANDSHAKE;
+}
+
+/* Queues a command on a READY command connection (argv borrowed for the
+ * call). Returns 0 (one callback will come) or -ENOMEM. */
+int pool__rconn_command(struct pool__rconn *rc, int argc, const char *const *argv,
+                        const size_t *lens, pool_reply_fn *cb, void *arg);
+
+/* Queues EVALSHA of script (valid id, 0 <= numkeys <= argc) on a READY
+ * command connection, keeping the arguments for one NOSCRIPT retry.
+ * Returns 0 or -ENOMEM. */
+int pool__rconn_eval(struct pool__rconn *rc, unsigned script, int numkeys, int argc,
+                     const char *const *argv, const size_t *lens, pool_reply_fn *cb, void *arg);
+
+/* Appends a command that expects no FIFO reply (pub/sub SUBSCRIBE and
+ * UNSUBSCRIBE) to a READY connection. Returns 0 or -ENOMEM (nothing sent). */
+int pool__rconn_send(struct pool__rconn *rc, int argc, const char *const *argv, const size_t *lens);
+
+/* Output buffer for formatting pub/sub commands directly; call
+ * pool__rconn_flush() after appending. */
+struct buf *pool__rconn_out(struct pool__rconn *rc);
+void pool__rconn_flush(struct pool__rconn *rc);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

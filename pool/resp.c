@@ -1,0 +1,203 @@
+/* RESP command formatting into struct buf, and the hiredis reader glue.
+ *
+ * Every command is sized exactly first (one buf_reserve), then written with
+ * plain stores: one allocation check per command and no partial commands
+ * on failure. */
+#include "pool/resp.h"
+
+#include <errno.h>
+#include <string.h>
+
+#include <hiredis/read.h>
+
+#include "common/util.h"
+
+size_t pool__resp_u64(char *out, unsigned long long v)
+{
+    char tmp[21];
+    size_t n = 0, i;
+
+    do {
+        tmp[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    for (i = 0; i < n; i++)
+        out[i] = tmp[n - 1 - i];
+    out[n] = '\0';
+    return n;
+}
+
+/* Digits of v in decimal, for sizing a command before writing it. */
+static size_t dec_len(size_t v)
+{
+    size_t n = 1;
+
+    while (v >= 10) {
+        v /= 10;
+        n++;
+    }
+    return n;
+}
+
+/* Length of argument i: explicit (binary-safe) or strlen. */
+static size_t arg_len(const char *const *argv, const size_t *lens, int i)
+{
+    return lens ? lens[i] : strlen(argv[i]);
+}
+
+size_t pool__resp_bulk_size(size_t n)
+{
+    return 1 + dec_len(n) + 2 + n + 2;
+}
+
+size_t pool__resp_args_size(int argc, const char *const *argv, const size_t *lens)
+{
+    size_t total = 0;
+    int i;
+
+    for (i = 0; i < argc; i++)
+        total += pool__resp_bulk_size(arg_len(argv, lens, i));
+    return total;
+}
+
+/* Writes "<c><n>\r\n" into reserved space (the NUL that pool__resp_u64
+ * stores lands where '\r' goes, so no extra byte is needed). */
+static void put_len(struct buf *b, char c, size_t n)
+{
+    char *p = b->data + b->len;
+
+    *p++ = c;
+    p += pool__resp_u64(p, n);
+    *p++ = '\r';
+    *p++ = '\n';
+    b->len = (size_t)(p - b->data);
+}
+
+/* Writes one bulk into reserved space. */
+static void put_bulk(struct buf *b, const void *s, size_t n)
+{
+    put_len(b, '$', n);
+    if (n)
+        memcpy(b->data + b->len, s, n);
+    b->len += n;
+    b->data[b->len++] = '\r';
+    b->data[b->len++] = '\n';
+}
+
+static void put_args(struct buf *b, int argc, const char *const *argv, const size_t *lens)
+{
+    int i;
+
+    for (i = 0; i < argc; i++)
+        put_bulk(b, argv[i], arg_len(argv, lens, i));
+}
+
+int pool__resp_array(struct buf *b, size_t n)
+{
+    int rc = buf_reserve(b, 1 + dec_len(n) + 2);
+
+    if (rc < 0)
+        return rc;
+    put_len(b, '*', n);
+    return 0;
+}
+
+int pool__resp_bulk(struct buf *b, const void *p, size_t n)
+{
+    int rc = buf_reserve(b, pool__resp_bulk_size(n));
+
+    if (rc < 0)
+        return rc;
+    put_bulk(b, p, n);
+    return 0;
+}
+
+/* The workhorse: exact size, one reserve, then plain stores. Callers pass
+ * constant prefixes (EVALSHA sha numkeys) separately from the caller's
+ * arguments so neither has to be copied into one array. */
+int pool__resp_command_split(struct buf *b, int npre, const char *const *pre, const size_t *prelens,
+                             int argc, const char *const *argv, const size_t *lens)
+{
+    size_t n = (size_t)npre + (size_t)argc;
+    size_t need = 1 + dec_len(n) + 2;
+    int rc;
+
+    need += pool__resp_args_size(npre, pre, prelens);
+    need += pool__resp_args_size(argc, argv, lens);
+    rc = buf_reserve(b, need);
+    if (rc < 0)
+        return rc;
+    put_len(b, '*', n);
+    put_args(b, npre, pre, prelens);
+    put_args(b, argc, argv, lens);
+    return 0;
+}
+
+int pool__resp_command(struct buf *b, int argc, const char *const *argv, const size_t *lens)
+{
+    return pool__resp_command_split(b, 0, NULL, NULL, argc, argv, lens);
+}
+
+int pool__resp_command_raw(struct buf *b, int npre, const char *const *pre, const size_t *prelens,
+                           size_t nraw, const char *raw, size_t rawlen)
+{
+    size_t n = (size_t)npre + nraw;
+    size_t need = 1 + dec_len(n) + 2 + rawlen;
+    int rc;
+
+    need += pool__resp_args_size(npre, pre, prelens);
+    rc = buf_reserve(b, need);
+    if (rc < 0)
+        return rc;
+    put_len(b, '*', n);
+    put_args(b, npre, pre, prelens);
+    if (rawlen)
+        memcpy(b->data + b->len, raw, rawlen);
+    b->len += rawlen;
+    return 0;
+}
+
+/* The default reader builds redisReply trees and keeps at most 16 KiB of
+ * idle buffer (REDIS_READER_MAX_BUF): a burst does not pin memory. */
+redisReader *pool__resp_reader_create(void)
+{
+    return redisReaderCreate();
+}
+
+/* hiredis copies the bytes into its own buffer; the caller's buffer may
+ * be reused at once. */
+int pool__resp_feed(redisReader *r, const char *p, size_t n)
+{
+    if (redisReaderFeed(r, p, n) == REDIS_OK)
+        return 0;
+    return r->err == REDIS_ERR_OOM ? -ENOMEM : -EPROTO;
+}
+
+/* hiredis reports "need more bytes" as REDIS_OK with a NULL reply; split
+ * that out so callers can loop on rv == 1. */
+int pool__resp_next(redisReader *r, redisReply **out)
+{
+    void *reply = NULL;
+
+    *out = NULL;
+    if (redisReaderGetReply(r, &reply) != REDIS_OK)
+        return -EPROTO;
+    if (!reply)
+        return 0;
+    *out = reply;
+    return 1;
+}
+
+bool pool__resp_is_error(const redisReply *r, const char *prefix)
+{
+    size_t n = strlen(prefix);
+
+    return r->type == REDIS_REPLY_ERROR && r->len >= n && memcmp(r->str, prefix, n) == 0;
+}
+
+bool pool__resp_str_is(const redisReply *r, const char *lit)
+{
+    if (r->type != REDIS_REPLY_STRING && r->type != REDIS_REPLY_STATUS)
+        return false;
+    return util_eq_nocase(r->str, r->len, lit) != 0;
+}

@@ -1,0 +1,77 @@
+/* RESP glue for the pool: commands are formatted as arrays of bulk strings
+ * straight into a connection's output buffer (no intermediate copy), and
+ * upstream replies are parsed with hiredis's reader (redisReader), which is
+ * the only part of hiredis the pool uses.
+ *
+ * Formatting is all-or-nothing: every command function reserves the exact
+ * size first, so on -ENOMEM nothing was appended and the output stream is
+ * never left holding half a command. */
+#ifndef LP_POOL_RESP_H
+#define LP_POOL_RESP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include <hiredis/hiredis.h>
+
+#include "common/buf.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Bytes "$<n>\r\n<n bytes>\r\n" takes. */
+size_t pool__resp_bulk_size(size_t n);
+
+/* Bytes the bulks of argv take (lens NULL: NUL-terminated strings). */
+size_t pool__resp_args_size(int argc, const char *const *argv, const size_t *lens);
+
+/* Appends "*<n>\r\n". Returns 0 or -ENOMEM (nothing appended). */
+int pool__resp_array(struct buf *b, size_t n);
+
+/* Appends one bulk string (binary-safe). Returns 0 or -ENOMEM. */
+int pool__resp_bulk(struct buf *b, const void *p, size_t n);
+
+/* Appends a whole command: argc >= 1 bulks (lens NULL: NUL-terminated).
+ * Returns 0 or -ENOMEM (nothing appended). */
+int pool__resp_command(struct buf *b, int argc, const char *const *argv, const size_t *lens);
+
+/* Appends one command made of pre[0..npre) followed by argv[0..argc)
+ * (either lens array may be NULL). Returns 0 or -ENOMEM. */
+int pool__resp_command_split(struct buf *b, int npre, const char *const *pre, const size_t *prelens,
+                             int argc, const char *const *argv, const size_t *lens);
+
+/* Appends one command made of pre[0..npre) followed by nraw arguments that
+ * are already formatted as bulks in raw[0..rawlen) (a tail captured from an
+ * earlier command). Returns 0 or -ENOMEM. */
+int pool__resp_command_raw(struct buf *b, int npre, const char *const *pre, const size_t *prelens,
+                           size_t nraw, const char *raw, size_t rawlen);
+
+/* Decimal text of v into out (at least 21 bytes, NUL-terminated). Returns
+ * the length. */
+size_t pool__resp_u64(char *out, unsigned long long v);
+
+/* A new reply parser, or NULL on allocation failure. Free with
+ * redisReaderFree(). */
+redisReader *pool__resp_reader_create(void);
+
+/* Feeds received bytes (copied). Returns 0, or -EPROTO once the reader has
+ * failed (sticky), -ENOMEM. */
+int pool__resp_feed(redisReader *r, const char *p, size_t n);
+
+/* Takes the next complete reply: returns 1 and *out (owned by the caller,
+ * freeReplyObject), 0 when more bytes are needed, or -EPROTO on a protocol
+ * error (the reader stays failed; the connection must be dropped). */
+int pool__resp_next(redisReader *r, redisReply **out);
+
+/* True for an error reply whose text starts with prefix ("NOSCRIPT"). */
+bool pool__resp_is_error(const redisReply *r, const char *prefix);
+
+/* True for a string/status reply equal to lit, ignoring case. */
+bool pool__resp_str_is(const redisReply *r, const char *lit);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,296 @@
+/* Unit tests for pool/resp.c: RESP command formatting (exact bytes,
+ * binary-safe arguments, split and raw-tail variants, appending to a
+ * partly consumed buffer) and reply parsing through hiredis's reader
+ * (partial feeds, every reply type, protocol errors). */
+#include <errno.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <hiredis/hiredis.h>
+
+#include "common/buf.h"
+#include "harness.h"
+#include "pool/resp.h"
+
+static void assert_buf(const struct buf *b, const char *want, size_t n)
+{
+    ASSERT_EQ(buf_size(b), n);
+    ASSERT_TRUE(memcmp(buf_head(b), want, n) == 0);
+}
+
+/* Parses exactly one reply from the bytes of b (which must hold exactly
+ * one complete reply). */
+static redisReply *parse_one(const struct buf *b)
+{
+    redisReader *rd = pool__resp_reader_create();
+    redisReply *r = NULL, *more = NULL;
+
+    ASSERT_NOTNULL(rd);
+    ASSERT_OK(pool__resp_feed(rd, buf_head(b), buf_size(b)));
+    ASSERT_EQ(pool__resp_next(rd, &r), 1);
+    ASSERT_NOTNULL(r);
+    ASSERT_EQ(pool__resp_next(rd, &more), 0);
+    ASSERT_NULL(more);
+    redisReaderFree(rd);
+    return r;
+}
+
+TEST(resp_format_simple)
+{
+    static const char want[] = "*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$5\r\nvalue\r\n";
+    const char *argv[] = {"SET", "k", "value"};
+    struct buf b;
+
+    buf_init(&b);
+    ASSERT_OK(pool__resp_command(&b, 3, argv, NULL));
+    assert_buf(&b, want, sizeof(want) - 1);
+    buf_deinit(&b);
+}
+
+TEST(resp_format_binary)
+{
+    static const char want[] = "*4\r\n$4\r\nECHO\r\n$5\r\na\0\r\nb\r\n$0\r\n\r\n$2\r\n\r\n\r\n";
+    const char *argv[] = {"ECHO", "a\0\r\nb", "", "\r\n"};
+    const size_t lens[] = {4, 5, 0, 2};
+    struct buf b;
+    redisReply *r;
+
+    buf_init(&b);
+    ASSERT_OK(pool__resp_command(&b, 4, argv, lens));
+    assert_buf(&b, want, sizeof(want) - 1);
+    r = parse_one(&b);
+    ASSERT_EQ(r->type, REDIS_REPLY_ARRAY);
+    ASSERT_EQ(r->elements, 4);
+    ASSERT_EQ(r->element[1]->len, 5);
+    ASSERT_TRUE(memcmp(r->element[1]->str, "a\0\r\nb", 5) == 0);
+    ASSERT_EQ(r->element[2]->len, 0);
+    ASSERT_EQ(r->element[3]->len, 2);
+    freeReplyObject(r);
+    buf_deinit(&b);
+}
+
+TEST(resp_format_large)
+{
+    enum { BIG = 100000, MANY = 1000 };
+    static char big[BIG];
+    static const char *argv[MANY];
+    static size_t lens[MANY];
+    struct buf b;
+    redisReply *r;
+    size_t i;
+
+    for (i = 0; i < BIG; i++)
+        big[i] = (char)(i * 7);
+    argv[0] = "RPUSH";
+    for (i = 1; i < MANY; i++)
+        argv[i] = i == 500 ? big : "x";
+    for (i = 0; i < MANY; i++)
+        lens[i] = i == 500 ? BIG : strlen(argv[i]);
+    buf_init(&b);
+    ASSERT_OK(pool__resp_command(&b, MANY, argv, lens));
+    ASSERT_EQ(buf_size(&b), 1 + 4 + 2 + pool__resp_args_size(MANY, argv, lens));
+    r = parse_one(&b);
+    ASSERT_EQ(r->elements, MANY);
+    ASSERT_EQ(r->element[500]->len, BIG);
+    ASSERT_TRUE(memcmp(r->element[500]->str, big, BIG) == 0);
+    ASSERT_EQ(r->element[999]->len, 1);
+    freeReplyObject(r);
+    buf_deinit(&b);
+}
+
+/* pre ++ argv formats like one flat argv; a raw tail captured from the
+ * output reproduces the same arguments behind a different prefix. */
+TEST(resp_format_split_and_raw)
+{
+    const char *flat[] = {"EVALSHA",
+                          "abc",
+                          "2",
+                          "k1",
+                          "k\0"
+                          "2",
+                          "arg"};
+    const size_t flens[] = {7, 3, 1, 2, 3, 3};
+    const char *pre[] = {"EVALSHA", "abc"};
+    const char *pre2[] = {"EVAL", "return 1"};
+    const size_t lens[] = {1, 2, 3, 3};
+    struct buf a, b, c, d;
+    size_t tail_len = pool__resp_args_size(4, flat + 2, lens);
+
+    buf_init(&a);
+    buf_init(&b);
+    buf_init(&c);
+    buf_init(&d);
+    ASSERT_OK(pool__resp_command(&a, 6, flat, flens));
+    ASSERT_OK(pool__resp_command_split(&b, 2, pre, NULL, 4, flat + 2, lens));
+    assert_buf(&b, buf_head(&a), buf_size(&a));
+    ASSERT_OK(pool__resp_command_raw(&c, 2, pre2, NULL, 4, b.data + b.len - tail_len, tail_len));
+    {
+        const char *want[] = {"EVAL",
+                              "return 1",
+                              "2",
+                              "k1",
+                              "k\0"
+                              "2",
+                              "arg"};
+        const size_t wl[] = {4, 8, 1, 2, 3, 3};
+
+        ASSERT_OK(pool__resp_command(&d, 6, want, wl));
+    }
+    assert_buf(&c, buf_head(&d), buf_size(&d));
+    buf_deinit(&a);
+    buf_deinit(&b);
+    buf_deinit(&c);
+    buf_deinit(&d);
+}
+
+/* Formatting appends behind unread bytes, also when the buffer compacts. */
+TEST(resp_format_appends)
+{
+    const char *argv[] = {"PING"};
+    struct buf b;
+    int i;
+
+    buf_init(&b);
+    ASSERT_OK(buf_append(&b, "xyz", 3));
+    buf_consume(&b, 2);
+    for (i = 0; i < 100; i++)
+        ASSERT_OK(pool__resp_command(&b, 1, argv, NULL));
+    ASSERT_EQ(buf_size(&b), 1 + 100 * 14);
+    ASSERT_TRUE(memcmp(buf_head(&b), "z*1\r\n$4\r\nPING\r\n*1", 17) == 0);
+    ASSERT_OK(pool__resp_array(&b, 2));
+    ASSERT_OK(pool__resp_bulk(&b, "a\0b", 3));
+    ASSERT_TRUE(memcmp(b.data + b.len - 13, "*2\r\n$3\r\na\0b\r\n", 13) == 0);
+    buf_deinit(&b);
+}
+
+TEST(resp_u64_and_sizes)
+{
+    char s[24];
+
+    ASSERT_EQ(pool__resp_u64(s, 0), 1);
+    ASSERT_STREQ(s, "0");
+    ASSERT_EQ(pool__resp_u64(s, 10), 2);
+    ASSERT_STREQ(s, "10");
+    ASSERT_EQ(pool__resp_u64(s, UINT64_MAX), 20);
+    ASSERT_STREQ(s, "18446744073709551615");
+    ASSERT_EQ(pool__resp_bulk_size(0), 6);
+    ASSERT_EQ(pool__resp_bulk_size(9), 15);
+    ASSERT_EQ(pool__resp_bulk_size(10), 17);
+}
+
+/* Every reply type, fed one byte at a time. */
+TEST(resp_reader_partial_feeds)
+{
+    static const char in[] = "+OK\r\n:-42\r\n$-1\r\n*-1\r\n$0\r\n\r\n*0\r\n"
+                             "*2\r\n$3\r\nf\0o\r\n*1\r\n:1\r\n-ERR bad thing\r\n";
+    redisReader *rd = pool__resp_reader_create();
+    redisReply *got[16];
+    size_t i, n = 0;
+    redisReply *r;
+
+    for (i = 0; i < sizeof(in) - 1; i++) {
+        ASSERT_OK(pool__resp_feed(rd, in + i, 1));
+        while (pool__resp_next(rd, &r) == 1)
+            got[n++] = r;
+    }
+    ASSERT_EQ(n, 8);
+    ASSERT_EQ(got[0]->type, REDIS_REPLY_STATUS);
+    ASSERT_TRUE(pool__resp_str_is(got[0], "ok"));
+    ASSERT_EQ(got[1]->type, REDIS_REPLY_INTEGER);
+    ASSERT_EQ(got[1]->integer, -42);
+    ASSERT_EQ(got[2]->type, REDIS_REPLY_NIL);
+    ASSERT_EQ(got[3]->type, REDIS_REPLY_NIL);
+    ASSERT_EQ(got[4]->type, REDIS_REPLY_STRING);
+    ASSERT_EQ(got[4]->len, 0);
+    ASSERT_EQ(got[5]->type, REDIS_REPLY_ARRAY);
+    ASSERT_EQ(got[5]->elements, 0);
+    ASSERT_EQ(got[6]->elements, 2);
+    ASSERT_EQ(got[6]->element[0]->len, 3);
+    ASSERT_TRUE(memcmp(got[6]->element[0]->str, "f\0o", 3) == 0);
+    ASSERT_EQ(got[6]->element[1]->element[0]->integer, 1);
+    ASSERT_TRUE(pool__resp_is_error(got[7], "ERR"));
+    ASSERT_TRUE(!pool__resp_is_error(got[7], "NOSCRIPT"));
+    for (i = 0; i < n; i++)
+        freeReplyObject(got[i]);
+    redisReaderFree(rd);
+}
+
+TEST(resp_reader_many_in_one_feed)
+{
+    redisReader *rd = pool__resp_reader_create();
+    struct buf b;
+    redisReply *r;
+    int i, n = 0;
+
+    buf_init(&b);
+    for (i = 0; i < 1000; i++)
+        ASSERT_OK(buf_appendf(&b, ":%d\r\n", i));
+    ASSERT_OK(pool__resp_feed(rd, buf_head(&b), buf_size(&b)));
+    while (pool__resp_next(rd, &r) == 1) {
+        ASSERT_EQ(r->integer, n);
+        n++;
+        freeReplyObject(r);
+    }
+    ASSERT_EQ(n, 1000);
+    buf_deinit(&b);
+    redisReaderFree(rd);
+}
+
+/* A protocol error is reported and sticky. */
+TEST(resp_reader_protocol_error)
+{
+    redisReader *rd = pool__resp_reader_create();
+    redisReply *r;
+
+    ASSERT_OK(pool__resp_feed(rd, "+OK\r\n?what\r\n", 12));
+    ASSERT_EQ(pool__resp_next(rd, &r), 1);
+    freeReplyObject(r);
+    ASSERT_EQ(pool__resp_next(rd, &r), -EPROTO);
+    ASSERT_NULL(r);
+    ASSERT_EQ(pool__resp_feed(rd, "+OK\r\n", 5), -EPROTO);
+    ASSERT_EQ(pool__resp_next(rd, &r), -EPROTO);
+    redisReaderFree(rd);
+}
+
+/* hiredis 0.14 refuses nesting deeper than 7: a protocol error, not a
+ * crash. */
+TEST(resp_reader_deep_nesting)
+{
+    redisReader *rd = pool__resp_reader_create();
+    struct buf b;
+    redisReply *r;
+    int i;
+
+    buf_init(&b);
+    for (i = 0; i < 9; i++)
+        ASSERT_OK(buf_append_str(&b, "*1\r\n"));
+    ASSERT_OK(buf_append_str(&b, ":1\r\n"));
+    ASSERT_OK(pool__resp_feed(rd, buf_head(&b), buf_size(&b)));
+    ASSERT_EQ(pool__resp_next(rd, &r), -EPROTO);
+    buf_deinit(&b);
+    redisReaderFree(rd);
+}
+
+TEST(resp_reply_predicates)
+{
+    redisReply err = {REDIS_REPLY_ERROR, 0, 21, (char *)"NOSCRIPT No matching", 0, NULL};
+    redisReply st = {REDIS_REPLY_STATUS, 0, 8, (char *)"NOSCRIPT", 0, NULL};
+    redisReply str = {REDIS_REPLY_STRING, 0, 7, (char *)"MeSsAgE", 0, NULL};
+    redisReply num = {REDIS_REPLY_INTEGER, 7, 0, NULL, 0, NULL};
+
+    err.len = strlen(err.str);
+    ASSERT_TRUE(pool__resp_is_error(&err, "NOSCRIPT"));
+    ASSERT_TRUE(!pool__resp_is_error(&err, "NOSCRIPTX No"));
+    ASSERT_TRUE(!pool__resp_is_error(&st, "NOSCRIPT"));
+    ASSERT_TRUE(pool__resp_str_is(&str, "message"));
+    ASSERT_TRUE(!pool__resp_str_is(&str, "messages"));
+    ASSERT_TRUE(!pool__resp_str_is(&str, "messag"));
+    ASSERT_TRUE(!pool__resp_str_is(&num, "7"));
+}
+
+TEST_MAIN(TEST_CASE(resp_format_simple), TEST_CASE(resp_format_binary),
+          TEST_CASE(resp_format_large), TEST_CASE(resp_format_split_and_raw),
+          TEST_CASE(resp_format_appends), TEST_CASE(resp_u64_and_sizes),
+          TEST_CASE(resp_reader_partial_feeds), TEST_CASE(resp_reader_many_in_one_feed),
+          TEST_CASE(resp_reader_protocol_error), TEST_CASE(resp_reader_deep_nesting),
+          TEST_CASE(resp_reply_predicates))
