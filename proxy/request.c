@@ -171,6 +171,28 @@ size_t px_parser_pending(const struct px_parser *p)
     return p->reader->len - p->reader->pos;
 }
 
+/* hiredis waits for a whole bulk before calling us, so a declared length
+ * over the limit is read from the pending header itself: while a bulk is
+ * incomplete, the current task is a string and buf + pos points at the
+ * length digits (its type byte is consumed; redisReader's fields are
+ * public). The client learns at once instead of after sending max_bytes. */
+static bool bulk_header_too_large(const struct px_parser *p)
+{
+    const redisReader *r = p->reader;
+    const char *s = r->buf + r->pos;
+    size_t n = px_parser_pending(p), i;
+    uint64_t len = 0;
+
+    if (r->ridx < 0 || r->rstack[r->ridx].type != REDIS_REPLY_STRING)
+        return false;
+    for (i = 0; i < n && s[i] >= '0' && s[i] <= '9'; i++) {
+        len = len * 10 + (uint64_t)(s[i] - '0');
+        if (len > p->max_bytes)
+            return true;
+    }
+    return false;
+}
+
 int px_parser_next(struct px_parser *p, struct px_req **out)
 {
     void *obj = NULL;
@@ -179,7 +201,7 @@ int px_parser_next(struct px_parser *p, struct px_req **out)
     if (redisReaderGetReply(p->reader, &obj) != REDIS_OK)
         return -EPROTO;
     if (!obj) {
-        if (px_parser_pending(p) > p->max_bytes) {
+        if (px_parser_pending(p) > p->max_bytes || bulk_header_too_large(p)) {
             p->err = "request too large";
             return -EPROTO;
         }

@@ -125,6 +125,8 @@ TEST(reject_limits)
     int i, n;
 
     expect_reject("*9\r\n", "too many arguments");
+    expect_reject("*2\r\n$4\r\nECHO\r\n$99999999999\r\n", "too large");
+    expect_reject("*2\r\n$4\r\nECHO\r\n$1025", "too large");
     setup(8, 1024);
     n = snprintf(frame, sizeof(frame), "*1\r\n$1500\r\n");
     for (i = 0; i < 1500; i++)
