@@ -115,6 +115,7 @@ static void client_on_request(struct px_client *cl, struct px_req *req)
         return;
     }
     req->cl = cl;
+    req->cmd = px_cmd_lookup(req->argv[0].p, req->argv[0].len);
     list_add_tail(&cl->queued, &req->node);
     cl->nreqs++;
 }
@@ -226,6 +227,23 @@ static void client_drop_queued(struct px_client *cl)
     }
 }
 
+void px_client_own(struct px_client *cl, struct px_owned *o)
+{
+    list_add_tail(&cl->owned, &o->node);
+}
+
+static void client_tell_owned(struct px_client *cl)
+{
+    struct list *n;
+
+    while ((n = list_first(&cl->owned)) != NULL) {
+        struct px_owned *o = LP_CONTAINER_OF(n, struct px_owned, node);
+
+        list_del_init(n);
+        o->gone(o, cl);
+    }
+}
+
 void px_client_close(struct px_client *cl)
 {
     struct px_server *srv = cl->srv;
@@ -237,6 +255,7 @@ void px_client_close(struct px_client *cl)
     client_drop_queued(cl);
     px_lock_client_gone(cl);
     px_hold_client_gone(cl);
+    client_tell_owned(cl);
     list_del_init(&cl->client_node);
     srv->nclients--;
     sched_conn_close(&cl->conn, cl->quit);
@@ -278,6 +297,7 @@ int px_client_accept(struct px_server *srv, int fd)
     list_init(&cl->running);
     list_init(&cl->holds);
     list_init(&cl->waiters);
+    list_init(&cl->owned);
     rc = sched_conn_attach(srv->loop, &cl->conn, fd, &client_ops);
     if (rc < 0) {
         px_parser_deinit(&cl->parser);

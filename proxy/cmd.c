@@ -3,9 +3,13 @@
  * unmodified. */
 #include "proxy/cmd.h"
 
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
+#include "common/hmap.h"
 #include "common/util.h"
 #include "pool/pool.h"
 #include "proxy/client.h"
@@ -17,14 +21,6 @@
 #ifndef LP_VERSION
 #define LP_VERSION "0.0.0"
 #endif
-
-struct px_cmd {
-    const char *name;                            /* upper-case command name */
-    int min_args;                                /* including the command itself */
-    int max_args;                                /* -1: unbounded */
-    void (*fn)(struct px_req *req);              /* handler */
-    bool (*may_block)(const struct px_req *req); /* NULL: never blocks */
-};
 
 static bool arg_is(const struct px_arg *a, const char *lit)
 {
@@ -146,43 +142,97 @@ static void cmd_info(struct px_req *req)
     px_req_done(req);
 }
 
-static const struct px_cmd cmd_table[] = {
-    {"PING", 1, 2, cmd_ping, NULL},
-    {"ECHO", 2, 2, cmd_echo, NULL},
-    {"QUIT", 1, -1, cmd_quit, NULL},
-    {"SELECT", 2, 2, cmd_select, NULL},
-    {"HELLO", 1, -1, cmd_hello, NULL},
-    {"CLIENT", 2, -1, cmd_client, NULL},
-    {"COMMAND", 1, -1, cmd_command, NULL},
-    {"INFO", 1, 2, cmd_info, NULL},
-    {"LOCK", 2, 8, px_lock_cmd_lock, px_lock_may_block},
-    {"TRYLOCK", 2, 6, px_lock_cmd_trylock, NULL},
-    {"UNLOCK", 2, 4, px_lock_cmd_unlock, NULL},
-    {"FORCEUNLOCK", 2, 2, px_lock_cmd_forceunlock, NULL},
-    {"LOCK.INFO", 2, 4, px_lock_cmd_info, NULL},
+static const struct px_cmd conn_cmds[] = {
+    {"PING", 1, 2, cmd_ping, NULL},        {"ECHO", 2, 2, cmd_echo, NULL},
+    {"QUIT", 1, -1, cmd_quit, NULL},       {"SELECT", 2, 2, cmd_select, NULL},
+    {"HELLO", 1, -1, cmd_hello, NULL},     {"CLIENT", 2, -1, cmd_client, NULL},
+    {"COMMAND", 1, -1, cmd_command, NULL}, {"INFO", 1, 2, cmd_info, NULL},
+};
+static const struct px_cmd_set conn_cmd_set = {conn_cmds, LP_ARRAY_SIZE(conn_cmds)};
+
+/* One line per module. */
+static const struct px_cmd_set *const cmd_sets[] = {
+    &conn_cmd_set,
+    &px_lock_cmd_set,
 };
 
-static const struct px_cmd *cmd_lookup(const struct px_arg *name)
+struct cmd_entry {
+    struct hmap_node node;    /* in cmd_index */
+    const struct px_cmd *cmd; /* borrowed: static table entry */
+};
+
+static struct hmap cmd_index;
+static struct cmd_entry *cmd_entries;
+
+#define CMD_NAME_MAX 32
+
+/* Upper-cases name into out; returns false if it cannot be a command. */
+static bool cmd_key(const char *name, size_t len, char *out)
 {
     size_t i;
 
-    for (i = 0; i < LP_ARRAY_SIZE(cmd_table); i++) {
-        if (arg_is(name, cmd_table[i].name))
-            return &cmd_table[i];
+    if (len == 0 || len >= CMD_NAME_MAX)
+        return false;
+    for (i = 0; i < len; i++)
+        out[i] = (char)toupper((unsigned char)name[i]);
+    return true;
+}
+
+int px_cmd_init(void)
+{
+    size_t i, k, n = 0, total = 0;
+
+    for (i = 0; i < LP_ARRAY_SIZE(cmd_sets); i++)
+        total += cmd_sets[i]->n;
+    cmd_entries = calloc(total, sizeof(*cmd_entries));
+    if (!cmd_entries || hmap_init(&cmd_index, total * 2) < 0) {
+        free(cmd_entries);
+        return -ENOMEM;
+    }
+    for (i = 0; i < LP_ARRAY_SIZE(cmd_sets); i++) {
+        for (k = 0; k < cmd_sets[i]->n; k++, n++) {
+            const struct px_cmd *c = &cmd_sets[i]->cmds[k];
+
+            cmd_entries[n].cmd = c;
+            hmap_insert(&cmd_index, &cmd_entries[n].node, hash_bytes(c->name, strlen(c->name)));
+        }
+    }
+    return 0;
+}
+
+void px_cmd_deinit(void)
+{
+    hmap_deinit(&cmd_index);
+    free(cmd_entries);
+    cmd_entries = NULL;
+}
+
+const struct px_cmd *px_cmd_lookup(const char *name, size_t len)
+{
+    char key[CMD_NAME_MAX];
+    struct hmap_node *n;
+
+    if (!cmd_key(name, len, key))
+        return NULL;
+    for (n = hmap_first(&cmd_index, hash_bytes(key, len)); n; n = hmap_next(n)) {
+        const struct px_cmd *c = LP_CONTAINER_OF(n, struct cmd_entry, node)->cmd;
+
+        if (strlen(c->name) == len && memcmp(c->name, key, len) == 0)
+            return c;
     }
     return NULL;
 }
 
 bool px_cmd_may_block(const struct px_req *req)
 {
-    const struct px_cmd *c = cmd_lookup(&req->argv[0]);
+    const struct px_cmd *c = req->cmd;
 
-    return c && c->may_block && c->may_block(req);
+    return c && c->may_block && req->argc >= c->min_args && c->may_block(req);
 }
 
 void px_cmd_dispatch(struct px_req *req)
 {
-    const struct px_cmd *c = cmd_lookup(&req->argv[0]);
+    const struct px_cmd *c = req->cmd;
     const struct px_arg *name = &req->argv[0];
 
     if (!c) {

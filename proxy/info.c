@@ -86,16 +86,23 @@ static void info_stats(struct px_server *srv, struct buf *o)
                 (unsigned long long)s->proto_errs);
 }
 
+struct info_section {
+    const char *name;                                    /* lower-case section name */
+    void (*write)(struct px_server *srv, struct buf *o); /* appends "# Name" and lines */
+};
+
+/* In output order; one line per module that reports its own section. */
+static const struct info_section sections[] = {
+    {"server", info_server},     {"clients", info_clients}, {"locks", info_locks},
+    {"upstream", info_upstream}, {"stats", info_stats},
+};
+
 void px_info_write(struct px_server *srv, const char *section, struct buf *out)
 {
-    if (want(section, "server"))
-        info_server(srv, out);
-    if (want(section, "clients"))
-        info_clients(srv, out);
-    if (want(section, "locks"))
-        info_locks(srv, out);
-    if (want(section, "upstream"))
-        info_upstream(srv, out);
-    if (want(section, "stats"))
-        info_stats(srv, out);
+    size_t i;
+
+    for (i = 0; i < sizeof(sections) / sizeof(sections[0]); i++) {
+        if (want(section, sections[i].name))
+            sections[i].write(srv, out);
+    }
 }

@@ -223,11 +223,21 @@ static void lockop_on_wake(struct px_wait *w)
     lock_try(op);
 }
 
+/* When to re-poll a holder whose remaining lease is pttl: at its end (PTTL
+ * is 0 during a lease's last millisecond, so never sooner than 1 ms); for a
+ * key without expiry (-1), every watchdog timeout as a safety net. */
+static uint64_t repoll_ms(const struct px_lockop *op, int64_t pttl)
+{
+    if (pttl >= 0)
+        return (uint64_t)LP_MAX(pttl, 1);
+    return pttl == -1 ? op->srv->opts.watchdog_ms : 1;
+}
+
 /* Sleeps until a wake-up, the holder's lease end, or the deadline. */
 static void lockop_sleep(struct px_lockop *op, int64_t pttl)
 {
     uint64_t now = sched_loop_now_ms(op->srv->loop);
-    uint64_t retry = pttl > 0 ? (uint64_t)pttl : op->srv->opts.watchdog_ms;
+    uint64_t retry = repoll_ms(op, pttl);
 
     if (px_waitset_sleep(op->set, &op->wait))
         return lock_try(op);
@@ -256,8 +266,7 @@ static void lockop_contended(struct px_lockop *op, int64_t pttl)
     if (op->set->ready)
         return lock_try(op); /* subscribed before this retry: no wake-up can be missed */
     /* Otherwise READY triggers the retry; the timer covers a lost subscribe. */
-    sched_loop_timer_in(op->srv->loop, &op->timer,
-                        pttl > 0 ? (uint64_t)pttl : op->srv->opts.watchdog_ms);
+    sched_loop_timer_in(op->srv->loop, &op->timer, repoll_ms(op, pttl));
 }
 
 static void lockop_acquired(struct px_lockop *op, int64_t count)
@@ -349,17 +358,17 @@ static void lock_start(struct px_req *req, bool trylock)
     lock_try(op);
 }
 
-void px_lock_cmd_lock(struct px_req *req)
+static void lock_cmd_lock(struct px_req *req)
 {
     lock_start(req, false);
 }
 
-void px_lock_cmd_trylock(struct px_req *req)
+static void lock_cmd_trylock(struct px_req *req)
 {
     lock_start(req, true);
 }
 
-bool px_lock_may_block(const struct px_req *req)
+static bool lock_may_block(const struct px_req *req)
 {
     int i;
 
@@ -476,7 +485,7 @@ static void send_name_channel(struct px_req *req, unsigned script, const char *c
     px_client_get(req->cl);
 }
 
-void px_lock_cmd_unlock(struct px_req *req)
+static void lock_cmd_unlock(struct px_req *req)
 {
     struct px_server *srv = req->cl->srv;
     struct unlockop *u;
@@ -521,7 +530,7 @@ static void force_on_reply(void *arg, const redisReply *r, int err)
     px_client_put(cl);
 }
 
-void px_lock_cmd_forceunlock(struct px_req *req)
+static void lock_cmd_forceunlock(struct px_req *req)
 {
     struct lock_args a;
     char chan[PX_NAME_MAX + 64];
@@ -582,7 +591,7 @@ static void info_on_reply(void *arg, const redisReply *r, int err)
     px_client_put(cl);
 }
 
-void px_lock_cmd_info(struct px_req *req)
+static void lock_cmd_info(struct px_req *req)
 {
     struct unlockop *u;
     struct lock_args a;
@@ -613,6 +622,15 @@ void px_lock_cmd_info(struct px_req *req)
     req->op = u;
     px_client_get(req->cl);
 }
+
+static const struct px_cmd lock_cmds[] = {
+    {"LOCK", 2, 8, lock_cmd_lock, lock_may_block},
+    {"TRYLOCK", 2, 6, lock_cmd_trylock, NULL},
+    {"UNLOCK", 2, 4, lock_cmd_unlock, NULL},
+    {"FORCEUNLOCK", 2, 2, lock_cmd_forceunlock, NULL},
+    {"LOCK.INFO", 2, 4, lock_cmd_info, NULL},
+};
+const struct px_cmd_set px_lock_cmd_set = {lock_cmds, LP_ARRAY_SIZE(lock_cmds)};
 
 int px_lock_init(struct px_server *srv)
 {

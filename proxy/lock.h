@@ -6,6 +6,8 @@
 
 #include <stdbool.h>
 
+#include "proxy/cmd.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -16,14 +18,8 @@ struct px_server;
 
 #define PX_NAME_MAX 4096u /* longest lock name accepted */
 
-void px_lock_cmd_lock(struct px_req *req);
-void px_lock_cmd_trylock(struct px_req *req);
-void px_lock_cmd_unlock(struct px_req *req);
-void px_lock_cmd_forceunlock(struct px_req *req);
-void px_lock_cmd_info(struct px_req *req);
-
-/* LOCK blocks unless it says WAIT 0. */
-bool px_lock_may_block(const struct px_req *req);
+/* LOCK, TRYLOCK, UNLOCK, FORCEUNLOCK, LOCK.INFO. */
+extern const struct px_cmd_set px_lock_cmd_set;
 
 /* The connection closed: its waits end (their replies are dropped). */
 void px_lock_client_gone(struct px_client *cl);

@@ -19,6 +19,7 @@ extern "C" {
 #endif
 
 struct px_client;
+struct px_cmd;
 struct redisReader;
 
 struct px_arg {
@@ -37,6 +38,7 @@ struct px_req {
     struct px_client *cl;      /* borrowed: the client outlives its requests */
     enum px_req_state state;   /* see enum */
     bool blocking;             /* barrier: later requests wait for this one */
+    const struct px_cmd *cmd;  /* borrowed: looked up at parse time, NULL if unknown */
     int argc;                  /* arguments, argv[0] is the command */
     struct px_arg *argv;       /* owned: argc entries (argv_inl when small) */
     char *arena;               /* owned: argument bytes (arena_inl when small) */

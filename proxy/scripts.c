@@ -4,6 +4,8 @@
 
 #include <string.h>
 
+#include "common/compiler.h"
+
 /* Free, or already ours: take (or re-enter) and reset the lease. Otherwise
  * report the holder's remaining lease. HEXISTS fails with WRONGTYPE when
  * the name holds another type, so no foreign key is ever modified. */
@@ -57,7 +59,7 @@ static const char info_lua[] = "local e = redis.call('exists', KEYS[1]); "
                                "if v then c = tonumber(v); end; end; "
                                "return {e, c, redis.call('pttl', KEYS[1])};";
 
-const struct pool_script px_scripts[PX_SCRIPT_COUNT] = {
+static const struct pool_script lock_scripts[PX_SCRIPT_COUNT] = {
     {"acquire", acquire_lua}, {"unlock", unlock_lua}, {"force", force_lua},
     {"release", release_lua}, {"renew", renew_lua},   {"info", info_lua},
 };
@@ -79,4 +81,31 @@ size_t px_channel_name(char *dst, size_t cap, const char *prefix, const char *na
         dst[plen++] = '}';
     dst[plen] = '\0';
     return plen;
+}
+
+static unsigned lock_script_base;
+static const struct px_script_set lock_script_set = {lock_scripts, PX_SCRIPT_COUNT,
+                                                     &lock_script_base};
+
+/* One line per module; the reentrant lock stays first (its ids are base 0). */
+const struct px_script_set *const px_script_sets[] = {
+    &lock_script_set,
+    NULL,
+};
+
+size_t px_scripts_build(const struct pool_script **out)
+{
+    static struct pool_script table[128];
+    size_t n = 0, i, k;
+
+    for (i = 0; px_script_sets[i]; i++) {
+        const struct px_script_set *set = px_script_sets[i];
+
+        LP_BUG_ON(n + set->n > LP_ARRAY_SIZE(table));
+        *set->base = (unsigned)n;
+        for (k = 0; k < set->n; k++)
+            table[n++] = set->scripts[k];
+    }
+    *out = table;
+    return n;
 }

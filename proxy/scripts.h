@@ -1,7 +1,11 @@
-/* The Lua scripts lockproxy runs in Redis, in the order registered with the
- * pool (their index is the pool script id). They write exactly Redisson's
- * RLock layout: a hash at the raw lock name, one field "<uuid>:<id>" holding
- * the reentrancy count, the lease as the key's PTTL, and "0" published on
+/* The Lua scripts lockproxy runs in Redis. Each module owns a set of
+ * scripts; px_scripts_build() concatenates every set into the table handed
+ * to the pool and tells each set its base id (pool id = base + index).
+ *
+ * The reentrant lock's set comes first (base 0), so its PX_SCRIPT_* values
+ * are pool ids. Its scripts write exactly Redisson's RLock layout: a hash at
+ * the raw lock name, one field "<uuid>:<id>" holding the reentrancy count,
+ * the lease as the key's PTTL, and "0" published on
  * redisson_lock__channel:{name} at every full release. */
 #ifndef LP_PROXY_SCRIPTS_H
 #define LP_PROXY_SCRIPTS_H
@@ -24,8 +28,19 @@ enum px_script {
     PX_SCRIPT_COUNT = 6,
 };
 
-/* The table handed to pool_create(). */
-extern const struct pool_script px_scripts[PX_SCRIPT_COUNT];
+/* A module's scripts. */
+struct px_script_set {
+    const struct pool_script *scripts; /* borrowed: the module's scripts */
+    size_t n;                          /* how many */
+    unsigned *base;                    /* out: pool id of scripts[0] */
+};
+
+/* Every module's set, in order (defined in scripts.c, one line each). */
+extern const struct px_script_set *const px_script_sets[];
+
+/* Fills the pool's script table (static storage) from px_script_sets and
+ * sets each base. Returns the script count. */
+size_t px_scripts_build(const struct pool_script **out);
 
 /* Writes Redisson's "{name}" form of name for aux keys and channels:
  * prefix + "{" name "}" unless name already contains '{', in which case the

@@ -21,6 +21,7 @@
 #include "common/util.h"
 #include "pool/pool.h"
 #include "proxy/client.h"
+#include "proxy/cmd.h"
 #include "proxy/hold.h"
 #include "proxy/lock.h"
 #include "proxy/scripts.h"
@@ -114,7 +115,9 @@ static int server_listen(struct px_server *srv)
 static int server_pool(struct px_server *srv)
 {
     const struct px_addr *u = &srv->opts.upstream;
+    const struct pool_script *scripts;
     struct pool_opts po;
+    size_t nscripts;
     int rc;
 
     pool_opts_default(&po);
@@ -126,7 +129,8 @@ static int server_pool(struct px_server *srv)
     po.db = u->db;
     po.size = srv->opts.pool_size;
     po.request_timeout_ms = srv->opts.upstream_timeout_ms;
-    rc = pool_create(&srv->pool, srv->loop, &po, px_scripts, PX_SCRIPT_COUNT);
+    nscripts = px_scripts_build(&scripts);
+    rc = pool_create(&srv->pool, srv->loop, &po, scripts, nscripts);
     if (rc < 0)
         return rc;
     return pool_start(srv->pool);
@@ -164,7 +168,7 @@ int px_server_create(struct px_server **out, const struct px_opts *opts)
     rc = server_pool(srv);
     if (rc < 0)
         goto err_loop;
-    if ((rc = px_lock_init(srv)) < 0 || (rc = px_hold_init(srv)) < 0)
+    if ((rc = px_cmd_init()) < 0 || (rc = px_lock_init(srv)) < 0 || (rc = px_hold_init(srv)) < 0)
         goto err_loop;
     rc = server_listen(srv);
     if (rc < 0)
@@ -222,6 +226,7 @@ void px_server_destroy(struct px_server *srv)
         sched_loop_run_once(srv->loop, 10);
     px_hold_deinit(srv);
     px_lock_deinit(srv);
+    px_cmd_deinit();
     if (pool_is_stopped(srv->pool))
         pool_destroy(srv->pool);
     sched_loop_destroy(srv->loop);
