@@ -21,6 +21,7 @@ struct px_cmd {
     int max_args;                                /* -1: unbounded */
     void (*fn)(struct px_req *req);              /* handler: completes req now or later */
     bool (*may_block)(const struct px_req *req); /* NULL: never blocks */
+    int name_arg;                                /* argv index of the lock/object name, 0: none */
 };
 
 struct px_cmd_set {

@@ -624,11 +624,11 @@ static void lock_cmd_info(struct px_req *req)
 }
 
 static const struct px_cmd lock_cmds[] = {
-    {"LOCK", 2, 8, lock_cmd_lock, lock_may_block},
-    {"TRYLOCK", 2, 6, lock_cmd_trylock, NULL},
-    {"UNLOCK", 2, 4, lock_cmd_unlock, NULL},
-    {"FORCEUNLOCK", 2, 2, lock_cmd_forceunlock, NULL},
-    {"LOCK.INFO", 2, 4, lock_cmd_info, NULL},
+    {"LOCK", 2, 8, lock_cmd_lock, lock_may_block, 1},
+    {"TRYLOCK", 2, 6, lock_cmd_trylock, NULL, 1},
+    {"UNLOCK", 2, 4, lock_cmd_unlock, NULL, 1},
+    {"FORCEUNLOCK", 2, 2, lock_cmd_forceunlock, NULL, 1},
+    {"LOCK.INFO", 2, 4, lock_cmd_info, NULL, 1},
 };
 const struct px_cmd_set px_lock_cmd_set = {lock_cmds, LP_ARRAY_SIZE(lock_cmds)};
 
