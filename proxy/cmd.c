@@ -143,10 +143,10 @@ static void cmd_info(struct px_req *req)
 }
 
 static const struct px_cmd conn_cmds[] = {
-    {"PING", 1, 2, cmd_ping, NULL},        {"ECHO", 2, 2, cmd_echo, NULL},
-    {"QUIT", 1, -1, cmd_quit, NULL},       {"SELECT", 2, 2, cmd_select, NULL},
-    {"HELLO", 1, -1, cmd_hello, NULL},     {"CLIENT", 2, -1, cmd_client, NULL},
-    {"COMMAND", 1, -1, cmd_command, NULL}, {"INFO", 1, 2, cmd_info, NULL},
+    {"PING", 1, 2, cmd_ping, NULL, 0},        {"ECHO", 2, 2, cmd_echo, NULL, 0},
+    {"QUIT", 1, -1, cmd_quit, NULL, 0},       {"SELECT", 2, 2, cmd_select, NULL, 0},
+    {"HELLO", 1, -1, cmd_hello, NULL, 0},     {"CLIENT", 2, -1, cmd_client, NULL, 0},
+    {"COMMAND", 1, -1, cmd_command, NULL, 0}, {"INFO", 1, 2, cmd_info, NULL, 0},
 };
 static const struct px_cmd_set conn_cmd_set = {conn_cmds, LP_ARRAY_SIZE(conn_cmds)};
 
