@@ -1,0 +1,73 @@
+/* Command-line options of lockproxy-bench, the closed-loop load generator:
+ * what to run (workload, targets), how hard (clients, keys, hold time,
+ * pipeline depth), for how long, and where the results go. */
+#ifndef LP_BENCH_LOADGEN_LG_OPTS_H
+#define LP_BENCH_LOADGEN_LG_OPTS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "sched/loop.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum lg_workload {
+    LG_WL_UNCONTENDED = 0, /* each client its own key */
+    LG_WL_CONTENDED = 1,   /* clients spread over --keys hot keys */
+    LG_WL_REENTRANT = 2,   /* acquire twice, release twice */
+    LG_WL_RWLOCK = 3,      /* accepted, not yet supported */
+    LG_WL_SEMAPHORE = 4,   /* accepted, not yet supported */
+};
+
+enum lg_target {
+    LG_TGT_PROXY = 0,         /* LOCK/UNLOCK through lockproxy */
+    LG_TGT_DIRECT = 1,        /* Redisson-style scripts straight to Redis */
+    LG_TGT_DIRECT_SHARED = 2, /* direct, one subscription per key for all clients */
+};
+
+#define LG_MAX_TARGETS 4
+
+struct lg_endpoint {
+    char host[256]; /* name or address */
+    char port[8];   /* decimal port */
+};
+
+struct lg_opts {
+    enum lg_workload workload;              /* what each client does */
+    unsigned clients;                       /* connections (one client each) */
+    unsigned keys;                          /* hot keys (contended, reentrant with --keys) */
+    bool keys_set;                          /* --keys was given */
+    unsigned pipeline;                      /* 0: closed loop; N: N TRYLOCK/UNLOCK pairs */
+    uint64_t hold_us;                       /* time between acquire and release */
+    double duration_s;                      /* measured phase */
+    double warmup_s;                        /* unmeasured phase before it */
+    enum lg_target targets[LG_MAX_TARGETS]; /* run in this order */
+    unsigned ntargets;                      /* entries in targets */
+    enum sched_io io;                       /* event loop backend */
+    struct lg_endpoint proxy;               /* lockproxy address */
+    struct lg_endpoint redis;               /* Redis address (direct, statistics) */
+    int proxy_pid;                          /* lockproxy pid for CPU figures, 0: n/a */
+    bool direct_shared_sub;                 /* "direct" shares subscriptions per key */
+    unsigned lease_ms;                      /* direct: lease passed to the scripts */
+    const char *json_path;                  /* borrowed from argv: JSON output or NULL */
+    const char *svg_path;                   /* borrowed from argv: SVG output or NULL */
+    char prefix[64];                        /* key name prefix */
+};
+
+/* Fills o from argv. Returns 0 to run, 1 when --help was printed (exit 0),
+ * or -EINVAL after printing the reason to stderr. */
+int lg_opts_parse(struct lg_opts *o, int argc, char **argv);
+
+/* Keys the workload uses (holder table size). */
+unsigned lg_opts_nkeys(const struct lg_opts *o);
+
+const char *lg_workload_name(enum lg_workload w);
+const char *lg_target_name(enum lg_target t);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,42 @@
+/* Presenting results: the per-target table and the comparison on stdout,
+ * the JSON file, and the SVG chart. */
+#ifndef LP_BENCH_LOADGEN_LG_REPORT_H
+#define LP_BENCH_LOADGEN_LG_REPORT_H
+
+#include <stdbool.h>
+
+#include "bench/loadgen/lg_opts.h"
+#include "bench/loadgen/lg_result.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Completed acquire+release pairs per second (0 if it did not run). */
+double lg_result_ops(const struct lg_result *res);
+
+/* Latency at percentile pct in microseconds. */
+double lg_result_lat_us(const struct lg_result *res, double pct);
+
+/* True when the run was clean: no violation and nothing stuck. */
+bool lg_result_exclusive(const struct lg_result *res);
+
+/* Prints the table of one target to stdout. */
+void lg_report_target(const struct lg_opts *o, const struct lg_result *res);
+
+/* Prints the side-by-side summary and the proxy/direct ratios. */
+void lg_report_summary(const struct lg_opts *o, const struct lg_result *res, unsigned n);
+
+/* Writes every figure to path as JSON. Returns 0 or -errno. */
+int lg_report_json(const char *path, const struct lg_opts *o, const struct lg_result *res,
+                   unsigned n);
+
+/* Writes the chart to path as a standalone SVG. Returns 0 or -errno. */
+int lg_svg_write(const char *path, const struct lg_opts *o, const struct lg_result *res,
+                 unsigned n);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

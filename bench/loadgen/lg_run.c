@@ -1,0 +1,690 @@
+/* One target run: set-up, phases, holds, the exclusion check, statistics.
+ *
+ * Phases. CONNECT opens every connection (at most CONNECT_WINDOW connects
+ * in flight, so listen backlogs never overflow); WARMUP starts every client
+ * cycling; MEASURE resets the counters and the histogram and snapshots
+ * Redis, proxy and bench CPU; at its end the snapshots are taken again and
+ * the figures are final. DRAIN lets every client finish its cycle (so no
+ * lock is left behind, and a target that cannot hand locks over shows up
+ * as "stuck"), bounded by DRAIN_TIMEOUT_MS. CLOSE closes every connection;
+ * the loop stops when the last one is released.
+ *
+ * Holds (--hold-us). All holds have the same length, so the queue of
+ * holding clients is sorted by its FIFO order. A hook releases the due ones
+ * every loop iteration (microsecond precision whenever the loop is busy),
+ * and a wheel timer for the head wakes an idle loop (1 ms tick).
+ *
+ * Exclusion check. lg_key.holders goes 0 -> 1 when a grant arrives; a
+ * grant that finds it non-zero is a violation, and a re-entry must find
+ * holders == 1 and itself as the owner. A release is only sent at the end
+ * of the loop iteration that queued it, so the key stays held until then
+ * (the end-of-iteration hook clears it just before the flush): otherwise,
+ * with --hold-us 0, a grant and the release it allows would be handled in
+ * the same callback and two simultaneous grants could never be seen. A
+ * grant processed later may have been caused by that release, so it is
+ * never counted against it: no false positives. */
+#include "bench/loadgen/lg_run.h"
+
+#include <sys/socket.h>
+
+#include <errno.h>
+#include <netdb.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/clock.h"
+#include "common/compiler.h"
+#include "common/util.h"
+
+#define CONNECT_WINDOW     128u
+#define CONNECT_TIMEOUT_MS 30000u
+#define DRAIN_TIMEOUT_MS   15000u
+#define PROGRESS_MS        1000u
+
+/* Redisson's RLock acquire (RedissonLock.tryLockInnerAsync): nil when taken
+ * or re-entered, else the holder's PTTL. KEYS[1] name; ARGV lease, owner. */
+static const char acquire_lua[] = "if ((redis.call('exists', KEYS[1]) == 0) or "
+                                  "(redis.call('hexists', KEYS[1], ARGV[2]) == 1)) then "
+                                  "redis.call('hincrby', KEYS[1], ARGV[2], 1); "
+                                  "redis.call('pexpire', KEYS[1], ARGV[1]); "
+                                  "return nil; end; "
+                                  "return redis.call('pttl', KEYS[1]);";
+
+/* Redisson's RLock unlock (unlockInnerAsync, without the 3.24.1 unlock
+ * latch, which only costs Redis more): nil not owner, 0 still held, 1
+ * released + PUBLISH. KEYS name, channel; ARGV message (0), lease, owner. */
+static const char unlock_lua[] =
+    "if (redis.call('hexists', KEYS[1], ARGV[3]) == 0) then return nil; end; "
+    "local counter = redis.call('hincrby', KEYS[1], ARGV[3], -1); "
+    "if (counter > 0) then redis.call('pexpire', KEYS[1], ARGV[2]); return 0; "
+    "else redis.call('del', KEYS[1]); redis.call('publish', KEYS[2], ARGV[1]); return 1; end; "
+    "return nil;";
+
+static volatile sig_atomic_t interrupted;
+
+/* Ends the run: stops every timer and closes every connection started;
+ * the loop stops once the last one is released. Idempotent. */
+static void close_all(struct lg_run *r);
+/* Every connection is up: every live client starts cycling. */
+static void begin_warmup(struct lg_run *r);
+
+void lg_run_interrupt(void)
+{
+    if (interrupted < 2)
+        interrupted++;
+}
+
+bool lg_run_was_interrupted(void)
+{
+    return interrupted != 0;
+}
+
+/* ---- small services ---------------------------------------------------- */
+
+size_t lg_run_key_name(const struct lg_run *r, unsigned key, char *buf, size_t cap)
+{
+    int n = snprintf(buf, cap, "%s:%s:%u", r->o->prefix, lg_target_name(r->target), key);
+
+    if (n < 0)
+        return 0;
+    return (size_t)n < cap ? (size_t)n : cap - 1;
+}
+
+bool lg_run_cycling(const struct lg_run *r)
+{
+    return r->phase == LG_PH_WARMUP || r->phase == LG_PH_MEASURE;
+}
+
+void lg_run_error(struct lg_run *r, const char *what, const char *msg, size_t len)
+{
+    struct lg_result *res = r->res;
+
+    res->errors++;
+    if (res->first_error[0] == '\0')
+        snprintf(res->first_error, sizeof(res->first_error), "%s: %.*s", what,
+                 msg ? (int)LP_MIN(len, 120u) : 0, msg ? msg : "");
+}
+
+/* Counts a violation and keeps a description of the first one. */
+static void violation(struct lg_run *r, const struct lg_client *c, unsigned key, const char *what)
+{
+    char name[128];
+
+    r->res->violations++;
+    if (r->res->first_violation[0] != '\0')
+        return;
+    lg_run_key_name(r, key, name, sizeof(name));
+    snprintf(r->res->first_violation, sizeof(r->res->first_violation),
+             "%.64s: client %u %s while client %u held it (holders %u)", name, c->id, what,
+             r->keys[key].owner, r->keys[key].holders);
+}
+
+void lg_run_granted(struct lg_client *c, unsigned key, unsigned depth)
+{
+    struct lg_run *r = c->run;
+    struct lg_key *k = &r->keys[key];
+
+    r->res->checked++;
+    r->acq_all++;
+    if (depth == 1) {
+        if (k->holders != 0)
+            violation(r, c, key, "was granted the lock");
+        k->holders++;
+        k->owner = c->id;
+    } else if (k->holders != 1 || k->owner != c->id) {
+        violation(r, c, key, "re-entered the lock");
+    }
+    if (r->phase == LG_PH_MEASURE) {
+        c->granted++;
+        r->cnt.acquisitions++;
+        lg_hist_record(r->res->hist, clock_mono_ns() - c->t0_ns);
+    }
+}
+
+void lg_run_released(struct lg_client *c, unsigned key)
+{
+    struct lg_key *k = &c->run->keys[key];
+
+    if (k->holders > 0)
+        k->holders--;
+}
+
+void lg_run_releasing(struct lg_client *c, unsigned key)
+{
+    struct lg_run *r = c->run;
+
+    if (r->nunheld == r->nclients) {
+        lg_run_released(c, key);
+        return;
+    }
+    r->unheld[r->nunheld++] = key;
+}
+
+/* The iteration's releases are about to be flushed: their keys are free. */
+static void unheld_run(struct lg_run *r)
+{
+    for (unsigned i = 0; i < r->nunheld; i++) {
+        struct lg_key *k = &r->keys[r->unheld[i]];
+
+        if (k->holders > 0)
+            k->holders--;
+    }
+    r->nunheld = 0;
+}
+
+void lg_run_client_idle(struct lg_client *c)
+{
+    struct lg_run *r = c->run;
+
+    r->active--;
+    if (r->active > 0)
+        return;
+    if (r->phase == LG_PH_DRAIN) {
+        close_all(r);
+    } else if (r->phase < LG_PH_DRAIN) {
+        snprintf(r->res->error, sizeof(r->res->error), "every client lost its connection (%s)",
+                 r->res->first_error);
+        close_all(r);
+    }
+}
+
+/* ---- holds ------------------------------------------------------------- */
+
+static void hold_run(struct lg_run *r)
+{
+    uint64_t now = clock_mono_ns();
+    struct list *n;
+
+    while ((n = list_first(&r->hold_q))) {
+        struct lg_client *c = list_entry(n, struct lg_client, node);
+
+        if (c->due_ns > now)
+            break;
+        list_del_init(n);
+        lg_client_release(c);
+    }
+    if (n && !sched_timer_is_pending(&r->hold_timer)) {
+        struct lg_client *c = list_entry(n, struct lg_client, node);
+
+        sched_loop_timer_add(r->loop, &r->hold_timer, (c->due_ns + 999999u) / 1000000u);
+    }
+}
+
+static void hold_timer_cb(struct sched_timer *t)
+{
+    hold_run(LP_CONTAINER_OF(t, struct lg_run, hold_timer));
+}
+
+/* Runs after events and timers, right before the loop's flush. */
+static void iter_hook_cb(struct sched_hook *h)
+{
+    struct lg_run *r = LP_CONTAINER_OF(h, struct lg_run, iter_hook);
+
+    if (r->o->hold_us > 0)
+        hold_run(r);
+    unheld_run(r);
+}
+
+void lg_run_hold(struct lg_client *c)
+{
+    struct lg_run *r = c->run;
+
+    c->state = LG_CS_HOLD;
+    c->due_ns = clock_mono_ns() + r->o->hold_us * 1000u;
+    list_add_tail(&r->hold_q, &c->node);
+    if (!sched_timer_is_pending(&r->hold_timer))
+        sched_loop_timer_add(r->loop, &r->hold_timer, (c->due_ns + 999999u) / 1000000u);
+}
+
+/* ---- statistics -------------------------------------------------------- */
+
+static void snapshot_begin(struct lg_run *r)
+{
+    struct lg_result *res = r->res;
+
+    res->redis_ok =
+        lg_redis_snapshot(&r->o->redis, r->snap0, res->redis_error, sizeof(res->redis_error)) == 0;
+    res->proxy_cpu_ok = r->target == LG_TGT_PROXY && r->o->proxy_pid > 0 &&
+                        lg_proc_cpu(r->o->proxy_pid, &r->proxy_cpu0) == 0;
+    r->bench_cpu0 = lg_self_cpu();
+}
+
+/* Redis CPU, command totals and the per-command deltas (without the
+ * bench's own INFO) between the two snapshots. */
+static void redis_figures(struct lg_run *r, const struct lg_redis_snap *end)
+{
+    struct lg_result *res = r->res;
+
+    res->redis_cpu_s = end->cpu_s - r->snap0->cpu_s;
+    lg_redis_delta(r->snap0, end, &res->redis_client_cmds, &res->redis_all_calls);
+    res->ndelta = 0;
+    for (unsigned i = 0; i < end->n; i++) {
+        uint64_t d = end->cmd[i].calls - lg_redis_calls(r->snap0, end->cmd[i].name);
+
+        if (d == 0 || strcmp(end->cmd[i].name, "info") == 0)
+            continue;
+        res->delta[res->ndelta] = end->cmd[i];
+        res->delta[res->ndelta].calls = d;
+        res->ndelta++;
+    }
+}
+
+/* Takes the end-of-measurement figures; a figure whose start or end
+ * could not be read is reported n/a. */
+static void snapshot_end(struct lg_run *r)
+{
+    struct lg_result *res = r->res;
+    struct lg_redis_snap *end = malloc(sizeof(*end));
+    double cpu;
+
+    res->bench_cpu_s = lg_self_cpu() - r->bench_cpu0;
+    if (res->proxy_cpu_ok && lg_proc_cpu(r->o->proxy_pid, &cpu) == 0)
+        res->proxy_cpu_s = cpu - r->proxy_cpu0;
+    else
+        res->proxy_cpu_ok = false;
+    if (res->redis_ok && end &&
+        lg_redis_snapshot(&r->o->redis, end, res->redis_error, sizeof(res->redis_error)) == 0)
+        redis_figures(r, end);
+    else
+        res->redis_ok = false;
+    free(end);
+}
+
+/* ---- phases ------------------------------------------------------------ */
+
+static void start_drain(struct lg_run *r);
+
+/* SIGINT/SIGTERM: the first one stops new cycles (so no lock is left
+ * behind), a second one closes at once. Returns true if the phase changed
+ * (nothing to print for this tick). */
+static bool check_interrupt(struct lg_run *r)
+{
+    if (!interrupted)
+        return false;
+    snprintf(r->res->error, sizeof(r->res->error), "interrupted");
+    if (interrupted >= 2 || r->phase == LG_PH_CONNECT) {
+        close_all(r);
+        return true;
+    }
+    if (r->phase >= LG_PH_DRAIN)
+        return false;
+    start_drain(r);
+    return true;
+}
+
+static void progress_cb(struct sched_timer *t)
+{
+    struct lg_run *r = LP_CONTAINER_OF(t, struct lg_run, progress_timer);
+    double el;
+    uint64_t d;
+
+    if (check_interrupt(r))
+        return;
+    el = (double)(clock_mono_ns() - r->t_phase_ns) / 1e9;
+    d = r->acq_all - r->last_acq;
+    r->last_acq = r->acq_all;
+    if (r->phase == LG_PH_MEASURE)
+        printf("[%s] measure %5.1f s %10.0f ops/s  (so far %.0f ops/s)\n",
+               lg_target_name(r->target), el, (double)d * 1000.0 / PROGRESS_MS,
+               el > 0 ? (double)r->cnt.acquisitions / el : 0.0);
+    else if (r->phase == LG_PH_WARMUP)
+        printf("[%s] warmup  %5.1f s %10.0f ops/s\n", lg_target_name(r->target), el,
+               (double)d * 1000.0 / PROGRESS_MS);
+    else if (r->phase == LG_PH_DRAIN)
+        printf("[%s] drain   %5.1f s  %u clients still busy\n", lg_target_name(r->target), el,
+               r->active);
+    fflush(stdout);
+    sched_loop_timer_in(r->loop, t, PROGRESS_MS);
+}
+
+/* Freezes the measured-phase counters into the result. */
+static void copy_counters(struct lg_run *r)
+{
+    struct lg_result *res = r->res;
+
+    res->acquisitions = r->cnt.acquisitions;
+    res->attempts = r->cnt.attempts;
+    res->waits = r->cnt.waits;
+    res->subscribes = r->cnt.subscribes;
+    res->unsubscribes = r->cnt.unsubscribes;
+    res->messages = r->cnt.messages;
+}
+
+/* How evenly the grants were spread over the clients: an unfair lock can
+ * show good percentiles because the clients that barge in generate most
+ * of the samples while others starve. */
+static void fairness(struct lg_run *r)
+{
+    struct lg_result *res = r->res;
+    double sum = 0, sq = 0;
+
+    res->fair_min = UINT64_MAX;
+    for (unsigned i = 0; i < r->nclients; i++) {
+        uint64_t g = r->clients[i].granted;
+
+        res->fair_min = LP_MIN(res->fair_min, g);
+        res->fair_max = LP_MAX(res->fair_max, g);
+        res->starved += g == 0;
+        sum += (double)g;
+        sq += (double)g * (double)g;
+    }
+    res->fair_jain = sq > 0 ? sum * sum / ((double)r->nclients * sq) : 0.0;
+}
+
+/* No new cycles; close once every client has finished its cycle. */
+static void start_drain(struct lg_run *r)
+{
+    r->phase = LG_PH_DRAIN;
+    r->t_phase_ns = clock_mono_ns();
+    if (r->active == 0) {
+        close_all(r);
+        return;
+    }
+    sched_loop_timer_in(r->loop, &r->progress_timer, PROGRESS_MS);
+    sched_loop_timer_in(r->loop, &r->phase_timer, DRAIN_TIMEOUT_MS);
+}
+
+/* The measured phase is over: the figures are final from here on. */
+static void end_measure(struct lg_run *r)
+{
+    uint64_t now = clock_mono_ns();
+
+    r->res->seconds = (double)(now - r->t_phase_ns) / 1e9;
+    copy_counters(r);
+    fairness(r);
+    snapshot_end(r);
+    r->res->ran = true;
+    start_drain(r);
+}
+
+/* Warm-up is over: snapshot, zero the counters, time the measurement. */
+static void begin_measure(struct lg_run *r)
+{
+    snapshot_begin(r);
+    memset(&r->cnt, 0, sizeof(r->cnt));
+    for (unsigned i = 0; i < r->nclients; i++)
+        r->clients[i].granted = 0;
+    lg_hist_reset(r->res->hist);
+    r->phase = LG_PH_MEASURE;
+    r->t_phase_ns = clock_mono_ns();
+    r->last_acq = r->acq_all;
+    sched_loop_timer_in(r->loop, &r->progress_timer, PROGRESS_MS);
+    sched_loop_timer_in(r->loop, &r->phase_timer, (uint64_t)(r->o->duration_s * 1000.0));
+}
+
+/* The phase timer: connect timeout, end of warm-up, end of
+ * measurement, or drain timeout (whoever is still busy is stuck). */
+static void phase_cb(struct sched_timer *t)
+{
+    struct lg_run *r = LP_CONTAINER_OF(t, struct lg_run, phase_timer);
+
+    switch (r->phase) {
+    case LG_PH_CONNECT:
+        snprintf(r->res->error, sizeof(r->res->error),
+                 "connecting timed out (%u of %u connections up)", r->conns_up, r->conns_total);
+        close_all(r);
+        return;
+    case LG_PH_WARMUP:
+        begin_measure(r);
+        return;
+    case LG_PH_MEASURE:
+        end_measure(r);
+        return;
+    case LG_PH_DRAIN:
+        r->res->stuck = r->active;
+        close_all(r);
+        return;
+    default:
+        return;
+    }
+}
+
+static void begin_warmup(struct lg_run *r)
+{
+    sched_loop_timer_del(r->loop, &r->phase_timer);
+    r->phase = LG_PH_WARMUP;
+    r->t_phase_ns = clock_mono_ns();
+    sched_loop_hook_add(r->loop, &r->iter_hook);
+    sched_loop_timer_in(r->loop, &r->progress_timer, PROGRESS_MS);
+    for (unsigned i = 0; i < r->nclients; i++)
+        r->active += r->clients[i].state != LG_CS_DEAD;
+    for (unsigned i = 0; i < r->nclients; i++) {
+        if (r->clients[i].state != LG_CS_DEAD)
+            lg_client_start(&r->clients[i]);
+    }
+    if (r->o->warmup_s > 0)
+        sched_loop_timer_in(r->loop, &r->phase_timer, (uint64_t)(r->o->warmup_s * 1000.0));
+    else
+        begin_measure(r);
+}
+
+static void close_conn(struct sched_conn *c)
+{
+    sched_conn_close(c, false);
+}
+
+static void close_all(struct lg_run *r)
+{
+    if (r->phase == LG_PH_CLOSE)
+        return;
+    r->phase = LG_PH_CLOSE;
+    sched_loop_timer_del(r->loop, &r->phase_timer);
+    sched_loop_timer_del(r->loop, &r->progress_timer);
+    sched_loop_timer_del(r->loop, &r->hold_timer);
+    sched_loop_hook_del(r->loop, &r->iter_hook);
+    for (unsigned i = 0; i < r->conns_next; i++) {
+        if (i < r->nclients) {
+            struct lg_client *c = &r->clients[i];
+
+            sched_loop_timer_del(r->loop, &c->timer);
+            list_del_init(&c->node);
+            close_conn(&c->conn);
+        } else {
+            close_conn(&r->subs[i - r->nclients].conn);
+        }
+    }
+    if (r->conns_released == r->conns_next)
+        sched_loop_stop(r->loop);
+}
+
+/* ---- connections ------------------------------------------------------- */
+
+static int resolve(const struct lg_endpoint *ep, struct lg_addr *a, char *err, size_t errlen)
+{
+    struct addrinfo hints, *res = NULL;
+    int rc;
+
+    memset(&hints, 0, sizeof(hints));
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    rc = getaddrinfo(ep->host, ep->port, &hints, &res);
+    if (rc != 0) {
+        snprintf(err, errlen, "cannot resolve %.100s:%s: %s", ep->host, ep->port, gai_strerror(rc));
+        return -EINVAL;
+    }
+    memcpy(&a->ss, res->ai_addr, res->ai_addrlen);
+    a->len = res->ai_addrlen;
+    freeaddrinfo(res);
+    return 0;
+}
+
+/* Starts connects until CONNECT_WINDOW are in flight: clients first,
+ * then the pub/sub connections. */
+static void connect_more(struct lg_run *r)
+{
+    while (r->phase == LG_PH_CONNECT && r->conns_pending < CONNECT_WINDOW &&
+           r->conns_next < r->conns_total) {
+        unsigned i = r->conns_next;
+        bool cl = i < r->nclients;
+        const struct lg_addr *a = cl ? &r->cmd_addr : &r->sub_addr;
+        struct sched_conn *c = cl ? &r->clients[i].conn : &r->subs[i - r->nclients].conn;
+        int rc = sched_conn_connect(r->loop, c, (const struct sockaddr *)&a->ss, a->len,
+                                    cl ? &lg_client_ops : &lg_sub_ops);
+
+        if (rc < 0) {
+            snprintf(r->res->error, sizeof(r->res->error), "connection %u: %s", i, strerror(-rc));
+            close_all(r);
+            return;
+        }
+        r->conns_next++;
+        r->conns_pending++;
+    }
+}
+
+void lg_run_conn_done(struct lg_run *r, int err)
+{
+    r->conns_pending--;
+    if (r->phase != LG_PH_CONNECT)
+        return;
+    if (err < 0) {
+        const struct lg_endpoint *ep = r->direct ? &r->o->redis : &r->o->proxy;
+
+        snprintf(r->res->error, sizeof(r->res->error), "connect to %.100s:%s: %s", ep->host,
+                 ep->port, strerror(-err));
+        close_all(r);
+        return;
+    }
+    r->res->conns = ++r->conns_up;
+    if (r->conns_up == r->conns_total)
+        begin_warmup(r);
+    else
+        connect_more(r);
+}
+
+void lg_run_conn_released(struct lg_run *r)
+{
+    r->conns_released++;
+    if (r->phase == LG_PH_CLOSE && r->conns_released == r->conns_next)
+        sched_loop_stop(r->loop);
+}
+
+/* ---- set-up and tear-down ---------------------------------------------- */
+
+static int load_scripts(struct lg_run *r)
+{
+    char *err = r->res->error;
+    size_t len = sizeof(r->res->error);
+    int rc;
+
+    rc = util_uuid4(r->uuid);
+    if (rc < 0)
+        return rc;
+    rc = lg_redis_script_load(&r->o->redis, acquire_lua, r->sha_acq, err, len);
+    if (rc == 0)
+        rc = lg_redis_script_load(&r->o->redis, unlock_lua, r->sha_rel, err, len);
+    return rc;
+}
+
+/* Direct targets: one registry per client (its one key), or one shared
+ * registry over every key. Returns 0 or -ENOMEM. */
+static int alloc_subs(struct lg_run *r)
+{
+    bool shared = r->target == LG_TGT_DIRECT_SHARED;
+
+    if (!r->direct || r->o->pipeline > 0)
+        return 0;
+    r->nsubs = shared ? 1 : r->nclients;
+    r->subs = calloc(r->nsubs, sizeof(*r->subs));
+    if (!r->subs)
+        return -ENOMEM;
+    for (unsigned i = 0; i < r->nsubs; i++) {
+        unsigned first = shared ? 0 : i % r->nkeys;
+        int rc = lg_sub_init(&r->subs[i], r, first, shared ? r->nkeys : 1);
+
+        if (rc < 0)
+            return rc;
+    }
+    return 0;
+}
+
+/* Allocates the holder table, the clients and their requests. Returns 0
+ * or -ENOMEM. */
+static int run_setup(struct lg_run *r)
+{
+    int rc;
+
+    r->nkeys = lg_opts_nkeys(r->o);
+    r->keys = calloc(r->nkeys, sizeof(*r->keys));
+    r->unheld = calloc(r->o->clients, sizeof(*r->unheld));
+    r->snap0 = calloc(1, sizeof(*r->snap0));
+    r->nclients = r->o->clients;
+    r->clients = calloc(r->nclients, sizeof(*r->clients));
+    if (!r->keys || !r->unheld || !r->snap0 || !r->clients)
+        return -ENOMEM;
+    rc = alloc_subs(r);
+    for (unsigned i = 0; i < r->nclients && rc == 0; i++)
+        rc = lg_client_init(&r->clients[i], r, i);
+    if (rc < 0)
+        snprintf(r->res->error, sizeof(r->res->error), "out of memory");
+    r->conns_total = r->nclients + r->nsubs;
+    return rc;
+}
+
+static void run_teardown(struct lg_run *r)
+{
+    for (unsigned i = 0; r->clients && i < r->nclients; i++)
+        lg_client_deinit(&r->clients[i]);
+    for (unsigned i = 0; r->subs && i < r->nsubs; i++)
+        lg_sub_deinit(&r->subs[i]);
+    free(r->clients);
+    free(r->subs);
+    free(r->keys);
+    free(r->unheld);
+    free(r->snap0);
+}
+
+static void run_init(struct lg_run *r, struct sched_loop *l, const struct lg_opts *o,
+                     enum lg_target t, struct lg_result *res)
+{
+    memset(r, 0, sizeof(*r));
+    r->loop = l;
+    r->o = o;
+    r->res = res;
+    r->target = t;
+    r->direct = t != LG_TGT_PROXY;
+    r->acq_per_cycle = o->workload == LG_WL_REENTRANT ? 2 : 1;
+    list_init(&r->hold_q);
+    sched_timer_init(&r->hold_timer, hold_timer_cb);
+    sched_timer_init(&r->phase_timer, phase_cb);
+    sched_timer_init(&r->progress_timer, progress_cb);
+    list_init(&r->iter_hook.node);
+    r->iter_hook.fn = iter_hook_cb;
+}
+
+static int resolve_all(struct lg_run *r)
+{
+    char *err = r->res->error;
+    size_t len = sizeof(r->res->error);
+    const struct lg_endpoint *cmd = r->direct ? &r->o->redis : &r->o->proxy;
+
+    if (resolve(cmd, &r->cmd_addr, err, len) < 0)
+        return -EINVAL;
+    return resolve(&r->o->redis, &r->sub_addr, err, len);
+}
+
+int lg_run_target(struct sched_loop *l, const struct lg_opts *o, enum lg_target t,
+                  struct lg_result *res)
+{
+    struct lg_run *r = malloc(sizeof(*r));
+    int rc;
+
+    if (!r)
+        return -ENOMEM;
+    run_init(r, l, o, t, res);
+    rc = resolve_all(r);
+    if (rc == 0 && r->direct)
+        rc = load_scripts(r);
+    if (rc == 0)
+        rc = run_setup(r);
+    if (rc == 0) {
+        sched_loop_timer_in(l, &r->phase_timer, CONNECT_TIMEOUT_MS);
+        connect_more(r);
+        if (r->phase != LG_PH_CLOSE || r->conns_released < r->conns_next)
+            rc = sched_loop_run(l);
+    }
+    run_teardown(r);
+    free(r);
+    return rc;
+}

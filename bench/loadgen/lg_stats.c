@@ -1,0 +1,206 @@
+/* Out-of-loop figures: Redis INFO parsing, /proc/PID/stat, getrusage, and
+ * SCRIPT LOAD, all through hiredis's blocking API on a fresh connection
+ * (see lg_stats.h for why blocking is fine here). */
+#include "bench/loadgen/lg_stats.h"
+
+#include <sys/resource.h>
+#include <sys/time.h>
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <hiredis/hiredis.h>
+
+#define CONNECT_TIMEOUT_S 3
+
+static redisContext *connect_ep(const struct lg_endpoint *ep, char *err, size_t errlen)
+{
+    struct timeval tv = {CONNECT_TIMEOUT_S, 0};
+    redisContext *rc = redisConnectWithTimeout(ep->host, atoi(ep->port), tv);
+
+    if (!rc) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    if (rc->err) {
+        snprintf(err, errlen, "%s:%s: %s", ep->host, ep->port, rc->errstr);
+        redisFree(rc);
+        return NULL;
+    }
+    (void)redisSetTimeout(rc, tv);
+    return rc;
+}
+
+/* Runs a command that answers with a bulk string; returns a malloc'd copy
+ * or NULL (err set). */
+static char *command_str(redisContext *rc, const char *cmd, char *err, size_t errlen)
+{
+    redisReply *r = redisCommand(rc, cmd);
+    char *s = NULL;
+
+    if (!r) {
+        snprintf(err, errlen, "%s: %s", cmd, rc->errstr);
+        return NULL;
+    }
+    if (r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_STATUS)
+        s = strdup(r->str);
+    else
+        snprintf(err, errlen, "%s: unexpected reply: %s", cmd,
+                 r->type == REDIS_REPLY_ERROR ? r->str : "(not a string)");
+    freeReplyObject(r);
+    return s;
+}
+
+/* "cmdstat_<name>:calls=N,..." lines. */
+static void parse_cmdstats(const char *info, struct lg_redis_snap *out)
+{
+    const char *p = info;
+
+    while ((p = strstr(p, "cmdstat_")) != NULL) {
+        const char *name = p + strlen("cmdstat_");
+        const char *colon = strchr(name, ':');
+        size_t n;
+
+        p = name;
+        if (!colon || strncmp(colon, ":calls=", 7) != 0 || out->n == LG_MAX_CMDSTATS)
+            continue;
+        n = (size_t)(colon - name);
+        if (n >= sizeof(out->cmd[0].name))
+            continue;
+        memcpy(out->cmd[out->n].name, name, n);
+        out->cmd[out->n].name[n] = '\0';
+        out->cmd[out->n].calls = strtoull(colon + 7, NULL, 10);
+        out->n++;
+    }
+}
+
+static double info_double(const char *info, const char *field)
+{
+    const char *p = strstr(info, field);
+
+    return p ? strtod(p + strlen(field), NULL) : 0.0;
+}
+
+int lg_redis_snapshot(const struct lg_endpoint *ep, struct lg_redis_snap *out, char *err,
+                      size_t errlen)
+{
+    redisContext *rc;
+    char *stats, *cpu;
+
+    memset(out, 0, sizeof(*out));
+    rc = connect_ep(ep, err, errlen);
+    if (!rc)
+        return -ECONNREFUSED;
+    stats = command_str(rc, "INFO commandstats", err, errlen);
+    cpu = stats ? command_str(rc, "INFO cpu", err, errlen) : NULL;
+    if (stats && cpu) {
+        parse_cmdstats(stats, out);
+        out->cpu_s = info_double(cpu, "used_cpu_sys:") + info_double(cpu, "used_cpu_user:");
+        out->ok = true;
+    }
+    free(stats);
+    free(cpu);
+    redisFree(rc);
+    return out->ok ? 0 : -EPROTO;
+}
+
+uint64_t lg_redis_calls(const struct lg_redis_snap *s, const char *name)
+{
+    for (unsigned i = 0; i < s->n; i++) {
+        if (strcmp(s->cmd[i].name, name) == 0)
+            return s->cmd[i].calls;
+    }
+    return 0;
+}
+
+bool lg_cmd_is_script_internal(const char *name)
+{
+    static const char *const inner[] = {"exists", "hexists", "hincrby", "pexpire", "pttl",
+                                        "del",    "publish", "hget",    "type"};
+
+    for (size_t i = 0; i < sizeof(inner) / sizeof(inner[0]); i++) {
+        if (strcmp(name, inner[i]) == 0)
+            return true;
+    }
+    return false;
+}
+
+void lg_redis_delta(const struct lg_redis_snap *a, const struct lg_redis_snap *b,
+                    uint64_t *client_cmds, uint64_t *all_calls)
+{
+    *client_cmds = 0;
+    *all_calls = 0;
+    for (unsigned i = 0; i < b->n; i++) {
+        const char *name = b->cmd[i].name;
+        uint64_t before = lg_redis_calls(a, name);
+        uint64_t d = b->cmd[i].calls >= before ? b->cmd[i].calls - before : 0;
+
+        if (strcmp(name, "info") == 0)
+            continue;
+        *all_calls += d;
+        if (!lg_cmd_is_script_internal(name))
+            *client_cmds += d;
+    }
+}
+
+int lg_redis_script_load(const struct lg_endpoint *ep, const char *lua, char sha[41], char *err,
+                         size_t errlen)
+{
+    redisContext *rc = connect_ep(ep, err, errlen);
+    redisReply *r;
+    int ret = -EPROTO;
+
+    if (!rc)
+        return -ECONNREFUSED;
+    r = redisCommand(rc, "SCRIPT LOAD %s", lua);
+    if (!r) {
+        snprintf(err, errlen, "SCRIPT LOAD: %s", rc->errstr);
+    } else if (r->type == REDIS_REPLY_STRING && r->len == 40) {
+        memcpy(sha, r->str, 40);
+        sha[40] = '\0';
+        ret = 0;
+    } else {
+        snprintf(err, errlen, "SCRIPT LOAD: %s",
+                 r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply");
+    }
+    freeReplyObject(r);
+    redisFree(rc);
+    return ret;
+}
+
+int lg_proc_cpu(int pid, double *out)
+{
+    char path[64], buf[1024];
+    unsigned long long ut, st;
+    const char *p;
+    FILE *f;
+    size_t n;
+
+    snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+    f = fopen(path, "r");
+    if (!f)
+        return -errno;
+    n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    /* The command name (field 2) may hold spaces: fields restart after
+     * the last ')'. utime and stime are fields 14 and 15. */
+    p = strrchr(buf, ')');
+    if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2)
+        return -EPROTO;
+    *out = (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+    return 0;
+}
+
+double lg_self_cpu(void)
+{
+    struct rusage ru;
+
+    if (getrusage(RUSAGE_SELF, &ru) < 0)
+        return 0.0;
+    return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
+           (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
+}

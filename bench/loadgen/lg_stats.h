@@ -1,0 +1,64 @@
+/* Figures read from outside the event loop: Redis's INFO commandstats and
+ * INFO cpu, a process's CPU time from /proc, the bench's own CPU time, and
+ * SCRIPT LOAD. Redis is reached with hiredis's blocking API on a short-lived
+ * connection; these calls happen only at phase boundaries, never per
+ * request. */
+#ifndef LP_BENCH_LOADGEN_LG_STATS_H
+#define LP_BENCH_LOADGEN_LG_STATS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "bench/loadgen/lg_opts.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define LG_MAX_CMDSTATS 96
+
+struct lg_cmdstat {
+    char name[48];  /* command name as in cmdstat_<name> (e.g. "evalsha", "script|load") */
+    uint64_t calls; /* calls counter */
+};
+
+struct lg_redis_snap {
+    bool ok;                                /* the snapshot was read */
+    double cpu_s;                           /* used_cpu_sys + used_cpu_user */
+    unsigned n;                             /* entries in cmd */
+    struct lg_cmdstat cmd[LG_MAX_CMDSTATS]; /* per-command call counters */
+};
+
+/* Reads INFO commandstats and INFO cpu from ep. Returns 0 (out->ok set) or
+ * -errno (-ECONNREFUSED, -EPROTO...); err gets a message on failure. */
+int lg_redis_snapshot(const struct lg_endpoint *ep, struct lg_redis_snap *out, char *err,
+                      size_t errlen);
+
+/* Calls of name in s (0 if absent). */
+uint64_t lg_redis_calls(const struct lg_redis_snap *s, const char *name);
+
+/* True for commands that our Lua scripts run (so commandstats counts them
+ * although no client sent them): exists, hexists, hincrby, pexpire, pttl,
+ * del, publish, hget, type. */
+bool lg_cmd_is_script_internal(const char *name);
+
+/* Delta of the commands clients sent (not script-internal, not the bench's
+ * own INFO) and of all calls, between a and b. */
+void lg_redis_delta(const struct lg_redis_snap *a, const struct lg_redis_snap *b,
+                    uint64_t *client_cmds, uint64_t *all_calls);
+
+/* SCRIPT LOAD lua on ep; writes the 40-hex SHA1. Returns 0 or -errno. */
+int lg_redis_script_load(const struct lg_endpoint *ep, const char *lua, char sha[41], char *err,
+                         size_t errlen);
+
+/* utime + stime of pid in seconds. Returns 0 or -errno. */
+int lg_proc_cpu(int pid, double *out);
+
+/* This process's user + system CPU seconds. */
+double lg_self_cpu(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
