@@ -54,6 +54,7 @@ struct px_lockop {
     struct list client_node;  /* in cl->waiters while joined */
     struct sched_timer timer; /* retry at pttl / WAIT deadline while asleep */
     uint64_t deadline;        /* monotonic ms, WAIT_FOREVER, or 0 (no waiting) */
+    struct px_wait_snap snap; /* the lock's waitset when the first attempt was sent */
     uint64_t lease_ms;        /* lease to set in Redis */
     bool watchdog;            /* no LEASE: renew while the connection lives */
     size_t olen;              /* owner length */
@@ -239,6 +240,9 @@ static void lockop_sleep(struct px_lockop *op, int64_t pttl)
     uint64_t now = sched_loop_now_ms(op->srv->loop);
     uint64_t retry = repoll_ms(op, pttl);
 
+    if (pttl >= 0)
+        op->set->holder_until = now + retry;
+
     if (px_waitset_sleep(op->set, &op->wait))
         return lock_try(op);
     if (op->deadline != WAIT_FOREVER && op->deadline - now < retry)
@@ -263,6 +267,8 @@ static void lockop_contended(struct px_lockop *op, int64_t pttl)
     if (!op->set)
         return lockop_fail(op, -ENOMEM);
     list_add_tail(&req->cl->waiters, &op->client_node);
+    if (px_waitset_unchanged(op->set, &op->snap))
+        return lockop_sleep(op, pttl); /* subscribed all along, no event since: nothing missed */
     if (op->set->ready)
         return lock_try(op); /* subscribed before this retry: no wake-up can be missed */
     /* Otherwise READY triggers the retry; the timer covers a lost subscribe. */
@@ -327,6 +333,27 @@ static void lock_try(struct px_lockop *op)
     px_client_get(req->cl);
 }
 
+/* A LOCK on a name that already has waiters here queues behind them (FIFO)
+ * without a doomed attempt: it sleeps until woken, or until the holder's
+ * lease end last seen by a member. Returns false when it must try first. */
+static bool lock_queue_behind(struct px_lockop *op)
+{
+    char chan[PX_NAME_MAX + 64];
+    size_t chlen = lock_channel(&op->req->argv[1], chan, sizeof(chan));
+    struct px_waitset *set = px_waitset_find(op->srv, chan, chlen);
+    uint64_t now = sched_loop_now_ms(op->srv->loop);
+
+    px_waitset_snap(op->srv, chan, chlen, &op->snap);
+    if (!set || !set->ready || set->nmembers == 0)
+        return false;
+    op->set = px_waitset_join(op->srv, chan, chlen, &op->wait);
+    if (!op->set)
+        return false;
+    list_add_tail(&op->req->cl->waiters, &op->client_node);
+    lockop_sleep(op, set->holder_until > now ? (int64_t)(set->holder_until - now) : 0);
+    return true;
+}
+
 static void lock_start(struct px_req *req, bool trylock)
 {
     struct px_server *srv = req->cl->srv;
@@ -355,6 +382,8 @@ static void lock_start(struct px_req *req, bool trylock)
         op->deadline = WAIT_FOREVER;
     else
         op->deadline = sched_loop_now_ms(srv->loop) + (uint64_t)a.wait_ms;
+    if (op->deadline != 0 && srv->locks.count > 0 && lock_queue_behind(op))
+        return;
     lock_try(op);
 }
 

@@ -6,9 +6,12 @@
 #include <string.h>
 
 #include "common/log.h"
+#include "common/util.h"
 #include "pool/pool.h"
 #include "proxy/server.h"
 #include "sched/loop.h"
+
+static uint64_t set_next_gen; /* last px_waitset.gen handed out */
 
 static void wait_on_wake(struct sched_waiter *sw)
 {
@@ -46,6 +49,7 @@ static void set_on_sub(struct pool_sub *s, enum pool_sub_event ev, const char *m
 {
     struct px_waitset *set = LP_CONTAINER_OF(s, struct px_waitset, sub);
 
+    set->events++;
     switch (ev) {
     case POOL_SUB_READY:
         set_on_ready(set);
@@ -103,6 +107,7 @@ static struct px_waitset *set_create(struct px_server *srv, const char *ch, size
     if (!set)
         return NULL;
     set->srv = srv;
+    set->gen = ++set_next_gen;
     set->chlen = len;
     memcpy(set->channel, ch, len);
     list_init(&set->members);
@@ -149,6 +154,27 @@ void px_waitset_leave(struct px_waitset *set, struct px_wait *w)
         sched_loop_timer_in(srv->loop, &set->linger, srv->opts.linger_ms);
 }
 
+struct px_waitset *px_waitset_find(struct px_server *srv, const char *channel, size_t chlen)
+{
+    if (srv->locks.count == 0)
+        return NULL;
+    return set_find(srv, channel, chlen, hash_bytes(channel, chlen));
+}
+
+void px_waitset_snap(struct px_server *srv, const char *channel, size_t chlen,
+                     struct px_wait_snap *snap)
+{
+    struct px_waitset *set = px_waitset_find(srv, channel, chlen);
+
+    snap->gen = set && set->ready ? set->gen : 0;
+    snap->events = set ? set->events : 0;
+}
+
+bool px_waitset_unchanged(const struct px_waitset *set, const struct px_wait_snap *snap)
+{
+    return snap->gen != 0 && set->gen == snap->gen && set->events == snap->events && set->ready;
+}
+
 bool px_waitset_sleep(struct px_waitset *set, struct px_wait *w)
 {
     return sched_sem_wait(&set->sem, &w->sleep) == 1;
@@ -157,6 +183,46 @@ bool px_waitset_sleep(struct px_waitset *set, struct px_wait *w)
 void px_waitset_wake_cancel(struct px_waitset *set, struct px_wait *w)
 {
     sched_sem_cancel(&set->sem, &w->sleep);
+}
+
+/* PX_WAKE_COUNT messages: "N" wakes min(N, members); the permits that
+ * find nobody asleep stay for members whose retry is in flight. */
+static void set_on_sub_count(struct pool_sub *s, enum pool_sub_event ev, const char *msg,
+                             size_t len)
+{
+    struct px_waitset *set = LP_CONTAINER_OF(s, struct px_waitset, sub);
+    int64_t n;
+
+    if (ev != POOL_SUB_MESSAGE)
+        return set_on_sub(s, ev, msg, len);
+    set->events++;
+    set->srv->stats.wakeups++;
+    if (util_parse_i64(msg, len, &n) < 0)
+        n = 1;
+    if (n > 0)
+        sched_sem_release(&set->sem, (size_t)LP_MIN((uint64_t)n, (uint64_t)set->nmembers));
+}
+
+/* PX_WAKE_ALL messages: one wake-up for every member, asleep or not. */
+static void set_on_sub_all(struct pool_sub *s, enum pool_sub_event ev, const char *msg, size_t len)
+{
+    struct px_waitset *set = LP_CONTAINER_OF(s, struct px_waitset, sub);
+
+    if (ev != POOL_SUB_MESSAGE)
+        return set_on_sub(s, ev, msg, len);
+    set->events++;
+    set->srv->stats.wakeups++;
+    sched_sem_release(&set->sem, set->nmembers);
+}
+
+struct px_waitset *px_waitset_join_mode(struct px_server *srv, const char *channel, size_t chlen,
+                                        struct px_wait *w, enum px_wake_mode mode)
+{
+    struct px_waitset *set = px_waitset_join(srv, channel, chlen, w);
+
+    if (set)
+        set->sub.cb = mode == PX_WAKE_ALL ? set_on_sub_all : set_on_sub_count;
+    return set;
 }
 
 int px_waitset_init(struct px_server *srv)

@@ -19,6 +19,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "common/hmap.h"
 #include "common/list.h"
@@ -54,11 +55,33 @@ struct px_waitset {
     bool subscribed;           /* pool_sub_start succeeded */
     bool ready;                /* subscription confirmed */
     struct sched_timer linger; /* unsubscribe when idle this long */
+    uint64_t gen;              /* unique per set created (tells a recreated set apart) */
+    uint64_t events;           /* READY, LOST and messages seen: a change means a
+                                  wake-up may have been consumed or missed */
+    uint64_t holder_until;     /* monotonic ms a member last saw the holder's lease end */
     size_t chlen;              /* channel length */
     char channel[];            /* owned: channel name, NUL-terminated */
 };
 
+/* What an attempt sent outside the set knew about it (px_waitset_snap). */
+struct px_wait_snap {
+    uint64_t gen;    /* set->gen at the time, 0 if there was no ready set */
+    uint64_t events; /* set->events at the time */
+};
+
 void px_wait_init(struct px_wait *w, px_wait_fn *retry);
+
+/* The set for channel, or NULL. */
+struct px_waitset *px_waitset_find(struct px_server *srv, const char *channel, size_t chlen);
+
+/* Records the state of channel's set before an attempt is sent. */
+void px_waitset_snap(struct px_server *srv, const char *channel, size_t chlen,
+                     struct px_wait_snap *snap);
+
+/* True when set is the ready set snap saw and nothing happened on it since:
+ * a member joining now cannot have missed a wake-up and may sleep without
+ * retrying first. */
+bool px_waitset_unchanged(const struct px_waitset *set, const struct px_wait_snap *snap);
 
 /* Joins w to the set for channel (created and subscribed on first use).
  * Returns the set, or NULL on -ENOMEM. */
@@ -74,6 +97,22 @@ bool px_waitset_sleep(struct px_waitset *set, struct px_wait *w);
 
 /* Cancels a sleep without leaving. */
 void px_waitset_wake_cancel(struct px_waitset *set, struct px_wait *w);
+
+/* How the messages of a channel that does not carry lock codes wake the
+ * members of its set (px_waitset_join_mode). */
+enum px_wake_mode {
+    PX_WAKE_COUNT = 1, /* "N": wake min(N, members), as Redisson's SemaphorePubSub;
+                          N <= 0 wakes nobody, a non-number wakes one */
+    PX_WAKE_ALL = 2,   /* any message: every member re-checks (count-down latch) */
+};
+
+/* px_waitset_join for a channel whose messages are counts or "open"
+ * signals, not lock codes: messages wake members per mode (READY and LOST
+ * as px_waitset_join). Every joiner of one channel passes the same mode.
+ * Wake-ups that find a member's retry in flight are kept for it, as for
+ * locks. Returns the set, or NULL on -ENOMEM. */
+struct px_waitset *px_waitset_join_mode(struct px_server *srv, const char *channel, size_t chlen,
+                                        struct px_wait *w, enum px_wake_mode mode);
 
 int px_waitset_init(struct px_server *srv);
 void px_waitset_deinit(struct px_server *srv);
