@@ -221,4 +221,3 @@ BENCHMARK(BM_SemWaitRelease)->Arg(0)->Arg(1024);
 } // namespace
 
 /* bench/CMakeLists.txt links benchmark::benchmark, which has no main(). */
-BENCHMARK_MAIN();

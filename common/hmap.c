@@ -3,19 +3,27 @@
 
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 
+/* 8 bytes per step (multiply and rotate, in the style of wyhash/xxhash),
+ * a final avalanche; byte-at-a-time FNV cost most of a hold lookup. */
 uint64_t hash_bytes(const void *p, size_t n)
 {
     const unsigned char *s = p;
-    uint64_t h = 0xcbf29ce484222325ull;
-    size_t i;
+    uint64_t h = 0x9e3779b97f4a7c15ull ^ (n * 0xff51afd7ed558ccdull), k;
 
-    for (i = 0; i < n; i++) {
-        h ^= s[i];
-        h *= 0x100000001b3ull;
+    for (; n >= 8; s += 8, n -= 8) {
+        memcpy(&k, s, 8);
+        h ^= k * 0x87c37b91114253d5ull;
+        h = ((h << 31) | (h >> 33)) * 0x4cf5ad432745937full;
     }
+    for (k = 0; n > 0; n--)
+        k = (k << 8) | s[n - 1];
+    h ^= k * 0x87c37b91114253d5ull;
     h ^= h >> 33;
     h *= 0xff51afd7ed558ccdull;
+    h ^= h >> 33;
+    h *= 0xc4ceb9fe1a85ec53ull;
     h ^= h >> 33;
     return h;
 }

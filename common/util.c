@@ -34,6 +34,28 @@ int util_parse_i64(const char *s, size_t n, int64_t *out)
     return 0;
 }
 
+size_t util_u64_to_str(uint64_t v, char *out)
+{
+    char tmp[20];
+    size_t n = 0, i;
+
+    do {
+        tmp[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    for (i = 0; i < n; i++)
+        out[i] = tmp[n - 1 - i];
+    return n;
+}
+
+size_t util_i64_to_str(int64_t v, char *out)
+{
+    if (v >= 0)
+        return util_u64_to_str((uint64_t)v, out);
+    out[0] = '-';
+    return 1 + util_u64_to_str((uint64_t)0 - (uint64_t)v, out + 1);
+}
+
 int util_uuid4(char out[37])
 {
     unsigned char r[16];

@@ -14,6 +14,13 @@ extern "C" {
  * spaces, no '+'). Returns 0 or -EINVAL (not a number) or -ERANGE. */
 int util_parse_i64(const char *s, size_t n, int64_t *out);
 
+/* Writes v in decimal to out (at least 20 bytes), no NUL. Returns the
+ * length. */
+size_t util_u64_to_str(uint64_t v, char *out);
+
+/* Same for a signed value (at least 21 bytes). */
+size_t util_i64_to_str(int64_t v, char *out);
+
 /* Writes a random RFC 4122 version-4 UUID: 36 lowercase chars + NUL.
  * Returns 0 or -errno from getrandom(). */
 int util_uuid4(char out[37]);

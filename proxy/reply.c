@@ -6,9 +6,33 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "common/util.h"
+
+/* Appends <type><v>\r\n without printf (every reply has one). */
+static int reply_num(struct buf *b, char type, int64_t v)
+{
+    char tmp[24];
+    size_t n;
+
+    tmp[0] = type;
+    n = 1 + util_i64_to_str(v, tmp + 1);
+    tmp[n++] = '\r';
+    tmp[n++] = '\n';
+    return buf_append(b, tmp, n);
+}
+
 int px_reply_status(struct buf *b, const char *s)
 {
-    return buf_appendf(b, "+%s\r\n", s);
+    size_t n = strlen(s);
+    int rc = buf_reserve(b, n + 3);
+
+    if (rc < 0)
+        return rc;
+    b->data[b->len] = '+';
+    memcpy(b->data + b->len + 1, s, n);
+    memcpy(b->data + b->len + 1 + n, "\r\n", 2);
+    b->len += n + 3;
+    return 0;
 }
 
 int px_reply_error(struct buf *b, const char *fmt, ...)
@@ -30,18 +54,20 @@ int px_reply_error(struct buf *b, const char *fmt, ...)
 
 int px_reply_int(struct buf *b, int64_t v)
 {
-    return buf_appendf(b, ":%lld\r\n", (long long)v);
+    return reply_num(b, ':', v);
 }
 
 int px_reply_bulk(struct buf *b, const char *p, size_t n)
 {
-    int rc = buf_appendf(b, "$%zu\r\n", n);
+    int rc = buf_reserve(b, n + 26);
 
-    if (rc == 0)
-        rc = buf_append(b, p, n);
-    if (rc == 0)
-        rc = buf_append(b, "\r\n", 2);
-    return rc;
+    if (rc < 0)
+        return rc;
+    reply_num(b, '$', (int64_t)n);
+    memcpy(b->data + b->len, p, n);
+    memcpy(b->data + b->len + n, "\r\n", 2);
+    b->len += n + 2;
+    return 0;
 }
 
 int px_reply_cstr(struct buf *b, const char *s)
@@ -56,5 +82,5 @@ int px_reply_nil(struct buf *b)
 
 int px_reply_array(struct buf *b, size_t n)
 {
-    return buf_appendf(b, "*%zu\r\n", n);
+    return reply_num(b, '*', (int64_t)n);
 }
