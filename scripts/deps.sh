@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Installs what lockproxy needs to build and test on Debian 12: the
+# toolchain, the libraries (hiredis, liburing, jemalloc, Google Benchmark)
+# and redis-server for the integration tests. Idempotent and quiet: it only
+# runs apt-get (update + install) when a package is missing, with sudo only
+# when not root. It never starts or stops the system redis service.
+set -euo pipefail
+
+PACKAGES=(build-essential cmake pkg-config libhiredis-dev liburing-dev libjemalloc-dev
+    libbenchmark-dev redis-server redis-tools)
+
+missing=()
+for pkg in "${PACKAGES[@]}"; do
+    if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed'; then
+        missing+=("$pkg")
+    fi
+done
+if [ "${#missing[@]}" -eq 0 ]; then
+    exit 0
+fi
+
+if ! command -v apt-get >/dev/null 2>&1; then
+    echo "deps.sh: missing ${missing[*]} and no apt-get (Debian 12 expected)" >&2
+    exit 1
+fi
+sudo=()
+if [ "$(id -u)" -ne 0 ]; then
+    sudo=(sudo)
+fi
+
+echo "deps.sh: installing ${missing[*]}"
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+if ! { "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq &&
+    "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+        --no-install-recommends "${missing[@]}"; } </dev/null >"$log" 2>&1; then
+    cat "$log" >&2
+    echo "deps.sh: apt-get failed" >&2
+    exit 1
+fi

@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# The CI test run: installs dependencies, builds lockproxy (RelWithDebInfo)
+# into build/ and runs every unit and integration test, then builds again
+# with AddressSanitizer + UndefinedBehaviorSanitizer into build-asan/ (no
+# benchmarks) and runs the tests there. Exits non-zero if any step fails and
+# prints a one-line summary at the end. LP_BUILD_DIR / LP_ASAN_BUILD_DIR
+# override the build directories, LP_CTEST_JOBS the test parallelism.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$ROOT"
+JOBS=$(nproc)
+CTEST_JOBS=${LP_CTEST_JOBS:-2}
+BUILD=${LP_BUILD_DIR:-build}
+ASAN_BUILD=${LP_ASAN_BUILD_DIR:-build-asan}
+T0=$SECONDS
+failed=()
+results=()
+
+# Runs "$@" as a named step, recording its result and duration.
+step() {
+    local name=$1 t=$SECONDS rc=0
+    shift
+    echo "==> $name"
+    "$@" || rc=$?
+    if [ "$rc" -eq 0 ]; then
+        results+=("$name ok ($((SECONDS - t))s)")
+    else
+        results+=("$name FAILED ($((SECONDS - t))s)")
+        failed+=("$name")
+    fi
+    return 0
+}
+
+# shellcheck disable=SC2317 # called through step
+build() {
+    local dir=$1
+    shift
+    mkdir -p "$dir"
+    if ! { cmake -S "$ROOT" -B "$dir" "$@" && cmake --build "$dir" -j"$JOBS"; } \
+        >"$dir/build.log" 2>&1; then
+        grep -E 'error|Error|warning' "$dir/build.log" | head -50 || true
+        tail -n 30 "$dir/build.log"
+        return 1
+    fi
+}
+
+# shellcheck disable=SC2317 # called through step
+run_tests() {
+    ctest --test-dir "$1" --output-on-failure -j"$CTEST_JOBS"
+}
+
+step deps scripts/deps.sh
+if [ "${#failed[@]}" -eq 0 ]; then
+    step build build "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo
+fi
+if [ "${#failed[@]}" -eq 0 ]; then
+    step tests run_tests "$BUILD"
+fi
+# The sanitizer pass runs even when the plain tests failed: its reports
+# often explain the failure.
+if [[ ! " ${failed[*]} " =~ " deps " ]]; then
+    step asan-build build "$ASAN_BUILD" -DCMAKE_BUILD_TYPE=Debug -DLP_SANITIZE=ON \
+        -DLP_BUILD_BENCH=OFF
+    if [[ ! " ${failed[*]} " =~ " asan-build " ]]; then
+        export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:halt_on_error=1:abort_on_error=0}
+        export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+        step asan-tests run_tests "$ASAN_BUILD"
+    fi
+fi
+
+echo
+printf '  %s\n' "${results[@]}"
+if [ "${#failed[@]}" -eq 0 ]; then
+    echo "test.sh: PASS (all steps ok in $((SECONDS - T0))s)"
+    exit 0
+fi
+echo "test.sh: FAIL (${failed[*]}) after $((SECONDS - T0))s"
+exit 1

@@ -1,0 +1,274 @@
+/* Helpers for the lockproxy integration tests: start and stop a throw-away
+ * redis-server and the proxy under test in a per-process temp dir, talk to
+ * either with hiredis (sync API) or raw sockets, and assert on replies.
+ *
+ * Process rules: every child (redis-server, lockproxy) is registered, gets
+ * PR_SET_PDEATHSIG(SIGKILL) and is killed and reaped by an on_exit handler,
+ * so no test leaves a server running, whether it passes, fails or crashes.
+ * When the test exits with a failure the handler prints the tail of every
+ * proxy and redis log first. Only the main thread may start processes (the
+ * death signal follows the thread that forked).
+ *
+ * Assertions fail through TEST_FAIL (exit 1), so call them only from the
+ * main thread; worker threads should count problems and let the main thread
+ * assert after joining them. */
+#ifndef LP_TESTS_INTEGRATION_PROXY_UTIL_H
+#define LP_TESTS_INTEGRATION_PROXY_UTIL_H
+
+#include <sys/types.h>
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include <hiredis/hiredis.h>
+
+#include "harness.h"
+
+#define PU_PATH_MAX  256
+#define PU_MAX_ARGS  48
+#define PU_OWNER_MAX 128
+
+/* A redis-server child process. */
+struct pu_redis {
+    pid_t pid;                      /* 0 when not running */
+    int wstatus;                    /* wait status once it ended */
+    int port;                       /* TCP port; picked on first start */
+    char dir[PU_PATH_MAX];          /* its --dir, inside the test temp dir */
+    char log_path[PU_PATH_MAX];     /* stdout+stderr, appended across restarts */
+    char unix_path[PU_PATH_MAX];    /* --unixsocket path, "" for none */
+    const char *extra[PU_MAX_ARGS]; /* extra argv (borrowed), NULL-terminated */
+};
+
+/* A lockproxy child process. */
+struct pu_proxy {
+    pid_t pid;                      /* 0 when not running */
+    int wstatus;                    /* wait status once it ended */
+    int port;                       /* TCP listen port, 0 with a unix listener */
+    char unix_path[PU_PATH_MAX];    /* unix listen path, "" for TCP */
+    char log_path[PU_PATH_MAX];     /* stderr+stdout, appended across restarts */
+    char upstream[PU_PATH_MAX];     /* --upstream value */
+    const char *extra[PU_MAX_ARGS]; /* extra argv (borrowed), NULL-terminated */
+};
+
+/* One redis-server and one proxy in front of it. */
+struct pu_env {
+    struct pu_redis redis;
+    struct pu_proxy proxy;
+    const char *backend; /* "epoll" or "uring" */
+};
+
+/* What an expectation checks in a reply. */
+enum pu_kind {
+    PU_K_STATUS = 1, /* status reply equal to s */
+    PU_K_NIL,        /* nil bulk */
+    PU_K_INT,        /* integer equal to i */
+    PU_K_ERR,        /* error starting with s */
+    PU_K_STR,        /* bulk or status string equal to s */
+    PU_K_ANY,        /* any reply, even an error */
+};
+
+/* Per-process setup (temp dir, SIGPIPE ignored, exit handler). Idempotent;
+ * every other entry point calls it. Returns the temp dir. */
+const char *pu_tmpdir(void);
+
+/* Monotonic milliseconds; sleep in milliseconds. */
+long long pu_now_ms(void);
+void pu_sleep_ms(int ms);
+
+/* A currently free TCP port on 127.0.0.1 (bind to port 0 and close). */
+int pu_free_port(void);
+
+/* Raises RLIMIT_NOFILE to at least want (children inherit it); skips the
+ * test if the hard limit is lower. */
+void pu_raise_nofile(long want);
+
+/* True if this process may create an io_uring instance. */
+bool pu_uring_available(void);
+
+/* Starts redis-server (skips the test if the binary is missing) on r->port,
+ * or on a fresh port when it is 0, and waits until it answers PING. */
+void pu_redis_start(struct pu_redis *r);
+
+/* SIGKILL and reap; no-op when not running. */
+void pu_redis_kill(struct pu_redis *r);
+
+/* Kill (if running) and start again on the same port and dir. */
+void pu_redis_restart(struct pu_redis *r);
+
+/* SIGSTOP / SIGCONT the server. */
+void pu_redis_pause(struct pu_redis *r);
+void pu_redis_resume(struct pu_redis *r);
+
+/* Path of the proxy binary ($LP_PROXY_BIN); fails the test if unset or
+ * not executable. */
+const char *pu_proxy_bin(void);
+
+/* Starts the proxy with --listen (TCP on p->port or a fresh port, or unix
+ * when p->unix_path is set), --upstream p->upstream and p->extra, waits up
+ * to 15 s for it to answer PING. Returns 0, or -1 if it exited first (the
+ * log is printed). */
+int pu_proxy_try_start(struct pu_proxy *p);
+
+/* pu_proxy_try_start that fails the test on error. */
+void pu_proxy_start(struct pu_proxy *p);
+
+/* True while the proxy process exists (has not exited or crashed). */
+bool pu_proxy_alive(struct pu_proxy *p);
+
+/* SIGTERM, then SIGKILL after 5 s. Returns the wait status, or -1 if it
+ * was not running. Fails the test if its log holds a sanitizer report. */
+int pu_proxy_stop(struct pu_proxy *p);
+
+/* Fails the test if the proxy is gone (describing how it ended). */
+void pu_proxy_assert_alive(struct pu_proxy *p);
+
+/* Redis on a fresh port, then the proxy with --io backend, --log-level
+ * debug (override with LP_IT_LOG_LEVEL) and extra (NULL-terminated, may be
+ * NULL). Checks INFO io_backend. */
+void pu_env_start(struct pu_env *e, const char *backend, const char *const *extra);
+
+/* Asserts the proxy is still alive, then stops it and kills redis. */
+void pu_env_stop(struct pu_env *e);
+
+/* Runs scenario once per io backend (epoll, then uring), each with a fresh
+ * redis and proxy started with extra. The uring half is skipped when this
+ * process cannot use io_uring. LP_IT_BACKENDS="epoll" (or "uring")
+ * restricts the set. */
+void pu_each_backend(void (*scenario)(struct pu_env *e), const char *const *extra);
+
+/* Connects with a 10 s command timeout; fails the test on error. */
+redisContext *pu_connect(int port);
+redisContext *pu_connect_unix(const char *path);
+
+/* Like pu_connect but returns NULL on connection failure. */
+redisContext *pu_try_connect(int port);
+
+/* Client of the proxy / of redis directly. */
+redisContext *pu_client(struct pu_env *e);
+redisContext *pu_redis_client(struct pu_env *e);
+
+/* Sets the command timeout of c in milliseconds. */
+void pu_set_timeout(redisContext *c, int ms);
+
+/* Runs a command (hiredis format); fails the test if the connection
+ * breaks. The caller frees the reply. */
+redisReply *pu_cmd_at(const char *file, int line, redisContext *c, const char *fmt, ...);
+#define pu_cmd(c, ...) pu_cmd_at(__FILE__, __LINE__, (c), __VA_ARGS__)
+
+/* Checks r against (kind, i, s); fails the test describing r and what. */
+void pu_check_at(const char *file, int line, const redisReply *r, enum pu_kind kind, long long i,
+                 const char *s, const char *what);
+
+/* Runs a command and checks its reply. */
+void pu_expect_at(const char *file, int line, redisContext *c, enum pu_kind kind, long long i,
+                  const char *s, const char *fmt, ...);
+
+#define PU_OK(c, ...)           pu_expect_at(__FILE__, __LINE__, (c), PU_K_STATUS, 0, "OK", __VA_ARGS__)
+#define PU_NIL(c, ...)          pu_expect_at(__FILE__, __LINE__, (c), PU_K_NIL, 0, NULL, __VA_ARGS__)
+#define PU_INT(c, v, ...)       pu_expect_at(__FILE__, __LINE__, (c), PU_K_INT, (v), NULL, __VA_ARGS__)
+#define PU_ERR(c, pfx, ...)     pu_expect_at(__FILE__, __LINE__, (c), PU_K_ERR, 0, (pfx), __VA_ARGS__)
+#define PU_STR(c, s, ...)       pu_expect_at(__FILE__, __LINE__, (c), PU_K_STR, 0, (s), __VA_ARGS__)
+#define PU_CHECK(r, kind, i, s) pu_check_at(__FILE__, __LINE__, (r), (kind), (i), (s), "reply")
+
+/* Appends a command to c's output buffer and flushes it all. */
+void pu_send_at(const char *file, int line, redisContext *c, const char *fmt, ...);
+#define pu_send(c, ...) pu_send_at(__FILE__, __LINE__, (c), __VA_ARGS__)
+
+/* Blocks for the next reply (within the command timeout); fails on error. */
+redisReply *pu_recv_at(const char *file, int line, redisContext *c);
+#define pu_recv(c) pu_recv_at(__FILE__, __LINE__, (c))
+
+/* The next reply if one arrives within ms, else NULL; fails if the
+ * connection breaks. Leaves c usable either way. */
+redisReply *pu_try_recv_at(const char *file, int line, redisContext *c, int ms);
+#define pu_try_recv(c, ms) pu_try_recv_at(__FILE__, __LINE__, (c), (ms))
+
+/* Like pu_try_recv, but returns NULL (without failing) when the peer closed
+ * or the connection broke; *closed says which happened. */
+redisReply *pu_poll_reply(redisContext *c, int ms, bool *closed);
+
+/* Human-readable one-line description of a reply, for messages. */
+const char *pu_describe(const redisReply *r, char *buf, size_t n);
+
+/* True if r is an error whose text starts with prefix. */
+bool pu_is_err(const redisReply *r, const char *prefix);
+
+/* INFO field lookups on any connection (proxy or redis). pu_info_str
+ * copies the value into buf and returns false if the field is absent. */
+bool pu_info_str(redisContext *c, const char *field, char *buf, size_t n);
+long long pu_info_int_at(const char *file, int line, redisContext *c, const char *field);
+#define pu_info_int(c, f) pu_info_int_at(__FILE__, __LINE__, (c), (f))
+
+/* Direct-redis helpers. pu_hget_int returns -1 when the field is absent. */
+long long pu_pttl(redisContext *rc, const char *key);
+bool pu_exists(redisContext *rc, const char *key);
+long long pu_hget_int(redisContext *rc, const char *key, const char *field);
+long long pu_hlen(redisContext *rc, const char *key);
+long long pu_dbsize(redisContext *rc);
+
+/* The Redisson wake channel of a lock name. */
+void pu_channel(const char *name, char *buf, size_t n);
+
+/* The owner field this proxy connection writes: "<proxy-uuid>:<client-id>". */
+void pu_conn_owner(redisContext *c, char *buf, size_t n);
+
+/* The proxy's INFO proxy_uuid. */
+void pu_proxy_uuid(redisContext *c, char *buf, size_t n);
+
+/* A direct Redis connection that PSUBSCRIBEs to pattern (glob). */
+redisContext *pu_psubscribe(struct pu_env *e, const char *pattern);
+
+/* Waits up to ms for the next message on a subscribed connection and
+ * copies its channel and payload; false on timeout. */
+bool pu_next_message(redisContext *sub, int ms, char *chan, size_t cn, char *payload, size_t pn);
+
+/* Parsed LOCK.INFO reply. */
+struct pu_lockinfo {
+    long long locked;
+    long long hold_count;
+    long long ttl_ms;
+    long long watchdog;
+    char owner[PU_OWNER_MAX];
+};
+
+/* Runs LOCK.INFO (hiredis format, e.g. "LOCK.INFO %s") and parses it;
+ * fails the test if a field is missing or mistyped. */
+void pu_lockinfo_at(const char *file, int line, redisContext *c, struct pu_lockinfo *li,
+                    const char *fmt, ...);
+#define pu_lockinfo(c, li, ...) pu_lockinfo_at(__FILE__, __LINE__, (c), (li), __VA_ARGS__)
+
+/* Polls cond every 5 ms; fails the test if it is still false after ms. */
+#define PU_EVENTUALLY(cond, ms)                                             \
+    do {                                                                    \
+        long long pu_dl_ = pu_now_ms() + (ms);                              \
+        while (!(cond)) {                                                   \
+            if (pu_now_ms() > pu_dl_)                                       \
+                TEST_FAIL("still false after %d ms: %s", (int)(ms), #cond); \
+            pu_sleep_ms(5);                                                 \
+        }                                                                   \
+    } while (0)
+
+/* Mutual-exclusion check: threads clients (each its own connection to
+ * 127.0.0.1:port) loop iters times over LOCK name; read-modify-write of a
+ * shared counter with a yield inside; UNLOCK name (expects :1). Fails the
+ * test if a client sees another inside, a command fails, or the counter is
+ * not threads * iters. */
+void pu_mutex_check(int port, const char *name, int threads, int iters);
+
+/* Raw TCP sockets, for bytes hiredis would refuse to send. */
+int pu_raw_connect(int port);
+/* Sends all of buf; false if the peer closed or reset first. */
+bool pu_raw_send(int fd, const void *buf, size_t n);
+
+/* Reads until a full first reply line ("...\r\n") has arrived, the peer
+ * closes, or ms pass. Returns the bytes read (NUL-terminated in buf). */
+size_t pu_raw_read_line(int fd, char *buf, size_t n, int ms);
+
+/* True if the peer closes (EOF or reset) within ms; discards data. */
+bool pu_raw_wait_closed(int fd, int ms);
+
+/* Runs argv[0] with argv, captures stdout+stderr (truncated to n-1 bytes)
+ * and returns the wait status; kills it after ms. */
+int pu_run_capture(const char *const *argv, char *out, size_t n, int ms);
+
+#endif
