@@ -103,7 +103,7 @@ static void scenario_down(struct pu_env *e)
     static const char *const cmds[] = {"LOCK %s", "TRYLOCK %s", "LOCK %s WAIT 500",
                                        "FORCEUNLOCK %s", "LOCK.INFO %s"};
     redisContext *c = pu_client(e), *w = pu_client(e), *rc = pu_redis_client(e);
-    long long lat, t_restart;
+    long long lat, t_restart, left;
     redisReply *r;
 
     PU_OK(c, "LOCK %s LEASE %d", "held", 60000);
@@ -133,8 +133,8 @@ static void scenario_down(struct pu_env *e)
     PU_ERR(c, "LOCKLOST", "UNLOCK %s", "held");
 
     /* The waiter from before the outage is not stranded. */
-    r = pu_try_recv(w,
-                    (int)(t_restart + 5000 - pu_now_ms() > 0 ? t_restart + 5000 - pu_now_ms() : 0));
+    left = t_restart + 5000 - pu_now_ms();
+    r = pu_try_recv(w, left > 0 ? (int)left : 0);
     if (!r)
         TEST_FAIL("waiter from before the outage got no reply 5 s after redis came back");
     if (!pu_is_err(r, "UPSTREAM"))
