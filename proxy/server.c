@@ -26,7 +26,8 @@
 #include "proxy/lock.h"
 #include "proxy/scripts.h"
 
-#define PX_DRAIN_MS 2000u /* how long the stop waits for releases to reach Redis */
+#define PX_DRAIN_MS  2000u /* how long the stop waits for releases to reach Redis */
+#define PX_SETTLE_MS 2000u /* how long start-up waits for the first upstream attempt */
 
 static void on_accept(struct sched_listener *ls, int fd)
 {
@@ -97,6 +98,8 @@ out:
     return rc;
 }
 
+/* Binds the client socket now (so a busy port fails start-up); accepting
+ * starts in px_server_run once the upstream settled. */
 static int server_listen(struct px_server *srv)
 {
     const struct px_addr *a = &srv->opts.listen;
@@ -109,7 +112,8 @@ static int server_listen(struct px_server *srv)
             log_msg(LOG_LVL_ERROR, "cannot listen on %s:%d: %s", a->host, a->port, strerror(-fd));
         return fd;
     }
-    return sched_listener_start(srv->loop, &srv->listener, fd, on_accept);
+    srv->listen_fd = fd;
+    return 0;
 }
 
 static int server_pool(struct px_server *srv)
@@ -156,6 +160,7 @@ int px_server_create(struct px_server **out, const struct px_opts *opts)
     if (!srv)
         return rc;
     srv->opts = *opts;
+    srv->listen_fd = -1;
     list_init(&srv->clients);
     raise_nofile(opts->max_clients);
     rc = util_uuid4(srv->uuid);
@@ -177,6 +182,8 @@ int px_server_create(struct px_server **out, const struct px_opts *opts)
     return 0;
 err_loop:
     /* The process exits on this path; the loop's resources go with it. */
+    if (srv->listen_fd >= 0)
+        close(srv->listen_fd);
     log_msg(LOG_LVL_ERROR, "startup failed: %s", strerror(-rc));
     sched_loop_destroy(srv->loop);
 err_free:
@@ -199,9 +206,31 @@ static void server_drain(struct px_server *srv)
         sched_loop_run_once(srv->loop, 10);
 }
 
+/* Waits (bounded) for the first upstream connection attempt to settle,
+ * then starts accepting: clients connecting at start-up see a ready proxy
+ * (or, if Redis is down, the UPSTREAM errors of an outage), not a window
+ * of spurious errors while the pool is still connecting. */
+static int server_accept_when_settled(struct px_server *srv)
+{
+    uint64_t until = clock_mono_ms() + PX_SETTLE_MS;
+    struct pool_stats st;
+    int rc;
+
+    do {
+        sched_loop_run_once(srv->loop, 10);
+        pool_get_stats(srv->pool, &st);
+    } while (strcmp(st.state, "connecting") == 0 && clock_mono_ms() < until);
+    rc = sched_listener_start(srv->loop, &srv->listener, srv->listen_fd, on_accept);
+    srv->listen_fd = -1;
+    return rc;
+}
+
 int px_server_run(struct px_server *srv)
 {
-    int rc;
+    int rc = server_accept_when_settled(srv);
+
+    if (rc < 0)
+        return rc;
 
     log_msg(LOG_LVL_INFO, "lockproxy ready: io=%s uuid=%s", sched_loop_backend(srv->loop),
             srv->uuid);
@@ -230,6 +259,8 @@ void px_server_destroy(struct px_server *srv)
     if (pool_is_stopped(srv->pool))
         pool_destroy(srv->pool);
     sched_loop_destroy(srv->loop);
+    if (srv->listen_fd >= 0)
+        close(srv->listen_fd);
     if (srv->opts.listen.path[0])
         unlink(srv->opts.listen.path);
     free(srv);

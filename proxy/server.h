@@ -39,6 +39,7 @@ struct px_server {
     struct sched_loop *loop;        /* owned: the event loop */
     struct pool *pool;              /* owned: upstream Redis */
     struct sched_listener listener; /* accepting socket */
+    int listen_fd;                  /* owned: bound socket until accepting starts, else -1 */
     char uuid[37];                  /* this process's owner prefix */
     struct list clients;            /* struct px_client, by client_node */
     unsigned nclients;              /* connected clients */
