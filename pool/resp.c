@@ -14,15 +14,8 @@
 
 size_t pool__resp_u64(char *out, unsigned long long v)
 {
-    char tmp[21];
-    size_t n = 0, i;
+    size_t n = util_u64_to_str(v, out);
 
-    do {
-        tmp[n++] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v);
-    for (i = 0; i < n; i++)
-        out[i] = tmp[n - 1 - i];
     out[n] = '\0';
     return n;
 }
