@@ -21,9 +21,11 @@
 #include <unistd.h>
 
 #include "common/log.h"
+#include "proxy/auth.h"
 #include "proxy/cmd.h"
 #include "proxy/hold.h"
 #include "proxy/lock.h"
+#include "proxy/metrics.h"
 #include "proxy/reply.h"
 #include "proxy/server.h"
 #include "sched/loop.h"
@@ -36,10 +38,36 @@ static void client_maybe_free(struct px_client *cl);
 struct buf *px_req_out(struct px_req *req)
 {
     struct px_client *cl = req->cl;
+    struct buf *out;
 
-    if (!cl->closing && list_first(&cl->running) == &req->node)
-        return sched_conn_wbuf(&cl->conn);
-    return &req->reply;
+    if (cl->closing || list_first(&cl->running) != &req->node)
+        return &req->reply;
+    out = sched_conn_wbuf(&cl->conn);
+    if (cl->mark_req != req) { /* remember where its reply starts, for metrics */
+        cl->mark_req = req;
+        cl->mark = out->len;
+    }
+    return out;
+}
+
+/* Counts req by command and result, read from its reply (written just
+ * now: in req->reply, or in the output from mark on). */
+static void client_count(struct px_client *cl, struct px_req *req)
+{
+    const struct buf *out = &cl->conn.out;
+    const char *reply = NULL;
+    size_t len = 0;
+
+    if (buf_size(&req->reply) > 0) {
+        reply = buf_head(&req->reply);
+        len = buf_size(&req->reply);
+    } else if (cl->mark_req == req && out->len > cl->mark) {
+        reply = out->data + cl->mark;
+        len = out->len - cl->mark;
+    }
+    cl->mark_req = NULL;
+    if (req->argc > 0)
+        px_metrics_command(cl->srv, req->cmd, reply, len);
 }
 
 /* Writes finished replies from the head of the running list. */
@@ -70,6 +98,7 @@ void px_req_done(struct px_req *req)
     req->state = PX_REQ_DONE;
     if (cl->barrier == req)
         cl->barrier = NULL;
+    client_count(cl, req);
     px_client_get(cl);
     client_flush_done(cl);
     if (!cl->closing) {
@@ -102,8 +131,10 @@ static void client_pump(struct px_client *cl)
         struct px_req *req = list_entry(n, struct px_req, node);
 
         req->blocking = px_cmd_may_block(req);
-        if (req->blocking)
+        if (req->blocking) {
             cl->barrier = req;
+            cl->barrier_ms = sched_loop_now_ms(cl->srv->loop);
+        }
         client_dispatch(cl, req);
     }
 }
@@ -143,18 +174,29 @@ static void client_protocol_error(struct px_client *cl, const char *why)
 static void client_on_data(struct sched_conn *c, const char *data, size_t len)
 {
     struct px_client *cl = LP_CONTAINER_OF(c, struct px_client, conn);
+    unsigned preauth = 0;
     struct px_req *req;
-    int rc;
+    int rc = 0;
 
     if (cl->quit || cl->closing)
         return;
     if (px_parser_feed(&cl->parser, data, len) < 0)
         return client_protocol_error(cl, "out of memory");
-    while ((rc = px_parser_next(&cl->parser, &req)) > 0)
-        client_on_request(cl, req);
     px_client_get(cl);
+    while (!cl->quit && !cl->closing && (rc = px_parser_next(&cl->parser, &req)) > 0) {
+        if (!cl->authed && ++preauth > PX_PREAUTH_PIPELINE) {
+            px_req_free(req);
+            rc = -E2BIG;
+            break;
+        }
+        client_on_request(cl, req);
+        if (!cl->authed)
+            client_pump(cl); /* one at a time: a successful AUTH lifts the limits */
+    }
     client_pump(cl);
-    if (rc < 0)
+    if (rc == -E2BIG)
+        client_protocol_error(cl, "too many commands before AUTH");
+    else if (rc < 0)
         client_protocol_error(cl, px_parser_error(&cl->parser));
     else if (cl->nreqs >= cl->srv->opts.max_pipeline)
         sched_conn_pause(&cl->conn, true);
@@ -292,6 +334,7 @@ int px_client_accept(struct px_server *srv, int fd)
     if (px_parser_init(&cl->parser, srv->opts.max_args, srv->opts.max_request_bytes) < 0)
         goto err_free;
     cl->srv = srv;
+    px_auth_client_init(cl);
     cl->id = ++srv->next_client_id;
     list_init(&cl->queued);
     list_init(&cl->running);

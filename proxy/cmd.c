@@ -1,6 +1,7 @@
 /* Command table and the connection-level commands common Redis clients
  * send on connect, so redis-cli, redis-py, ioredis and Jedis work
- * unmodified. */
+ * unmodified; AUTH and HELLO ... AUTH; and the admission check (auth.c)
+ * that every command passes before its handler runs. */
 #include "proxy/cmd.h"
 
 #include <ctype.h>
@@ -12,10 +13,13 @@
 #include "common/hmap.h"
 #include "common/util.h"
 #include "pool/pool.h"
+#include "proxy/auth.h"
 #include "proxy/client.h"
 #include "proxy/info.h"
+#include "proxy/latch.h"
 #include "proxy/lock.h"
 #include "proxy/reply.h"
+#include "proxy/semaphore.h"
 #include "proxy/server.h"
 
 #ifndef LP_VERSION
@@ -62,22 +66,83 @@ static void cmd_select(struct px_req *req)
     px_req_done(req);
 }
 
+static void reply_wrongpass(struct px_req *req)
+{
+    px_reply_error(px_req_out(req),
+                   "WRONGPASS invalid username-password pair or user is disabled.");
+    px_req_done(req);
+}
+
+/* AUTH password | AUTH user password */
+static void cmd_auth(struct px_req *req)
+{
+    const struct px_arg *user = req->argc == 3 ? &req->argv[1] : NULL;
+    const struct px_arg *pass = &req->argv[req->argc - 1];
+
+    if (!user && !px_auth_required(req->cl->srv->opts.auth)) {
+        px_reply_error(px_req_out(req), "ERR AUTH <password> called without any password "
+                                        "configured for the default user. Are you sure your "
+                                        "configuration is correct?");
+        return px_req_done(req);
+    }
+    if (px_auth_login(req->cl, user ? user->p : NULL, user ? user->len : 0, pass->p, pass->len) < 0)
+        return reply_wrongpass(req);
+    finish_status(req, "OK");
+}
+
+/* Applies HELLO's AUTH and SETNAME options. Returns false when a reply
+ * (an error) has been written. */
+static bool hello_options(struct px_req *req)
+{
+    struct px_client *cl = req->cl;
+    bool authed = false;
+    int i;
+
+    for (i = 2; i < req->argc; i++) {
+        const struct px_arg *a = &req->argv[i];
+
+        if (arg_is(a, "AUTH") && i + 2 < req->argc) {
+            if (px_auth_login(cl, req->argv[i + 1].p, req->argv[i + 1].len, req->argv[i + 2].p,
+                              req->argv[i + 2].len) < 0) {
+                reply_wrongpass(req);
+                return false;
+            }
+            authed = true;
+            i += 2;
+        } else if (arg_is(a, "SETNAME") && i + 1 < req->argc) {
+            snprintf(cl->name, sizeof(cl->name), "%.*s", (int)req->argv[i + 1].len,
+                     req->argv[i + 1].p);
+            i++;
+        } else {
+            px_reply_error(px_req_out(req), "ERR Syntax error in HELLO option '%.*s'",
+                           (int)LP_MIN(a->len, 32u), a->p);
+            px_req_done(req);
+            return false;
+        }
+    }
+    if (authed || cl->authed || !px_auth_required(cl->srv->opts.auth))
+        return true;
+    px_reply_error(px_req_out(req), "NOAUTH HELLO must be called with the client already "
+                                    "authenticated, otherwise the HELLO <proto> AUTH <user> "
+                                    "<pass> option can be used to authenticate the client and "
+                                    "select the RESP protocol version at the same time");
+    px_req_done(req);
+    return false;
+}
+
 /* HELLO [protover [AUTH user pass] [SETNAME name]]: RESP2 only. */
 static void cmd_hello(struct px_req *req)
 {
-    struct buf *b = px_req_out(req);
     struct px_client *cl = req->cl;
-    int i;
+    struct buf *b;
 
     if (req->argc >= 2 && !(req->argv[1].len == 1 && req->argv[1].p[0] == '2')) {
-        px_reply_error(b, "NOPROTO lockproxy speaks RESP2 only (HELLO 2)");
+        px_reply_error(px_req_out(req), "NOPROTO lockproxy speaks RESP2 only (HELLO 2)");
         return px_req_done(req);
     }
-    for (i = 2; i + 1 < req->argc; i++) {
-        if (arg_is(&req->argv[i], "SETNAME"))
-            snprintf(cl->name, sizeof(cl->name), "%.*s", (int)req->argv[i + 1].len,
-                     req->argv[i + 1].p);
-    }
+    if (!hello_options(req))
+        return;
+    b = px_req_out(req);
     px_reply_array(b, 14);
     px_reply_cstr(b, "server");
     px_reply_cstr(b, "lockproxy");
@@ -147,13 +212,15 @@ static const struct px_cmd conn_cmds[] = {
     {"QUIT", 1, -1, cmd_quit, NULL, 0},       {"SELECT", 2, 2, cmd_select, NULL, 0},
     {"HELLO", 1, -1, cmd_hello, NULL, 0},     {"CLIENT", 2, -1, cmd_client, NULL, 0},
     {"COMMAND", 1, -1, cmd_command, NULL, 0}, {"INFO", 1, 2, cmd_info, NULL, 0},
+    {"AUTH", 2, 3, cmd_auth, NULL, 0},
 };
 static const struct px_cmd_set conn_cmd_set = {conn_cmds, LP_ARRAY_SIZE(conn_cmds)};
 
 /* One line per module. */
 static const struct px_cmd_set *const cmd_sets[] = {
-    &conn_cmd_set,
-    &px_lock_cmd_set,
+    &conn_cmd_set,      &px_lock_cmd_set,
+    &px_rwlock_cmd_set, &px_fairlock_cmd_set, /* lock family: lock.h */
+    &px_sem_cmd_set,    &px_latch_cmd_set,
 };
 
 struct cmd_entry {
@@ -235,6 +302,8 @@ void px_cmd_dispatch(struct px_req *req)
     const struct px_cmd *c = req->cmd;
     const struct px_arg *name = &req->argv[0];
 
+    if (!px_auth_admit(req))
+        return px_req_done(req);
     if (!c) {
         px_reply_error(px_req_out(req), "ERR unknown command '%.*s'", (int)LP_MIN(name->len, 64u),
                        name->p);

@@ -2,7 +2,9 @@
  *
  * Timer use: a watchdog hold's timer fires every lease/3 and queues the
  * hold on srv->renew_due; the per-iteration hook turns the queue into
- * renew scripts of up to PX_RENEW_BATCH keys (one EVALSHA each). A fixed
+ * renew scripts of up to PX_RENEW_BATCH keys (one EVALSHA each), one batch
+ * per renew script in use (holds of kinds that renew alike, plain, fair
+ * and write locks, share batches; read locks have their own). A fixed
  * lease hold's timer fires at lease end and turns it into a tombstone; a
  * tombstone's timer drops it. The next renewal is scheduled after the
  * previous batch's reply (as Redisson does), so a slow Redis never
@@ -17,12 +19,17 @@
 #include "common/log.h"
 #include "pool/pool.h"
 #include "proxy/client.h"
+#include "proxy/lock.h"
+#include "proxy/metrics.h"
 #include "proxy/scripts.h"
 #include "proxy/server.h"
 #include "sched/loop.h"
 
+#define RENEW_GROUPS 4u /* batches open at once in one hook run (distinct renew scripts) */
+
 struct renew_batch {
     struct px_server *srv;                 /* borrowed */
+    unsigned script;                       /* pool id of the renew script */
     unsigned n;                            /* holds in the batch */
     struct px_hold *holds[PX_RENEW_BATCH]; /* each holds a ref */
 };
@@ -59,6 +66,24 @@ struct px_hold *px_hold_find(struct px_server *srv, const char *name, size_t nle
     return NULL;
 }
 
+static unsigned plain_renew_script(void)
+{
+    return PX_SCRIPT_RENEW;
+}
+
+static int plain_release(struct px_server *srv, const char *name, size_t nlen, const char *owner,
+                         size_t olen, pool_reply_fn *cb, void *arg)
+{
+    char chan[PX_NAME_MAX + 64];
+    const char *argv[3] = {name, chan, owner};
+    size_t lens[3] = {nlen, 0, olen};
+
+    lens[1] = px_channel_name(chan, sizeof(chan), "redisson_lock__channel:", name, nlen);
+    return px_metrics_eval(srv, 0, PX_SCRIPT_RELEASE, 2, 3, argv, lens, cb, arg);
+}
+
+const struct px_hold_kind px_hold_plain = {"lock", plain_renew_script, plain_release};
+
 static void hold_free(struct px_hold *h)
 {
     free(h);
@@ -76,6 +101,7 @@ void px_hold_drop(struct px_hold *h)
     list_del_init(&h->due_node);
     hmap_remove(&srv->holds, &h->node);
     srv->nholds--;
+    px_metrics_hold_end(srv, h);
     if (h->refs == 0)
         hold_free(h);
 }
@@ -88,6 +114,7 @@ static void hold_mark_lost(struct px_hold *h)
     if (!h->lost)
         srv->stats.leases_lost++;
     h->lost = true;
+    px_metrics_hold_end(srv, h); /* a tombstone is no longer held */
     h->watchdog = false;
     list_del_init(&h->due_node);
     sched_loop_timer_in(srv->loop, &h->timer, PX_HOLD_TOMBSTONE_MS);
@@ -120,6 +147,7 @@ static struct px_hold *hold_create(struct px_server *srv, const char *name, size
     if (!h)
         return NULL;
     h->srv = srv;
+    h->token = -1;
     h->nlen = nlen;
     h->olen = olen;
     memcpy(h->key, name, nlen);
@@ -130,12 +158,14 @@ static struct px_hold *hold_create(struct px_server *srv, const char *name, size
     sched_timer_init(&h->timer, hold_on_timer);
     hmap_insert(&srv->holds, &h->node, hold_hash(name, nlen, owner, olen));
     srv->nholds++;
+    px_metrics_hold_begin(srv, h);
     return h;
 }
 
-struct px_hold *px_hold_acquired(struct px_server *srv, struct px_client *cl, const char *name,
-                                 size_t nlen, const char *owner, size_t olen, uint64_t count,
-                                 uint64_t lease_ms, bool watchdog)
+struct px_hold *px_hold_acquired_kind(struct px_server *srv, struct px_client *cl,
+                                      const struct px_hold_kind *kind, const char *name,
+                                      size_t nlen, const char *owner, size_t olen, uint64_t count,
+                                      uint64_t lease_ms, bool watchdog)
 {
     struct px_hold *h = px_hold_find(srv, name, nlen, owner, olen);
 
@@ -150,12 +180,21 @@ struct px_hold *px_hold_acquired(struct px_server *srv, struct px_client *cl, co
         h->cl = cl;
         list_add_tail(&cl->holds, &h->client_node);
     }
+    h->kind = kind;
     h->count = count;
     h->lease_ms = lease_ms;
     h->watchdog = watchdog;
     list_del_init(&h->due_node);
     hold_arm(h);
     return h;
+}
+
+struct px_hold *px_hold_acquired(struct px_server *srv, struct px_client *cl, const char *name,
+                                 size_t nlen, const char *owner, size_t olen, uint64_t count,
+                                 uint64_t lease_ms, bool watchdog)
+{
+    return px_hold_acquired_kind(srv, cl, &px_hold_plain, name, nlen, owner, olen, count, lease_ms,
+                                 watchdog);
 }
 
 void px_hold_unlocked_one(struct px_hold *h)
@@ -209,7 +248,7 @@ static void batch_apply(struct renew_batch *b, const redisReply *r)
             hold_arm(h);
             continue;
         }
-        log_msg(LOG_LVL_WARN, "lease lost: lock '%.*s' owner %.*s is no longer held",
+        log_msg(LOG_LVL_WARN, "lease lost: %s '%.*s' owner %.*s is no longer held", h->kind->name,
                 (int)LP_MIN(h->nlen, 200u), h->key, (int)h->olen, h->owner);
         hold_mark_lost(h);
     }
@@ -249,8 +288,8 @@ static void batch_send(struct renew_batch *b)
         lens[b->n + 1 + i] = b->holds[i]->olen;
     }
     b->srv->stats.renew_batches++;
-    rc = pool_eval(b->srv->pool, 0, PX_SCRIPT_RENEW, (int)b->n, (int)(2 * b->n + 1), argv, lens,
-                   batch_on_reply, b);
+    rc = px_metrics_eval(b->srv, 0, b->script, (int)b->n, (int)(2 * b->n + 1), argv, lens,
+                         batch_on_reply, b);
     if (rc < 0) {
         batch_retry(b);
         batch_put_holds(b);
@@ -258,26 +297,58 @@ static void batch_send(struct renew_batch *b)
     }
 }
 
+/* Slot in open[] of the batch being filled for script: the open one, or a
+ * new one (the oldest open batch is sent to make room). -ENOMEM if none
+ * can be allocated. */
+static int batch_slot(struct px_server *srv, struct renew_batch **open, unsigned script)
+{
+    int i, slot = -1;
+
+    for (i = 0; i < (int)RENEW_GROUPS; i++) {
+        if (open[i] && open[i]->script == script)
+            return i;
+        if (!open[i] && slot < 0)
+            slot = i;
+    }
+    if (slot < 0) {
+        batch_send(open[0]);
+        slot = 0;
+    }
+    open[slot] = malloc(sizeof(*open[slot]));
+    if (!open[slot])
+        return -ENOMEM;
+    open[slot]->srv = srv;
+    open[slot]->script = script;
+    open[slot]->n = 0;
+    return slot;
+}
+
 static void renew_hook(struct sched_hook *hook)
 {
     struct px_server *srv = LP_CONTAINER_OF(hook, struct px_server, renew_hook);
+    struct renew_batch *open[RENEW_GROUPS] = {NULL};
     struct list *n;
+    unsigned i;
 
-    while (!list_empty(&srv->renew_due)) {
-        struct renew_batch *b = malloc(sizeof(*b));
+    while ((n = list_first(&srv->renew_due)) != NULL) {
+        struct px_hold *h = LP_CONTAINER_OF(n, struct px_hold, due_node);
+        int slot = batch_slot(srv, open, h->kind->renew_script());
+        struct renew_batch *b;
 
-        if (!b)
-            return; /* try again next iteration */
-        b->srv = srv;
-        b->n = 0;
-        while (b->n < PX_RENEW_BATCH && (n = list_first(&srv->renew_due)) != NULL) {
-            struct px_hold *h = LP_CONTAINER_OF(n, struct px_hold, due_node);
-
-            list_del_init(n);
-            h->refs++;
-            b->holds[b->n++] = h;
+        if (slot < 0)
+            break; /* the rest waits for the next iteration */
+        b = open[slot];
+        list_del_init(n);
+        h->refs++;
+        b->holds[b->n++] = h;
+        if (b->n == PX_RENEW_BATCH) {
+            open[slot] = NULL;
+            batch_send(b);
         }
-        batch_send(b);
+    }
+    for (i = 0; i < RENEW_GROUPS; i++) {
+        if (open[i])
+            batch_send(open[i]);
     }
 }
 
@@ -291,24 +362,14 @@ static void release_on_reply(void *arg, const redisReply *r, int err)
         srv->stats.disc_releases++;
 }
 
-void px_hold_release_orphan(struct px_server *srv, const char *name, size_t nlen, const char *owner,
-                            size_t olen)
+void px_hold_release_orphan(struct px_server *srv, const struct px_hold_kind *kind,
+                            const char *name, size_t nlen, const char *owner, size_t olen)
 {
-    char chan[4200];
-    const char *argv[3];
-    size_t lens[3];
-
-    lens[1] = px_channel_name(chan, sizeof(chan), "redisson_lock__channel:", name, nlen);
-    argv[0] = name;
-    lens[0] = nlen;
-    argv[1] = chan;
-    argv[2] = owner;
-    lens[2] = olen;
-    if (pool_eval(srv->pool, 0, PX_SCRIPT_RELEASE, 2, 3, argv, lens, release_on_reply, srv) < 0)
+    if (kind->release(srv, name, nlen, owner, olen, release_on_reply, srv) < 0)
         log_msg(LOG_LVL_WARN,
-                "cannot release '%.*s' of a closed connection: Redis is down; "
+                "cannot release %s '%.*s' of a closed connection: Redis is down; "
                 "it expires at lease end",
-                (int)LP_MIN(nlen, 200u), name);
+                kind->name, (int)LP_MIN(nlen, 200u), name);
 }
 
 void px_hold_client_gone(struct px_client *cl)
@@ -321,7 +382,7 @@ void px_hold_client_gone(struct px_client *cl)
         struct px_hold *h = LP_CONTAINER_OF(n, struct px_hold, client_node);
 
         if (srv->opts.on_disc == PX_DISCONNECT_RELEASE && !h->lost)
-            px_hold_release_orphan(srv, h->key, h->nlen, h->owner, h->olen);
+            px_hold_release_orphan(srv, h->kind, h->key, h->nlen, h->owner, h->olen);
         px_hold_drop(h);
     }
 }

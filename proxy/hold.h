@@ -1,8 +1,9 @@
 /* Holds: the locks this proxy took for its clients, keyed by (name, owner).
- * A hold remembers the acquiring connection (renewal is bound to it), the
- * reentrancy count and the lease, and drives the watchdog: holds taken
- * without LEASE are renewed every watchdog/3, due renewals batched into
- * multi-key renew scripts once per loop iteration.
+ * A hold remembers the acquiring connection (renewal is bound to it), its
+ * kind (plain, fair, read or write lock: how it renews and how it is
+ * released), the reentrancy count and the lease, and drives the watchdog:
+ * holds taken without LEASE are renewed every watchdog/3, due renewals
+ * batched per renew script into multi-key scripts once per loop iteration.
  *
  * A hold outlives its lease only as a tombstone (lost or expired), so that
  * UNLOCK can tell the client "LOCKLOST" instead of "NOTOWNER"; tombstones
@@ -17,6 +18,7 @@
 
 #include "common/hmap.h"
 #include "common/list.h"
+#include "pool/pool.h"
 #include "sched/timer-t.h"
 
 #ifdef __cplusplus
@@ -30,23 +32,41 @@ struct px_client;
 #define PX_RENEW_BATCH       100u   /* keys per renew script (Redisson's default) */
 #define PX_OWNER_MAX         128u   /* owner string capacity */
 
+/* How one kind of hold is kept alive and let go in Redis. Static, one per
+ * kind, defined by the module that owns the kind. */
+struct px_hold_kind {
+    const char *name; /* for logs: "lock", "read lock", ... */
+    /* Pool id of the batched renew script: KEYS n1..nN; ARGV lease,
+     * o1..oN -> {1 renewed | 0 not held, ...}. */
+    unsigned (*renew_script)(void);
+    /* Releases the whole hold of owner on name (its connection closed), as
+     * pool_eval: 0 and one callback (reply 1 = released), or -errno. */
+    int (*release)(struct px_server *srv, const char *name, size_t nlen, const char *owner,
+                   size_t olen, pool_reply_fn *cb, void *arg);
+};
+
+/* Reentrant (RLock) holds: HEXISTS -> PEXPIRE renewal, DEL + "0" release. */
+extern const struct px_hold_kind px_hold_plain;
+
 struct px_hold {
-    struct hmap_node node;    /* in srv->holds while live or tombstoned */
-    struct list client_node;  /* in cl->holds of the acquiring connection */
-    struct list due_node;     /* in srv->renew_due while a renewal is due */
-    struct px_server *srv;    /* borrowed */
-    struct px_client *cl;     /* borrowed: acquiring connection, NULL once gone */
-    struct sched_timer timer; /* next renewal, or end of the lease/tombstone */
-    uint64_t count;           /* reentrancy count as last reported by Redis */
-    uint64_t lease_ms;        /* lease set at every acquire/renewal */
-    bool watchdog;            /* renewed by this proxy */
-    bool lost;                /* lease lost or expired: tombstone */
-    bool dead;                /* out of the table; freed when refs == 0 */
-    unsigned refs;            /* renewal batches in flight */
-    size_t nlen;              /* name length */
-    size_t olen;              /* owner length */
-    char *owner;              /* borrowed: points into key */
-    char key[];               /* owned: name NUL owner NUL */
+    struct hmap_node node;           /* in srv->holds while live or tombstoned */
+    struct list client_node;         /* in cl->holds of the acquiring connection */
+    struct list due_node;            /* in srv->renew_due while a renewal is due */
+    struct px_server *srv;           /* borrowed */
+    struct px_client *cl;            /* borrowed: acquiring connection, NULL once gone */
+    struct sched_timer timer;        /* next renewal, or end of the lease/tombstone */
+    const struct px_hold_kind *kind; /* borrowed: static; set by the latest acquire */
+    int64_t token;                   /* last fencing token issued to this holder, or -1 */
+    uint64_t count;                  /* reentrancy count as last reported by Redis */
+    uint64_t lease_ms;               /* lease set at every acquire/renewal */
+    bool watchdog;                   /* renewed by this proxy */
+    bool lost;                       /* lease lost or expired: tombstone */
+    bool dead;                       /* out of the table; freed when refs == 0 */
+    unsigned refs;                   /* renewal batches in flight */
+    size_t nlen;                     /* name length */
+    size_t olen;                     /* owner length */
+    char *owner;                     /* borrowed: points into key */
+    char key[];                      /* owned: name NUL owner NUL */
 };
 
 int px_hold_init(struct px_server *srv);
@@ -56,9 +76,16 @@ void px_hold_deinit(struct px_server *srv);
 struct px_hold *px_hold_find(struct px_server *srv, const char *name, size_t nlen,
                              const char *owner, size_t olen);
 
-/* Records a successful acquire by cl (create or re-enter). lease_ms is the
- * lease set in Redis; watchdog says whether to renew it. Returns the hold,
- * or NULL on -ENOMEM (the lock then simply expires at lease end). */
+/* Records a successful acquire of a kind-lock by cl (create or re-enter).
+ * lease_ms is the lease set in Redis; watchdog says whether to renew it.
+ * Returns the hold, or NULL on -ENOMEM (the lock then simply expires at
+ * lease end). */
+struct px_hold *px_hold_acquired_kind(struct px_server *srv, struct px_client *cl,
+                                      const struct px_hold_kind *kind, const char *name,
+                                      size_t nlen, const char *owner, size_t olen, uint64_t count,
+                                      uint64_t lease_ms, bool watchdog);
+
+/* px_hold_acquired_kind() for a reentrant (RLock) hold. */
 struct px_hold *px_hold_acquired(struct px_server *srv, struct px_client *cl, const char *name,
                                  size_t nlen, const char *owner, size_t olen, uint64_t count,
                                  uint64_t lease_ms, bool watchdog);
@@ -73,10 +100,10 @@ void px_hold_drop(struct px_hold *h);
  * expire, per --on-disconnect. */
 void px_hold_client_gone(struct px_client *cl);
 
-/* Fire-and-forget release of every hold of owner on name (used when an
- * acquire succeeds for a connection that already closed). */
-void px_hold_release_orphan(struct px_server *srv, const char *name, size_t nlen, const char *owner,
-                            size_t olen);
+/* Fire-and-forget release of every hold of owner on name, the kind way
+ * (used when an acquire succeeds for a connection that already closed). */
+void px_hold_release_orphan(struct px_server *srv, const struct px_hold_kind *kind,
+                            const char *name, size_t nlen, const char *owner, size_t olen);
 
 /* Writes "<uuid>:<id>" or "<uuid>:<token>" into out (PX_OWNER_MAX bytes).
  * Returns the length. */

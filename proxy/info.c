@@ -5,6 +5,8 @@
 #include <strings.h>
 
 #include "pool/pool.h"
+#include "proxy/metrics.h"
+#include "proxy/semaphore.h"
 #include "proxy/server.h"
 #include "sched/loop.h"
 
@@ -81,9 +83,11 @@ static void info_stats(struct px_server *srv, struct buf *o)
 
     buf_appendf(o,
                 "# Stats\r\ntotal_commands_processed:%llu\r\nupstream_error_replies:%llu\r\n"
-                "protocol_errors:%llu\r\n\r\n",
+                "protocol_errors:%llu\r\nauth_failures:%llu\r\nconfig_reloads:%llu\r\n"
+                "config_reload_errors:%llu\r\n\r\n",
                 (unsigned long long)s->commands, (unsigned long long)s->upstream_errs,
-                (unsigned long long)s->proto_errs);
+                (unsigned long long)s->proto_errs, (unsigned long long)s->auth_failures,
+                (unsigned long long)s->reloads, (unsigned long long)s->reload_errors);
 }
 
 struct info_section {
@@ -93,8 +97,14 @@ struct info_section {
 
 /* In output order; one line per module that reports its own section. */
 static const struct info_section sections[] = {
-    {"server", info_server},     {"clients", info_clients}, {"locks", info_locks},
-    {"upstream", info_upstream}, {"stats", info_stats},
+    {"server", info_server},
+    {"clients", info_clients},
+    {"locks", info_locks},
+    {"upstream", info_upstream},
+    {"stats", info_stats},
+    {"sync", px_sync_info},
+    {"commandstats", px_metrics_info_commands},
+    {"latencystats", px_metrics_info_latency},
 };
 
 void px_info_write(struct px_server *srv, const char *section, struct buf *out)

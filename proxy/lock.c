@@ -1,23 +1,50 @@
-/* Reentrant lock commands over Redisson's RLock layout.
+/* Reentrant and fenced lock commands over Redisson's RLock layout, and the
+ * acquire/unlock state machine every lock kind shares (struct
+ * px_lock_kind: plain and fenced here, fair in fairlock.c, read and write
+ * in rwlock.c).
  *
- * LOCK flow (one px_lockop per request):
- *   try: EVALSHA acquire -> {1,count}: held, reply +OK (the hold starts
- *   the watchdog unless LEASE was given) | {0,pttl}: contended.
+ * Acquire flow (one px_lockop per request):
+ *   try: kind->acquire -> {1,count[,token]}: held, reply +OK (the token for
+ *   LOCK ... FENCED); the hold starts the watchdog unless LEASE was given
+ *   | {0,ms}: contended.
  *   contended, no wait left: nil reply. Otherwise the op joins the waitset
- *   of redisson_lock__channel:{name} (one shared subscription), retries
- *   at once if the subscription is already confirmed (else when it is),
- *   then sleeps until a wake-up, the holder's remaining lease (pttl: a
- *   missed message costs latency, never a hang), or its WAIT deadline.
+ *   of kind->channel (one shared subscription per channel), retries at once
+ *   if the subscription is already confirmed (else when it is), then sleeps
+ *   until a wake-up, the re-poll time the script reported (the holder's
+ *   remaining lease: a missed message costs latency, never a hang), or its
+ *   WAIT deadline.
  *
- * Invariants: an op is in at most one of {acquire in flight (w.busy),
- * asleep on the semaphore, timer armed}; px_req_done() is called exactly
- * once per op, after which the op is freed. While an acquire is in flight
- * the op's client holds a reference, so the callback can always run; if
- * the client closed meanwhile, a successful acquire is released (or left
- * to expire) per --on-disconnect and the reply is dropped.
+ * States of an op: NEW (first attempt, not joined) -> JOINED, which is
+ * either IN FLIGHT (an attempt's reply pending) or ASLEEP (timer armed)
+ * -> DONE (replied and freed).
+ *
+ * Invariants:
+ * - px_req_done() is called exactly once per op, after which the op is
+ *   freed.
+ * - A joined op stays queued on the set's semaphore while its attempt is in
+ *   flight; its px_wait.busy stays false, so READY reaches it too. A wake-up
+ *   ("0", "1" or READY) that arrives then only sets `rewake`, and the
+ *   contended reply retries at once instead of sleeping. So a release that
+ *   lands between an attempt's run in Redis and its reply is never lost,
+ *   whatever the message ("1" wakes only queued members and keeps no
+ *   permit). Rejected: leaving the semaphore during the flight, which loses
+ *   exactly that "1" (readers then sleep out the writer's old lease).
+ * - While an attempt is in flight the op's client holds a reference, so the
+ *   callback can always run; if the client closed meanwhile, a successful
+ *   acquire is released (or left to expire) per --on-disconnect and the
+ *   reply is dropped.
+ * - An op that may have left state in Redis while waiting (`queued`: a fair
+ *   lock's queue entry) calls kind->give_up whenever it ends without the
+ *   lock: WAIT ran out, its connection closed, or an error.
  *
  * Upstream failures are error replies that start with UPSTREAM; the proxy
- * never answers +OK unless Redis confirmed the acquire. */
+ * never answers +OK unless Redis confirmed the acquire.
+ *
+ * Scripts: this file's set replaces the base acquire and unlock with
+ * mode-checked ones (a name holding a read-write lock gets WRONGTYPE instead
+ * of having a read count bumped or its hash deleted), and adds the fenced
+ * acquire (INCR redisson_lock_token:{name}, as RedissonFencedLock) and a
+ * FORCEUNLOCK that wakes the waiters of whichever kind the lock is. */
 #include "proxy/lock.h"
 
 #include <errno.h>
@@ -26,10 +53,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/clock.h"
 #include "common/util.h"
 #include "pool/pool.h"
 #include "proxy/client.h"
+#include "proxy/fairlock.h"
 #include "proxy/hold.h"
+#include "proxy/metrics.h"
 #include "proxy/reply.h"
 #include "proxy/scripts.h"
 #include "proxy/server.h"
@@ -39,29 +69,155 @@
 #define LOCK_CHANNEL_PREFIX "redisson_lock__channel:"
 #define WAIT_FOREVER        UINT64_MAX
 
+#define OPT_LEASE  1u /* LEASE ms allowed */
+#define OPT_WAIT   2u /* WAIT ms allowed */
+#define OPT_FENCED 4u /* FENCED flag allowed */
+#define OPT_OWNER  8u /* OWNER token (always allowed) */
+
+/* ---- scripts ---------------------------------------------------------------- */
+
+enum lock_script {
+    LK_ACQUIRE = 0, /* KEYS name; ARGV lease, owner -> {1,count} | {0,pttl} */
+    LK_FENCED = 1,  /* KEYS name, token; ARGV lease, owner -> {1,count,token} | {0,pttl} */
+    LK_UNLOCK = 2,  /* KEYS name, channel; ARGV lease, owner -> nil | 0 | 1 */
+    LK_FORCE = 3,   /* KEYS name, channel, rw channel, queue, timeouts; ARGV fair prefix, now */
+    LK_COUNT = 4,
+};
+
+#define LK_MODE_CHECK                                                                 \
+    "if (redis.call('hexists', KEYS[1], 'mode') == 1) then return redis.error_reply(" \
+    "'WRONGTYPE the name holds a read-write lock (use RLOCK/WLOCK)'); end; "
+
+#define LK_FREE_OR_MINE                           \
+    "if (redis.call('exists', KEYS[1]) == 0) or " \
+    "(redis.call('hexists', KEYS[1], ARGV[2]) == 1) then "
+
+/* Redisson's acquire, refusing a read-write lock's hash (whose read owner
+ * fields look like ours). HEXISTS fails with WRONGTYPE on other types. */
+static const char acquire_lua[] = LK_MODE_CHECK LK_FREE_OR_MINE /* then Redisson's acquire: */
+    "local c = redis.call('hincrby', KEYS[1], ARGV[2], 1); "
+    "redis.call('pexpire', KEYS[1], ARGV[1]); return {1, c}; end; "
+    "return {0, redis.call('pttl', KEYS[1])};";
+
+/* RedissonFencedLock's acquire: every success, re-entry included, takes
+ * the next token from redisson_lock_token:{name} (which never expires). */
+static const char fenced_lua[] = LK_MODE_CHECK LK_FREE_OR_MINE /* then: */
+    "local t = redis.call('incr', KEYS[2]); "
+    "local c = redis.call('hincrby', KEYS[1], ARGV[2], 1); "
+    "redis.call('pexpire', KEYS[1], ARGV[1]); return {1, c, t}; end; "
+    "return {0, redis.call('pttl', KEYS[1])};";
+
+/* Redisson's unlock, refusing a read-write lock's hash. */
+static const char unlock_lua[] = LK_MODE_CHECK /* then Redisson's unlock: */
+    "if (redis.call('hexists', KEYS[1], ARGV[2]) == 0) then return nil; end; "
+    "local c = redis.call('hincrby', KEYS[1], ARGV[2], -1); "
+    "if (c > 0) then redis.call('pexpire', KEYS[1], ARGV[1]); return 0; end; "
+    "redis.call('del', KEYS[1]); redis.call('publish', KEYS[2], '0'); return 1;";
+
+#define LK_FORCE_CLEANUP PX_FAIR_CLEANUP_LUA("KEYS[4]", "KEYS[5]", "ARGV[2]")
+
+/* forceUnlock of any lock kind: a read-write lock wakes all its waiters
+ * ("1" on its channel); otherwise "0" on the lock channel and, after
+ * Redisson's stale-waiter cleanup, on the fair queue head's channel. */
+static const char force_lua[] =
+    "local t = redis.call('type', KEYS[1])['ok']; "
+    "if (t == 'none') then return 0; end; "
+    "if (t ~= 'hash') then return redis.error_reply("
+    "'WRONGTYPE the name holds a ' .. t .. ', not a lock'); end; "
+    "local mode = redis.call('hget', KEYS[1], 'mode'); "
+    "redis.call('del', KEYS[1]); "
+    "if (mode) then redis.call('publish', KEYS[3], '1'); return 1; end; "
+    "redis.call('publish', KEYS[2], '0'); " LK_FORCE_CLEANUP /* then the fair head: */
+    "local h = redis.call('lindex', KEYS[4], 0); "
+    "if (h) then redis.call('publish', ARGV[1] .. ':' .. h, '0'); end; "
+    "return 1;";
+
+static const struct pool_script lock_scripts[LK_COUNT] = {
+    {"lock_acquire", acquire_lua},
+    {"lock_acquire_fenced", fenced_lua},
+    {"lock_unlock", unlock_lua},
+    {"lock_force", force_lua},
+};
+
+static unsigned lock_script_base;
+const struct px_script_set px_lock_script_set = {lock_scripts, LK_COUNT, &lock_script_base};
+
+/* ---- the plain and fenced kinds ---------------------------------------------- */
+
+static size_t plain_channel(const struct px_acq *a, char *out, size_t cap)
+{
+    return px_channel_name(out, cap, LOCK_CHANNEL_PREFIX, a->name, a->nlen);
+}
+
+static int plain_acquire(struct px_server *srv, const struct px_acq *a, pool_reply_fn *cb,
+                         void *arg)
+{
+    char lease[24];
+    const char *argv[3] = {a->name, lease, a->owner};
+    size_t lens[3] = {a->nlen, 0, a->olen};
+
+    lens[1] = (size_t)snprintf(lease, sizeof(lease), "%llu", (unsigned long long)a->lease_ms);
+    return px_metrics_eval(srv, a->hint, lock_script_base + LK_ACQUIRE, 1, 3, argv, lens, cb, arg);
+}
+
+static int fenced_acquire(struct px_server *srv, const struct px_acq *a, pool_reply_fn *cb,
+                          void *arg)
+{
+    char lease[24], token[PX_CHANNEL_MAX];
+    const char *argv[4] = {a->name, token, lease, a->owner};
+    size_t lens[4] = {a->nlen, 0, 0, a->olen};
+
+    lens[1] = px_channel_name(token, sizeof(token), "redisson_lock_token:", a->name, a->nlen);
+    lens[2] = (size_t)snprintf(lease, sizeof(lease), "%llu", (unsigned long long)a->lease_ms);
+    return px_metrics_eval(srv, a->hint, lock_script_base + LK_FENCED, 2, 4, argv, lens, cb, arg);
+}
+
+static int plain_unlock(struct px_server *srv, const struct px_acq *a, pool_reply_fn *cb, void *arg)
+{
+    char lease[24], chan[PX_CHANNEL_MAX];
+    const char *argv[4] = {a->name, chan, lease, a->owner};
+    size_t lens[4] = {a->nlen, 0, 0, a->olen};
+
+    lens[1] = plain_channel(a, chan, sizeof(chan));
+    lens[2] = (size_t)snprintf(lease, sizeof(lease), "%llu", (unsigned long long)a->lease_ms);
+    return px_metrics_eval(srv, a->hint, lock_script_base + LK_UNLOCK, 2, 4, argv, lens, cb, arg);
+}
+
+static const struct px_lock_kind plain_kind = {
+    "", &px_hold_plain, plain_acquire, plain_unlock, plain_channel, NULL,
+};
+
+static const struct px_lock_kind fenced_kind = {
+    "", &px_hold_plain, fenced_acquire, plain_unlock, plain_channel, NULL,
+};
+
+/* ---- argument parsing ----------------------------------------------------- */
+
 struct lock_args {
     const struct px_arg *name;  /* borrowed: request argument */
     int64_t lease_ms;           /* LEASE, or -1 */
     int64_t wait_ms;            /* WAIT, or -1 (forever) */
     const struct px_arg *token; /* OWNER token, or NULL */
+    bool fenced;                /* FENCED given */
 };
 
 struct px_lockop {
-    struct px_req *req;       /* borrowed: the request being answered */
-    struct px_server *srv;    /* borrowed */
-    struct px_waitset *set;   /* borrowed: joined waitset, or NULL */
-    struct px_wait wait;      /* membership in set */
-    struct list client_node;  /* in cl->waiters while joined */
-    struct sched_timer timer; /* retry at pttl / WAIT deadline while asleep */
-    uint64_t deadline;        /* monotonic ms, WAIT_FOREVER, or 0 (no waiting) */
-    struct px_wait_snap snap; /* the lock's waitset when the first attempt was sent */
-    uint64_t lease_ms;        /* lease to set in Redis */
-    bool watchdog;            /* no LEASE: renew while the connection lives */
-    size_t olen;              /* owner length */
-    char owner[PX_OWNER_MAX]; /* owner field string */
+    struct px_req *req;              /* borrowed: the request being answered */
+    struct px_server *srv;           /* borrowed */
+    const struct px_lock_kind *kind; /* borrowed: static */
+    struct px_waitset *set;          /* borrowed: joined waitset, or NULL */
+    struct px_wait wait;             /* membership in set */
+    struct list client_node;         /* in cl->waiters while joined */
+    struct sched_timer timer;        /* re-poll / WAIT deadline while asleep */
+    struct px_acq acq;               /* what attempts send (owner points below) */
+    uint64_t deadline;               /* monotonic ms, WAIT_FOREVER, or 0 (no waiting) */
+    bool watchdog;                   /* no LEASE: renew while the connection lives */
+    bool fenced;                     /* reply with the fencing token */
+    bool inflight;                   /* an attempt's reply is pending */
+    bool rewake;                     /* woken while in flight: retry, do not sleep */
+    bool queued;                     /* a waiting attempt was sent: give up on failure */
+    char owner[PX_OWNER_MAX];        /* owned: owner field string */
 };
-
-/* ---- argument parsing ----------------------------------------------------- */
 
 static int parse_ms(struct px_req *req, int i, const char *opt, int64_t *out)
 {
@@ -95,42 +251,74 @@ static int check_token(struct px_req *req, const struct px_arg *t)
     return 0;
 }
 
-/* Parses "name [LEASE ms] [WAIT ms] [OWNER token]" with the options the
- * command allows. Writes an error reply and returns -EINVAL on bad input. */
-static int parse_lock_args(struct px_req *req, bool lease_ok, bool wait_ok, struct lock_args *a)
+static bool arg_is(const struct px_arg *a, const char *lit)
 {
-    int i;
+    return util_eq_nocase(a->p, a->len, lit);
+}
 
+/* Which option opt is among those allow permits: OPT_*, or 0. */
+static unsigned option_kind(const struct px_arg *opt, unsigned allow)
+{
+    static const struct {
+        const char *name; /* option keyword */
+        unsigned bit;     /* OPT_* */
+    } opts[] = {{"LEASE", OPT_LEASE}, {"WAIT", OPT_WAIT}, {"FENCED", OPT_FENCED}, {"OWNER", 0}};
+    size_t k;
+
+    for (k = 0; k < LP_ARRAY_SIZE(opts); k++) {
+        if ((opts[k].bit == 0 || (allow & opts[k].bit)) && arg_is(opt, opts[k].name))
+            return opts[k].bit ? opts[k].bit : OPT_OWNER;
+    }
+    return 0;
+}
+
+/* Parses the option at argv[*i] and advances *i past it. Writes an error
+ * reply and returns -EINVAL on bad input. */
+static int parse_option(struct px_req *req, int *i, unsigned allow, struct lock_args *a)
+{
+    const struct px_arg *opt = &req->argv[*i];
+    unsigned kind = option_kind(opt, allow);
+    int v = *i + 1;
+
+    *i += kind == OPT_FENCED ? 1 : 2;
+    if (kind == 0) {
+        px_reply_error(px_req_out(req), "ERR syntax error near '%.*s'", (int)LP_MIN(opt->len, 32u),
+                       opt->p);
+        return -EINVAL;
+    }
+    if (kind == OPT_FENCED) {
+        a->fenced = true;
+        return 0;
+    }
+    if (v >= req->argc) {
+        px_reply_error(px_req_out(req), "ERR option '%.*s' needs a value",
+                       (int)LP_MIN(opt->len, 32u), opt->p);
+        return -EINVAL;
+    }
+    if (kind == OPT_LEASE)
+        return parse_ms(req, v, "LEASE", &a->lease_ms);
+    if (kind == OPT_WAIT)
+        return parse_ms(req, v, "WAIT", &a->wait_ms);
+    return check_token(req, a->token = &req->argv[v]);
+}
+
+/* Parses "name [option ...]" with the options allow permits. Writes an
+ * error reply and returns -EINVAL on bad input. */
+static int parse_lock_args(struct px_req *req, unsigned allow, struct lock_args *a)
+{
+    int i = 2;
+
+    memset(a, 0, sizeof(*a));
     a->name = &req->argv[1];
     a->lease_ms = -1;
     a->wait_ms = -1;
-    a->token = NULL;
     if (a->name->len == 0 || a->name->len > PX_NAME_MAX) {
         px_reply_error(px_req_out(req), "ERR lock name must be 1-%u bytes", PX_NAME_MAX);
         return -EINVAL;
     }
-    for (i = 2; i < req->argc; i += 2) {
-        const struct px_arg *opt = &req->argv[i];
-        int rc = 0;
-
-        if (i + 1 >= req->argc) {
-            px_reply_error(px_req_out(req), "ERR option '%.*s' needs a value",
-                           (int)LP_MIN(opt->len, 32u), opt->p);
+    while (i < req->argc) {
+        if (parse_option(req, &i, allow, a) < 0)
             return -EINVAL;
-        }
-        if (lease_ok && util_eq_nocase(opt->p, opt->len, "LEASE"))
-            rc = parse_ms(req, i + 1, "LEASE", &a->lease_ms);
-        else if (wait_ok && util_eq_nocase(opt->p, opt->len, "WAIT"))
-            rc = parse_ms(req, i + 1, "WAIT", &a->wait_ms);
-        else if (util_eq_nocase(opt->p, opt->len, "OWNER"))
-            rc = check_token(req, a->token = &req->argv[i + 1]);
-        else {
-            px_reply_error(px_req_out(req), "ERR syntax error near '%.*s'",
-                           (int)LP_MIN(opt->len, 32u), opt->p);
-            return -EINVAL;
-        }
-        if (rc < 0)
-            return rc;
     }
     if (a->lease_ms == 0) {
         px_reply_error(px_req_out(req), "ERR LEASE must be at least 1 ms");
@@ -139,15 +327,18 @@ static int parse_lock_args(struct px_req *req, bool lease_ok, bool wait_ok, stru
     return 0;
 }
 
-static size_t args_owner(struct px_req *req, const struct lock_args *a, char *out)
+/* Writes the owner field of the caller for kind into out (PX_OWNER_MAX
+ * bytes); *base_len gets the length without the kind's suffix. */
+static size_t args_owner(struct px_req *req, const struct lock_args *a,
+                         const struct px_lock_kind *kind, char *out, size_t *base_len)
 {
-    return px_owner_format(req->cl->srv, req->cl->id, a->token ? a->token->p : NULL,
-                           a->token ? a->token->len : 0, out);
-}
+    size_t n = px_owner_format(req->cl->srv, req->cl->id, a->token ? a->token->p : NULL,
+                               a->token ? a->token->len : 0, out);
+    size_t slen = strlen(kind->owner_suffix);
 
-static size_t lock_channel(const struct px_arg *name, char *out, size_t cap)
-{
-    return px_channel_name(out, cap, LOCK_CHANNEL_PREFIX, name->p, name->len);
+    *base_len = n;
+    memcpy(out + n, kind->owner_suffix, slen + 1);
+    return n + slen;
 }
 
 /* Error reply for a failed upstream request. */
@@ -175,7 +366,7 @@ static void reply_redis_error(struct px_req *req, const redisReply *r)
     px_reply_error(px_req_out(req), "%.*s", (int)LP_MIN(r->len, 400u), r->str);
 }
 
-/* ---- LOCK / TRYLOCK --------------------------------------------------------- */
+/* ---- acquire ---------------------------------------------------------------- */
 
 static void lock_try(struct px_lockop *op);
 
@@ -188,6 +379,8 @@ static void lockop_finish(struct px_lockop *op)
         px_waitset_leave(op->set, &op->wait);
         list_del_init(&op->client_node);
     }
+    if (op->queued && op->kind->give_up)
+        op->kind->give_up(op->srv, &op->acq);
     req->op = NULL;
     free(op);
     px_req_done(req);
@@ -210,16 +403,20 @@ static void lockop_on_timer(struct sched_timer *t)
 {
     struct px_lockop *op = LP_CONTAINER_OF(t, struct px_lockop, timer);
 
-    px_waitset_wake_cancel(op->set, &op->wait);
     if (sched_loop_now_ms(op->srv->loop) >= op->deadline)
         return lockop_timeout(op);
     lock_try(op);
 }
 
+/* Woken by a message or READY (the waitset unlinked w from its semaphore). */
 static void lockop_on_wake(struct px_wait *w)
 {
     struct px_lockop *op = LP_CONTAINER_OF(w, struct px_lockop, wait);
 
+    if (op->inflight) {
+        op->rewake = true;
+        return;
+    }
     sched_loop_timer_del(op->srv->loop, &op->timer);
     lock_try(op);
 }
@@ -234,16 +431,16 @@ static uint64_t repoll_ms(const struct px_lockop *op, int64_t pttl)
     return pttl == -1 ? op->srv->opts.watchdog_ms : 1;
 }
 
-/* Sleeps until a wake-up, the holder's lease end, or the deadline. */
+/* Sleeps until a wake-up, the re-poll time, or the deadline; retries now
+ * if a wake-up came while the attempt was in flight. */
 static void lockop_sleep(struct px_lockop *op, int64_t pttl)
 {
     uint64_t now = sched_loop_now_ms(op->srv->loop);
     uint64_t retry = repoll_ms(op, pttl);
 
-    if (pttl >= 0)
-        op->set->holder_until = now + retry;
-
-    if (px_waitset_sleep(op->set, &op->wait))
+    if (op->rewake)
+        return lock_try(op);
+    if (!sched_waiter_is_queued(&op->wait.sleep) && px_waitset_sleep(op->set, &op->wait))
         return lock_try(op);
     if (op->deadline != WAIT_FOREVER && op->deadline - now < retry)
         retry = op->deadline - now;
@@ -253,7 +450,7 @@ static void lockop_sleep(struct px_lockop *op, int64_t pttl)
 static void lockop_contended(struct px_lockop *op, int64_t pttl)
 {
     struct px_req *req = op->req;
-    char chan[PX_NAME_MAX + 64];
+    char chan[PX_CHANNEL_MAX];
     size_t chlen;
 
     if (req->cl->closing)
@@ -262,35 +459,54 @@ static void lockop_contended(struct px_lockop *op, int64_t pttl)
         return lockop_timeout(op);
     if (op->set)
         return lockop_sleep(op, pttl);
-    chlen = lock_channel(&req->argv[1], chan, sizeof(chan));
+    chlen = op->kind->channel(&op->acq, chan, sizeof(chan));
     op->set = px_waitset_join(op->srv, chan, chlen, &op->wait);
     if (!op->set)
         return lockop_fail(op, -ENOMEM);
     list_add_tail(&req->cl->waiters, &op->client_node);
-    if (px_waitset_unchanged(op->set, &op->snap))
-        return lockop_sleep(op, pttl); /* subscribed all along, no event since: nothing missed */
     if (op->set->ready)
         return lock_try(op); /* subscribed before this retry: no wake-up can be missed */
     /* Otherwise READY triggers the retry; the timer covers a lost subscribe. */
     sched_loop_timer_in(op->srv->loop, &op->timer, repoll_ms(op, pttl));
 }
 
-static void lockop_acquired(struct px_lockop *op, int64_t count)
+static void lockop_acquired(struct px_lockop *op, int64_t count, int64_t token)
 {
     struct px_req *req = op->req;
     struct px_client *cl = req->cl;
-    const struct px_arg *name = &req->argv[1];
+    const struct px_acq *a = &op->acq;
+    struct px_hold *h;
 
+    op->queued = false; /* the acquire took the op out of any queue */
     if (cl->closing) {
         if (op->srv->opts.on_disc == PX_DISCONNECT_RELEASE)
-            px_hold_release_orphan(op->srv, name->p, name->len, op->owner, op->olen);
+            px_hold_release_orphan(op->srv, op->kind->hold, a->name, a->nlen, a->owner, a->olen);
         return lockop_finish(op);
     }
     op->srv->stats.acquired++;
-    px_hold_acquired(op->srv, cl, name->p, name->len, op->owner, op->olen, (uint64_t)count,
-                     op->lease_ms, op->watchdog);
-    px_reply_status(px_req_out(req), "OK");
+    px_metrics_observe_wait(op->srv, req);
+    h = px_hold_acquired_kind(op->srv, cl, op->kind->hold, a->name, a->nlen, a->owner, a->olen,
+                              (uint64_t)count, a->lease_ms, op->watchdog);
+    if (h && token >= 0)
+        h->token = token;
+    if (op->fenced)
+        px_reply_int(px_req_out(req), token);
+    else
+        px_reply_status(px_req_out(req), "OK");
     lockop_finish(op);
+}
+
+static bool acquire_reply_ok(const redisReply *r)
+{
+    size_t i;
+
+    if (r->type != REDIS_REPLY_ARRAY || r->elements < 2 || r->elements > 3)
+        return false;
+    for (i = 0; i < r->elements; i++) {
+        if (r->element[i]->type != REDIS_REPLY_INTEGER)
+            return false;
+    }
+    return true;
 }
 
 static void lock_on_reply(void *arg, const redisReply *r, int err)
@@ -298,114 +514,113 @@ static void lock_on_reply(void *arg, const redisReply *r, int err)
     struct px_lockop *op = arg;
     struct px_client *cl = op->req->cl;
 
-    op->wait.busy = false;
+    op->inflight = false;
     if (err < 0) {
         lockop_fail(op, err);
     } else if (r->type == REDIS_REPLY_ERROR) {
         reply_redis_error(op->req, r);
         lockop_finish(op);
-    } else if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
-               r->element[0]->type != REDIS_REPLY_INTEGER ||
-               r->element[1]->type != REDIS_REPLY_INTEGER) {
+    } else if (!acquire_reply_ok(r)) {
         lockop_fail(op, -EPROTO);
     } else if (r->element[0]->integer == 1) {
-        lockop_acquired(op, r->element[1]->integer);
+        lockop_acquired(op, r->element[1]->integer, r->elements == 3 ? r->element[2]->integer : -1);
     } else {
         lockop_contended(op, r->element[1]->integer);
     }
     px_client_put(cl);
 }
 
+/* Sends one attempt. A joined op stays queued on the semaphore meanwhile
+ * (see the invariants at the top). */
 static void lock_try(struct px_lockop *op)
 {
-    struct px_req *req = op->req;
-    char lease[24];
-    const char *argv[3] = {req->argv[1].p, lease, op->owner};
-    size_t lens[3] = {req->argv[1].len, 0, op->olen};
     int rc;
 
-    lens[1] = (size_t)snprintf(lease, sizeof(lease), "%llu", (unsigned long long)op->lease_ms);
-    rc = pool_eval(op->srv->pool, req->cl->id, PX_SCRIPT_ACQUIRE, 1, 3, argv, lens, lock_on_reply,
-                   op);
+    op->rewake = false;
+    rc = op->kind->acquire(op->srv, &op->acq, lock_on_reply, op);
     if (rc < 0)
         return lockop_fail(op, rc);
-    op->wait.busy = true;
-    px_client_get(req->cl);
+    op->inflight = true;
+    op->queued = op->queued || op->acq.waiting;
+    px_client_get(op->req->cl);
+    if (op->set && !sched_waiter_is_queued(&op->wait.sleep) && px_waitset_sleep(op->set, &op->wait))
+        op->rewake = true; /* a stored wake-up: use it once the reply is in */
 }
 
-/* A LOCK on a name that already has waiters here queues behind them (FIFO)
- * without a doomed attempt: it sleeps until woken, or until the holder's
- * lease end last seen by a member. Returns false when it must try first. */
-static bool lock_queue_behind(struct px_lockop *op)
+static void lockop_init(struct px_lockop *op, struct px_req *req, const struct lock_args *a)
 {
-    char chan[PX_NAME_MAX + 64];
-    size_t chlen = lock_channel(&op->req->argv[1], chan, sizeof(chan));
-    struct px_waitset *set = px_waitset_find(op->srv, chan, chlen);
-    uint64_t now = sched_loop_now_ms(op->srv->loop);
+    struct px_server *srv = req->cl->srv;
 
-    px_waitset_snap(op->srv, chan, chlen, &op->snap);
-    if (!set || !set->ready || set->nmembers == 0)
-        return false;
-    op->set = px_waitset_join(op->srv, chan, chlen, &op->wait);
-    if (!op->set)
-        return false;
-    list_add_tail(&op->req->cl->waiters, &op->client_node);
-    lockop_sleep(op, set->holder_until > now ? (int64_t)(set->holder_until - now) : 0);
-    return true;
+    op->req = req;
+    op->srv = srv;
+    px_wait_init(&op->wait, lockop_on_wake);
+    list_init(&op->client_node);
+    sched_timer_init(&op->timer, lockop_on_timer);
+    op->acq.name = a->name->p;
+    op->acq.nlen = a->name->len;
+    op->acq.owner = op->owner;
+    op->acq.olen = args_owner(req, a, op->kind, op->owner, &op->acq.base_olen);
+    op->acq.wait_ms = a->wait_ms;
+    op->acq.hint = req->cl->id;
+    op->watchdog = a->lease_ms < 0;
+    op->acq.lease_ms = op->watchdog ? srv->opts.watchdog_ms : (uint64_t)a->lease_ms;
 }
 
-static void lock_start(struct px_req *req, bool trylock)
+static void acquire_start(struct px_req *req, const struct px_lock_kind *kind, unsigned allow)
 {
     struct px_server *srv = req->cl->srv;
     struct lock_args a;
     struct px_lockop *op;
 
-    if (parse_lock_args(req, true, !trylock, &a) < 0)
+    if (parse_lock_args(req, allow, &a) < 0)
         return px_req_done(req);
     op = calloc(1, sizeof(*op));
     if (!op) {
         px_reply_error(px_req_out(req), "ERR out of memory");
         return px_req_done(req);
     }
-    op->req = req;
-    op->srv = srv;
+    op->kind = a.fenced ? &fenced_kind : kind;
+    op->fenced = a.fenced;
     req->op = op;
-    px_wait_init(&op->wait, lockop_on_wake);
-    list_init(&op->client_node);
-    sched_timer_init(&op->timer, lockop_on_timer);
-    op->olen = args_owner(req, &a, op->owner);
-    op->watchdog = a.lease_ms < 0;
-    op->lease_ms = op->watchdog ? srv->opts.watchdog_ms : (uint64_t)a.lease_ms;
-    if (trylock || a.wait_ms == 0)
+    lockop_init(op, req, &a);
+    if (!(allow & OPT_WAIT) || a.wait_ms == 0)
         op->deadline = 0;
     else if (a.wait_ms < 0)
         op->deadline = WAIT_FOREVER;
     else
         op->deadline = sched_loop_now_ms(srv->loop) + (uint64_t)a.wait_ms;
-    if (op->deadline != 0 && srv->locks.count > 0 && lock_queue_behind(op))
-        return;
+    op->acq.waiting = op->deadline != 0;
     lock_try(op);
+}
+
+void px_lock_cmd_acquire(struct px_req *req, const struct px_lock_kind *kind, bool trylock)
+{
+    acquire_start(req, kind, trylock ? OPT_LEASE : OPT_LEASE | OPT_WAIT);
 }
 
 static void lock_cmd_lock(struct px_req *req)
 {
-    lock_start(req, false);
+    acquire_start(req, &plain_kind, OPT_LEASE | OPT_WAIT | OPT_FENCED);
 }
 
 static void lock_cmd_trylock(struct px_req *req)
 {
-    lock_start(req, true);
+    acquire_start(req, &plain_kind, OPT_LEASE | OPT_FENCED);
 }
 
-static bool lock_may_block(const struct px_req *req)
+bool px_lock_may_block(const struct px_req *req)
 {
     int i;
 
-    for (i = 2; i + 1 < req->argc; i += 2) {
-        const struct px_arg *o = &req->argv[i], *v = &req->argv[i + 1];
+    for (i = 2; i < req->argc; i++) {
+        const struct px_arg *o = &req->argv[i];
 
-        if (util_eq_nocase(o->p, o->len, "WAIT") && v->len == 1 && v->p[0] == '0')
+        if (arg_is(o, "FENCED"))
+            continue;
+        if (i + 1 < req->argc && arg_is(o, "WAIT") && req->argv[i + 1].len == 1 &&
+            req->argv[i + 1].p[0] == '0')
             return false;
+        i++;
     }
     return true;
 }
@@ -418,17 +633,17 @@ void px_lock_client_gone(struct px_client *cl)
     {
         struct px_lockop *op = LP_CONTAINER_OF(n, struct px_lockop, client_node);
 
-        if (!op->wait.busy)
+        if (!op->inflight)
             lockop_finish(op); /* asleep: end the wait now */
     }
 }
 
-/* ---- UNLOCK ------------------------------------------------------------------ */
+/* ---- unlock ------------------------------------------------------------------ */
 
 struct unlockop {
     struct px_req *req;       /* borrowed */
     size_t olen;              /* owner length */
-    char owner[PX_OWNER_MAX]; /* owner field string */
+    char owner[PX_OWNER_MAX]; /* owned: owner field string */
 };
 
 static void unlock_nil(struct px_req *req, struct unlockop *u)
@@ -488,43 +703,16 @@ static void unlock_on_reply(void *arg, const redisReply *r, int err)
     px_client_put(cl);
 }
 
-/* Sends a script whose keys are {name, channel}, for a command whose
- * state is op (freed by the callback). Replies and finishes on failure. */
-static void send_name_channel(struct px_req *req, unsigned script, const char *const *args,
-                              const size_t *alens, int nargs, pool_reply_fn *cb, void *op)
-{
-    char chan[PX_NAME_MAX + 64];
-    const char *argv[4] = {req->argv[1].p, chan};
-    size_t lens[4] = {req->argv[1].len, 0};
-    int i, rc;
-
-    lens[1] = lock_channel(&req->argv[1], chan, sizeof(chan));
-    for (i = 0; i < nargs; i++) {
-        argv[2 + i] = args[i];
-        lens[2 + i] = alens[i];
-    }
-    rc = pool_eval(req->cl->srv->pool, req->cl->id, script, 2, 2 + nargs, argv, lens, cb, op);
-    if (rc < 0) {
-        reply_upstream(req, rc);
-        req->op = NULL;
-        free(op);
-        return px_req_done(req);
-    }
-    req->op = op;
-    px_client_get(req->cl);
-}
-
-static void lock_cmd_unlock(struct px_req *req)
+void px_lock_cmd_release(struct px_req *req, const struct px_lock_kind *kind)
 {
     struct px_server *srv = req->cl->srv;
     struct unlockop *u;
     struct lock_args a;
+    struct px_acq acq;
     struct px_hold *h;
-    char lease[24];
-    const char *args[2];
-    size_t lens[2];
+    int rc;
 
-    if (parse_lock_args(req, false, false, &a) < 0)
+    if (parse_lock_args(req, 0, &a) < 0)
         return px_req_done(req);
     u = malloc(sizeof(*u));
     if (!u) {
@@ -532,14 +720,29 @@ static void lock_cmd_unlock(struct px_req *req)
         return px_req_done(req);
     }
     u->req = req;
-    u->olen = args_owner(req, &a, u->owner);
+    u->olen = args_owner(req, &a, kind, u->owner, &acq.base_olen);
     h = px_hold_find(srv, a.name->p, a.name->len, u->owner, u->olen);
-    lens[0] = (size_t)snprintf(lease, sizeof(lease), "%llu",
-                               (unsigned long long)(h ? h->lease_ms : srv->opts.watchdog_ms));
-    args[0] = lease;
-    args[1] = u->owner;
-    lens[1] = u->olen;
-    send_name_channel(req, PX_SCRIPT_UNLOCK, args, lens, 2, unlock_on_reply, u);
+    acq.name = a.name->p;
+    acq.nlen = a.name->len;
+    acq.owner = u->owner;
+    acq.olen = u->olen;
+    acq.lease_ms = h ? h->lease_ms : srv->opts.watchdog_ms;
+    acq.wait_ms = -1;
+    acq.waiting = false;
+    acq.hint = req->cl->id;
+    rc = kind->unlock(srv, &acq, unlock_on_reply, u);
+    if (rc < 0) {
+        reply_upstream(req, rc);
+        free(u);
+        return px_req_done(req);
+    }
+    req->op = u;
+    px_client_get(req->cl);
+}
+
+static void lock_cmd_unlock(struct px_req *req)
+{
+    px_lock_cmd_release(req, &plain_kind);
 }
 
 /* ---- FORCEUNLOCK --------------------------------------------------------------- */
@@ -559,19 +762,55 @@ static void force_on_reply(void *arg, const redisReply *r, int err)
     px_client_put(cl);
 }
 
+/* What FORCEUNLOCK sends: the name, Redisson's "<prefix>{name}" aux names
+ * and the wall clock; argv/lens point into the struct. */
+struct force_args {
+    char chan[PX_CHANNEL_MAX];   /* redisson_lock__channel:{name} */
+    char rwchan[PX_CHANNEL_MAX]; /* redisson_rwlock:{name} */
+    char queue[PX_CHANNEL_MAX];  /* redisson_lock_queue:{name} */
+    char zset[PX_CHANNEL_MAX];   /* redisson_lock_timeout:{name} */
+    char now[24];                /* epoch ms */
+    const char *argv[7];         /* KEYS name, chan, rwchan, queue, zset; ARGV chan, now */
+    size_t lens[7];              /* lengths of argv */
+};
+
+static void force_args_fill(struct force_args *f, const struct px_arg *n)
+{
+    char *bufs[4] = {f->chan, f->rwchan, f->queue, f->zset};
+    static const char *const prefixes[4] = {
+        LOCK_CHANNEL_PREFIX, "redisson_rwlock:", "redisson_lock_queue:", "redisson_lock_timeout:"};
+    int i;
+
+    f->argv[0] = n->p;
+    f->lens[0] = n->len;
+    for (i = 0; i < 4; i++) {
+        f->argv[1 + i] = bufs[i];
+        f->lens[1 + i] = px_channel_name(bufs[i], PX_CHANNEL_MAX, prefixes[i], n->p, n->len);
+    }
+    f->argv[5] = f->chan; /* the fair head's channel is this + ":" + owner */
+    f->lens[5] = f->lens[1];
+    f->argv[6] = f->now;
+    f->lens[6] =
+        (size_t)snprintf(f->now, sizeof(f->now), "%llu", (unsigned long long)clock_wall_ms());
+}
+
 static void lock_cmd_forceunlock(struct px_req *req)
 {
+    struct force_args *f;
     struct lock_args a;
-    char chan[PX_NAME_MAX + 64];
-    const char *argv[2] = {req->argv[1].p, chan};
-    size_t lens[2] = {req->argv[1].len, 0};
     int rc;
 
-    if (parse_lock_args(req, false, false, &a) < 0)
+    if (parse_lock_args(req, 0, &a) < 0)
         return px_req_done(req);
-    lens[1] = lock_channel(a.name, chan, sizeof(chan));
-    rc = pool_eval(req->cl->srv->pool, req->cl->id, PX_SCRIPT_FORCE, 2, 2, argv, lens,
-                   force_on_reply, req);
+    f = malloc(sizeof(*f));
+    if (!f) {
+        px_reply_error(px_req_out(req), "ERR out of memory");
+        return px_req_done(req);
+    }
+    force_args_fill(f, a.name);
+    rc = px_metrics_eval(req->cl->srv, req->cl->id, lock_script_base + LK_FORCE, 5, 7, f->argv,
+                         f->lens, force_on_reply, req);
+    free(f);
     if (rc < 0) {
         reply_upstream(req, rc);
         return px_req_done(req);
@@ -585,9 +824,10 @@ static void info_reply(struct px_req *req, struct unlockop *u, const redisReply 
 {
     const struct px_arg *name = &req->argv[1];
     struct px_hold *h = px_hold_find(req->cl->srv, name->p, name->len, u->owner, u->olen);
+    bool held = h && !h->lost && r->element[1]->integer > 0;
     struct buf *b = px_req_out(req);
 
-    px_reply_array(b, 10);
+    px_reply_array(b, 12);
     px_reply_cstr(b, "locked");
     px_reply_int(b, r->element[0]->integer);
     px_reply_cstr(b, "hold_count");
@@ -597,7 +837,9 @@ static void info_reply(struct px_req *req, struct unlockop *u, const redisReply 
     px_reply_cstr(b, "owner");
     px_reply_bulk(b, u->owner, u->olen);
     px_reply_cstr(b, "watchdog");
-    px_reply_int(b, h && h->watchdog && !h->lost && r->element[1]->integer > 0);
+    px_reply_int(b, held && h->watchdog);
+    px_reply_cstr(b, "token");
+    px_reply_int(b, held ? h->token : -1);
 }
 
 static void info_on_reply(void *arg, const redisReply *r, int err)
@@ -625,10 +867,10 @@ static void lock_cmd_info(struct px_req *req)
     struct unlockop *u;
     struct lock_args a;
     const char *argv[2];
-    size_t lens[2];
+    size_t lens[2], base;
     int rc;
 
-    if (parse_lock_args(req, false, false, &a) < 0)
+    if (parse_lock_args(req, 0, &a) < 0)
         return px_req_done(req);
     u = malloc(sizeof(*u));
     if (!u) {
@@ -636,13 +878,13 @@ static void lock_cmd_info(struct px_req *req)
         return px_req_done(req);
     }
     u->req = req;
-    u->olen = args_owner(req, &a, u->owner);
+    u->olen = args_owner(req, &a, &plain_kind, u->owner, &base);
     argv[0] = a.name->p;
     lens[0] = a.name->len;
     argv[1] = u->owner;
     lens[1] = u->olen;
-    rc = pool_eval(req->cl->srv->pool, req->cl->id, PX_SCRIPT_INFO, 1, 2, argv, lens, info_on_reply,
-                   u);
+    rc = px_metrics_eval(req->cl->srv, req->cl->id, PX_SCRIPT_INFO, 1, 2, argv, lens, info_on_reply,
+                         u);
     if (rc < 0) {
         reply_upstream(req, rc);
         free(u);
@@ -653,8 +895,8 @@ static void lock_cmd_info(struct px_req *req)
 }
 
 static const struct px_cmd lock_cmds[] = {
-    {"LOCK", 2, 8, lock_cmd_lock, lock_may_block, 1},
-    {"TRYLOCK", 2, 6, lock_cmd_trylock, NULL, 1},
+    {"LOCK", 2, 9, lock_cmd_lock, px_lock_may_block, 1},
+    {"TRYLOCK", 2, 7, lock_cmd_trylock, NULL, 1},
     {"UNLOCK", 2, 4, lock_cmd_unlock, NULL, 1},
     {"FORCEUNLOCK", 2, 2, lock_cmd_forceunlock, NULL, 1},
     {"LOCK.INFO", 2, 4, lock_cmd_info, NULL, 1},

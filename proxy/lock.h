@@ -1,12 +1,22 @@
-/* Reentrant lock commands (Redisson RLock layout): LOCK, TRYLOCK, UNLOCK,
- * FORCEUNLOCK, LOCK.INFO; the per-name wait state shared by every waiter
- * of this proxy (one upstream subscription, one async semaphore). */
+/* Reentrant lock commands (Redisson RLock and RFencedLock layout): LOCK,
+ * TRYLOCK, UNLOCK, FORCEUNLOCK, LOCK.INFO; and the acquire/unlock machinery
+ * every lock kind of the proxy shares (plain, fair, read, write): argument
+ * parsing, the wait state machine on a shared per-channel waitset, holds,
+ * and the NOTOWNER / LOCKLOST unlock replies. A kind only says which
+ * scripts to run and which channel to wait on (struct px_lock_kind). */
 #ifndef LP_PROXY_LOCK_H
 #define LP_PROXY_LOCK_H
 
 #include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
 
+#include "pool/pool.h"
 #include "proxy/cmd.h"
+#include "proxy/fairlock.h" /* the family's other kinds: their command and script sets */
+#include "proxy/hold.h"
+#include "proxy/rwlock.h"
+#include "proxy/scripts.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -16,10 +26,58 @@ struct px_req;
 struct px_client;
 struct px_server;
 
-#define PX_NAME_MAX 4096u /* longest lock name accepted */
+#define PX_NAME_MAX    4096u                             /* longest lock name accepted */
+#define PX_CHANNEL_MAX (PX_NAME_MAX + PX_OWNER_MAX + 64) /* channel and aux key capacity */
 
 /* LOCK, TRYLOCK, UNLOCK, FORCEUNLOCK, LOCK.INFO. */
 extern const struct px_cmd_set px_lock_cmd_set;
+
+/* Scripts of lock.c (mode-checked acquire and unlock, fenced acquire,
+ * FORCEUNLOCK of any lock kind). */
+extern const struct px_script_set px_lock_script_set;
+
+/* What one attempt, unlock or give-up sends to Redis. */
+struct px_acq {
+    const char *name;  /* borrowed: the lock name (a request argument) */
+    size_t nlen;       /* name length */
+    const char *owner; /* borrowed: owner field written to Redis (suffix included) */
+    size_t olen;       /* owner length */
+    size_t base_olen;  /* length of the owner without the kind's suffix */
+    uint64_t lease_ms; /* lease to set */
+    int64_t wait_ms;   /* WAIT as given, -1 when absent */
+    bool waiting;      /* the command may wait (a fair lock then queues) */
+    uint64_t hint;     /* pool connection hint: the client id */
+};
+
+/* One lock kind. Static, defined by the module that owns the kind. */
+struct px_lock_kind {
+    const char *owner_suffix;        /* appended to "<uuid>:<id>": "" or ":write" */
+    const struct px_hold_kind *hold; /* borrowed: renewal and release of holds */
+    /* One acquire attempt, as pool_eval; reply {1, count[, token]} when
+     * acquired, {0, ms until a re-poll is worthwhile} when not, or an error. */
+    int (*acquire)(struct px_server *srv, const struct px_acq *a, pool_reply_fn *cb, void *arg);
+    /* One unlock, as pool_eval; reply nil (not held by a->owner), 0 (still
+     * held by it), 1 (its hold is over), or an error. */
+    int (*unlock)(struct px_server *srv, const struct px_acq *a, pool_reply_fn *cb, void *arg);
+    /* Writes the channel a waiter subscribes to; returns its length. */
+    size_t (*channel)(const struct px_acq *a, char *out, size_t cap);
+    /* A waiting command ended without the lock: undo what waiting left in
+     * Redis (a fair lock's queue entry). Fire-and-forget; NULL: nothing. */
+    void (*give_up)(struct px_server *srv, const struct px_acq *a);
+};
+
+/* Runs an acquire command "name [LEASE ms] [WAIT ms] [OWNER token]" (no
+ * WAIT when trylock) of kind: replies +OK, nil when WAIT ran out, or an
+ * error. Completes req now or later. */
+void px_lock_cmd_acquire(struct px_req *req, const struct px_lock_kind *kind, bool trylock);
+
+/* Runs an unlock command "name [OWNER token]" of kind: replies :1 (the
+ * caller's hold is over), :0 (still held), -NOTOWNER, -LOCKLOST, or an
+ * error. Completes req now or later. */
+void px_lock_cmd_release(struct px_req *req, const struct px_lock_kind *kind);
+
+/* may_block of acquire commands: false only for WAIT 0. */
+bool px_lock_may_block(const struct px_req *req);
 
 /* The connection closed: its waits end (their replies are dropped). */
 void px_lock_client_gone(struct px_client *cl);

@@ -1,11 +1,16 @@
-/* Command-line parsing for lockproxy; see opts.h. */
+/* Settings, flags and --help for lockproxy; see opts.h. One table (keys[])
+ * lists every setting once: its flag / config-file name, how its value is
+ * parsed and where it is stored, and whether a reload may change it. */
 #include "proxy/opts.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/util.h"
+#include "proxy/auth.h"
+#include "proxy/config.h"
 
 #ifndef LP_VERSION
 #define LP_VERSION "0.0.0"
@@ -38,6 +43,14 @@ static const char usage_text[] =
     "  --max-request-bytes N      largest client request (default 65536)\n"
     "  --max-args N               most arguments per request (default 64)\n"
     "  --log-level LEVEL          error, warn, info or debug (default info)\n"
+    "  --config FILE              read settings from FILE first: \"key value\" lines\n"
+    "                             whose keys are these flag names; flags override\n"
+    "                             it; SIGHUP re-reads it\n"
+    "  --requirepass PASSWORD     clients must AUTH PASSWORD first (user \"default\")\n"
+    "  --user \"NAME RULES\"        an ACL user, e.g. \"app on >secret ~orders:*\";\n"
+    "                             repeatable; clients AUTH NAME PASSWORD\n"
+    "  --metrics HOST:PORT        serve Prometheus /metrics, /healthz and /livez over\n"
+    "                             HTTP on HOST:PORT (default off)\n"
     "  --help                     print this help and exit\n"
     "  --version                  print the version and exit\n";
 
@@ -57,6 +70,12 @@ void px_opts_default(struct px_opts *o)
     o->max_request_bytes = 65536;
     o->max_args = 64;
     o->max_pipeline = 1024;
+}
+
+void px_opts_deinit(struct px_opts *o)
+{
+    px_auth_put(o->auth);
+    o->auth = NULL;
 }
 
 /* Splits "user:password@" off s into a; returns the rest. */
@@ -117,92 +136,214 @@ int px_addr_parse(const char *s, struct px_addr *out)
     return parse_hostport(s, out);
 }
 
-/* Parses a non-negative integer flag value within [min, max]. */
-static int parse_num(const char *flag, const char *v, int64_t min, int64_t max, int64_t *out,
-                     FILE *err)
+/* ---- the settings table --------------------------------------------------- */
+
+enum opt_kind {
+    OPT_ADDR = 0,    /* struct px_addr */
+    OPT_NUM = 1,     /* unsigned integer field of width bytes, in [min, max] */
+    OPT_ENUM = 2,    /* int-sized enum, index into names */
+    OPT_METRICS = 3, /* struct px_addr, or "off" / "" */
+    OPT_PASS = 4,    /* requirepass */
+    OPT_USER = 5,    /* user NAME rules... */
+    OPT_CONFIG = 6,  /* --config path (command line only) */
+};
+
+struct opt_key {
+    const char *name;         /* flag name without "--", also the config key */
+    enum opt_kind kind;       /* how the value is parsed */
+    size_t off;               /* offsetof the field in struct px_opts */
+    size_t width;             /* OPT_NUM: field size in bytes */
+    int64_t min, max;         /* OPT_NUM: accepted range */
+    const char *const *names; /* OPT_ENUM: values, by enum value */
+    bool reload;              /* a reload may change it */
+};
+
+static const char *const disc_names[] = {"release", "expire", NULL};
+static const char *const io_names[] = {"auto", "uring", "epoll", NULL};
+static const char *const level_names[] = {"error", "warn", "info", "debug", NULL};
+
+#define NUM(field)   offsetof(struct px_opts, field), sizeof(((struct px_opts *)0)->field)
+#define FIELD(field) offsetof(struct px_opts, field), 0
+
+static const struct opt_key keys[] = {
+    {"listen", OPT_ADDR, FIELD(listen), 0, 0, NULL, false},
+    {"upstream", OPT_ADDR, FIELD(upstream), 0, 0, NULL, false},
+    {"pool-size", OPT_NUM, NUM(pool_size), 1, 64, NULL, false},
+    {"lock-watchdog-timeout", OPT_NUM, NUM(watchdog_ms), 30, 86400000, NULL, false},
+    {"on-disconnect", OPT_ENUM, FIELD(on_disc), 0, 0, disc_names, true},
+    {"io", OPT_ENUM, FIELD(io), 0, 0, io_names, false},
+    {"max-clients", OPT_NUM, NUM(max_clients), 1, 1000000, NULL, true},
+    {"upstream-timeout", OPT_NUM, NUM(upstream_timeout_ms), 10, 3600000, NULL, false},
+    {"subscription-linger", OPT_NUM, NUM(linger_ms), 0, 3600000, NULL, true},
+    {"max-request-bytes", OPT_NUM, NUM(max_request_bytes), 1024, 512 * 1024 * 1024, NULL, true},
+    {"max-args", OPT_NUM, NUM(max_args), 4, 1024 * 1024, NULL, true},
+    {"log-level", OPT_ENUM, FIELD(log_level), 0, 0, level_names, true},
+    {"metrics", OPT_METRICS, FIELD(metrics), 0, 0, NULL, false},
+    {"requirepass", OPT_PASS, FIELD(auth), 0, 0, NULL, true},
+    {"user", OPT_USER, FIELD(auth), 0, 0, NULL, true},
+    {"config", OPT_CONFIG, FIELD(config), 0, 0, NULL, false},
+};
+
+static const struct opt_key *key_find(const char *name)
 {
-    if (util_parse_i64(v, strlen(v), out) < 0 || *out < min || *out > max) {
-        fprintf(err, "lockproxy: %s needs a number from %lld to %lld, got '%s'\n", flag,
-                (long long)min, (long long)max, v);
+    size_t i;
+
+    for (i = 0; i < LP_ARRAY_SIZE(keys); i++) {
+        if (strcmp(keys[i].name, name) == 0)
+            return &keys[i];
+    }
+    return NULL;
+}
+
+bool px_opts_key_reloadable(const char *key)
+{
+    const struct opt_key *k = key_find(key);
+
+    return k && k->reload;
+}
+
+static int set_num(struct px_opts *o, const struct opt_key *k, const char *v, char *why, size_t n)
+{
+    int64_t x;
+    uint32_t x32;
+    uint64_t x64;
+
+    if (util_parse_i64(v, strlen(v), &x) < 0 || x < k->min || x > k->max) {
+        snprintf(why, n, "needs a number from %lld to %lld, got '%.64s'", (long long)k->min,
+                 (long long)k->max, v);
         return -EINVAL;
     }
+    x32 = (uint32_t)x;
+    x64 = (uint64_t)x;
+    if (k->width == sizeof(x32))
+        memcpy((char *)o + k->off, &x32, sizeof(x32));
+    else
+        memcpy((char *)o + k->off, &x64, sizeof(x64));
     return 0;
 }
 
-static int parse_enum(const char *flag, const char *v, const char *const *names, int n, int *out,
-                      FILE *err)
+static int set_enum(struct px_opts *o, const struct opt_key *k, const char *v, char *why, size_t n)
 {
     int i;
 
-    for (i = 0; i < n; i++) {
-        if (strcmp(v, names[i]) == 0) {
-            *out = i;
+    for (i = 0; k->names[i]; i++) {
+        if (strcmp(v, k->names[i]) == 0) {
+            memcpy((char *)o + k->off, &i, sizeof(i));
             return 0;
         }
     }
-    fprintf(err, "lockproxy: %s: unknown value '%s'\n", flag, v);
+    snprintf(why, n, "unknown value '%.64s'", v);
     return -EINVAL;
 }
 
-static int parse_addr_flag(const char *flag, const char *v, struct px_addr *a, FILE *err)
+static int set_addr(struct px_opts *o, const struct opt_key *k, const char *v, char *why, size_t n)
 {
-    if (px_addr_parse(v, a) < 0) {
-        fprintf(err, "lockproxy: %s: cannot parse address '%s'\n", flag, v);
+    struct px_addr *a = (struct px_addr *)((char *)o + k->off);
+
+    if (k->kind == OPT_METRICS && (v[0] == '\0' || strcmp(v, "off") == 0)) {
+        memset(a, 0, sizeof(*a));
+        return 0;
+    }
+    if (px_addr_parse(v, a) < 0 || (k->kind == OPT_METRICS && strncmp(v, "redis://", 8) == 0)) {
+        snprintf(why, n, "cannot parse address '%.200s'", v);
         return -EINVAL;
     }
     return 0;
 }
 
-/* Applies one "--flag value" pair. Returns 0 or -EINVAL (message printed). */
-static int apply_flag(struct px_opts *o, const char *f, const char *v, FILE *err)
+/* requirepass and user edit o->auth, created on first use. */
+static int set_auth(struct px_opts *o, const struct opt_key *k, int nvals, const char *const *vals,
+                    char *why, size_t n)
 {
-    static const char *const disc[] = {"release", "expire"};
-    static const char *const io[] = {"auto", "uring", "epoll"};
-    static const char *const lv[] = {"error", "warn", "info", "debug"};
-    int64_t n = 0;
-    int e = 0, rc = -EINVAL;
+    int rc;
 
-    if (strcmp(f, "--listen") == 0)
-        return parse_addr_flag(f, v, &o->listen, err);
-    if (strcmp(f, "--upstream") == 0)
-        return parse_addr_flag(f, v, &o->upstream, err);
-    if (strcmp(f, "--on-disconnect") == 0) {
-        rc = parse_enum(f, v, disc, 2, &e, err);
-        o->on_disc = (enum px_on_disconnect)e;
-    } else if (strcmp(f, "--io") == 0) {
-        rc = parse_enum(f, v, io, 3, &e, err);
-        o->io = (enum sched_io)e;
-    } else if (strcmp(f, "--log-level") == 0) {
-        rc = parse_enum(f, v, lv, 4, &e, err);
-        o->log_level = (enum log_level)e;
-    } else if (strcmp(f, "--pool-size") == 0) {
-        rc = parse_num(f, v, 1, 64, &n, err);
-        o->pool_size = (unsigned)n;
-    } else if (strcmp(f, "--lock-watchdog-timeout") == 0) {
-        rc = parse_num(f, v, 30, 86400000, &n, err);
-        o->watchdog_ms = (uint64_t)n;
-    } else if (strcmp(f, "--max-clients") == 0) {
-        rc = parse_num(f, v, 1, 1000000, &n, err);
-        o->max_clients = (unsigned)n;
-    } else if (strcmp(f, "--upstream-timeout") == 0) {
-        rc = parse_num(f, v, 10, 3600000, &n, err);
-        o->upstream_timeout_ms = (unsigned)n;
-    } else if (strcmp(f, "--subscription-linger") == 0) {
-        rc = parse_num(f, v, 0, 3600000, &n, err);
-        o->linger_ms = (uint64_t)n;
-    } else if (strcmp(f, "--max-request-bytes") == 0) {
-        rc = parse_num(f, v, 1024, 512 * 1024 * 1024, &n, err);
-        o->max_request_bytes = (size_t)n;
-    } else if (strcmp(f, "--max-args") == 0) {
-        rc = parse_num(f, v, 4, 1024 * 1024, &n, err);
-        o->max_args = (unsigned)n;
-    } else {
-        fprintf(err, "lockproxy: unknown option '%s' (see --help)\n", f);
-    }
+    if (!o->auth && !(o->auth = px_auth_create()))
+        return -ENOMEM;
+    if (k->kind == OPT_PASS)
+        rc = px_auth_set_requirepass(o->auth, vals[0]);
+    else
+        rc = px_auth_set_user(o->auth, nvals, vals, why, n);
+    if (rc == -ENOMEM)
+        snprintf(why, n, "out of memory");
     return rc;
 }
 
-int px_opts_parse(struct px_opts *o, int argc, char **argv, FILE *out, FILE *err)
+int px_opts_set(struct px_opts *o, const char *key, int nvals, const char *const *vals, char *why,
+                size_t n)
+{
+    const struct opt_key *k = key_find(key);
+
+    if (!k) {
+        snprintf(why, n, "unknown setting");
+        return -ENOENT;
+    }
+    if (k->kind == OPT_USER)
+        return set_auth(o, k, nvals, vals, why, n);
+    if (nvals != 1) {
+        snprintf(why, n, "needs exactly one value");
+        return -EINVAL;
+    }
+    switch (k->kind) {
+    case OPT_ADDR:
+    case OPT_METRICS:
+        return set_addr(o, k, vals[0], why, n);
+    case OPT_NUM:
+        return set_num(o, k, vals[0], why, n);
+    case OPT_ENUM:
+        return set_enum(o, k, vals[0], why, n);
+    case OPT_PASS:
+        return set_auth(o, k, 1, vals, why, n);
+    case OPT_CONFIG:
+        if (strlen(vals[0]) >= sizeof(o->config)) {
+            snprintf(why, n, "path too long");
+            return -EINVAL;
+        }
+        snprintf(o->config, sizeof(o->config), "%s", vals[0]);
+        return 0;
+    case OPT_USER:
+        break;
+    }
+    return -EINVAL;
+}
+
+/* ---- flags ----------------------------------------------------------------- */
+
+/* Splits a --user value into its rules (in copy). Returns the count or
+ * -EINVAL. */
+static int split_user(char *copy, char **tok, char *why, size_t n)
+{
+    int ntok = px_config_split(copy, tok, PX_CONFIG_MAX_ARGS);
+
+    if (ntok < 0)
+        snprintf(why, n, "unbalanced quotes or too many rules");
+    return ntok;
+}
+
+/* Applies "--name value". */
+static int apply_flag(struct px_opts *o, const char *name, const char *v, char *msg, size_t n)
+{
+    char why[256] = "", *copy = NULL, *tok[PX_CONFIG_MAX_ARGS];
+    const char *const *vals = &v;
+    int rc = 1;
+
+    if (strcmp(name, "user") == 0) {
+        copy = strdup(v);
+        if (!copy)
+            return -ENOMEM;
+        rc = split_user(copy, tok, why, sizeof(why));
+        vals = (const char *const *)tok;
+    }
+    if (rc >= 0)
+        rc = px_opts_set(o, name, rc, vals, why, sizeof(why));
+    if (rc == -ENOENT)
+        snprintf(msg, n, "unknown option '--%.64s' (see --help)", name);
+    else if (rc < 0)
+        snprintf(msg, n, "--%s: %s", name, why);
+    free(copy);
+    return rc < 0 ? (rc == -ENOMEM ? rc : -EINVAL) : 0;
+}
+
+int px_opts_parse_flags(struct px_opts *o, int argc, char **argv, char *msg, size_t n)
 {
     int i, rc;
 
@@ -210,25 +351,78 @@ int px_opts_parse(struct px_opts *o, int argc, char **argv, FILE *out, FILE *err
         const char *f = argv[i], *eq = strchr(f, '=');
         char name[64];
 
-        if (strcmp(f, "--help") == 0 || strcmp(f, "-h") == 0) {
-            fputs(usage_text, out);
+        if (strcmp(f, "--help") == 0 || strcmp(f, "-h") == 0 || strcmp(f, "--version") == 0)
             return 1;
-        }
-        if (strcmp(f, "--version") == 0) {
-            fprintf(out, "lockproxy %s\n", LP_VERSION);
-            return 1;
-        }
-        if (eq && (size_t)(eq - f) < sizeof(name)) {
-            snprintf(name, sizeof(name), "%.*s", (int)(eq - f), f);
-            rc = apply_flag(o, name, eq + 1, err);
-        } else if (i + 1 < argc && strncmp(f, "--", 2) == 0) {
-            rc = apply_flag(o, f, argv[++i], err);
+        if (strncmp(f, "--", 2) == 0 && eq && (size_t)(eq - f) < sizeof(name)) {
+            snprintf(name, sizeof(name), "%.*s", (int)(eq - f - 2), f + 2);
+            rc = apply_flag(o, name, eq + 1, msg, n);
+        } else if (i + 1 < argc && strncmp(f, "--", 2) == 0 && strlen(f) < sizeof(name)) {
+            rc = apply_flag(o, f + 2, argv[++i], msg, n);
         } else {
-            fprintf(err, "lockproxy: '%s' needs a value or is unknown (see --help)\n", f);
+            snprintf(msg, n, "'%.100s' needs a value or is unknown (see --help)", f);
             rc = -EINVAL;
         }
         if (rc < 0)
             return rc;
     }
     return 0;
+}
+
+void px_opts_usage(FILE *out, bool help)
+{
+    if (help)
+        fputs(usage_text, out);
+    else
+        fprintf(out, "lockproxy %s\n", LP_VERSION);
+}
+
+int px_opts_parse(struct px_opts *o, int argc, char **argv, FILE *out, FILE *err)
+{
+    char msg[512];
+    int rc = px_opts_parse_flags(o, argc, argv, msg, sizeof(msg));
+
+    if (rc < 0)
+        fprintf(err, "lockproxy: %s\n", msg);
+    else if (rc == 1)
+        px_opts_usage(out, px_opts_wants_help(argc, argv) == 1);
+    return rc;
+}
+
+int px_opts_wants_help(int argc, char **argv)
+{
+    int i;
+
+    for (i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0)
+            return 1;
+        if (strcmp(argv[i], "--version") == 0)
+            return 2;
+    }
+    return 0;
+}
+
+/* True when field k holds the same value in a and b. */
+static bool key_same(const struct opt_key *k, const struct px_opts *a, const struct px_opts *b)
+{
+    size_t size = k->kind == OPT_NUM    ? k->width
+                  : k->kind == OPT_ENUM ? sizeof(int)
+                                        : sizeof(struct px_addr);
+
+    return memcmp((const char *)a + k->off, (const char *)b + k->off, size) == 0;
+}
+
+size_t px_opts_diff_restart(const struct px_opts *a, const struct px_opts *b, const char **out,
+                            size_t max)
+{
+    size_t i, n = 0;
+
+    for (i = 0; i < LP_ARRAY_SIZE(keys) && n < max; i++) {
+        const struct opt_key *k = &keys[i];
+
+        if (k->reload || k->kind == OPT_CONFIG || k->kind == OPT_PASS || k->kind == OPT_USER)
+            continue;
+        if (!key_same(k, a, b))
+            out[n++] = k->name;
+    }
+    return n;
 }

@@ -1,9 +1,12 @@
-/* Command-line options of the lockproxy server: defaults, parsing of
- * --flags and of redis:// / unix:// addresses, and the --help text. */
+/* Options of the lockproxy server: defaults, the settings every flag and
+ * config-file key maps to (px_opts_set), parsing of --flags and of
+ * redis:// / unix:// addresses, and the --help text. Config files are read
+ * by config.c through the same px_opts_set. */
 #ifndef LP_PROXY_OPTS_H
 #define LP_PROXY_OPTS_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -13,6 +16,10 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+struct px_auth;
+
+#define PX_CONFIG_PATH_MAX 1024u /* longest --config path */
 
 enum px_on_disconnect {
     PX_DISCONNECT_RELEASE = 0, /* release a dead connection's locks at once */
@@ -30,30 +37,67 @@ struct px_addr {
 };
 
 struct px_opts {
-    struct px_addr listen;         /* where clients connect */
-    struct px_addr upstream;       /* the Redis server */
-    unsigned pool_size;            /* pipelined upstream connections */
-    uint64_t watchdog_ms;          /* lease used (and renewed) without LEASE */
-    enum px_on_disconnect on_disc; /* fate of a dead connection's locks */
-    enum sched_io io;              /* event loop backend */
-    unsigned max_clients;          /* accepted client connections at once */
-    enum log_level log_level;      /* most verbose log level */
-    unsigned upstream_timeout_ms;  /* oldest upstream reply wait before failing */
-    uint64_t linger_ms;            /* idle time before a channel is unsubscribed */
-    size_t max_request_bytes;      /* largest request (and unparsed input) per client */
-    unsigned max_args;             /* most arguments in one request */
-    unsigned max_pipeline;         /* queued requests before reading pauses */
+    struct px_addr listen;           /* where clients connect */
+    struct px_addr upstream;         /* the Redis server */
+    unsigned pool_size;              /* pipelined upstream connections */
+    uint64_t watchdog_ms;            /* lease used (and renewed) without LEASE */
+    enum px_on_disconnect on_disc;   /* fate of a dead connection's locks */
+    enum sched_io io;                /* event loop backend */
+    unsigned max_clients;            /* accepted client connections at once */
+    enum log_level log_level;        /* most verbose log level */
+    unsigned upstream_timeout_ms;    /* oldest upstream reply wait before failing */
+    uint64_t linger_ms;              /* idle time before a channel is unsubscribed */
+    size_t max_request_bytes;        /* largest request (and unparsed input) per client */
+    unsigned max_args;               /* most arguments in one request */
+    unsigned max_pipeline;           /* queued requests before reading pauses */
+    struct px_addr metrics;          /* --metrics HTTP address; port 0 and no path: off */
+    struct px_auth *auth;            /* owned reference: requirepass and users, NULL: none */
+    char config[PX_CONFIG_PATH_MAX]; /* --config file, "" for none */
+    int argc;                        /* command line, re-applied over the file on reload */
+    char **argv;                     /* borrowed: main()'s argv, lives as long as the process */
 };
 
 /* Fills the defaults. */
 void px_opts_default(struct px_opts *o);
+
+/* Drops the auth reference. The options are the defaults' shape again
+ * only after px_opts_default(). */
+void px_opts_deinit(struct px_opts *o);
+
+/* Applies one setting: key is a flag name without "--" (also the config
+ * file key), vals its values (one, or a user's rules for "user"). Returns
+ * 0, -ENOENT for an unknown key, -EINVAL with the reason in why, or
+ * -ENOMEM. */
+int px_opts_set(struct px_opts *o, const char *key, int nvals, const char *const *vals, char *why,
+                size_t n);
+
+/* True when key may be changed by a reload (SIGHUP) without a restart. */
+bool px_opts_key_reloadable(const char *key);
+
+/* Parses argv flags into o. Returns 0 to run, 1 when --help or --version
+ * was given (nothing printed), or -EINVAL / -ENOMEM with a message naming
+ * the flag in msg. */
+int px_opts_parse_flags(struct px_opts *o, int argc, char **argv, char *msg, size_t n);
+
+/* Prints the --help text (help) or the version to out. */
+void px_opts_usage(FILE *out, bool help);
+
+/* 1 when argv asks for --help (or -h), 2 for --version (the first one
+ * given wins), else 0. */
+int px_opts_wants_help(int argc, char **argv);
+
+/* Names of the settings a reload cannot change (restart needed) whose
+ * values differ between a and b; at most max. Returns how many. */
+size_t px_opts_diff_restart(const struct px_opts *a, const struct px_opts *b, const char **out,
+                            size_t max);
 
 /* Parses "redis://[user:password@]host:port[/db]", "host:port" or
  * "unix:///path". Returns 0 or -EINVAL. */
 int px_addr_parse(const char *s, struct px_addr *out);
 
 /* Parses argv. Returns 0 to run, 1 when --help/--version was printed (exit
- * 0), or -EINVAL after printing a message naming the bad flag to err. */
+ * 0), or -EINVAL after printing a message naming the bad flag to err.
+ * --config is recorded, not read (see px_config_load). */
 int px_opts_parse(struct px_opts *o, int argc, char **argv, FILE *out, FILE *err);
 
 #ifdef __cplusplus

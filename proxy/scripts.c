@@ -1,39 +1,14 @@
-/* Lua scripts for the reentrant lock (Redisson RLock semantics, section 2 of
- * the compatibility spec) and the channel-name rule. */
+/* The script sets of every module, the Lua scripts shared by RLock-layout
+ * holds (Redisson semantics, sections 2-3 of the compatibility spec), and
+ * the channel-name rule. */
 #include "proxy/scripts.h"
 
 #include <string.h>
 
 #include "common/compiler.h"
-
-/* Free, or already ours: take (or re-enter) and reset the lease. Otherwise
- * report the holder's remaining lease. HEXISTS fails with WRONGTYPE when
- * the name holds another type, so no foreign key is ever modified. */
-static const char acquire_lua[] = "if (redis.call('exists', KEYS[1]) == 0) or "
-                                  "(redis.call('hexists', KEYS[1], ARGV[2]) == 1) then "
-                                  "local c = redis.call('hincrby', KEYS[1], ARGV[2], 1); "
-                                  "redis.call('pexpire', KEYS[1], ARGV[1]); "
-                                  "return {1, c}; end; "
-                                  "return {0, redis.call('pttl', KEYS[1])};";
-
-/* Redisson's unlock: not ours -> nil; decrement; still held -> refresh the
- * lease and 0; released -> DEL, publish 0 (wake one waiter), 1. */
-static const char unlock_lua[] =
-    "if (redis.call('hexists', KEYS[1], ARGV[2]) == 0) then return nil; end; "
-    "local c = redis.call('hincrby', KEYS[1], ARGV[2], -1); "
-    "if (c > 0) then redis.call('pexpire', KEYS[1], ARGV[1]); return 0; end; "
-    "redis.call('del', KEYS[1]); "
-    "redis.call('publish', KEYS[2], '0'); "
-    "return 1;";
-
-/* forceUnlock, refusing to delete a key that is not a lock hash. */
-static const char force_lua[] = "local t = redis.call('type', KEYS[1])['ok']; "
-                                "if (t == 'none') then return 0; end; "
-                                "if (t ~= 'hash') then return redis.error_reply("
-                                "'WRONGTYPE the name holds a ' .. t .. ', not a lock'); end; "
-                                "redis.call('del', KEYS[1]); "
-                                "redis.call('publish', KEYS[2], '0'); "
-                                "return 1;";
+#include "proxy/latch.h"
+#include "proxy/lock.h"
+#include "proxy/semaphore.h"
 
 /* Releases every hold of one owner at once (its connection died). */
 static const char release_lua[] =
@@ -60,8 +35,9 @@ static const char info_lua[] = "local e = redis.call('exists', KEYS[1]); "
                                "return {e, c, redis.call('pttl', KEYS[1])};";
 
 static const struct pool_script lock_scripts[PX_SCRIPT_COUNT] = {
-    {"acquire", acquire_lua}, {"unlock", unlock_lua}, {"force", force_lua},
-    {"release", release_lua}, {"renew", renew_lua},   {"info", info_lua},
+    {"release", release_lua},
+    {"renew", renew_lua},
+    {"info", info_lua},
 };
 
 size_t px_channel_name(char *dst, size_t cap, const char *prefix, const char *name, size_t len)
@@ -89,8 +65,9 @@ static const struct px_script_set lock_script_set = {lock_scripts, PX_SCRIPT_COU
 
 /* One line per module; the reentrant lock stays first (its ids are base 0). */
 const struct px_script_set *const px_script_sets[] = {
-    &lock_script_set,
-    NULL,
+    &lock_script_set,        &px_lock_script_set,  &px_rwlock_script_set,
+    &px_fairlock_script_set, /* lock family: lock.h */
+    &px_sem_script_set,      &px_latch_script_set, NULL,
 };
 
 size_t px_scripts_build(const struct pool_script **out)

@@ -2,11 +2,10 @@
  * scripts; px_scripts_build() concatenates every set into the table handed
  * to the pool and tells each set its base id (pool id = base + index).
  *
- * The reentrant lock's set comes first (base 0), so its PX_SCRIPT_* values
- * are pool ids. Its scripts write exactly Redisson's RLock layout: a hash at
- * the raw lock name, one field "<uuid>:<id>" holding the reentrancy count,
- * the lease as the key's PTTL, and "0" published on
- * redisson_lock__channel:{name} at every full release. */
+ * This file's set comes first (base 0), so its PX_SCRIPT_* values are pool
+ * ids: the scripts shared by every RLock-layout hold (release on
+ * disconnect, batched renewal, LOCK.INFO). The acquire and unlock scripts
+ * of each lock kind live with the kind (lock.c, rwlock.c, fairlock.c). */
 #ifndef LP_PROXY_SCRIPTS_H
 #define LP_PROXY_SCRIPTS_H
 
@@ -19,13 +18,10 @@ extern "C" {
 #endif
 
 enum px_script {
-    PX_SCRIPT_ACQUIRE = 0, /* KEYS name; ARGV lease, owner -> {1,count} | {0,pttl} */
-    PX_SCRIPT_UNLOCK = 1,  /* KEYS name, channel; ARGV lease, owner -> nil | 0 | 1 */
-    PX_SCRIPT_FORCE = 2,   /* KEYS name, channel -> 0 | 1 */
-    PX_SCRIPT_RELEASE = 3, /* KEYS name, channel; ARGV owner -> 0 | 1 (whole hold) */
-    PX_SCRIPT_RENEW = 4,   /* KEYS k1..kN; ARGV lease, o1..oN -> {0|1,...} */
-    PX_SCRIPT_INFO = 5,    /* KEYS name; ARGV owner -> {exists, count, pttl} */
-    PX_SCRIPT_COUNT = 6,
+    PX_SCRIPT_RELEASE = 0, /* KEYS name, channel; ARGV owner -> 0 | 1 (whole hold) */
+    PX_SCRIPT_RENEW = 1,   /* KEYS k1..kN; ARGV lease, o1..oN -> {0|1,...} */
+    PX_SCRIPT_INFO = 2,    /* KEYS name; ARGV owner -> {exists, count, pttl} */
+    PX_SCRIPT_COUNT = 3,
 };
 
 /* A module's scripts. */

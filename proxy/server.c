@@ -1,7 +1,7 @@
-/* The server object: wiring of loop, pool, listener and lock tables, the
- * listening socket, and the orderly stop (stop accepting, close clients so
- * their locks are released, let those releases reach Redis, then close the
- * pool). */
+/* The server object: wiring of loop, pool, listener, lock tables and
+ * metrics, the listening sockets, signal flags applied from a loop hook,
+ * and the orderly stop (stop accepting, close clients so their locks are
+ * released, let those releases reach Redis, then close the pool). */
 #include "proxy/server.h"
 
 #include <sys/resource.h>
@@ -20,10 +20,14 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "pool/pool.h"
+#include "proxy/auth.h"
 #include "proxy/client.h"
 #include "proxy/cmd.h"
+#include "proxy/config.h"
 #include "proxy/hold.h"
+#include "proxy/http.h"
 #include "proxy/lock.h"
+#include "proxy/metrics.h"
 #include "proxy/scripts.h"
 
 #define PX_DRAIN_MS  2000u /* how long the stop waits for releases to reach Redis */
@@ -36,8 +40,7 @@ static void on_accept(struct sched_listener *ls, int fd)
     px_client_accept(srv, fd);
 }
 
-/* Raises RLIMIT_NOFILE so max_clients connections fit. */
-static void raise_nofile(unsigned max_clients)
+void px_server_fit_nofile(unsigned max_clients)
 {
     struct rlimit rl;
     rlim_t want = (rlim_t)max_clients + 256;
@@ -98,11 +101,8 @@ out:
     return rc;
 }
 
-/* Binds the client socket now (so a busy port fails start-up); accepting
- * starts in px_server_run once the upstream settled. */
-static int server_listen(struct px_server *srv)
+int px_server_listen_fd(const struct px_addr *a)
 {
-    const struct px_addr *a = &srv->opts.listen;
     int fd = a->path[0] ? listen_unix(a->path) : listen_tcp(a->host, a->port);
 
     if (fd < 0) {
@@ -110,9 +110,45 @@ static int server_listen(struct px_server *srv)
             log_msg(LOG_LVL_ERROR, "cannot listen on unix://%s: %s", a->path, strerror(-fd));
         else
             log_msg(LOG_LVL_ERROR, "cannot listen on %s:%d: %s", a->host, a->port, strerror(-fd));
-        return fd;
     }
+    return fd;
+}
+
+/* Binds the client socket now (so a busy port fails start-up); accepting
+ * starts in px_server_run once the upstream settled. */
+static int server_listen(struct px_server *srv)
+{
+    int fd = px_server_listen_fd(&srv->opts.listen);
+
+    if (fd < 0)
+        return fd;
     srv->listen_fd = fd;
+    return 0;
+}
+
+/* Applies what signal handlers asked for (they only set flags). */
+static void signal_hook(struct sched_hook *hook)
+{
+    struct px_server *srv = LP_CONTAINER_OF(hook, struct px_server, signal_hook);
+
+    if (!srv->reload)
+        return;
+    srv->reload = 0;
+    px_config_reload(srv);
+}
+
+/* Metrics, their HTTP listener and the signal hook. */
+static int server_extras(struct px_server *srv)
+{
+    int rc = px_metrics_create(srv);
+
+    if (rc < 0)
+        return rc;
+    rc = px_http_start(srv);
+    if (rc < 0)
+        return rc;
+    srv->signal_hook.fn = signal_hook;
+    sched_loop_hook_add(srv->loop, &srv->signal_hook);
     return 0;
 }
 
@@ -161,8 +197,9 @@ int px_server_create(struct px_server **out, const struct px_opts *opts)
         return rc;
     srv->opts = *opts;
     srv->listen_fd = -1;
+    srv->opts.auth = opts->auth ? px_auth_get(opts->auth) : NULL;
     list_init(&srv->clients);
-    raise_nofile(opts->max_clients);
+    px_server_fit_nofile(opts->max_clients);
     rc = util_uuid4(srv->uuid);
     if (rc < 0)
         goto err_free;
@@ -178,6 +215,9 @@ int px_server_create(struct px_server **out, const struct px_opts *opts)
     rc = server_listen(srv);
     if (rc < 0)
         goto err_loop;
+    rc = server_extras(srv);
+    if (rc < 0)
+        goto err_loop;
     *out = srv;
     return 0;
 err_loop:
@@ -187,6 +227,7 @@ err_loop:
     log_msg(LOG_LVL_ERROR, "startup failed: %s", strerror(-rc));
     sched_loop_destroy(srv->loop);
 err_free:
+    px_auth_put(srv->opts.auth);
     free(srv);
     return rc;
 }
@@ -237,6 +278,7 @@ int px_server_run(struct px_server *srv)
     rc = sched_loop_run(srv->loop);
     log_msg(LOG_LVL_INFO, "stopping: releasing the locks of %u connected clients", srv->nclients);
     sched_listener_stop(&srv->listener);
+    px_http_stop(srv);
     px_client_close_all(srv);
     server_drain(srv);
     return rc;
@@ -247,15 +289,24 @@ void px_server_stop(struct px_server *srv)
     sched_loop_stop(srv->loop);
 }
 
+void px_server_request_reload(struct px_server *srv)
+{
+    srv->reload = 1;
+}
+
 void px_server_destroy(struct px_server *srv)
 {
     int i;
 
-    for (i = 0; i < 100 && !list_empty(&srv->clients); i++)
+    px_http_stop(srv);
+    for (i = 0; i < 100 && (!list_empty(&srv->clients) || !px_http_is_idle(srv)); i++)
         sched_loop_run_once(srv->loop, 10);
+    sched_loop_hook_del(srv->loop, &srv->signal_hook);
+    px_http_destroy(srv);
     px_hold_deinit(srv);
     px_lock_deinit(srv);
     px_cmd_deinit();
+    px_metrics_destroy(srv);
     if (pool_is_stopped(srv->pool))
         pool_destroy(srv->pool);
     sched_loop_destroy(srv->loop);
@@ -263,5 +314,6 @@ void px_server_destroy(struct px_server *srv)
         close(srv->listen_fd);
     if (srv->opts.listen.path[0])
         unlink(srv->opts.listen.path);
+    px_auth_put(srv->opts.auth);
     free(srv);
 }

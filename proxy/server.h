@@ -1,9 +1,11 @@
 /* The proxy server object: one per process. It owns the event loop, the
- * upstream pool, the listener, the client list and the lock tables, and
- * keeps the figures INFO reports. */
+ * upstream pool, the listener, the client list and the lock tables, the
+ * metrics and their HTTP listener, and keeps the figures INFO reports.
+ * Signal handlers only set flags here; a loop hook applies them. */
 #ifndef LP_PROXY_SERVER_H
 #define LP_PROXY_SERVER_H
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -17,6 +19,8 @@ extern "C" {
 #endif
 
 struct pool;
+struct px_metrics;
+struct px_http;
 
 struct px_stats {
     uint64_t connections;   /* client connections accepted since start */
@@ -32,6 +36,9 @@ struct px_stats {
     uint64_t wakeups;       /* wake-up messages received */
     uint64_t upstream_errs; /* requests answered with an UPSTREAM error */
     uint64_t proto_errs;    /* connections closed on a protocol error */
+    uint64_t auth_failures; /* failed AUTH / HELLO AUTH attempts */
+    uint64_t reloads;       /* configuration reloads applied */
+    uint64_t reload_errors; /* reloads refused (bad file) */
 };
 
 struct px_server {
@@ -52,10 +59,17 @@ struct px_server {
     struct sched_hook renew_hook;   /* sends renew_due in batches */
     uint64_t start_ms;              /* monotonic start time */
     struct px_stats stats;          /* counters for INFO */
+    struct px_metrics *metrics;     /* owned: histograms and per-command counters */
+    struct px_http *http;           /* owned: the --metrics HTTP listener, or NULL */
+    struct sched_hook signal_hook;  /* applies flags set by signal handlers */
+    volatile sig_atomic_t reload;   /* SIGHUP seen, reload not yet done */
+    uint64_t auth_log_ms;           /* when an auth failure was last logged */
+    uint64_t auth_log_quiet;        /* auth failures not logged since then */
 };
 
-/* Creates the loop, the pool and the listening socket. Returns 0 or -errno
- * (a message has been logged). */
+/* Creates the loop, the pool, the listening socket and the metrics
+ * listener. opts is copied (its auth gets one more reference). Returns 0
+ * or -errno (a message has been logged). */
 int px_server_create(struct px_server **out, const struct px_opts *opts);
 
 /* Runs until stopped. Returns 0 or -errno. */
@@ -63,6 +77,18 @@ int px_server_run(struct px_server *srv);
 
 /* Async-signal-safe stop request. */
 void px_server_stop(struct px_server *srv);
+
+/* Async-signal-safe reload request (SIGHUP): the loop re-reads the
+ * configuration at its next iteration (px_config_reload). */
+void px_server_request_reload(struct px_server *srv);
+
+/* Opens a listening socket on a (TCP host:port or unix path). Returns the
+ * non-blocking fd or -errno (a message has been logged). */
+int px_server_listen_fd(const struct px_addr *a);
+
+/* Raises RLIMIT_NOFILE so max_clients connections fit (best effort; logs
+ * a warning when the hard limit is lower). */
+void px_server_fit_nofile(unsigned max_clients);
 
 void px_server_destroy(struct px_server *srv);
 
