@@ -1,0 +1,261 @@
+/* Fenced locks (LOCK ... FENCED) against a real redis-server: the reply is
+ * RedissonFencedLock's token (INCR of redisson_lock_token:{name}, which has
+ * no TTL), taken on every acquire including re-entry; LOCK.INFO reports the
+ * holder's last token (or -1); plain LOCK neither replies with nor bumps a
+ * token; tokens continue a sequence a Redisson FencedLock started; a fenced
+ * waiter gets its token when woken. Both io backends. */
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "proxy_util.h"
+
+#define JAVA_OWNER "5a0c3b52-1d9e-4c8e-9b8a-3f2e1d0c9b8a:21"
+#define MX_THREADS 56
+#define MX_ITERS   6
+
+/* RedissonFencedLock's acquire (KEYS name, token; ARGV lease, owner):
+ * {-1, token} when acquired, else {pttl, -1}. */
+static const char java_fenced_lock[] =
+    "if ((redis.call('exists', KEYS[1]) == 0) or (redis.call('hexists', KEYS[1], ARGV[2]) == 1)) "
+    "then local token = redis.call('incr', KEYS[2]); redis.call('hincrby', KEYS[1], ARGV[2], 1); "
+    "redis.call('pexpire', KEYS[1], ARGV[1]); return {-1, token}; end; "
+    "return {redis.call('pttl', KEYS[1]), -1};";
+
+static long long get_int(redisContext *rc, const char *key)
+{
+    redisReply *r = pu_cmd(rc, "GET %s", key);
+    long long v = r->type == REDIS_REPLY_STRING ? strtoll(r->str, NULL, 10) : -1;
+
+    freeReplyObject(r);
+    return v;
+}
+
+/* LOCK.INFO's token field, for OWNER tok when tok is not NULL. */
+static long long info_token_of(redisContext *c, const char *name, const char *tok)
+{
+    redisReply *r =
+        tok ? pu_cmd(c, "LOCK.INFO %s OWNER %s", name, tok) : pu_cmd(c, "LOCK.INFO %s", name);
+    long long v = -100;
+
+    ASSERT_TRUE(r->type == REDIS_REPLY_ARRAY);
+    for (size_t i = 0; i + 1 < r->elements; i += 2) {
+        if (strcmp(r->element[i]->str, "token") == 0 &&
+            r->element[i + 1]->type == REDIS_REPLY_INTEGER)
+            v = r->element[i + 1]->integer;
+    }
+    freeReplyObject(r);
+    if (v == -100)
+        TEST_FAIL("LOCK.INFO %s has no integer token field", name);
+    return v;
+}
+
+static long long info_token(redisContext *c, const char *name)
+{
+    return info_token_of(c, name, NULL);
+}
+
+static void scenario_tokens(struct pu_env *e)
+{
+    redisContext *c1 = pu_client(e), *c2 = pu_client(e), *rc = pu_redis_client(e);
+    char owner[PU_OWNER_MAX];
+    struct pu_lockinfo li;
+
+    pu_conn_owner(c1, owner, sizeof(owner));
+    PU_INT(c1, 1, "LOCK %s FENCED", "fe");
+    ASSERT_EQ(get_int(rc, "redisson_lock_token:{fe}"), 1);
+    ASSERT_EQ(pu_pttl(rc, "redisson_lock_token:{fe}"), -1);
+    ASSERT_EQ(pu_hget_int(rc, "fe", owner), 1); /* the RLock hash, as ever */
+    ASSERT_TRUE(pu_pttl(rc, "fe") > 0 && pu_pttl(rc, "fe") <= 30000);
+    ASSERT_EQ(info_token(c1, "fe"), 1);
+    pu_lockinfo(c1, &li, "LOCK.INFO %s", "fe");
+    ASSERT_EQ(li.hold_count, 1);
+    ASSERT_EQ(li.watchdog, 1);
+
+    /* Re-entry takes a new token too (as Redisson). */
+    PU_INT(c1, 2, "LOCK %s FENCED LEASE %d", "fe", 5000);
+    ASSERT_EQ(pu_hget_int(rc, "fe", owner), 2);
+    ASSERT_EQ(info_token(c1, "fe"), 2);
+    ASSERT_EQ(info_token(c2, "fe"), -1); /* not the holder */
+    PU_INT(c1, 0, "UNLOCK %s", "fe");
+    PU_INT(c1, 1, "UNLOCK %s", "fe");
+    ASSERT_EQ(info_token(c1, "fe"), -1);
+
+    /* Another holder continues the sequence; contention gives nil. */
+    PU_INT(c2, 3, "LOCK %s WAIT %d FENCED", "fe", 100);
+    PU_NIL(c1, "LOCK %s FENCED WAIT %d", "fe", 100);
+    PU_NIL(c1, "TRYLOCK %s FENCED", "fe");
+    PU_INT(c2, 1, "UNLOCK %s", "fe");
+    PU_INT(c1, 4, "TRYLOCK %s FENCED LEASE %d", "fe", 5000);
+    PU_INT(c1, 1, "UNLOCK %s", "fe");
+
+    /* Plain LOCK keeps its +OK and leaves the counter alone. */
+    PU_OK(c1, "LOCK %s", "fe");
+    ASSERT_EQ(get_int(rc, "redisson_lock_token:{fe}"), 4);
+    ASSERT_EQ(info_token(c1, "fe"), -1);
+    PU_INT(c1, 1, "UNLOCK %s", "fe");
+
+    /* FENCED anywhere among the options, with OWNER tokens, odd names. */
+    PU_INT(c2, 1, "LOCK %s LEASE %d FENCED OWNER %s", "a{t}b", 5000, "job-1");
+    ASSERT_EQ(get_int(rc, "redisson_lock_token:a{t}b"), 1);
+    ASSERT_EQ(info_token_of(c1, "a{t}b", "job-1"), 1);
+    PU_INT(c1, 1, "UNLOCK %s OWNER %s", "a{t}b", "job-1");
+
+    /* Bad input. */
+    PU_ERR(c1, "ERR LEASE must be a non-negative integer", "LOCK %s LEASE %d FENCED", "fe", -3);
+    PU_ERR(c1, "ERR option 'WAIT' needs a value", "LOCK %s FENCED WAIT", "fe");
+    PU_ERR(c1, "ERR syntax error", "UNLOCK %s FENCED", "fe");
+    ASSERT_TRUE(!pu_exists(rc, "fe"));
+    redisFree(rc);
+    redisFree(c2);
+    redisFree(c1);
+}
+
+/* A fenced waiter gets its token when the holder releases; tokens are
+ * strictly increasing across holders, Redisson's included. */
+static void scenario_waiter_and_redisson(struct pu_env *e)
+{
+    redisContext *c1 = pu_client(e), *c2 = pu_client(e), *rc = pu_redis_client(e);
+    redisReply *r;
+    long long t0;
+
+    r = pu_cmd(rc, "EVAL %s 2 %s %s %s %s", java_fenced_lock, "fw", "redisson_lock_token:{fw}",
+               "30000", JAVA_OWNER);
+    ASSERT_TRUE(r->type == REDIS_REPLY_ARRAY && r->elements == 2);
+    ASSERT_EQ(r->element[0]->integer, -1);
+    ASSERT_EQ(r->element[1]->integer, 1);
+    freeReplyObject(r);
+
+    pu_send(c1, "LOCK %s FENCED", "fw");
+    ASSERT_NULL(pu_try_recv(c1, 200));
+    t0 = pu_now_ms();
+    PU_INT(rc, 1, "DEL %s", "fw");
+    PU_INT(rc, 1, "PUBLISH %s 0", "redisson_lock__channel:{fw}");
+    r = pu_try_recv(c1, 5000);
+    PU_CHECK(r, PU_K_INT, 2, NULL);
+    freeReplyObject(r);
+    ASSERT_TRUE(pu_now_ms() - t0 < 1000);
+
+    /* The proxy holds: Redisson's fenced acquire is refused with the PTTL. */
+    r = pu_cmd(rc, "EVAL %s 2 %s %s %s %s", java_fenced_lock, "fw", "redisson_lock_token:{fw}",
+               "30000", JAVA_OWNER);
+    ASSERT_TRUE(r->type == REDIS_REPLY_ARRAY && r->element[0]->integer > 0);
+    ASSERT_EQ(r->element[1]->integer, -1);
+    freeReplyObject(r);
+    PU_INT(c1, 1, "UNLOCK %s", "fw");
+    PU_INT(c2, 3, "LOCK %s FENCED", "fw");
+    PU_INT(c2, 1, "UNLOCK %s", "fw");
+    redisFree(rc);
+    redisFree(c2);
+    redisFree(c1);
+}
+
+/* ---- exclusion and token order under contention ---------------------------------- */
+
+struct fx_state {
+    int port;
+    pthread_barrier_t start;
+    atomic_int inside;       /* clients inside */
+    atomic_int violations;   /* a client found another inside, or a stale token */
+    atomic_int errors;       /* failed commands */
+    volatile long long last; /* token of the previous holder (under the lock) */
+    volatile long counter;   /* protected by the lock only */
+};
+
+/* One critical section: the token must exceed every earlier holder's, as
+ * a fenced resource would check. */
+static bool fx_round(struct fx_state *s, redisContext *c)
+{
+    redisReply *r = redisCommand(c, "LOCK %s FENCED", "fx");
+    long long token;
+    bool ok;
+    long v;
+
+    if (!r || r->type != REDIS_REPLY_INTEGER) {
+        if (r)
+            freeReplyObject(r);
+        return false;
+    }
+    token = r->integer;
+    freeReplyObject(r);
+    if (atomic_fetch_add(&s->inside, 1) != 0 || token <= s->last)
+        atomic_fetch_add(&s->violations, 1);
+    s->last = token;
+    v = s->counter;
+    sched_yield();
+    usleep(100);
+    s->counter = v + 1;
+    atomic_fetch_sub(&s->inside, 1);
+    r = redisCommand(c, "UNLOCK %s", "fx");
+    ok = r && r->type == REDIS_REPLY_INTEGER && r->integer == 1;
+    if (r)
+        freeReplyObject(r);
+    return ok;
+}
+
+static void *fx_main(void *arg)
+{
+    struct fx_state *s = arg;
+    redisContext *c = pu_try_connect(s->port);
+
+    pthread_barrier_wait(&s->start);
+    if (!c) {
+        atomic_fetch_add(&s->errors, 1);
+        return NULL;
+    }
+    pu_set_timeout(c, 60000);
+    for (int i = 0; i < MX_ITERS; i++) {
+        if (!fx_round(s, c)) {
+            atomic_fetch_add(&s->errors, 1);
+            break;
+        }
+    }
+    redisFree(c);
+    return NULL;
+}
+
+static void scenario_exclusion(struct pu_env *e)
+{
+    static struct fx_state s;
+    pthread_t tids[MX_THREADS];
+    redisContext *rc = pu_redis_client(e);
+
+    memset(&s, 0, sizeof(s));
+    s.port = e->proxy.port;
+    pthread_barrier_init(&s.start, NULL, MX_THREADS);
+    for (int i = 0; i < MX_THREADS; i++)
+        ASSERT_EQ(pthread_create(&tids[i], NULL, fx_main, &s), 0);
+    for (int i = 0; i < MX_THREADS; i++)
+        pthread_join(tids[i], NULL);
+    pthread_barrier_destroy(&s.start);
+    ASSERT_EQ(atomic_load(&s.errors), 0);
+    ASSERT_EQ(atomic_load(&s.violations), 0);
+    ASSERT_EQ(s.counter, (long)MX_THREADS * MX_ITERS);
+    ASSERT_EQ(s.last, (long long)MX_THREADS * MX_ITERS);
+    ASSERT_EQ(get_int(rc, "redisson_lock_token:{fx}"), (long long)MX_THREADS * MX_ITERS);
+    ASSERT_TRUE(!pu_exists(rc, "fx"));
+    redisFree(rc);
+}
+
+TEST(fenced_tokens)
+{
+    pu_each_backend(scenario_tokens, NULL);
+}
+
+TEST(fenced_waiter_and_redisson)
+{
+    pu_each_backend(scenario_waiter_and_redisson, NULL);
+}
+
+TEST(fenced_exclusion)
+{
+    pu_raise_nofile(1024);
+    pu_each_backend(scenario_exclusion, NULL);
+}
+
+TEST_MAIN(TEST_CASE(fenced_tokens), TEST_CASE(fenced_waiter_and_redisson),
+          TEST_CASE(fenced_exclusion))
