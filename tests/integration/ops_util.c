@@ -1,0 +1,178 @@
+/* Operations-test helpers; see ops_util.h. */
+#include "ops_util.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <errno.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+void ou_path(char *buf, size_t n, const char *name)
+{
+    snprintf(buf, n, "%s/%s", pu_tmpdir(), name);
+}
+
+void ou_write_file(const char *path, const char *fmt, ...)
+{
+    char tmp[PU_PATH_MAX + 8];
+    va_list ap;
+    FILE *f;
+
+    /* Write then rename, so a reload never reads a half-written file. */
+    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+    f = fopen(tmp, "w");
+    if (!f)
+        TEST_FAIL("cannot write %s: %s", tmp, strerror(errno));
+    va_start(ap, fmt);
+    vfprintf(f, fmt, ap);
+    va_end(ap);
+    if (fclose(f) != 0 || rename(tmp, path) != 0)
+        TEST_FAIL("cannot write %s: %s", path, strerror(errno));
+}
+
+void ou_env_start(struct pu_env *e, const char *backend, const char *const *extra)
+{
+    int i = 0;
+
+    e->backend = backend;
+    if (e->redis.pid <= 0)
+        pu_redis_start(&e->redis);
+    if (!e->proxy.upstream[0])
+        snprintf(e->proxy.upstream, sizeof(e->proxy.upstream), "redis://127.0.0.1:%d",
+                 e->redis.port);
+    e->proxy.extra[i++] = "--io";
+    e->proxy.extra[i++] = backend;
+    for (int j = 0; extra && extra[j] && i < PU_MAX_ARGS - 1; j++)
+        e->proxy.extra[i++] = extra[j];
+    e->proxy.extra[i] = NULL;
+    pu_proxy_start(&e->proxy);
+}
+
+redisContext *ou_client_auth(struct pu_env *e, const char *user, const char *pass)
+{
+    redisContext *c = pu_client(e);
+
+    if (user)
+        PU_OK(c, "AUTH %s %s", user, pass);
+    else
+        PU_OK(c, "AUTH %s", pass);
+    return c;
+}
+
+static int tcp_connect(int port)
+{
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((unsigned short)port)};
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (fd < 0)
+        return -1;
+    if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* Reads until EOF or the deadline. */
+static size_t read_all(int fd, char *buf, size_t n, int ms)
+{
+    long long deadline = pu_now_ms() + ms;
+    size_t len = 0;
+
+    while (len + 1 < n) {
+        struct pollfd pfd = {.fd = fd, .events = POLLIN};
+        long long left = deadline - pu_now_ms();
+        ssize_t r;
+
+        if (left <= 0 || poll(&pfd, 1, (int)left) <= 0)
+            break;
+        r = recv(fd, buf + len, n - 1 - len, 0);
+        if (r <= 0)
+            break;
+        len += (size_t)r;
+    }
+    buf[len] = '\0';
+    return len;
+}
+
+int ou_http_raw(int port, const char *req, size_t len, char *resp, size_t n, int ms)
+{
+    int fd = tcp_connect(port), code = 0;
+
+    resp[0] = '\0';
+    if (fd < 0)
+        return -1;
+    if (len > 0 && send(fd, req, len, MSG_NOSIGNAL) != (ssize_t)len) {
+        close(fd);
+        return 0;
+    }
+    read_all(fd, resp, n, ms);
+    close(fd);
+    if (sscanf(resp, "HTTP/1.1 %d ", &code) != 1)
+        code = 0;
+    return code;
+}
+
+int ou_http_get(int port, const char *path, char *body, size_t n)
+{
+    char req[512], *resp = malloc(OU_HTTP_MAX), *start;
+    int code;
+
+    if (!resp)
+        TEST_FAIL("out of memory");
+    snprintf(req, sizeof(req), "GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\nUser-Agent: test\r\n\r\n",
+             path);
+    code = ou_http_raw(port, req, strlen(req), resp, OU_HTTP_MAX, 5000);
+    start = strstr(resp, "\r\n\r\n");
+    snprintf(body, n, "%s", start ? start + 4 : "");
+    free(resp);
+    return code;
+}
+
+int ou_wait_exit(struct pu_proxy *p, int ms)
+{
+    long long deadline = pu_now_ms() + ms;
+
+    while (pu_proxy_alive(p)) {
+        if (pu_now_ms() > deadline)
+            return -1;
+        pu_sleep_ms(10);
+    }
+    return p->wstatus;
+}
+
+bool ou_file_contains(const char *path, const char *needle)
+{
+    FILE *f = fopen(path, "r");
+    char line[2048];
+    bool found = false;
+
+    if (!f)
+        return false;
+    while (!found && fgets(line, sizeof(line), f))
+        found = strstr(line, needle) != NULL;
+    fclose(f);
+    return found;
+}
+
+double ou_metric(const char *text, const char *series)
+{
+    size_t n = strlen(series);
+    const char *p = text;
+
+    while (p && *p) {
+        if (strncmp(p, series, n) == 0 && p[n] == ' ')
+            return strtod(p + n + 1, NULL);
+        p = strchr(p, '\n');
+        if (p)
+            p++;
+    }
+    return -1;
+}

@@ -1,0 +1,242 @@
+/* Unit tests for configuration files: line splitting (quotes, escapes),
+ * every key, comments, error messages naming file, line and key, and the
+ * precedence defaults < file < flags. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "proxy/auth.h"
+#include "proxy/config.h"
+#include "proxy/opts.h"
+
+static int parse(struct px_opts *o, const char *text, char *msg, size_t n)
+{
+    return px_config_parse_text(o, "t.conf", text, strlen(text), msg, n);
+}
+
+/* Parses text and expects an error whose message holds want1 and want2. */
+static void expect_error(const char *text, const char *want1, const char *want2)
+{
+    struct px_opts o;
+    char msg[512] = "";
+
+    px_opts_default(&o);
+    if (parse(&o, text, msg, sizeof(msg)) == 0)
+        TEST_FAIL("accepted: %s", text);
+    if (!strstr(msg, want1) || (want2 && !strstr(msg, want2)))
+        TEST_FAIL("message \"%s\" lacks \"%s\" / \"%s\"", msg, want1, want2 ? want2 : "");
+    px_opts_deinit(&o);
+}
+
+TEST(split_words_and_quotes)
+{
+    char line[] = "  user app on \">a b\" '~x y' \"q\\\"\\n\\x41\" 'it\\'s' \\n  ";
+    char *argv[16];
+
+    ASSERT_EQ(px_config_split(line, argv, 16), 8);
+    ASSERT_STREQ(argv[0], "user");
+    ASSERT_STREQ(argv[1], "app");
+    ASSERT_STREQ(argv[2], "on");
+    ASSERT_STREQ(argv[3], ">a b");
+    ASSERT_STREQ(argv[4], "~x y");
+    ASSERT_STREQ(argv[5], "q\"\nA");
+    ASSERT_STREQ(argv[6], "it's");
+    ASSERT_STREQ(argv[7], "\\n"); /* escapes only inside double quotes */
+}
+
+TEST(split_rejects)
+{
+    char unterminated[] = "requirepass \"abc";
+    char glued[] = "requirepass \"abc\"def";
+    char nul[] = "requirepass \"a\\x00b\"";
+    char badhex[] = "requirepass \"a\\xZZ\"";
+    char many[] = "a b c d";
+    char empty[] = "   ";
+    char *argv[4];
+
+    ASSERT_EQ(px_config_split(unterminated, argv, 4), -EINVAL);
+    ASSERT_EQ(px_config_split(glued, argv, 4), -EINVAL);
+    ASSERT_EQ(px_config_split(nul, argv, 4), -EINVAL);
+    ASSERT_EQ(px_config_split(badhex, argv, 4), -EINVAL);
+    ASSERT_EQ(px_config_split(many, argv, 3), -EINVAL);
+    ASSERT_EQ(px_config_split(empty, argv, 4), 0);
+}
+
+TEST(every_key)
+{
+    static const char text[] = "# lockproxy test config\n"
+                               "\n"
+                               "listen 127.0.0.1:7400\n"
+                               "upstream redis://u:p@10.0.0.5:6380/2\n"
+                               "pool-size 4\n"
+                               "   # indented comment\n"
+                               "lock-watchdog-timeout 9000\n"
+                               "on-disconnect expire\n"
+                               "io epoll\n"
+                               "max-clients 123\n"
+                               "upstream-timeout 777\n"
+                               "subscription-linger 0\n"
+                               "max-request-bytes 2048\n"
+                               "max-args 16\n"
+                               "log-level debug\r\n"
+                               "metrics 0.0.0.0:9121\n"
+                               "requirepass \"p#ss word\"\n"
+                               "user app on >apppw ~orders:*\n"
+                               "user ops on nopass allkeys";
+    struct px_opts o;
+    char msg[512] = "";
+
+    px_opts_default(&o);
+    if (parse(&o, text, msg, sizeof(msg)) != 0)
+        TEST_FAIL("%s", msg);
+    ASSERT_EQ(o.listen.port, 7400);
+    ASSERT_STREQ(o.upstream.host, "10.0.0.5");
+    ASSERT_STREQ(o.upstream.user, "u");
+    ASSERT_EQ(o.upstream.db, 2);
+    ASSERT_EQ(o.pool_size, 4);
+    ASSERT_EQ(o.watchdog_ms, 9000);
+    ASSERT_EQ(o.on_disc, PX_DISCONNECT_EXPIRE);
+    ASSERT_EQ(o.io, SCHED_IO_EPOLL);
+    ASSERT_EQ(o.max_clients, 123);
+    ASSERT_EQ(o.upstream_timeout_ms, 777);
+    ASSERT_EQ(o.linger_ms, 0);
+    ASSERT_EQ(o.max_request_bytes, 2048);
+    ASSERT_EQ(o.max_args, 16);
+    ASSERT_EQ(o.log_level, LOG_LVL_DEBUG);
+    ASSERT_STREQ(o.metrics.host, "0.0.0.0");
+    ASSERT_EQ(o.metrics.port, 9121);
+    ASSERT_TRUE(px_auth_required(o.auth));
+    ASSERT_NOTNULL(px_auth_check(o.auth, "default", 7, "p#ss word", 9));
+    ASSERT_NOTNULL(px_auth_check(o.auth, "app", 3, "apppw", 5));
+    ASSERT_NOTNULL(px_auth_check(o.auth, "ops", 3, "", 0));
+    px_opts_deinit(&o);
+}
+
+TEST(later_lines_win_and_metrics_off)
+{
+    struct px_opts o;
+    char msg[512];
+
+    px_opts_default(&o);
+    ASSERT_OK(parse(&o, "pool-size 3\npool-size 5\nmetrics 127.0.0.1:1\nmetrics off\n", msg,
+                    sizeof(msg)));
+    ASSERT_EQ(o.pool_size, 5);
+    ASSERT_EQ(o.metrics.port, 0);
+    ASSERT_NULL(o.auth);
+    px_opts_deinit(&o);
+}
+
+TEST(bad_lines_name_file_line_and_key)
+{
+    expect_error("pool-size 2\n\npool-size 0\n", "t.conf:3:", "'pool-size'");
+    expect_error("# c\nnosuchkey 1\n", "t.conf:2:", "'nosuchkey'");
+    expect_error("listen\n", "t.conf:1:", "'listen'");
+    expect_error("listen a:1 b:2\n", "t.conf:1:", "exactly one value");
+    expect_error("io kqueue\n", "'io'", "kqueue");
+    expect_error("upstream http://x:1\n", "'upstream'", NULL);
+    expect_error("metrics redis://h:1\n", "'metrics'", NULL);
+    expect_error("requirepass \"open\n", "t.conf:1:", "'requirepass'");
+    expect_error("user\n", "'user'", NULL);
+    expect_error("x 1\nuser bad on +get\n", "t.conf:1:", "'x'");
+    expect_error("user bad on +get\n", "t.conf:1:", "'+get'");
+    expect_error("config other.conf\n", "t.conf:1:", "'config'");
+    expect_error("max-request-bytes 12\n", "'max-request-bytes'", "1024");
+}
+
+/* Writes text to a fresh temp file; returns its path (static buffer). */
+static const char *temp_conf(const char *text)
+{
+    static char path[64];
+    int fd;
+
+    snprintf(path, sizeof(path), "/tmp/lp-test-config-XXXXXX");
+    fd = mkstemp(path);
+    ASSERT_TRUE(fd >= 0);
+    ASSERT_EQ(write(fd, text, strlen(text)), (int64_t)strlen(text));
+    close(fd);
+    return path;
+}
+
+TEST(load_file_then_flags)
+{
+    const char *path = temp_conf("pool-size 3\nlock-watchdog-timeout 5000\nlog-level warn\n");
+    char cfg[] = "--config", v1[] = "--lock-watchdog-timeout=7000", name[] = "lockproxy";
+    char *argv[] = {name, cfg, (char *)path, v1};
+    struct px_opts o;
+    char msg[512] = "";
+
+    if (px_config_load(&o, 4, argv, msg, sizeof(msg)) != 0)
+        TEST_FAIL("%s", msg);
+    ASSERT_EQ(o.pool_size, 3);      /* from the file */
+    ASSERT_EQ(o.watchdog_ms, 7000); /* the flag overrides the file */
+    ASSERT_EQ(o.log_level, LOG_LVL_WARN);
+    ASSERT_STREQ(o.config, path);
+    ASSERT_EQ(o.argc, 4);
+    px_opts_deinit(&o);
+    unlink(path);
+}
+
+TEST(load_missing_and_bad_file)
+{
+    char cfg[] = "--config", missing[] = "/nonexistent/lockproxy.conf", name[] = "lockproxy";
+    char *argv[] = {name, cfg, missing};
+    const char *path;
+    struct px_opts o;
+    char msg[512] = "";
+
+    ASSERT_TRUE(px_config_load(&o, 3, argv, msg, sizeof(msg)) < 0);
+    ASSERT_TRUE(strstr(msg, missing) != NULL);
+    px_opts_deinit(&o);
+    path = temp_conf("pool-size 2\nmax-clients many\n");
+    argv[2] = (char *)path;
+    ASSERT_TRUE(px_config_load(&o, 3, argv, msg, sizeof(msg)) < 0);
+    ASSERT_TRUE(strstr(msg, ":2:") != NULL && strstr(msg, "'max-clients'") != NULL);
+    px_opts_deinit(&o);
+    unlink(path);
+}
+
+TEST(user_flag_and_help)
+{
+    char name[] = "lockproxy", uf[] = "--user", uv[] = "app on \">p w\" ~a*", help[] = "--help";
+    char *argv[] = {name, uf, uv};
+    char *hargv[] = {name, help};
+    struct px_opts o;
+    char msg[512] = "";
+
+    if (px_config_load(&o, 3, argv, msg, sizeof(msg)) != 0)
+        TEST_FAIL("%s", msg);
+    ASSERT_NOTNULL(px_auth_check(o.auth, "app", 3, "p w", 3));
+    px_opts_deinit(&o);
+    ASSERT_EQ(px_config_load(&o, 2, hargv, msg, sizeof(msg)), 1);
+    px_opts_deinit(&o);
+}
+
+TEST(reloadable_keys)
+{
+    struct px_opts a, b;
+    const char *names[8];
+
+    ASSERT_TRUE(px_opts_key_reloadable("log-level"));
+    ASSERT_TRUE(px_opts_key_reloadable("requirepass"));
+    ASSERT_TRUE(px_opts_key_reloadable("user"));
+    ASSERT_TRUE(px_opts_key_reloadable("max-clients"));
+    ASSERT_TRUE(!px_opts_key_reloadable("upstream"));
+    ASSERT_TRUE(!px_opts_key_reloadable("lock-watchdog-timeout"));
+    px_opts_default(&a);
+    px_opts_default(&b);
+    ASSERT_EQ(px_opts_diff_restart(&a, &b, names, 8), 0);
+    b.pool_size = 9;
+    b.log_level = LOG_LVL_DEBUG;
+    px_addr_parse("redis://10.1.1.1:6379", &b.upstream);
+    ASSERT_EQ(px_opts_diff_restart(&a, &b, names, 8), 2);
+    ASSERT_STREQ(names[0], "upstream");
+    ASSERT_STREQ(names[1], "pool-size");
+}
+
+TEST_MAIN(TEST_CASE(split_words_and_quotes), TEST_CASE(split_rejects), TEST_CASE(every_key),
+          TEST_CASE(later_lines_win_and_metrics_off), TEST_CASE(bad_lines_name_file_line_and_key),
+          TEST_CASE(load_file_then_flags), TEST_CASE(load_missing_and_bad_file),
+          TEST_CASE(user_flag_and_help), TEST_CASE(reloadable_keys))
