@@ -11,8 +11,8 @@
 #include <string.h>
 
 #include "common/hmap.h"
-#include "common/util.h"
 #include "pool/pool.h"
+#include "proxy/args.h"
 #include "proxy/auth.h"
 #include "proxy/client.h"
 #include "proxy/info.h"
@@ -25,11 +25,6 @@
 #ifndef LP_VERSION
 #define LP_VERSION "0.0.0"
 #endif
-
-static bool arg_is(const struct px_arg *a, const char *lit)
-{
-    return util_eq_nocase(a->p, a->len, lit);
-}
 
 static void finish_status(struct px_req *req, const char *s)
 {
@@ -101,7 +96,7 @@ static bool hello_options(struct px_req *req)
     for (i = 2; i < req->argc; i++) {
         const struct px_arg *a = &req->argv[i];
 
-        if (arg_is(a, "AUTH") && i + 2 < req->argc) {
+        if (px_args_is(a, "AUTH") && i + 2 < req->argc) {
             if (px_auth_login(cl, req->argv[i + 1].p, req->argv[i + 1].len, req->argv[i + 2].p,
                               req->argv[i + 2].len) < 0) {
                 reply_wrongpass(req);
@@ -109,7 +104,7 @@ static bool hello_options(struct px_req *req)
             }
             authed = true;
             i += 2;
-        } else if (arg_is(a, "SETNAME") && i + 1 < req->argc) {
+        } else if (px_args_is(a, "SETNAME") && i + 1 < req->argc) {
             snprintf(cl->name, sizeof(cl->name), "%.*s", (int)req->argv[i + 1].len,
                      req->argv[i + 1].p);
             i++;
@@ -167,17 +162,17 @@ static void cmd_client(struct px_req *req)
     const struct px_arg *sub = &req->argv[1];
     struct buf *b = px_req_out(req);
 
-    if (arg_is(sub, "ID") && req->argc == 2) {
+    if (px_args_is(sub, "ID") && req->argc == 2) {
         px_reply_int(b, (int64_t)cl->id);
-    } else if (arg_is(sub, "GETNAME") && req->argc == 2) {
+    } else if (px_args_is(sub, "GETNAME") && req->argc == 2) {
         if (cl->name[0])
             px_reply_cstr(b, cl->name);
         else
             px_reply_nil(b);
-    } else if (arg_is(sub, "SETNAME") && req->argc == 3) {
+    } else if (px_args_is(sub, "SETNAME") && req->argc == 3) {
         snprintf(cl->name, sizeof(cl->name), "%.*s", (int)req->argv[2].len, req->argv[2].p);
         px_reply_status(b, "OK");
-    } else if (arg_is(sub, "SETINFO")) {
+    } else if (px_args_is(sub, "SETINFO")) {
         px_reply_status(b, "OK");
     } else {
         px_reply_error(b, "ERR unknown CLIENT subcommand or wrong arguments, try ID, "
@@ -189,7 +184,7 @@ static void cmd_client(struct px_req *req)
 /* Minimal COMMAND: clients call it for hints; an empty table is valid. */
 static void cmd_command(struct px_req *req)
 {
-    if (req->argc >= 2 && arg_is(&req->argv[1], "COUNT"))
+    if (req->argc >= 2 && px_args_is(&req->argv[1], "COUNT"))
         px_reply_int(px_req_out(req), 0);
     else
         px_reply_array(px_req_out(req), 0);

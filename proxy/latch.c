@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/util.h"
+#include "proxy/args.h"
 #include "proxy/client.h"
 #include "proxy/lock.h"
 #include "proxy/reply.h"
@@ -108,21 +108,21 @@ static void latch_cmd_trysetcount(struct px_req *req)
     int64_t n;
     char nb[24];
 
-    if (px_sync_check_name(req) < 0 || px_sync_parse_count(req, 2, "count", 1, &n) < 0)
+    if (px_args_check_name(req, "name") < 0 || px_args_parse_count(req, 2, "count", 1, &n) < 0)
         return px_req_done(req);
     latch_simple(req, LATCH_TRYSET, 2, nb, (size_t)snprintf(nb, sizeof(nb), "%lld", (long long)n));
 }
 
 static void latch_cmd_countdown(struct px_req *req)
 {
-    if (px_sync_check_name(req) < 0)
+    if (px_args_check_name(req, "name") < 0)
         return px_req_done(req);
     latch_simple(req, LATCH_COUNTDOWN, 2, NULL, 0);
 }
 
 static void latch_cmd_count(struct px_req *req)
 {
-    if (px_sync_check_name(req) < 0)
+    if (px_args_check_name(req, "name") < 0)
         return px_req_done(req);
     latch_simple(req, LATCH_COUNT, 1, NULL, 0);
 }
@@ -175,15 +175,13 @@ static void latch_cmd_await(struct px_req *req)
     int64_t wait_ms = -1;
     struct latchop *l;
 
-    if (px_sync_check_name(req) < 0)
+    if (px_args_check_name(req, "name") < 0)
         return px_req_done(req);
-    if (req->argc == 3 ||
-        (req->argc == 4 && !util_eq_nocase(req->argv[2].p, req->argv[2].len, "WAIT"))) {
-        px_reply_error(px_req_out(req), "ERR syntax error near '%.*s'",
-                       (int)LP_MIN(req->argv[2].len, 32u), req->argv[2].p);
+    if (req->argc == 3 || (req->argc == 4 && !px_args_is(&req->argv[2], "WAIT"))) {
+        px_args_reply_syntax(req, &req->argv[2]);
         return px_req_done(req);
     }
-    if (req->argc == 4 && px_sync_parse_ms(req, 3, "WAIT", 0, &wait_ms) < 0)
+    if (req->argc == 4 && px_args_parse_ms(req, 3, "WAIT", 0, &wait_ms) < 0)
         return px_req_done(req);
     l = calloc(1, sizeof(*l));
     if (!l) {

@@ -54,8 +54,8 @@
 #include <string.h>
 
 #include "common/clock.h"
-#include "common/util.h"
 #include "pool/pool.h"
+#include "proxy/args.h"
 #include "proxy/client.h"
 #include "proxy/fairlock.h"
 #include "proxy/hold.h"
@@ -172,15 +172,21 @@ static int fenced_acquire(struct px_server *srv, const struct px_acq *a, pool_re
     return px_metrics_eval(srv, a->hint, lock_script_base + LK_FENCED, 2, 4, argv, lens, cb, arg);
 }
 
-static int plain_unlock(struct px_server *srv, const struct px_acq *a, pool_reply_fn *cb, void *arg)
+int px_lock_eval_unlock(struct px_server *srv, const struct px_acq *a, unsigned script,
+                        px_lock_channel_fn *channel, pool_reply_fn *cb, void *arg)
 {
     char lease[24], chan[PX_CHANNEL_MAX];
     const char *argv[4] = {a->name, chan, lease, a->owner};
     size_t lens[4] = {a->nlen, 0, 0, a->olen};
 
-    lens[1] = plain_channel(a, chan, sizeof(chan));
+    lens[1] = channel(a, chan, sizeof(chan));
     lens[2] = (size_t)snprintf(lease, sizeof(lease), "%llu", (unsigned long long)a->lease_ms);
-    return px_metrics_eval(srv, a->hint, lock_script_base + LK_UNLOCK, 2, 4, argv, lens, cb, arg);
+    return px_metrics_eval(srv, a->hint, script, 2, 4, argv, lens, cb, arg);
+}
+
+static int plain_unlock(struct px_server *srv, const struct px_acq *a, pool_reply_fn *cb, void *arg)
+{
+    return px_lock_eval_unlock(srv, a, lock_script_base + LK_UNLOCK, plain_channel, cb, arg);
 }
 
 static const struct px_lock_kind plain_kind = {
@@ -219,18 +225,6 @@ struct px_lockop {
     char owner[PX_OWNER_MAX];        /* owned: owner field string */
 };
 
-static int parse_ms(struct px_req *req, int i, const char *opt, int64_t *out)
-{
-    const struct px_arg *a = &req->argv[i];
-
-    if (util_parse_i64(a->p, a->len, out) < 0 || *out < 0) {
-        px_reply_error(px_req_out(req), "ERR %s must be a non-negative integer (ms), got '%.*s'",
-                       opt, (int)LP_MIN(a->len, 32u), a->p);
-        return -EINVAL;
-    }
-    return 0;
-}
-
 static int check_token(struct px_req *req, const struct px_arg *t)
 {
     size_t i, digits = 0;
@@ -251,11 +245,6 @@ static int check_token(struct px_req *req, const struct px_arg *t)
     return 0;
 }
 
-static bool arg_is(const struct px_arg *a, const char *lit)
-{
-    return util_eq_nocase(a->p, a->len, lit);
-}
-
 /* Which option opt is among those allow permits: OPT_*, or 0. */
 static unsigned option_kind(const struct px_arg *opt, unsigned allow)
 {
@@ -266,7 +255,7 @@ static unsigned option_kind(const struct px_arg *opt, unsigned allow)
     size_t k;
 
     for (k = 0; k < LP_ARRAY_SIZE(opts); k++) {
-        if ((opts[k].bit == 0 || (allow & opts[k].bit)) && arg_is(opt, opts[k].name))
+        if ((opts[k].bit == 0 || (allow & opts[k].bit)) && px_args_is(opt, opts[k].name))
             return opts[k].bit ? opts[k].bit : OPT_OWNER;
     }
     return 0;
@@ -282,8 +271,7 @@ static int parse_option(struct px_req *req, int *i, unsigned allow, struct lock_
 
     *i += kind == OPT_FENCED ? 1 : 2;
     if (kind == 0) {
-        px_reply_error(px_req_out(req), "ERR syntax error near '%.*s'", (int)LP_MIN(opt->len, 32u),
-                       opt->p);
+        px_args_reply_syntax(req, opt);
         return -EINVAL;
     }
     if (kind == OPT_FENCED) {
@@ -291,14 +279,13 @@ static int parse_option(struct px_req *req, int *i, unsigned allow, struct lock_
         return 0;
     }
     if (v >= req->argc) {
-        px_reply_error(px_req_out(req), "ERR option '%.*s' needs a value",
-                       (int)LP_MIN(opt->len, 32u), opt->p);
+        px_args_reply_no_value(req, opt->p, opt->len);
         return -EINVAL;
     }
     if (kind == OPT_LEASE)
-        return parse_ms(req, v, "LEASE", &a->lease_ms);
+        return px_args_parse_ms(req, v, "LEASE", 0, &a->lease_ms);
     if (kind == OPT_WAIT)
-        return parse_ms(req, v, "WAIT", &a->wait_ms);
+        return px_args_parse_ms(req, v, "WAIT", 0, &a->wait_ms);
     return check_token(req, a->token = &req->argv[v]);
 }
 
@@ -312,10 +299,8 @@ static int parse_lock_args(struct px_req *req, unsigned allow, struct lock_args 
     a->name = &req->argv[1];
     a->lease_ms = -1;
     a->wait_ms = -1;
-    if (a->name->len == 0 || a->name->len > PX_NAME_MAX) {
-        px_reply_error(px_req_out(req), "ERR lock name must be 1-%u bytes", PX_NAME_MAX);
+    if (px_args_check_name(req, "lock name") < 0)
         return -EINVAL;
-    }
     while (i < req->argc) {
         if (parse_option(req, &i, allow, a) < 0)
             return -EINVAL;
@@ -341,29 +326,32 @@ static size_t args_owner(struct px_req *req, const struct lock_args *a,
     return n + slen;
 }
 
-/* Error reply for a failed upstream request. */
-static void reply_upstream(struct px_req *req, int err)
+/* Replies for a script reply that failed: an upstream error (err < 0) or
+ * a Redis error reply passed through (e.g. WRONGTYPE). Returns false, with
+ * nothing written, when r is a reply for the command to interpret. */
+static bool reply_failed(struct px_req *req, const redisReply *r, int err)
 {
-    struct px_server *srv = req->cl->srv;
-    struct pool_stats st;
-
-    srv->stats.upstream_errs++;
-    if (err == -ENOTCONN) {
-        pool_get_stats(srv->pool, &st);
-        px_reply_error(px_req_out(req), "UPSTREAM Redis is unavailable (%s)",
-                       st.last_error && st.last_error[0] ? st.last_error : "not connected");
-    } else if (err == -ETIMEDOUT) {
-        px_reply_error(px_req_out(req), "UPSTREAM Redis did not answer in time; outcome unknown");
-    } else {
-        px_reply_error(px_req_out(req), "UPSTREAM connection to Redis lost (%s); outcome unknown",
-                       strerror(-err));
-    }
+    if (err < 0)
+        px_args_reply_upstream(req, err);
+    else if (r->type == REDIS_REPLY_ERROR)
+        px_args_reply_redis_error(req, r);
+    else
+        return false;
+    return true;
 }
 
-/* Passes a Redis error reply through (e.g. WRONGTYPE). */
-static void reply_redis_error(struct px_req *req, const redisReply *r)
+/* The start of a command whose script send returned rc: on failure replies
+ * and finishes req (false); else the reply callback holds a client
+ * reference (true). */
+static bool script_sent(struct px_req *req, int rc)
 {
-    px_reply_error(px_req_out(req), "%.*s", (int)LP_MIN(r->len, 400u), r->str);
+    if (rc < 0) {
+        px_args_reply_upstream(req, rc);
+        px_req_done(req);
+        return false;
+    }
+    px_client_get(req->cl);
+    return true;
 }
 
 /* ---- acquire ---------------------------------------------------------------- */
@@ -388,7 +376,7 @@ static void lockop_finish(struct px_lockop *op)
 
 static void lockop_fail(struct px_lockop *op, int err)
 {
-    reply_upstream(op->req, err);
+    px_args_reply_upstream(op->req, err);
     lockop_finish(op);
 }
 
@@ -515,10 +503,7 @@ static void lock_on_reply(void *arg, const redisReply *r, int err)
     struct px_client *cl = op->req->cl;
 
     op->inflight = false;
-    if (err < 0) {
-        lockop_fail(op, err);
-    } else if (r->type == REDIS_REPLY_ERROR) {
-        reply_redis_error(op->req, r);
+    if (reply_failed(op->req, r, err)) {
         lockop_finish(op);
     } else if (!acquire_reply_ok(r)) {
         lockop_fail(op, -EPROTO);
@@ -615,9 +600,9 @@ bool px_lock_may_block(const struct px_req *req)
     for (i = 2; i < req->argc; i++) {
         const struct px_arg *o = &req->argv[i];
 
-        if (arg_is(o, "FENCED"))
+        if (px_args_is(o, "FENCED"))
             continue;
-        if (i + 1 < req->argc && arg_is(o, "WAIT") && req->argv[i + 1].len == 1 &&
+        if (i + 1 < req->argc && px_args_is(o, "WAIT") && req->argv[i + 1].len == 1 &&
             req->argv[i + 1].p[0] == '0')
             return false;
         i++;
@@ -640,8 +625,16 @@ void px_lock_client_gone(struct px_client *cl)
 
 /* ---- unlock ------------------------------------------------------------------ */
 
+struct unlockop;
+
+/* Interprets a non-error script reply r of u's command and writes the
+ * reply; false when r has an unexpected shape (nothing written). */
+typedef bool unlock_apply_fn(struct px_req *req, struct unlockop *u, const redisReply *r);
+
+/* An UNLOCK or LOCK.INFO whose script is in flight (req->op). */
 struct unlockop {
     struct px_req *req;       /* borrowed */
+    unlock_apply_fn *apply;   /* borrowed: static; formats the reply */
     size_t olen;              /* owner length */
     char owner[PX_OWNER_MAX]; /* owned: owner field string */
 };
@@ -665,14 +658,19 @@ static void unlock_nil(struct px_req *req, struct unlockop *u)
     }
 }
 
-static void unlock_apply(struct px_req *req, struct unlockop *u, const redisReply *r)
+static bool unlock_apply(struct px_req *req, struct unlockop *u, const redisReply *r)
 {
     const struct px_arg *name = &req->argv[1];
     struct px_server *srv = req->cl->srv;
-    struct px_hold *h = px_hold_find(srv, name->p, name->len, u->owner, u->olen);
+    struct px_hold *h;
 
-    if (r->type == REDIS_REPLY_NIL)
-        return unlock_nil(req, u);
+    if (r->type == REDIS_REPLY_NIL) {
+        unlock_nil(req, u);
+        return true;
+    }
+    if (r->type != REDIS_REPLY_INTEGER)
+        return false;
+    h = px_hold_find(srv, name->p, name->len, u->owner, u->olen);
     if (r->integer == 1) {
         srv->stats.released++;
         if (h)
@@ -681,63 +679,81 @@ static void unlock_apply(struct px_req *req, struct unlockop *u, const redisRepl
         px_hold_unlocked_one(h);
     }
     px_reply_int(px_req_out(req), r->integer);
+    return true;
 }
 
-static void unlock_on_reply(void *arg, const redisReply *r, int err)
+static void unlockop_on_reply(void *arg, const redisReply *r, int err)
 {
     struct unlockop *u = arg;
     struct px_req *req = u->req;
     struct px_client *cl = req->cl;
 
-    if (err < 0)
-        reply_upstream(req, err);
-    else if (r->type == REDIS_REPLY_ERROR)
-        reply_redis_error(req, r);
-    else if (r->type == REDIS_REPLY_NIL || r->type == REDIS_REPLY_INTEGER)
-        unlock_apply(req, u, r);
-    else
-        reply_upstream(req, -EPROTO);
+    if (!reply_failed(req, r, err) && !u->apply(req, u, r))
+        px_args_reply_upstream(req, -EPROTO);
     req->op = NULL;
     free(u);
     px_req_done(req);
     px_client_put(cl);
 }
 
-void px_lock_cmd_release(struct px_req *req, const struct px_lock_kind *kind)
+/* Parses "name [OWNER token]" and allocates the op of an UNLOCK-like
+ * command of kind, with the caller's owner field. Returns NULL after
+ * replying and finishing req on bad input or when out of memory;
+ * *base_olen gets the owner length without the kind's suffix. */
+static struct unlockop *unlockop_create(struct px_req *req, const struct px_lock_kind *kind,
+                                        unlock_apply_fn *apply, size_t *base_olen)
 {
-    struct px_server *srv = req->cl->srv;
     struct unlockop *u;
     struct lock_args a;
-    struct px_acq acq;
-    struct px_hold *h;
-    int rc;
 
-    if (parse_lock_args(req, 0, &a) < 0)
-        return px_req_done(req);
+    if (parse_lock_args(req, 0, &a) < 0) {
+        px_req_done(req);
+        return NULL;
+    }
     u = malloc(sizeof(*u));
     if (!u) {
         px_reply_error(px_req_out(req), "ERR out of memory");
-        return px_req_done(req);
+        px_req_done(req);
+        return NULL;
     }
     u->req = req;
-    u->olen = args_owner(req, &a, kind, u->owner, &acq.base_olen);
-    h = px_hold_find(srv, a.name->p, a.name->len, u->owner, u->olen);
-    acq.name = a.name->p;
-    acq.nlen = a.name->len;
+    u->apply = apply;
+    u->olen = args_owner(req, &a, kind, u->owner, base_olen);
+    return u;
+}
+
+/* Ends the start of u's command, whose script send returned rc. */
+static void unlockop_sent(struct unlockop *u, int rc)
+{
+    struct px_req *req = u->req;
+
+    if (script_sent(req, rc))
+        req->op = u;
+    else
+        free(u);
+}
+
+void px_lock_cmd_release(struct px_req *req, const struct px_lock_kind *kind)
+{
+    struct px_server *srv = req->cl->srv;
+    const struct px_arg *name = &req->argv[1];
+    struct unlockop *u;
+    struct px_acq acq;
+    struct px_hold *h;
+
+    u = unlockop_create(req, kind, unlock_apply, &acq.base_olen);
+    if (!u)
+        return;
+    h = px_hold_find(srv, name->p, name->len, u->owner, u->olen);
+    acq.name = name->p;
+    acq.nlen = name->len;
     acq.owner = u->owner;
     acq.olen = u->olen;
     acq.lease_ms = h ? h->lease_ms : srv->opts.watchdog_ms;
     acq.wait_ms = -1;
     acq.waiting = false;
     acq.hint = req->cl->id;
-    rc = kind->unlock(srv, &acq, unlock_on_reply, u);
-    if (rc < 0) {
-        reply_upstream(req, rc);
-        free(u);
-        return px_req_done(req);
-    }
-    req->op = u;
-    px_client_get(req->cl);
+    unlockop_sent(u, kind->unlock(srv, &acq, unlockop_on_reply, u));
 }
 
 static void lock_cmd_unlock(struct px_req *req)
@@ -752,11 +768,7 @@ static void force_on_reply(void *arg, const redisReply *r, int err)
     struct px_req *req = arg;
     struct px_client *cl = req->cl;
 
-    if (err < 0)
-        reply_upstream(req, err);
-    else if (r->type == REDIS_REPLY_ERROR)
-        reply_redis_error(req, r);
-    else
+    if (!reply_failed(req, r, err))
         px_reply_int(px_req_out(req), r->type == REDIS_REPLY_INTEGER ? r->integer : 0);
     px_req_done(req);
     px_client_put(cl);
@@ -811,22 +823,21 @@ static void lock_cmd_forceunlock(struct px_req *req)
     rc = px_metrics_eval(req->cl->srv, req->cl->id, lock_script_base + LK_FORCE, 5, 7, f->argv,
                          f->lens, force_on_reply, req);
     free(f);
-    if (rc < 0) {
-        reply_upstream(req, rc);
-        return px_req_done(req);
-    }
-    px_client_get(req->cl);
+    script_sent(req, rc);
 }
 
 /* ---- LOCK.INFO ----------------------------------------------------------------- */
 
-static void info_reply(struct px_req *req, struct unlockop *u, const redisReply *r)
+static bool info_apply(struct px_req *req, struct unlockop *u, const redisReply *r)
 {
     const struct px_arg *name = &req->argv[1];
     struct px_hold *h = px_hold_find(req->cl->srv, name->p, name->len, u->owner, u->olen);
-    bool held = h && !h->lost && r->element[1]->integer > 0;
     struct buf *b = px_req_out(req);
+    bool held;
 
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 3)
+        return false;
+    held = h && !h->lost && r->element[1]->integer > 0;
     px_reply_array(b, 12);
     px_reply_cstr(b, "locked");
     px_reply_int(b, r->element[0]->integer);
@@ -840,58 +851,24 @@ static void info_reply(struct px_req *req, struct unlockop *u, const redisReply 
     px_reply_int(b, held && h->watchdog);
     px_reply_cstr(b, "token");
     px_reply_int(b, held ? h->token : -1);
-}
-
-static void info_on_reply(void *arg, const redisReply *r, int err)
-{
-    struct unlockop *u = arg;
-    struct px_req *req = u->req;
-    struct px_client *cl = req->cl;
-
-    if (err < 0)
-        reply_upstream(req, err);
-    else if (r->type == REDIS_REPLY_ERROR)
-        reply_redis_error(req, r);
-    else if (r->type == REDIS_REPLY_ARRAY && r->elements == 3)
-        info_reply(req, u, r);
-    else
-        reply_upstream(req, -EPROTO);
-    req->op = NULL;
-    free(u);
-    px_req_done(req);
-    px_client_put(cl);
+    return true;
 }
 
 static void lock_cmd_info(struct px_req *req)
 {
     struct unlockop *u;
-    struct lock_args a;
     const char *argv[2];
     size_t lens[2], base;
-    int rc;
 
-    if (parse_lock_args(req, 0, &a) < 0)
-        return px_req_done(req);
-    u = malloc(sizeof(*u));
-    if (!u) {
-        px_reply_error(px_req_out(req), "ERR out of memory");
-        return px_req_done(req);
-    }
-    u->req = req;
-    u->olen = args_owner(req, &a, &plain_kind, u->owner, &base);
-    argv[0] = a.name->p;
-    lens[0] = a.name->len;
+    u = unlockop_create(req, &plain_kind, info_apply, &base);
+    if (!u)
+        return;
+    argv[0] = req->argv[1].p;
+    lens[0] = req->argv[1].len;
     argv[1] = u->owner;
     lens[1] = u->olen;
-    rc = px_metrics_eval(req->cl->srv, req->cl->id, PX_SCRIPT_INFO, 1, 2, argv, lens, info_on_reply,
-                         u);
-    if (rc < 0) {
-        reply_upstream(req, rc);
-        free(u);
-        return px_req_done(req);
-    }
-    req->op = u;
-    px_client_get(req->cl);
+    unlockop_sent(u, px_metrics_eval(req->cl->srv, req->cl->id, PX_SCRIPT_INFO, 1, 2, argv, lens,
+                                     unlockop_on_reply, u));
 }
 
 static const struct px_cmd lock_cmds[] = {

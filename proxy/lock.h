@@ -49,6 +49,10 @@ struct px_acq {
     uint64_t hint;     /* pool connection hint: the client id */
 };
 
+/* Writes the channel a waiter of a subscribes to into out (cap bytes);
+ * returns its length. */
+typedef size_t px_lock_channel_fn(const struct px_acq *a, char *out, size_t cap);
+
 /* One lock kind. Static, defined by the module that owns the kind. */
 struct px_lock_kind {
     const char *owner_suffix;        /* appended to "<uuid>:<id>": "" or ":write" */
@@ -60,7 +64,7 @@ struct px_lock_kind {
      * held by it), 1 (its hold is over), or an error. */
     int (*unlock)(struct px_server *srv, const struct px_acq *a, pool_reply_fn *cb, void *arg);
     /* Writes the channel a waiter subscribes to; returns its length. */
-    size_t (*channel)(const struct px_acq *a, char *out, size_t cap);
+    px_lock_channel_fn *channel;
     /* A waiting command ended without the lock: undo what waiting left in
      * Redis (a fair lock's queue entry). Fire-and-forget; NULL: nothing. */
     void (*give_up)(struct px_server *srv, const struct px_acq *a);
@@ -75,6 +79,13 @@ void px_lock_cmd_acquire(struct px_req *req, const struct px_lock_kind *kind, bo
  * caller's hold is over), :0 (still held), -NOTOWNER, -LOCKLOST, or an
  * error. Completes req now or later. */
 void px_lock_cmd_release(struct px_req *req, const struct px_lock_kind *kind);
+
+/* Sends script (an absolute script id) for a, with KEYS a->name and the
+ * channel that channel() writes, ARGV a->lease_ms and a->owner: the shape
+ * of RLock's unlock, used by the kinds' unlock functions. Borrows a; cb
+ * runs as for pool_eval. Returns 0 or -errno (then cb never runs). */
+int px_lock_eval_unlock(struct px_server *srv, const struct px_acq *a, unsigned script,
+                        px_lock_channel_fn *channel, pool_reply_fn *cb, void *arg);
 
 /* may_block of acquire commands: false only for WAIT 0. */
 bool px_lock_may_block(const struct px_req *req);

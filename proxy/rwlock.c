@@ -295,14 +295,7 @@ static int read_unlock(struct px_server *srv, const struct px_acq *a, pool_reply
 
 static int write_unlock(struct px_server *srv, const struct px_acq *a, pool_reply_fn *cb, void *arg)
 {
-    char lease[24], chan[PX_CHANNEL_MAX];
-    const char *argv[4] = {a->name, chan, lease, a->owner};
-    size_t lens[4] = {a->nlen, 0, 0, a->olen};
-
-    lens[1] = rw_channel(a, chan, sizeof(chan));
-    lens[2] = (size_t)snprintf(lease, sizeof(lease), "%llu", (unsigned long long)a->lease_ms);
-    return px_metrics_eval(srv, a->hint, rw_script_base + RW_WRITE_UNLOCK, 2, 4, argv, lens, cb,
-                           arg);
+    return px_lock_eval_unlock(srv, a, rw_script_base + RW_WRITE_UNLOCK, rw_channel, cb, arg);
 }
 
 static const struct px_lock_kind read_kind = {

@@ -36,8 +36,8 @@
 #include "common/clock.h"
 #include "common/hmap.h"
 #include "common/log.h"
-#include "common/util.h"
 #include "pool/pool.h"
+#include "proxy/args.h"
 #include "proxy/lock.h"
 #include "proxy/metrics.h"
 #include "proxy/reply.h"
@@ -460,7 +460,7 @@ static void sem_cmd_trysetpermits(struct px_req *req)
     int64_t n;
     char nb[24];
 
-    if (px_sync_check_name(req) < 0 || px_sync_parse_count(req, 2, "permits", 0, &n) < 0)
+    if (px_args_check_name(req, "name") < 0 || px_args_parse_count(req, 2, "permits", 0, &n) < 0)
         return px_req_done(req);
     sem_simple(req, SEM_TRYSET, 2, nb, (size_t)snprintf(nb, sizeof(nb), "%lld", (long long)n), NULL,
                0, px_sync_reply_int);
@@ -471,8 +471,8 @@ static void sem_cmd_addpermits(struct px_req *req)
     int64_t n;
     char nb[24];
 
-    if (px_sync_check_name(req) < 0 ||
-        px_sync_parse_count(req, 2, "permits", -(int64_t)PX_SYNC_MAX_COUNT, &n) < 0)
+    if (px_args_check_name(req, "name") < 0 ||
+        px_args_parse_count(req, 2, "permits", -(int64_t)PX_ARGS_MAX_COUNT, &n) < 0)
         return px_req_done(req);
     sem_simple(req, SEM_ADD, 2, nb, (size_t)snprintf(nb, sizeof(nb), "%lld", (long long)n), NULL, 0,
                px_sync_reply_int);
@@ -493,8 +493,8 @@ static void sem_cmd_release(struct px_req *req)
     int64_t n = 1;
     char nbuf[24];
 
-    if (px_sync_check_name(req) < 0 ||
-        (req->argc > 2 && px_sync_parse_count(req, 2, "permits", 1, &n) < 0))
+    if (px_args_check_name(req, "name") < 0 ||
+        (req->argc > 2 && px_args_parse_count(req, 2, "permits", 1, &n) < 0))
         return px_req_done(req);
     sem_held_sub(req->cl, name->p, name->len, n);
     sem_simple(req, SEM_RELEASE, 2, nbuf,
@@ -504,14 +504,14 @@ static void sem_cmd_release(struct px_req *req)
 
 static void sem_cmd_available(struct px_req *req)
 {
-    if (px_sync_check_name(req) < 0)
+    if (px_args_check_name(req, "name") < 0)
         return px_req_done(req);
     sem_simple(req, SEM_AVAILABLE, 1, NULL, 0, NULL, 0, px_sync_reply_int);
 }
 
 static void sem_cmd_drain(struct px_req *req)
 {
-    if (px_sync_check_name(req) < 0)
+    if (px_args_check_name(req, "name") < 0)
         return px_req_done(req);
     sem_simple(req, SEM_DRAIN, 1, NULL, 0, NULL, 0, px_sync_reply_int);
 }
@@ -609,8 +609,7 @@ struct acquire_args {
 
 static bool is_keyword(const struct px_arg *a)
 {
-    return util_eq_nocase(a->p, a->len, "WAIT") || util_eq_nocase(a->p, a->len, "KEEP") ||
-           util_eq_nocase(a->p, a->len, "LEASE");
+    return px_args_is(a, "WAIT") || px_args_is(a, "KEEP") || px_args_is(a, "LEASE");
 }
 
 /* One option at argv[*i] ("KEEP", or "WAIT ms" / "LEASE ms" when allowed).
@@ -619,27 +618,27 @@ static int parse_option(struct px_req *req, int *i, bool wait_ok, bool lease_ok,
                         struct acquire_args *a)
 {
     const struct px_arg *opt = &req->argv[*i];
-    bool wait = wait_ok && util_eq_nocase(opt->p, opt->len, "WAIT");
-    bool lease = lease_ok && util_eq_nocase(opt->p, opt->len, "LEASE");
+    bool wait = wait_ok && px_args_is(opt, "WAIT");
+    bool lease = lease_ok && px_args_is(opt, "LEASE");
+    const char *keyword = wait ? "WAIT" : "LEASE";
 
-    if (util_eq_nocase(opt->p, opt->len, "KEEP")) {
+    if (px_args_is(opt, "KEEP")) {
         a->keep = true;
         *i += 1;
         return 0;
     }
     if (!wait && !lease) {
-        px_reply_error(px_req_out(req), "ERR syntax error near '%.*s'", (int)LP_MIN(opt->len, 32u),
-                       opt->p);
+        px_args_reply_syntax(req, opt);
         return -EINVAL;
     }
     if (*i + 1 >= req->argc) {
-        px_reply_error(px_req_out(req), "ERR option '%s' needs a value", wait ? "WAIT" : "LEASE");
+        px_args_reply_no_value(req, keyword, strlen(keyword));
         return -EINVAL;
     }
     *i += 2;
     if (wait)
-        return px_sync_parse_ms(req, *i - 1, "WAIT", 0, &a->wait_ms);
-    return px_sync_parse_ms(req, *i - 1, "LEASE", 1, &a->lease_ms);
+        return px_args_parse_ms(req, *i - 1, keyword, 0, &a->wait_ms);
+    return px_args_parse_ms(req, *i - 1, keyword, 1, &a->lease_ms);
 }
 
 /* "name [n] [WAIT ms] [LEASE ms] [KEEP]" with the parts the command takes. */
@@ -652,10 +651,10 @@ static int parse_acquire(struct px_req *req, bool count_ok, bool wait_ok, bool l
     a->wait_ms = -1;
     a->lease_ms = -1;
     a->keep = false;
-    if (px_sync_check_name(req) < 0)
+    if (px_args_check_name(req, "name") < 0)
         return -EINVAL;
     if (count_ok && req->argc > 2 && !is_keyword(&req->argv[2])) {
-        if (px_sync_parse_count(req, 2, "permits", 1, &a->permits) < 0)
+        if (px_args_parse_count(req, 2, "permits", 1, &a->permits) < 0)
             return -EINVAL;
         i = 3;
     }
@@ -876,7 +875,7 @@ static void psem_cmd_trysetpermits(struct px_req *req)
     int64_t n;
     char nb[24];
 
-    if (px_sync_check_name(req) < 0 || px_sync_parse_count(req, 2, "permits", 0, &n) < 0)
+    if (px_args_check_name(req, "name") < 0 || px_args_parse_count(req, 2, "permits", 0, &n) < 0)
         return px_req_done(req);
     psem_simple(req, PSEM_TRYSET, nb, (size_t)snprintf(nb, sizeof(nb), "%lld", (long long)n), NULL,
                 0, px_sync_reply_int);
@@ -903,10 +902,10 @@ static void psem_cmd_release(struct px_req *req)
     char now[24];
     size_t nlen;
 
-    if (px_sync_check_name(req) < 0)
+    if (px_args_check_name(req, "name") < 0)
         return px_req_done(req);
     if (hex_decode(&req->argv[2], id) < 0) {
-        px_sync_reply_bad_arg(req, "permit id", "32 hex characters", &req->argv[2]);
+        px_args_reply_bad(req, "permit id", "32 hex characters", &req->argv[2]);
         return px_req_done(req);
     }
     h = psem_held_find(name->p, name->len, id);
@@ -921,7 +920,7 @@ static void psem_cmd_available(struct px_req *req)
     char now[24];
     size_t nlen;
 
-    if (px_sync_check_name(req) < 0)
+    if (px_args_check_name(req, "name") < 0)
         return px_req_done(req);
     psem_now(now, sizeof(now), &nlen);
     psem_simple(req, PSEM_AVAILABLE, now, nlen, NULL, 0, px_sync_reply_int);

@@ -27,12 +27,10 @@
 #include "proxy/sync.h"
 
 #include <errno.h>
-#include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
-#include "common/util.h"
 #include "pool/pool.h"
+#include "proxy/args.h"
 #include "proxy/lock.h"
 #include "proxy/metrics.h"
 #include "proxy/reply.h"
@@ -48,77 +46,10 @@ uint64_t px_sync_timeout_count[PX_SYNC_KINDS];
 
 void px_sync_reply_upstream(struct px_req *req, int err)
 {
-    struct px_server *srv = req->cl->srv;
-    struct pool_stats st;
-
-    srv->stats.upstream_errs++;
-    if (err == -ENOTCONN) {
-        pool_get_stats(srv->pool, &st);
-        px_reply_error(px_req_out(req), "UPSTREAM Redis is unavailable (%s)",
-                       st.last_error && st.last_error[0] ? st.last_error : "not connected");
-    } else if (err == -ETIMEDOUT) {
-        px_reply_error(px_req_out(req), "UPSTREAM Redis did not answer in time; outcome unknown");
-    } else if (err == -ENOMEM) {
-        px_reply_error(px_req_out(req), "ERR out of memory");
-    } else {
-        px_reply_error(px_req_out(req), "UPSTREAM connection to Redis lost (%s); outcome unknown",
-                       strerror(-err));
-    }
-}
-
-static void reply_redis_error(struct px_req *req, const redisReply *r)
-{
-    px_reply_error(px_req_out(req), "%.*s", (int)LP_MIN(r->len, 400u), r->str);
-}
-
-void px_sync_reply_bad_arg(struct px_req *req, const char *what, const char *must,
-                           const struct px_arg *a)
-{
-    px_reply_error(px_req_out(req), "ERR %s must be %s, got '%.*s'", what, must,
-                   (int)LP_MIN(a->len, 32u), a->p);
-}
-
-int px_sync_parse_count(struct px_req *req, int i, const char *what, int64_t min, int64_t *out)
-{
-    const struct px_arg *a = &req->argv[i];
-    const char *must = min > 0    ? "a positive integer"
-                       : min == 0 ? "a non-negative integer"
-                                  : "an integer";
-    int rc = util_parse_i64(a->p, a->len, out);
-    char range[48];
-
-    if (rc == 0 && *out >= min && *out <= (int64_t)PX_SYNC_MAX_COUNT &&
-        *out >= -(int64_t)PX_SYNC_MAX_COUNT)
-        return 0;
-    if (rc == 0 && *out > (int64_t)PX_SYNC_MAX_COUNT) {
-        snprintf(range, sizeof(range), "at most %u", PX_SYNC_MAX_COUNT);
-        must = range;
-    } else if (rc == 0 && *out >= min) {
-        snprintf(range, sizeof(range), "at least -%u", PX_SYNC_MAX_COUNT);
-        must = range;
-    }
-    px_sync_reply_bad_arg(req, what, must, a);
-    return -EINVAL;
-}
-
-int px_sync_parse_ms(struct px_req *req, int i, const char *what, int64_t min, int64_t *out)
-{
-    const struct px_arg *a = &req->argv[i];
-
-    if (util_parse_i64(a->p, a->len, out) < 0 || *out < min) {
-        px_sync_reply_bad_arg(
-            req, what, min > 0 ? "a positive integer (ms)" : "a non-negative integer (ms)", a);
-        return -EINVAL;
-    }
-    return 0;
-}
-
-int px_sync_check_name(struct px_req *req)
-{
-    if (req->argv[1].len > 0 && req->argv[1].len <= PX_NAME_MAX)
-        return 0;
-    px_reply_error(px_req_out(req), "ERR name must be 1-%u bytes", PX_NAME_MAX);
-    return -EINVAL;
+    if (err != -ENOMEM)
+        return px_args_reply_upstream(req, err);
+    req->cl->srv->stats.upstream_errs++;
+    px_reply_error(px_req_out(req), "ERR out of memory");
 }
 
 bool px_sync_wait_zero(const struct px_req *req)
@@ -128,7 +59,7 @@ bool px_sync_wait_zero(const struct px_req *req)
     for (i = 2; i + 1 < req->argc; i++) {
         const struct px_arg *o = &req->argv[i], *v = &req->argv[i + 1];
 
-        if (util_eq_nocase(o->p, o->len, "WAIT") && v->len == 1 && v->p[0] == '0')
+        if (px_args_is(o, "WAIT") && v->len == 1 && v->p[0] == '0')
             return true;
     }
     return false;
@@ -150,7 +81,7 @@ static void call_on_reply(void *arg, const redisReply *r, int err)
     if (err < 0)
         px_sync_reply_upstream(req, err);
     else if (r->type == REDIS_REPLY_ERROR)
-        reply_redis_error(req, r);
+        px_args_reply_redis_error(req, r);
     else
         c->fmt(req, r);
     req->op = NULL;
@@ -308,7 +239,7 @@ static void sync_on_reply(void *arg, const redisReply *r, int err)
     if (err < 0) {
         sync_fail(op, err);
     } else if (r->type == REDIS_REPLY_ERROR) {
-        reply_redis_error(op->req, r);
+        px_args_reply_redis_error(op->req, r);
         sync_finish(op);
     } else if (op->ops->done(op, r, &hint_ms) == PX_SYNC_DONE) {
         sync_finish(op);

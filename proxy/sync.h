@@ -3,7 +3,8 @@
  * channel's waitset (one upstream subscription per channel for the whole
  * proxy), retry once subscribed, then sleep until a wake-up, a periodic
  * safety re-check (these objects have no lease to poll at), or the WAIT
- * deadline. Also the argument and reply helpers of those commands. */
+ * deadline. Also the reply helpers of those commands (their argument
+ * checks are in args.h). */
 #ifndef LP_PROXY_SYNC_H
 #define LP_PROXY_SYNC_H
 
@@ -24,9 +25,8 @@ extern "C" {
 struct px_req;
 struct px_server;
 
-#define PX_SYNC_RECHECK_MS 2000u       /* waiters re-check this often without a message */
-#define PX_SYNC_FOREVER    UINT64_MAX  /* deadline of a wait without WAIT */
-#define PX_SYNC_MAX_COUNT  2147483647u /* largest permit count / latch count (Java int) */
+#define PX_SYNC_RECHECK_MS 2000u      /* waiters re-check this often without a message */
+#define PX_SYNC_FOREVER    UINT64_MAX /* deadline of a wait without WAIT */
 
 /* Which command family a px_syncop serves (INFO counters). */
 enum px_sync_kind {
@@ -83,7 +83,9 @@ void px_sync_start(struct px_syncop *op, struct px_req *req, int64_t wait_ms);
 int px_sync_eval(struct px_syncop *op, unsigned script, int numkeys, int argc,
                  const char *const *argv, const size_t *lens);
 
-/* Writes the error reply for a failed upstream request (err < 0). */
+/* Writes the error reply for a failed upstream request (err < 0): as
+ * px_args_reply_upstream(), except that -ENOMEM replies "-ERR out of
+ * memory". */
 void px_sync_reply_upstream(struct px_req *req, int err);
 
 /* Formats a non-error script reply for a simple command. */
@@ -96,22 +98,6 @@ void px_sync_call(struct px_req *req, unsigned script, int numkeys, int argc,
 
 /* fmt for scripts that return an integer: the integer, as is. */
 void px_sync_reply_int(struct px_req *req, const redisReply *r);
-
-/* Replies "-ERR <what> must be <must>, got '<arg>'". */
-void px_sync_reply_bad_arg(struct px_req *req, const char *what, const char *must,
-                           const struct px_arg *a);
-
-/* Checks argv[i] is a decimal integer in [min, PX_SYNC_MAX_COUNT]; on bad
- * input replies "-ERR <what> must be a ... integer, got '<arg>'" and
- * returns -EINVAL. */
-int px_sync_parse_count(struct px_req *req, int i, const char *what, int64_t min, int64_t *out);
-
-/* Checks argv[i] is a number of ms >= min (0 or 1; what: the option
- * name). Replies an error naming it and returns -EINVAL otherwise. */
-int px_sync_parse_ms(struct px_req *req, int i, const char *what, int64_t min, int64_t *out);
-
-/* Checks the object name (argv[1]): 1-PX_NAME_MAX bytes. */
-int px_sync_check_name(struct px_req *req);
 
 /* True when argv has "WAIT 0" (a single attempt, so not a barrier). */
 bool px_sync_wait_zero(const struct px_req *req);

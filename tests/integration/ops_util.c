@@ -1,12 +1,9 @@
 /* Operations-test helpers; see ops_util.h. */
 #include "ops_util.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <sys/socket.h>
 
 #include <errno.h>
-#include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -65,46 +62,9 @@ redisContext *ou_client_auth(struct pu_env *e, const char *user, const char *pas
     return c;
 }
 
-static int tcp_connect(int port)
-{
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((unsigned short)port)};
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (fd < 0)
-        return -1;
-    if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
-        close(fd);
-        return -1;
-    }
-    return fd;
-}
-
-/* Reads until EOF or the deadline. */
-static size_t read_all(int fd, char *buf, size_t n, int ms)
-{
-    long long deadline = pu_now_ms() + ms;
-    size_t len = 0;
-
-    while (len + 1 < n) {
-        struct pollfd pfd = {.fd = fd, .events = POLLIN};
-        long long left = deadline - pu_now_ms();
-        ssize_t r;
-
-        if (left <= 0 || poll(&pfd, 1, (int)left) <= 0)
-            break;
-        r = recv(fd, buf + len, n - 1 - len, 0);
-        if (r <= 0)
-            break;
-        len += (size_t)r;
-    }
-    buf[len] = '\0';
-    return len;
-}
-
 int ou_http_raw(int port, const char *req, size_t len, char *resp, size_t n, int ms)
 {
-    int fd = tcp_connect(port), code = 0;
+    int fd = pu_raw_try_connect(port), code = 0;
 
     resp[0] = '\0';
     if (fd < 0)
@@ -113,7 +73,7 @@ int ou_http_raw(int port, const char *req, size_t len, char *resp, size_t n, int
         close(fd);
         return 0;
     }
-    read_all(fd, resp, n, ms);
+    pu_raw_read_until(fd, resp, n, ms, NULL);
     close(fd);
     if (sscanf(resp, "HTTP/1.1 %d ", &code) != 1)
         code = 0;

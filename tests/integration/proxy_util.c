@@ -17,12 +17,10 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
+#include <limits.h>
 #include <poll.h>
-#include <pthread.h>
-#include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -81,6 +79,14 @@ static void child_forget(pid_t pid)
         if (children[i] == pid)
             children[i] = 0;
     }
+}
+
+/* SIGKILLs a registered child, reaps it into *status and unregisters it. */
+static void child_kill(pid_t pid, int *status)
+{
+    kill(pid, SIGKILL);
+    waitpid(pid, status, 0);
+    child_forget(pid);
 }
 
 static void log_add(const char *path)
@@ -196,6 +202,14 @@ long long pu_now_ms(void)
     struct timespec ts;
 
     clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+long long pu_wall_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_REALTIME, &ts);
     return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
@@ -407,9 +421,7 @@ static int redis_spawn(struct pu_redis *r)
     if (wait_ready(r->pid, r->port, NULL, REDIS_START_MS, &r->wstatus) == 0)
         return 0;
     if (r->wstatus == -1) { /* still running but not answering */
-        kill(r->pid, SIGKILL);
-        waitpid(r->pid, &r->wstatus, 0);
-        child_forget(r->pid);
+        child_kill(r->pid, &r->wstatus);
     }
     r->pid = 0;
     return -1;
@@ -443,9 +455,7 @@ void pu_redis_kill(struct pu_redis *r)
 {
     if (r->pid <= 0)
         return;
-    kill(r->pid, SIGKILL);
-    waitpid(r->pid, &r->wstatus, 0);
-    child_forget(r->pid);
+    child_kill(r->pid, &r->wstatus);
     r->pid = 0;
 }
 
@@ -511,9 +521,7 @@ static int proxy_spawn(struct pu_proxy *p)
         return 0;
     if (p->wstatus == -1) {
         fprintf(stderr, "lockproxy did not answer PING within %d ms\n", PROXY_START_MS);
-        kill(p->pid, SIGKILL);
-        waitpid(p->pid, &p->wstatus, 0);
-        child_forget(p->pid);
+        child_kill(p->pid, &p->wstatus);
     }
     p->pid = 0;
     return -1;
@@ -597,9 +605,7 @@ int pu_proxy_stop(struct pu_proxy *p)
         pu_sleep_ms(10);
     if (!ended) {
         fprintf(stderr, "lockproxy ignored SIGTERM for %d ms; SIGKILL\n", STOP_GRACE_MS);
-        kill(p->pid, SIGKILL);
-        waitpid(p->pid, &p->wstatus, 0);
-        child_forget(p->pid);
+        child_kill(p->pid, &p->wstatus);
     }
     p->pid = 0;
     check_sanitizer_reports(p->log_path);
@@ -972,7 +978,7 @@ long long pu_info_int_at(const char *file, int line, redisContext *c, const char
     return v;
 }
 
-static long long int_reply(redisContext *rc, const char *cmd, const char *key)
+long long pu_int_reply(redisContext *rc, const char *cmd, const char *key)
 {
     redisReply *r = pu_cmd(rc, "%s %s", cmd, key);
     long long v;
@@ -986,17 +992,17 @@ static long long int_reply(redisContext *rc, const char *cmd, const char *key)
 
 long long pu_pttl(redisContext *rc, const char *key)
 {
-    return int_reply(rc, "PTTL", key);
+    return pu_int_reply(rc, "PTTL", key);
 }
 
 bool pu_exists(redisContext *rc, const char *key)
 {
-    return int_reply(rc, "EXISTS", key) == 1;
+    return pu_int_reply(rc, "EXISTS", key) == 1;
 }
 
 long long pu_hlen(redisContext *rc, const char *key)
 {
-    return int_reply(rc, "HLEN", key);
+    return pu_int_reply(rc, "HLEN", key);
 }
 
 long long pu_dbsize(redisContext *rc)
@@ -1007,6 +1013,19 @@ long long pu_dbsize(redisContext *rc)
     if (r->type != REDIS_REPLY_INTEGER)
         TEST_FAIL("DBSIZE: not an integer reply (type %d)", r->type);
     v = r->integer;
+    freeReplyObject(r);
+    return v;
+}
+
+long long pu_get_int(redisContext *rc, const char *key)
+{
+    redisReply *r = pu_cmd(rc, "GET %s", key);
+    long long v = LLONG_MIN;
+
+    if (r->type == REDIS_REPLY_STRING)
+        v = strtoll(r->str, NULL, 10);
+    else if (r->type != REDIS_REPLY_NIL)
+        TEST_FAIL("GET %s: unexpected reply type %d", key, r->type);
     freeReplyObject(r);
     return v;
 }
@@ -1024,12 +1043,17 @@ long long pu_hget_int(redisContext *rc, const char *key, const char *field)
     return v;
 }
 
+void pu_redisson_key(const char *prefix, const char *name, char *buf, size_t n)
+{
+    int len = snprintf(buf, n, strchr(name, '{') ? "%s%s" : "%s{%s}", prefix, name);
+
+    if (len < 0 || (size_t)len >= n)
+        TEST_FAIL("Redisson name %s{%s} does not fit in %zu bytes", prefix, name, n);
+}
+
 void pu_channel(const char *name, char *buf, size_t n)
 {
-    if (strchr(name, '{'))
-        snprintf(buf, n, "redisson_lock__channel:%s", name);
-    else
-        snprintf(buf, n, "redisson_lock__channel:{%s}", name);
+    pu_redisson_key("redisson_lock__channel:", name, buf, n);
 }
 
 void pu_proxy_uuid(redisContext *c, char *buf, size_t n)
@@ -1132,121 +1156,30 @@ void pu_lockinfo_at(const char *file, int line, redisContext *c, struct pu_locki
 }
 
 /* ---------------------------------------------------------------------
- * Mutual exclusion under contention */
-
-struct mx_state {
-    int port;
-    const char *name;
-    int iters;
-    pthread_barrier_t start;
-    atomic_int inside;     /* clients in the critical section */
-    atomic_int violations; /* times a client found another inside */
-    atomic_int errors;     /* failed commands */
-    volatile long counter; /* protected by the distributed lock only */
-    pthread_mutex_t err_mu;
-    char first_error[256]; /* first failure, under err_mu */
-};
-
-static void mx_error(struct mx_state *s, const char *what, const redisReply *r,
-                     const redisContext *c)
-{
-    char got[320];
-
-    atomic_fetch_add(&s->errors, 1);
-    pthread_mutex_lock(&s->err_mu);
-    if (!s->first_error[0])
-        snprintf(s->first_error, sizeof(s->first_error), "%s: %s", what,
-                 r   ? pu_describe(r, got, sizeof(got))
-                 : c ? c->errstr
-                     : "cannot connect");
-    pthread_mutex_unlock(&s->err_mu);
-}
-
-/* One critical section; returns false after a failed command. */
-static bool mx_round(struct mx_state *s, redisContext *c)
-{
-    redisReply *r = redisCommand(c, "LOCK %s", s->name);
-    long v;
-
-    if (!r || r->type != REDIS_REPLY_STATUS || strcmp(r->str, "OK") != 0) {
-        mx_error(s, "LOCK", r, c);
-        if (r)
-            freeReplyObject(r);
-        return false;
-    }
-    freeReplyObject(r);
-    if (atomic_fetch_add(&s->inside, 1) != 0)
-        atomic_fetch_add(&s->violations, 1);
-    v = s->counter;
-    sched_yield();
-    usleep(100);
-    s->counter = v + 1;
-    atomic_fetch_sub(&s->inside, 1);
-    r = redisCommand(c, "UNLOCK %s", s->name);
-    if (!r || r->type != REDIS_REPLY_INTEGER || r->integer != 1) {
-        mx_error(s, "UNLOCK", r, c);
-        if (r)
-            freeReplyObject(r);
-        return false;
-    }
-    freeReplyObject(r);
-    return true;
-}
-
-static void *mx_thread(void *arg)
-{
-    struct mx_state *s = arg;
-    redisContext *c = pu_try_connect(s->port);
-
-    pthread_barrier_wait(&s->start);
-    if (!c) {
-        mx_error(s, "connect", NULL, NULL);
-        return NULL;
-    }
-    pu_set_timeout(c, 60000);
-    for (int i = 0; i < s->iters; i++) {
-        if (!mx_round(s, c))
-            break;
-    }
-    redisFree(c);
-    return NULL;
-}
-
-void pu_mutex_check(int port, const char *name, int threads, int iters)
-{
-    struct mx_state s = {.port = port, .name = name, .iters = iters};
-    pthread_t *tids = calloc((size_t)threads, sizeof(*tids));
-
-    if (!tids)
-        TEST_FAIL("out of memory");
-    pthread_mutex_init(&s.err_mu, NULL);
-    pthread_barrier_init(&s.start, NULL, (unsigned)threads);
-    for (int i = 0; i < threads; i++) {
-        if (pthread_create(&tids[i], NULL, mx_thread, &s) != 0)
-            TEST_FAIL("pthread_create failed");
-    }
-    for (int i = 0; i < threads; i++)
-        pthread_join(tids[i], NULL);
-    pthread_barrier_destroy(&s.start);
-    pthread_mutex_destroy(&s.err_mu);
-    free(tids);
-    if (atomic_load(&s.errors) > 0)
-        TEST_FAIL("%d failed commands under contention; first: %s", atomic_load(&s.errors),
-                  s.first_error);
-    ASSERT_EQ(atomic_load(&s.violations), 0);
-    ASSERT_EQ(s.counter, (long)threads * iters);
-}
-
-/* ---------------------------------------------------------------------
  * Raw sockets and captured runs */
+
+int pu_raw_try_connect(int port)
+{
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), err;
+
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (fd < 0)
+        return -1;
+    if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
+        err = errno;
+        close(fd);
+        errno = err;
+        return -1;
+    }
+    return fd;
+}
 
 int pu_raw_connect(int port)
 {
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int fd = pu_raw_try_connect(port);
 
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0)
+    if (fd < 0)
         TEST_FAIL("raw connect to %d: %s", port, strerror(errno));
     return fd;
 }
@@ -1270,18 +1203,26 @@ bool pu_raw_send(int fd, const void *buf, size_t n)
     return true;
 }
 
-size_t pu_raw_read_line(int fd, char *buf, size_t n, int ms)
+/* Waits until fd is readable (or at EOF / in error), but not past the
+ * monotonic deadline; false when the deadline came first. */
+static bool readable_by(int fd, long long deadline)
+{
+    struct pollfd pfd = {.fd = fd, .events = POLLIN};
+    long long left = deadline - pu_now_ms();
+
+    return left > 0 && poll(&pfd, 1, (int)left) > 0;
+}
+
+size_t pu_raw_read_until(int fd, char *buf, size_t n, int ms, const char *stop)
 {
     long long deadline = pu_now_ms() + ms;
     size_t len = 0;
 
     buf[0] = '\0';
-    while (len + 1 < n && !strstr(buf, "\r\n")) {
-        struct pollfd pfd = {.fd = fd, .events = POLLIN};
-        long long left = deadline - pu_now_ms();
+    while (len + 1 < n && !(stop && strstr(buf, stop))) {
         ssize_t r;
 
-        if (left <= 0 || poll(&pfd, 1, (int)left) <= 0)
+        if (!readable_by(fd, deadline))
             break;
         r = recv(fd, buf + len, n - 1 - len, 0);
         if (r <= 0)
@@ -1292,17 +1233,20 @@ size_t pu_raw_read_line(int fd, char *buf, size_t n, int ms)
     return len;
 }
 
+size_t pu_raw_read_line(int fd, char *buf, size_t n, int ms)
+{
+    return pu_raw_read_until(fd, buf, n, ms, "\r\n");
+}
+
 bool pu_raw_wait_closed(int fd, int ms)
 {
     long long deadline = pu_now_ms() + ms;
     char sink[4096];
 
     for (;;) {
-        struct pollfd pfd = {.fd = fd, .events = POLLIN};
-        long long left = deadline - pu_now_ms();
         ssize_t r;
 
-        if (left <= 0 || poll(&pfd, 1, (int)left) <= 0)
+        if (!readable_by(fd, deadline))
             return false;
         r = recv(fd, sink, sizeof(sink), 0);
         if (r == 0 || (r < 0 && errno == ECONNRESET))
@@ -1319,11 +1263,9 @@ static void read_output(int fd, char *out, size_t n, long long deadline)
     char sink[1024];
 
     for (;;) {
-        struct pollfd pfd = {.fd = fd, .events = POLLIN};
-        long long left = deadline - pu_now_ms();
         ssize_t r;
 
-        if (left <= 0 || poll(&pfd, 1, (int)left) <= 0)
+        if (!readable_by(fd, deadline))
             break;
         if (len + 1 < n)
             r = read(fd, out + len, n - 1 - len);
@@ -1360,9 +1302,7 @@ int pu_run_capture(const char *const *argv, char *out, size_t n, int ms)
     close(pipefd[0]);
     while (!reap(pid, &st)) {
         if (pu_now_ms() > deadline) {
-            kill(pid, SIGKILL);
-            waitpid(pid, &st, 0);
-            child_forget(pid);
+            child_kill(pid, &st);
             break;
         }
         pu_sleep_ms(5);

@@ -75,6 +75,10 @@ const char *pu_tmpdir(void);
 long long pu_now_ms(void);
 void pu_sleep_ms(int ms);
 
+/* Wall-clock milliseconds since the epoch (the clock Redisson's fair lock
+ * deadlines and PSEM permit expiries are in). */
+long long pu_wall_ms(void);
+
 /* A currently free TCP port on 127.0.0.1 (bind to port 0 and close). */
 int pu_free_port(void);
 
@@ -199,14 +203,27 @@ bool pu_info_str(redisContext *c, const char *field, char *buf, size_t n);
 long long pu_info_int_at(const char *file, int line, redisContext *c, const char *field);
 #define pu_info_int(c, f) pu_info_int_at(__FILE__, __LINE__, (c), (f))
 
-/* Direct-redis helpers. pu_hget_int returns -1 when the field is absent. */
+/* Runs "<cmd> <key>" (e.g. "LLEN q"); fails the test unless the reply is
+ * an integer, which it returns. */
+long long pu_int_reply(redisContext *rc, const char *cmd, const char *key);
+
+/* Direct-redis helpers. pu_hget_int returns -1 when the field is absent;
+ * pu_get_int (GET as an integer, which may be negative) returns LLONG_MIN
+ * when the key is. Both fail the test on a reply of another type. */
 long long pu_pttl(redisContext *rc, const char *key);
 bool pu_exists(redisContext *rc, const char *key);
 long long pu_hget_int(redisContext *rc, const char *key, const char *field);
+long long pu_get_int(redisContext *rc, const char *key);
 long long pu_hlen(redisContext *rc, const char *key);
 long long pu_dbsize(redisContext *rc);
 
-/* The Redisson wake channel of a lock name. */
+/* Redisson's name of an object's aux key or channel: "<prefix>{name}",
+ * or "<prefix>name" when name has a '{' of its own (a hash tag, kept as
+ * is); prefix "" gives the "{name}" key prefix. Fails the test if it does
+ * not fit in n bytes. */
+void pu_redisson_key(const char *prefix, const char *name, char *buf, size_t n);
+
+/* The Redisson wake channel of a lock name (as pu_redisson_key). */
 void pu_channel(const char *name, char *buf, size_t n);
 
 /* The owner field this proxy connection writes: "<proxy-uuid>:<client-id>". */
@@ -248,20 +265,20 @@ void pu_lockinfo_at(const char *file, int line, redisContext *c, struct pu_locki
         }                                                                   \
     } while (0)
 
-/* Mutual-exclusion check: threads clients (each its own connection to
- * 127.0.0.1:port) loop iters times over LOCK name; read-modify-write of a
- * shared counter with a yield inside; UNLOCK name (expects :1). Fails the
- * test if a client sees another inside, a command fails, or the counter is
- * not threads * iters. */
-void pu_mutex_check(int port, const char *name, int threads, int iters);
-
-/* Raw TCP sockets, for bytes hiredis would refuse to send. */
+/* Raw TCP sockets, for bytes hiredis would refuse to send. pu_raw_connect
+ * fails the test when it cannot connect; pu_raw_try_connect returns -1
+ * (errno set) instead. */
 int pu_raw_connect(int port);
+int pu_raw_try_connect(int port);
 /* Sends all of buf; false if the peer closed or reset first. */
 bool pu_raw_send(int fd, const void *buf, size_t n);
 
-/* Reads until a full first reply line ("...\r\n") has arrived, the peer
- * closes, or ms pass. Returns the bytes read (NUL-terminated in buf). */
+/* Reads into buf (n bytes, NUL-terminated) until what has arrived holds
+ * stop (stop NULL: never), the peer closes, buf is full, or ms pass.
+ * Returns the bytes read. */
+size_t pu_raw_read_until(int fd, char *buf, size_t n, int ms, const char *stop);
+
+/* pu_raw_read_until a full first reply line ("...\r\n"). */
 size_t pu_raw_read_line(int fd, char *buf, size_t n, int ms);
 
 /* True if the peer closes (EOF or reset) within ms; discards data. */

@@ -125,23 +125,6 @@ TEST(auth_not_configured)
     pu_env_stop(&e);
 }
 
-/* Reads from fd until the peer closes (or ms pass) into buf. */
-static size_t read_until_closed(int fd, char *buf, size_t n, int ms)
-{
-    long long deadline = pu_now_ms() + ms;
-    size_t len = 0;
-
-    while (len + 1 < n && pu_now_ms() < deadline) {
-        ssize_t r = read(fd, buf + len, n - 1 - len);
-
-        if (r <= 0)
-            break;
-        len += (size_t)r;
-    }
-    buf[len] = '\0';
-    return len;
-}
-
 TEST(auth_unauthenticated_limits)
 {
     static const char *const extra[] = {"--requirepass", "pw", NULL};
@@ -176,7 +159,7 @@ TEST(auth_unauthenticated_limits)
     for (n = 0; n < 9 * 14; n += 14)
         memcpy(big + n, "*1\r\n$4\r\nPING\r\n", 14);
     pu_raw_send(fd, big, n);
-    read_until_closed(fd, out, sizeof(out), 3000);
+    pu_raw_read_until(fd, out, sizeof(out), 3000, NULL);
     if (!strstr(out, "+PONG\r\n+PONG\r\n+PONG\r\n+PONG\r\n+PONG\r\n+PONG\r\n+PONG\r\n+PONG\r\n"
                      "-ERR Protocol error: too many commands before AUTH"))
         TEST_FAIL("pre-AUTH pipeline: got \"%s\"", out);
@@ -189,15 +172,7 @@ TEST(auth_unauthenticated_limits)
     memset(big + n, 'n', 3000);
     memcpy(big + n + 3000, "\r\n", 2);
     pu_raw_send(fd, big, n + 3002);
-    n = 0;
-    for (long long dl = pu_now_ms() + 3000; pu_now_ms() < dl && !strstr(out, "+OK\r\n+OK\r\n");) {
-        ssize_t r = read(fd, out + n, sizeof(out) - 1 - n);
-
-        if (r <= 0)
-            break;
-        n += (size_t)r;
-        out[n] = '\0';
-    }
+    pu_raw_read_until(fd, out, sizeof(out), 3000, "+OK\r\n+OK\r\n");
     if (strcmp(out, "+OK\r\n+OK\r\n") != 0)
         TEST_FAIL("AUTH + large LOCK: got \"%s\"", out);
     close(fd);

@@ -6,18 +6,13 @@
  * stale-waiter cleanup, exclusion under many clients on two proxies, and
  * interoperation with a client running Redisson's own fair lock scripts.
  * Both io backends. */
-#include <sys/time.h>
-
-#include <poll.h>
-#include <pthread.h>
-#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "harness.h"
 #include "proxy_util.h"
+#include "sync_util.h"
 
 #define JAVA_OWNER  "5a0c3b52-1d9e-4c8e-9b8a-3f2e1d0c9b8a:11"
 #define NUM_FIFO    10
@@ -83,31 +78,9 @@ struct fair_names {
 
 static void fair_names(const char *name, struct fair_names *n)
 {
-    char b[200];
-
-    snprintf(b, sizeof(b), strchr(name, '{') ? "%s" : "{%s}", name);
-    snprintf(n->queue, sizeof(n->queue), "redisson_lock_queue:%s", b);
-    snprintf(n->zset, sizeof(n->zset), "redisson_lock_timeout:%s", b);
-    snprintf(n->chan, sizeof(n->chan), "redisson_lock__channel:%s", b);
-}
-
-static long long wall_ms(void)
-{
-    struct timeval tv;
-
-    gettimeofday(&tv, NULL);
-    return (long long)tv.tv_sec * 1000 + tv.tv_usec / 1000;
-}
-
-static long long int_cmd(redisContext *rc, const char *cmd, const char *key)
-{
-    redisReply *r = pu_cmd(rc, "%s %s", cmd, key);
-    long long v;
-
-    ASSERT_TRUE(r->type == REDIS_REPLY_INTEGER);
-    v = r->integer;
-    freeReplyObject(r);
-    return v;
+    pu_redisson_key("redisson_lock_queue:", name, n->queue, sizeof(n->queue));
+    pu_redisson_key("redisson_lock_timeout:", name, n->zset, sizeof(n->zset));
+    pu_channel(name, n->chan, sizeof(n->chan));
 }
 
 static long long zscore(redisContext *rc, const char *key, const char *member)
@@ -133,46 +106,6 @@ static void queue_str(redisContext *rc, const char *key, char *buf, size_t n)
     freeReplyObject(r);
 }
 
-static long long numsub(redisContext *rc, const char *chan)
-{
-    redisReply *r = pu_cmd(rc, "PUBSUB NUMSUB %s", chan);
-    long long n;
-
-    ASSERT_TRUE(r->type == REDIS_REPLY_ARRAY && r->elements == 2);
-    n = r->element[1]->integer;
-    freeReplyObject(r);
-    return n;
-}
-
-static void expect_msg(redisContext *sub, const char *chan, const char *payload)
-{
-    char got_chan[512], got[64];
-
-    if (!pu_next_message(sub, 3000, got_chan, sizeof(got_chan), got, sizeof(got)))
-        TEST_FAIL("no message on %s", chan);
-    ASSERT_STREQ(got_chan, chan);
-    ASSERT_STREQ(got, payload);
-}
-
-static void expect_no_msg(redisContext *sub, int ms)
-{
-    char chan[512], payload[64];
-
-    if (pu_next_message(sub, ms, chan, sizeof(chan), payload, sizeof(payload)))
-        TEST_FAIL("unexpected publish on %s: %s", chan, payload);
-}
-
-static long long recv_ok_within(redisContext *c, long long since, int ms)
-{
-    redisReply *r = pu_try_recv(c, ms);
-
-    if (!r)
-        TEST_FAIL("no reply within %d ms", ms);
-    PU_CHECK(r, PU_K_STATUS, 0, "OK");
-    freeReplyObject(r);
-    return pu_now_ms() - since;
-}
-
 /* Sends FAIRLOCK (with WAIT wait unless it is < 0) on c and waits until
  * the queue is qlen long. */
 static void enqueue(redisContext *c, redisContext *rc, const char *name, int wait, long long qlen)
@@ -184,7 +117,7 @@ static void enqueue(redisContext *c, redisContext *rc, const char *name, int wai
         pu_send(c, "FAIRLOCK %s WAIT %d", name, wait);
     else
         pu_send(c, "FAIRLOCK %s", name);
-    PU_EVENTUALLY(int_cmd(rc, "LLEN", n.queue) == qlen, 3000);
+    PU_EVENTUALLY(pu_int_reply(rc, "LLEN", n.queue) == qlen, 3000);
 }
 
 static void owner_channel(const char *name, const char *owner, char *buf, size_t n)
@@ -229,7 +162,7 @@ static void scenario_layout(struct pu_env *e)
 
     /* Waiters queue in order, with Redisson's deadlines: the holder's
      * lease (or the previous waiter's deadline) plus threadWaitTime. */
-    now = wall_ms();
+    now = pu_wall_ms();
     enqueue(c2, rc, "fl", -1, 1);
     enqueue(c3, rc, "fl", 5000, 2);
     queue_str(rc, n.queue, q, sizeof(q));
@@ -238,23 +171,23 @@ static void scenario_layout(struct pu_env *e)
     s3 = zscore(rc, n.zset, o3);
     ASSERT_TRUE(s2 - now >= DEFAULT_WT && s2 - now <= DEFAULT_WT + 30000 + 2000);
     ASSERT_EQ(s3 - s2, 5000);
-    PU_EVENTUALLY(numsub(rc, ch2) == 1 && numsub(rc, ch3) == 1, 3000);
+    PU_EVENTUALLY(su_numsub(rc, ch2) == 1 && su_numsub(rc, ch3) == 1, 3000);
 
     /* A release wakes the head only, on its own channel; its acquire moves
      * the deadlines behind it up by its threadWaitTime. */
     t0 = pu_now_ms();
     PU_INT(c1, 1, "FAIRUNLOCK %s", "fl");
-    expect_msg(sub, ch2, "0");
-    ASSERT_TRUE(recv_ok_within(c2, t0, 5000) < WAKE_MAX_MS);
+    su_expect_msg(sub, ch2, "0");
+    ASSERT_TRUE(su_recv_ok_within(c2, t0, 5000) < WAKE_MAX_MS);
     ASSERT_EQ(pu_hget_int(rc, "fl", o2), 1);
     ASSERT_EQ(zscore(rc, n.zset, o3), s3 - DEFAULT_WT);
-    ASSERT_EQ(int_cmd(rc, "LLEN", n.queue), 1);
+    ASSERT_EQ(pu_int_reply(rc, "LLEN", n.queue), 1);
     ASSERT_NULL(pu_try_recv(c3, 100));
 
     t0 = pu_now_ms();
     PU_INT(c2, 1, "FAIRUNLOCK %s", "fl");
-    expect_msg(sub, ch3, "0");
-    ASSERT_TRUE(recv_ok_within(c3, t0, 5000) < WAKE_MAX_MS);
+    su_expect_msg(sub, ch3, "0");
+    ASSERT_TRUE(su_recv_ok_within(c3, t0, 5000) < WAKE_MAX_MS);
     ASSERT_TRUE(!pu_exists(rc, n.queue) && !pu_exists(rc, n.zset));
 
     /* Reentrancy; nobody queued: no message. */
@@ -262,7 +195,7 @@ static void scenario_layout(struct pu_env *e)
     ASSERT_EQ(pu_hget_int(rc, "fl", o3), 2);
     PU_INT(c3, 0, "FAIRUNLOCK %s", "fl");
     PU_INT(c3, 1, "FAIRUNLOCK %s", "fl");
-    expect_no_msg(sub, 100);
+    su_expect_no_msg(sub, 100);
     PU_ERR(c3, "NOTOWNER", "FAIRUNLOCK %s", "fl");
     ASSERT_EQ(pu_dbsize(rc), 0);
     redisFree(sub);
@@ -305,18 +238,18 @@ static void scenario_timeout(struct pu_env *e)
     r = pu_try_recv(c3, 3000);
     PU_CHECK(r, PU_K_NIL, 0, NULL);
     freeReplyObject(r);
-    PU_EVENTUALLY(int_cmd(rc, "LLEN", n.queue) == 2, 500);
+    PU_EVENTUALLY(pu_int_reply(rc, "LLEN", n.queue) == 2, 500);
     ASSERT_EQ(zscore(rc, n.zset, o3), -1);
     ASSERT_EQ(zscore(rc, n.zset, o4), s4 - 800);
 
     /* The rest are served in order. */
     t0 = pu_now_ms();
     PU_INT(c1, 1, "FAIRUNLOCK %s", "ft");
-    ASSERT_TRUE(recv_ok_within(c2, t0, 5000) < WAKE_MAX_MS);
+    ASSERT_TRUE(su_recv_ok_within(c2, t0, 5000) < WAKE_MAX_MS);
     ASSERT_NULL(pu_try_recv(c4, 100));
     t0 = pu_now_ms();
     PU_INT(c2, 1, "FAIRUNLOCK %s", "ft");
-    ASSERT_TRUE(recv_ok_within(c4, t0, 5000) < WAKE_MAX_MS);
+    ASSERT_TRUE(su_recv_ok_within(c4, t0, 5000) < WAKE_MAX_MS);
     PU_INT(c4, 1, "FAIRUNLOCK %s", "ft");
     ASSERT_EQ(pu_dbsize(rc), 0);
     ASSERT_EQ(pu_info_int(c1, "lock_waiters"), 0);
@@ -344,16 +277,16 @@ static void scenario_disconnect(struct pu_env *e)
 
     /* The head's connection closes: it leaves the queue at once. */
     redisFree(c2);
-    PU_EVENTUALLY(int_cmd(rc, "LLEN", n.queue) == 1, 1000);
+    PU_EVENTUALLY(pu_int_reply(rc, "LLEN", n.queue) == 1, 1000);
     queue_str(rc, n.queue, q, sizeof(q));
     ASSERT_STREQ(q, o3);
-    ASSERT_EQ(int_cmd(rc, "ZCARD", n.zset), 1);
+    ASSERT_EQ(pu_int_reply(rc, "ZCARD", n.zset), 1);
 
     /* The holder's connection closes: the lock is released and the head
      * woken on its channel. */
     t0 = pu_now_ms();
     redisFree(c1);
-    ASSERT_TRUE(recv_ok_within(c3, t0, 5000) < WAKE_MAX_MS);
+    ASSERT_TRUE(su_recv_ok_within(c3, t0, 5000) < WAKE_MAX_MS);
 
     /* A head whose lease-holder vanished without a release (no message)
      * gives up: the next waiter is woken at once, not at its re-poll. */
@@ -368,7 +301,7 @@ static void scenario_disconnect(struct pu_env *e)
     PU_CHECK(r, PU_K_NIL, 0, NULL);
     freeReplyObject(r);
     t0 = pu_now_ms();
-    ASSERT_TRUE(recv_ok_within(c2, t0, 5000) < WAKE_MAX_MS);
+    ASSERT_TRUE(su_recv_ok_within(c2, t0, 5000) < WAKE_MAX_MS);
     PU_INT(c2, 1, "FAIRUNLOCK %s", "fd");
     PU_EVENTUALLY(pu_dbsize(rc) == 0, 1000);
     ASSERT_EQ(pu_info_int(c2, "lock_waiters"), 0);
@@ -379,38 +312,6 @@ static void scenario_disconnect(struct pu_env *e)
 }
 
 /* ---- FIFO across two proxies ---------------------------------------------------- */
-
-/* Index of the one waiter with a reply within ms (-1 if none); fails if
- * two have one. */
-static int next_reply(redisContext **w, const bool *done, int n, int ms)
-{
-    struct pollfd pfd[NUM_FIFO];
-    int map[NUM_FIFO], k = 0, got = -1;
-
-    for (int i = 0; i < n; i++) {
-        if (!done[i]) {
-            pfd[k] = (struct pollfd){.fd = w[i]->fd, .events = POLLIN};
-            map[k++] = i;
-        }
-    }
-    if (poll(pfd, (nfds_t)k, ms) <= 0)
-        return -1;
-    for (int j = 0; j < k; j++) {
-        redisReply *r;
-
-        if (!(pfd[j].revents & (POLLIN | POLLHUP | POLLERR)))
-            continue;
-        r = pu_try_recv(w[map[j]], 0);
-        if (!r)
-            continue;
-        PU_CHECK(r, PU_K_STATUS, 0, "OK");
-        freeReplyObject(r);
-        if (got >= 0)
-            TEST_FAIL("waiters %d and %d both hold the lock", got, map[j]);
-        got = map[j];
-    }
-    return got;
-}
 
 static void scenario_fifo(struct pu_env *e)
 {
@@ -432,14 +333,14 @@ static void scenario_fifo(struct pu_env *e)
     t0 = pu_now_ms();
     PU_INT(h, 1, "FAIRUNLOCK %s", "ff");
     for (int k = 0; k < NUM_FIFO; k++) {
-        int i = next_reply(w, done, NUM_FIFO, 5000);
+        int i = su_next_granted(w, done, NUM_FIFO, 5000);
 
         if (i != k)
             TEST_FAIL("grant %d went to waiter %d (queued %d-th)", k, i, i);
         if (pu_now_ms() - t0 >= WAKE_MAX_MS)
             TEST_FAIL("waiter %d got the lock %lld ms after the release", i, pu_now_ms() - t0);
         done[i] = true;
-        ASSERT_EQ(next_reply(w, done, NUM_FIFO, 0), -1);
+        ASSERT_EQ(su_next_granted(w, done, NUM_FIFO, 0), -1);
         t0 = pu_now_ms();
         PU_INT(w[i], 1, "FAIRUNLOCK %s", "ff");
     }
@@ -454,86 +355,36 @@ static void scenario_fifo(struct pu_env *e)
 
 /* ---- exclusion ------------------------------------------------------------------ */
 
-struct fair_mx {
-    int ports[2]; /* the two proxies */
-    pthread_barrier_t start;
-    atomic_int inside;     /* clients inside */
-    atomic_int violations; /* a client found another inside */
-    atomic_int errors;     /* failed commands */
-    volatile long counter; /* protected by the fair lock only */
-};
-
-static bool mx_round(struct fair_mx *s, redisContext *c)
+/* One critical section under FAIRLOCK; arg is the section. */
+static bool mx_round(void *arg, int i, redisContext *c)
 {
-    redisReply *r = redisCommand(c, "FAIRLOCK %s", "fmx");
-    bool ok = r && r->type == REDIS_REPLY_STATUS;
-    long v;
+    struct su_excl *x = arg;
 
-    if (r)
-        freeReplyObject(r);
-    if (!ok)
+    (void)i;
+    if (!su_cmd_ok(c, SU_OK, "FAIRLOCK %s", "fmx"))
         return false;
-    if (atomic_fetch_add(&s->inside, 1) != 0)
-        atomic_fetch_add(&s->violations, 1);
-    v = s->counter;
-    sched_yield();
-    usleep(100);
-    s->counter = v + 1;
-    atomic_fetch_sub(&s->inside, 1);
-    r = redisCommand(c, "FAIRUNLOCK %s", "fmx");
-    ok = r && r->type == REDIS_REPLY_INTEGER && r->integer == 1;
-    if (r)
-        freeReplyObject(r);
-    return ok;
+    su_excl_enter(x);
+    su_excl_leave(x, 100);
+    return su_cmd_ok(c, 1, "FAIRUNLOCK %s", "fmx");
 }
 
-struct mx_thread {
-    struct fair_mx *s; /* shared state */
-    int port;          /* proxy this client uses */
-};
-
-static void *mx_main(void *arg)
-{
-    struct mx_thread *t = arg;
-    redisContext *c = pu_try_connect(t->port);
-
-    pthread_barrier_wait(&t->s->start);
-    if (!c) {
-        atomic_fetch_add(&t->s->errors, 1);
-        return NULL;
-    }
-    pu_set_timeout(c, 60000);
-    for (int i = 0; i < MX_ITERS; i++) {
-        if (!mx_round(t->s, c)) {
-            atomic_fetch_add(&t->s->errors, 1);
-            break;
-        }
-    }
-    redisFree(c);
-    return NULL;
-}
-
+/* MX_THREADS clients, alternating between two proxies on one Redis. */
 static void scenario_exclusion(struct pu_env *e)
 {
-    static struct fair_mx s;
-    struct mx_thread th[MX_THREADS];
-    pthread_t tids[MX_THREADS];
+    static struct su_excl x;
     redisContext *rc = pu_redis_client(e), *c;
+    struct su_clients spec = {NULL, 2, MX_THREADS, MX_ITERS, mx_round, &x};
     struct pu_proxy p2;
+    int ports[2];
 
     second_proxy(e, &p2);
-    memset(&s, 0, sizeof(s));
-    pthread_barrier_init(&s.start, NULL, MX_THREADS);
-    for (int i = 0; i < MX_THREADS; i++) {
-        th[i] = (struct mx_thread){&s, i % 2 ? p2.port : e->proxy.port};
-        ASSERT_EQ(pthread_create(&tids[i], NULL, mx_main, &th[i]), 0);
-    }
-    for (int i = 0; i < MX_THREADS; i++)
-        pthread_join(tids[i], NULL);
-    pthread_barrier_destroy(&s.start);
-    ASSERT_EQ(atomic_load(&s.errors), 0);
-    ASSERT_EQ(atomic_load(&s.violations), 0);
-    ASSERT_EQ(s.counter, (long)MX_THREADS * MX_ITERS);
+    memset(&x, 0, sizeof(x));
+    ports[0] = e->proxy.port;
+    ports[1] = p2.port;
+    spec.ports = ports;
+    ASSERT_EQ(su_clients_run(&spec), 0);
+    ASSERT_EQ(atomic_load(&x.violations), 0);
+    ASSERT_EQ(x.counter, (long)MX_THREADS * MX_ITERS);
     ASSERT_EQ(pu_dbsize(rc), 0);
     c = pu_connect(p2.port);
     PU_EVENTUALLY(pu_info_int(c, "lock_waiters") == 0, 2000);
@@ -553,14 +404,14 @@ static void scenario_stale(struct pu_env *e)
     /* A waiter past its deadline, and one with no deadline at all (where
      * Redisson's own cleanup fails): both dropped, the lock is free. */
     PU_INT(rc, 2, "RPUSH %s %s %s", n.queue, "ghost:1", "ghost:2");
-    PU_INT(rc, 1, "ZADD %s %lld %s", n.zset, wall_ms() - 1000, "ghost:1");
+    PU_INT(rc, 1, "ZADD %s %lld %s", n.zset, pu_wall_ms() - 1000, "ghost:1");
     PU_OK(c, "FAIRLOCK %s WAIT %d", "fs", 0);
     ASSERT_TRUE(!pu_exists(rc, n.queue) && !pu_exists(rc, n.zset));
     PU_INT(c, 1, "FAIRUNLOCK %s", "fs");
 
     /* A live waiter ahead is respected, even by WAIT 0. */
     PU_INT(rc, 1, "RPUSH %s %s", n.queue, "ghost:3");
-    PU_INT(rc, 1, "ZADD %s %lld %s", n.zset, wall_ms() + 600, "ghost:3");
+    PU_INT(rc, 1, "ZADD %s %lld %s", n.zset, pu_wall_ms() + 600, "ghost:3");
     PU_NIL(c, "FAIRLOCK %s WAIT %d", "fs", 0);
     ASSERT_TRUE(!pu_exists(rc, "fs"));
     /* ... until its deadline passes: a waiter re-polls then. */
@@ -589,7 +440,7 @@ static redisReply *java_lock(redisContext *rc, const char *name)
     char now[32];
 
     fair_names(name, &n);
-    snprintf(now, sizeof(now), "%lld", wall_ms());
+    snprintf(now, sizeof(now), "%lld", pu_wall_ms());
     return redisCommand(rc, "EVAL %s 3 %s %s %s %s %s %s %s", java_fair_lock, name, n.queue, n.zset,
                         "30000", JAVA_OWNER, "300000", now);
 }
@@ -600,7 +451,7 @@ static redisReply *java_unlock(redisContext *rc, const char *name)
     char now[32];
 
     fair_names(name, &n);
-    snprintf(now, sizeof(now), "%lld", wall_ms());
+    snprintf(now, sizeof(now), "%lld", pu_wall_ms());
     return redisCommand(rc, "EVAL %s 4 %s %s %s %s %s %s %s %s", java_fair_unlock, name, n.queue,
                         n.zset, n.chan, "0", "30000", JAVA_OWNER, now);
 }
@@ -626,7 +477,7 @@ static void scenario_redisson(struct pu_env *e)
     freeReplyObject(r);
     enqueue(c2, rc, "fj", -1, 2);
     PU_INT(c1, 1, "FAIRUNLOCK %s", "fj");
-    expect_msg(sub, jchan, "0");
+    su_expect_msg(sub, jchan, "0");
     ASSERT_NULL(pu_try_recv(c2, 200));
     r = java_lock(rc, "fj");
     PU_CHECK(r, PU_K_NIL, 0, NULL);
@@ -638,7 +489,7 @@ static void scenario_redisson(struct pu_env *e)
     r = java_unlock(rc, "fj");
     PU_CHECK(r, PU_K_INT, 1, NULL);
     freeReplyObject(r);
-    ASSERT_TRUE(recv_ok_within(c2, t0, 5000) < WAKE_MAX_MS);
+    ASSERT_TRUE(su_recv_ok_within(c2, t0, 5000) < WAKE_MAX_MS);
     ASSERT_EQ(pu_hget_int(rc, "fj", o2), 1);
     PU_INT(c2, 1, "FAIRUNLOCK %s", "fj");
     ASSERT_EQ(pu_dbsize(rc), 0);

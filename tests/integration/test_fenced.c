@@ -4,15 +4,13 @@
  * holder's last token (or -1); plain LOCK neither replies with nor bumps a
  * token; tokens continue a sequence a Redisson FencedLock started; a fenced
  * waiter gets its token when woken. Both io backends. */
-#include <pthread.h>
-#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "harness.h"
 #include "proxy_util.h"
+#include "sync_util.h"
 
 #define JAVA_OWNER "5a0c3b52-1d9e-4c8e-9b8a-3f2e1d0c9b8a:21"
 #define MX_THREADS 56
@@ -25,15 +23,6 @@ static const char java_fenced_lock[] =
     "then local token = redis.call('incr', KEYS[2]); redis.call('hincrby', KEYS[1], ARGV[2], 1); "
     "redis.call('pexpire', KEYS[1], ARGV[1]); return {-1, token}; end; "
     "return {redis.call('pttl', KEYS[1]), -1};";
-
-static long long get_int(redisContext *rc, const char *key)
-{
-    redisReply *r = pu_cmd(rc, "GET %s", key);
-    long long v = r->type == REDIS_REPLY_STRING ? strtoll(r->str, NULL, 10) : -1;
-
-    freeReplyObject(r);
-    return v;
-}
 
 /* LOCK.INFO's token field, for OWNER tok when tok is not NULL. */
 static long long info_token_of(redisContext *c, const char *name, const char *tok)
@@ -67,7 +56,7 @@ static void scenario_tokens(struct pu_env *e)
 
     pu_conn_owner(c1, owner, sizeof(owner));
     PU_INT(c1, 1, "LOCK %s FENCED", "fe");
-    ASSERT_EQ(get_int(rc, "redisson_lock_token:{fe}"), 1);
+    ASSERT_EQ(pu_get_int(rc, "redisson_lock_token:{fe}"), 1);
     ASSERT_EQ(pu_pttl(rc, "redisson_lock_token:{fe}"), -1);
     ASSERT_EQ(pu_hget_int(rc, "fe", owner), 1); /* the RLock hash, as ever */
     ASSERT_TRUE(pu_pttl(rc, "fe") > 0 && pu_pttl(rc, "fe") <= 30000);
@@ -95,13 +84,13 @@ static void scenario_tokens(struct pu_env *e)
 
     /* Plain LOCK keeps its +OK and leaves the counter alone. */
     PU_OK(c1, "LOCK %s", "fe");
-    ASSERT_EQ(get_int(rc, "redisson_lock_token:{fe}"), 4);
+    ASSERT_EQ(pu_get_int(rc, "redisson_lock_token:{fe}"), 4);
     ASSERT_EQ(info_token(c1, "fe"), -1);
     PU_INT(c1, 1, "UNLOCK %s", "fe");
 
     /* FENCED anywhere among the options, with OWNER tokens, odd names. */
     PU_INT(c2, 1, "LOCK %s LEASE %d FENCED OWNER %s", "a{t}b", 5000, "job-1");
-    ASSERT_EQ(get_int(rc, "redisson_lock_token:a{t}b"), 1);
+    ASSERT_EQ(pu_get_int(rc, "redisson_lock_token:a{t}b"), 1);
     ASSERT_EQ(info_token_of(c1, "a{t}b", "job-1"), 1);
     PU_INT(c1, 1, "UNLOCK %s OWNER %s", "a{t}b", "job-1");
 
@@ -157,24 +146,20 @@ static void scenario_waiter_and_redisson(struct pu_env *e)
 /* ---- exclusion and token order under contention ---------------------------------- */
 
 struct fx_state {
-    int port;
-    pthread_barrier_t start;
-    atomic_int inside;       /* clients inside */
-    atomic_int violations;   /* a client found another inside, or a stale token */
-    atomic_int errors;       /* failed commands */
+    struct su_excl excl;     /* the critical section */
+    atomic_int stale;        /* a holder's token did not exceed the one before */
     volatile long long last; /* token of the previous holder (under the lock) */
-    volatile long counter;   /* protected by the lock only */
 };
 
 /* One critical section: the token must exceed every earlier holder's, as
  * a fenced resource would check. */
-static bool fx_round(struct fx_state *s, redisContext *c)
+static bool fx_round(void *arg, int i, redisContext *c)
 {
+    struct fx_state *s = arg;
     redisReply *r = redisCommand(c, "LOCK %s FENCED", "fx");
     long long token;
-    bool ok;
-    long v;
 
+    (void)i;
     if (!r || r->type != REDIS_REPLY_INTEGER) {
         if (r)
             freeReplyObject(r);
@@ -182,61 +167,27 @@ static bool fx_round(struct fx_state *s, redisContext *c)
     }
     token = r->integer;
     freeReplyObject(r);
-    if (atomic_fetch_add(&s->inside, 1) != 0 || token <= s->last)
-        atomic_fetch_add(&s->violations, 1);
+    su_excl_enter(&s->excl);
+    if (token <= s->last)
+        atomic_fetch_add(&s->stale, 1);
     s->last = token;
-    v = s->counter;
-    sched_yield();
-    usleep(100);
-    s->counter = v + 1;
-    atomic_fetch_sub(&s->inside, 1);
-    r = redisCommand(c, "UNLOCK %s", "fx");
-    ok = r && r->type == REDIS_REPLY_INTEGER && r->integer == 1;
-    if (r)
-        freeReplyObject(r);
-    return ok;
-}
-
-static void *fx_main(void *arg)
-{
-    struct fx_state *s = arg;
-    redisContext *c = pu_try_connect(s->port);
-
-    pthread_barrier_wait(&s->start);
-    if (!c) {
-        atomic_fetch_add(&s->errors, 1);
-        return NULL;
-    }
-    pu_set_timeout(c, 60000);
-    for (int i = 0; i < MX_ITERS; i++) {
-        if (!fx_round(s, c)) {
-            atomic_fetch_add(&s->errors, 1);
-            break;
-        }
-    }
-    redisFree(c);
-    return NULL;
+    su_excl_leave(&s->excl, 100);
+    return su_cmd_ok(c, 1, "UNLOCK %s", "fx");
 }
 
 static void scenario_exclusion(struct pu_env *e)
 {
     static struct fx_state s;
-    pthread_t tids[MX_THREADS];
+    const struct su_clients spec = {&e->proxy.port, 1, MX_THREADS, MX_ITERS, fx_round, &s};
     redisContext *rc = pu_redis_client(e);
 
     memset(&s, 0, sizeof(s));
-    s.port = e->proxy.port;
-    pthread_barrier_init(&s.start, NULL, MX_THREADS);
-    for (int i = 0; i < MX_THREADS; i++)
-        ASSERT_EQ(pthread_create(&tids[i], NULL, fx_main, &s), 0);
-    for (int i = 0; i < MX_THREADS; i++)
-        pthread_join(tids[i], NULL);
-    pthread_barrier_destroy(&s.start);
-    ASSERT_EQ(atomic_load(&s.errors), 0);
-    ASSERT_EQ(atomic_load(&s.violations), 0);
-    ASSERT_EQ(s.counter, (long)MX_THREADS * MX_ITERS);
+    ASSERT_EQ(su_clients_run(&spec), 0);
+    ASSERT_EQ(atomic_load(&s.excl.violations), 0);
+    ASSERT_EQ(atomic_load(&s.stale), 0);
+    ASSERT_EQ(s.excl.counter, (long)MX_THREADS * MX_ITERS);
     ASSERT_EQ(s.last, (long long)MX_THREADS * MX_ITERS);
-    ASSERT_EQ(get_int(rc, "redisson_lock_token:{fx}"), (long long)MX_THREADS * MX_ITERS);
+    ASSERT_EQ(pu_get_int(rc, "redisson_lock_token:{fx}"), (long long)MX_THREADS * MX_ITERS);
     ASSERT_TRUE(!pu_exists(rc, "fx"));
     redisFree(rc);
 }

@@ -17,49 +17,11 @@
 
 #include "harness.h"
 #include "proxy_util.h"
+#include "sync_util.h"
 
 #define NUM_WAITERS      60
 #define NUM_COUNTERS     50
 #define LATCH_CHANNEL(n) "redisson_countdownlatch__channel__{" n "}"
-
-static long long numsub(redisContext *rc, const char *chan)
-{
-    redisReply *r = pu_cmd(rc, "PUBSUB NUMSUB %s", chan);
-    long long n;
-
-    ASSERT_TRUE(r->type == REDIS_REPLY_ARRAY && r->elements == 2);
-    n = r->element[1]->integer;
-    freeReplyObject(r);
-    return n;
-}
-
-static void expect_msg(redisContext *sub, const char *chan, const char *payload)
-{
-    char got_chan[256], got[64];
-
-    if (!pu_next_message(sub, 3000, got_chan, sizeof(got_chan), got, sizeof(got)))
-        TEST_FAIL("no message on %s (expected '%s')", chan, payload);
-    ASSERT_STREQ(got_chan, chan);
-    ASSERT_STREQ(got, payload);
-}
-
-static void expect_no_msg(redisContext *sub, int ms)
-{
-    char chan[256], payload[64];
-
-    if (pu_next_message(sub, ms, chan, sizeof(chan), payload, sizeof(payload)))
-        TEST_FAIL("unexpected publish on %s: %s", chan, payload);
-}
-
-static void expect_ok_within(redisContext *c, int ms)
-{
-    redisReply *r = pu_try_recv(c, ms);
-
-    if (!r)
-        TEST_FAIL("no reply within %d ms", ms);
-    PU_CHECK(r, PU_K_STATUS, 0, "OK");
-    freeReplyObject(r);
-}
 
 static void scenario_latch_basic(struct pu_env *e)
 {
@@ -69,7 +31,7 @@ static void scenario_latch_basic(struct pu_env *e)
     PU_INT(c, 0, "LATCH.COUNT %s", "l1");
     PU_OK(c, "LATCH.AWAIT %s", "l1"); /* never set: open */
     PU_INT(c, 1, "LATCH.TRYSETCOUNT %s %d", "l1", 3);
-    expect_msg(sub, LATCH_CHANNEL("l1"), "1");
+    su_expect_msg(sub, LATCH_CHANNEL("l1"), "1");
     PU_STR(rc, "string", "TYPE %s", "l1");
     PU_STR(rc, "3", "GET %s", "l1");
     ASSERT_EQ(pu_pttl(rc, "l1"), -1);
@@ -79,21 +41,21 @@ static void scenario_latch_basic(struct pu_env *e)
 
     PU_INT(c, 2, "LATCH.COUNTDOWN %s", "l1");
     PU_INT(c, 1, "LATCH.COUNTDOWN %s", "l1");
-    expect_no_msg(sub, 100);
+    su_expect_no_msg(sub, 100);
     PU_STR(rc, "1", "GET %s", "l1");
     PU_INT(c, 0, "LATCH.COUNTDOWN %s", "l1");
-    expect_msg(sub, LATCH_CHANNEL("l1"), "0");
+    su_expect_msg(sub, LATCH_CHANNEL("l1"), "0");
     ASSERT_TRUE(!pu_exists(rc, "l1"));
     PU_INT(c, 0, "LATCH.COUNTDOWN %s", "l1"); /* already open: nothing written */
     ASSERT_TRUE(!pu_exists(rc, "l1"));
-    expect_no_msg(sub, 100);
+    su_expect_no_msg(sub, 100);
     PU_OK(c, "LATCH.AWAIT %s WAIT 0", "l1");
 
     /* The channel always gets braces, even around a hash tag. */
     PU_INT(c, 1, "LATCH.TRYSETCOUNT %s %d", "a{t}b", 1);
-    expect_msg(sub, LATCH_CHANNEL("a{t}b"), "1");
+    su_expect_msg(sub, LATCH_CHANNEL("a{t}b"), "1");
     PU_INT(c, 0, "LATCH.COUNTDOWN %s", "a{t}b");
-    expect_msg(sub, LATCH_CHANNEL("a{t}b"), "0");
+    su_expect_msg(sub, LATCH_CHANNEL("a{t}b"), "0");
     ASSERT_EQ(pu_dbsize(rc), 0);
     redisFree(sub);
     redisFree(rc);
@@ -147,32 +109,32 @@ static void scenario_latch_counting(struct pu_env *e)
     memset(&s, 0, sizeof(s));
     s.port = e->proxy.port;
     PU_INT(c, 1, "LATCH.TRYSETCOUNT %s %d", "cd", NUM_COUNTERS);
-    expect_msg(sub, LATCH_CHANNEL("cd"), "1");
+    su_expect_msg(sub, LATCH_CHANNEL("cd"), "1");
     for (int i = 0; i < NUM_WAITERS; i++) {
         w[i] = pu_client(e);
         pu_send(w[i], i % 2 ? "LATCH.AWAIT %s" : "LATCH.AWAIT %s WAIT 20000", "cd");
     }
     PU_EVENTUALLY(pu_info_int(c, "latch_waiters") == NUM_WAITERS, 5000);
-    PU_EVENTUALLY(numsub(rc, LATCH_CHANNEL("cd")) == 1, 3000);
+    PU_EVENTUALLY(su_numsub(rc, LATCH_CHANNEL("cd")) == 1, 3000);
 
     run_countdowns(&s, NUM_COUNTERS - 1);
     ASSERT_EQ(atomic_load(&s.errors), 0);
     PU_STR(rc, "1", "GET %s", "cd");
     for (int i = 0; i < NUM_WAITERS; i++)
         ASSERT_NULL(pu_try_recv(w[i], i == 0 ? 300 : 0));
-    expect_no_msg(sub, 10);
+    su_expect_no_msg(sub, 10);
 
     t0 = pu_now_ms();
     run_countdowns(&s, 1);
     for (int i = 0; i < NUM_WAITERS; i++)
-        expect_ok_within(w[i], 3000);
+        su_expect_ok_within(w[i], 3000);
     if (pu_now_ms() - t0 >= 1000)
         TEST_FAIL("waiters passed %lld ms after the last countdown", pu_now_ms() - t0);
     ASSERT_EQ(atomic_load(&s.errors), 0);
     for (int v = 0; v < NUM_COUNTERS; v++)
         ASSERT_EQ(atomic_load(&s.seen[v]), 1);
-    expect_msg(sub, LATCH_CHANNEL("cd"), "0");
-    expect_no_msg(sub, 200);
+    su_expect_msg(sub, LATCH_CHANNEL("cd"), "0");
+    su_expect_no_msg(sub, 200);
     ASSERT_TRUE(!pu_exists(rc, "cd"));
     ASSERT_EQ(pu_info_int(c, "latch_waiters"), 0);
     for (int i = 0; i < NUM_WAITERS; i++)
@@ -209,7 +171,7 @@ static void scenario_latch_timeout(struct pu_env *e)
     ASSERT_NULL(pu_try_recv(c2, 200));
     t0 = pu_now_ms();
     PU_INT(c, 0, "LATCH.COUNTDOWN %s", "lt");
-    expect_ok_within(c2, 3000);
+    su_expect_ok_within(c2, 3000);
     ASSERT_TRUE(pu_now_ms() - t0 < 1000);
     redisFree(rc);
     redisFree(c2);
@@ -227,14 +189,14 @@ static void scenario_latch_interop(struct pu_env *e)
     PU_OK(rc, "SET %s %d", "li", 2);
     PU_INT(c, 2, "LATCH.COUNT %s", "li");
     pu_send(c, "LATCH.AWAIT %s", "li");
-    PU_EVENTUALLY(numsub(rc, LATCH_CHANNEL("li")) == 1, 3000);
+    PU_EVENTUALLY(su_numsub(rc, LATCH_CHANNEL("li")) == 1, 3000);
     PU_INT(rc, 1, "DECR %s", "li");
     ASSERT_NULL(pu_try_recv(c, 300));
     t0 = pu_now_ms();
     PU_INT(rc, 0, "DECR %s", "li");
     PU_INT(rc, 1, "DEL %s", "li");
     PU_INT(rc, 1, "PUBLISH %s 0", LATCH_CHANNEL("li"));
-    expect_ok_within(c, 3000);
+    su_expect_ok_within(c, 3000);
     ASSERT_TRUE(pu_now_ms() - t0 < 1000);
 
     PU_OK(rc, "SET %s %d", "li", 5);
@@ -242,7 +204,7 @@ static void scenario_latch_interop(struct pu_env *e)
     ASSERT_NULL(pu_try_recv(c2, 300));
     PU_INT(rc, 1, "DEL %s", "li");
     PU_INT(rc, 1, "PUBLISH %s 1", LATCH_CHANNEL("li"));
-    expect_ok_within(c2, 3000);
+    su_expect_ok_within(c2, 3000);
     redisFree(rc);
     redisFree(c2);
     redisFree(c);

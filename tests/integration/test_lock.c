@@ -10,26 +10,15 @@
 
 #include "harness.h"
 #include "proxy_util.h"
+#include "sync_util.h"
 
-/* Waits for one message and checks its channel and payload "0". */
+/* Waits for one message and checks it is "0" on name's lock channel. */
 static void expect_wake(redisContext *sub, const char *name)
 {
-    char want[256], chan[256], payload[64];
+    char want[256];
 
     pu_channel(name, want, sizeof(want));
-    if (!pu_next_message(sub, 3000, chan, sizeof(chan), payload, sizeof(payload)))
-        TEST_FAIL("no message published for lock %s (expected on %s)", name, want);
-    ASSERT_STREQ(chan, want);
-    ASSERT_STREQ(payload, "0");
-}
-
-/* Checks that no message arrives within ms. */
-static void expect_no_wake(redisContext *sub, int ms)
-{
-    char chan[256], payload[64];
-
-    if (pu_next_message(sub, ms, chan, sizeof(chan), payload, sizeof(payload)))
-        TEST_FAIL("unexpected publish on %s: %s", chan, payload);
+    su_expect_msg(sub, want, "0");
 }
 
 static void scenario_basic(struct pu_env *e)
@@ -268,7 +257,7 @@ static void scenario_forceunlock(struct pu_env *e)
     ASSERT_TRUE(!pu_exists(rc, "fu"));
     expect_wake(sub, "fu");
     PU_INT(c2, 0, "FORCEUNLOCK %s", "fu");
-    expect_no_wake(sub, 200);
+    su_expect_no_msg(sub, 200);
 
     /* Works on a lock held by a Redisson client too. */
     PU_INT(rc, 1, "HINCRBY %s %s 1", "fu-java", "7f1c2d3e-0000-4000-8000-000000000001:9");

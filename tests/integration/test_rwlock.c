@@ -7,8 +7,6 @@
  * shared subscription, renewal and release on disconnect of both kinds,
  * errors instead of corrupted keys, and interoperation with a client that
  * runs Redisson's own rwlock scripts. Both io backends. */
-#include <pthread.h>
-#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
@@ -16,6 +14,7 @@
 
 #include "harness.h"
 #include "proxy_util.h"
+#include "sync_util.h"
 
 #define JAVA_UUID   "5a0c3b52-1d9e-4c8e-9b8a-3f2e1d0c9b8a"
 #define JAVA_READER JAVA_UUID ":7"
@@ -86,29 +85,19 @@ static const char *const wd_600[] = {"--lock-watchdog-timeout", "600", NULL};
 
 /* ---- helpers ------------------------------------------------------------------ */
 
-/* Redisson's "{name}" (braces only when the name has no '{'). */
-static void braced(const char *name, char *buf, size_t n)
-{
-    snprintf(buf, n, strchr(name, '{') ? "%s" : "{%s}", name);
-}
-
+/* The read-write lock's channel: redisson_rwlock:{name}. */
 static void rw_channel(const char *name, char *buf, size_t n)
 {
-    char b[256];
-
-    braced(name, b, sizeof(b));
-    if (snprintf(buf, n, "redisson_rwlock:%s", b) >= (int)n)
-        TEST_FAIL("channel name too long");
+    pu_redisson_key("redisson_rwlock:", name, buf, n);
 }
 
 /* {name}:<owner>:rwlock_timeout[:<i>] (no ":<i>" when i is 0). */
 static void timeout_key(const char *name, const char *owner, int i, char *buf, size_t n)
 {
     char b[256];
-
     int len;
 
-    braced(name, b, sizeof(b));
+    pu_redisson_key("", name, b, sizeof(b));
     if (i > 0)
         len = snprintf(buf, n, "%s:%s:rwlock_timeout:%d", b, owner, i);
     else
@@ -125,54 +114,12 @@ static long long timeout_pttl(redisContext *rc, const char *name, const char *ow
     return pu_pttl(rc, key);
 }
 
-static long long numsub(redisContext *rc, const char *chan)
-{
-    redisReply *r = pu_cmd(rc, "PUBSUB NUMSUB %s", chan);
-    long long n;
-
-    ASSERT_TRUE(r->type == REDIS_REPLY_ARRAY && r->elements == 2);
-    n = r->element[1]->integer;
-    freeReplyObject(r);
-    return n;
-}
-
 static void hget_str(redisContext *rc, const char *key, const char *field, char *buf, size_t n)
 {
     redisReply *r = pu_cmd(rc, "HGET %s %s", key, field);
 
     snprintf(buf, n, "%s", r->type == REDIS_REPLY_STRING ? r->str : "(nil)");
     freeReplyObject(r);
-}
-
-/* Waits for one message on sub; checks its channel and payload. */
-static void expect_msg(redisContext *sub, const char *chan, const char *payload)
-{
-    char got_chan[512], got[64];
-
-    if (!pu_next_message(sub, 3000, got_chan, sizeof(got_chan), got, sizeof(got)))
-        TEST_FAIL("no message on %s (expected \"%s\")", chan, payload);
-    ASSERT_STREQ(got_chan, chan);
-    ASSERT_STREQ(got, payload);
-}
-
-static void expect_no_msg(redisContext *sub, int ms)
-{
-    char chan[512], payload[64];
-
-    if (pu_next_message(sub, ms, chan, sizeof(chan), payload, sizeof(payload)))
-        TEST_FAIL("unexpected publish on %s: %s", chan, payload);
-}
-
-/* Receives an expected +OK within ms; returns how long it took. */
-static long long recv_ok_within(redisContext *c, long long since, int ms)
-{
-    redisReply *r = pu_try_recv(c, ms);
-
-    if (!r)
-        TEST_FAIL("no reply within %d ms", ms);
-    PU_CHECK(r, PU_K_STATUS, 0, "OK");
-    freeReplyObject(r);
-    return pu_now_ms() - since;
 }
 
 /* Runs a Redisson script with the given keys and arguments (hiredis %s
@@ -218,11 +165,11 @@ static void check_read_layout(struct pu_env *e, redisContext *rc, redisContext *
     PU_INT(c, 0, "RUNLOCK %s", name);
     ASSERT_EQ(timeout_pttl(rc, name, owner, 2), -2);
     ASSERT_EQ(pu_hget_int(rc, name, owner), 1);
-    expect_no_msg(sub, 100);
+    su_expect_no_msg(sub, 100);
     PU_INT(c, 1, "RUNLOCK %s", name);
     ASSERT_TRUE(!pu_exists(rc, name));
     ASSERT_EQ(timeout_pttl(rc, name, owner, 1), -2);
-    expect_msg(sub, chan, "0");
+    su_expect_msg(sub, chan, "0");
     PU_ERR(c, "NOTOWNER", "RUNLOCK %s", name);
     redisFree(sub);
 }
@@ -252,20 +199,20 @@ static void check_write_layout(struct pu_env *e, redisContext *rc, redisContext 
     ASSERT_EQ(pu_hget_int(rc, name, owner), 1);
     ASSERT_TRUE(timeout_pttl(rc, name, owner, 1) > 0);
     PU_INT(c, 0, "WUNLOCK %s", name);
-    expect_no_msg(sub, 100);
+    su_expect_no_msg(sub, 100);
     PU_INT(c, 1, "WUNLOCK %s", name);
     hget_str(rc, name, "mode", mode, sizeof(mode));
     ASSERT_STREQ(mode, "read");
     ASSERT_EQ(pu_hget_int(rc, name, wfield), -1);
-    expect_msg(sub, chan, "1");
+    su_expect_msg(sub, chan, "1");
     PU_INT(c, 1, "RUNLOCK %s", name);
     ASSERT_TRUE(!pu_exists(rc, name));
-    expect_msg(sub, chan, "0");
+    su_expect_msg(sub, chan, "0");
 
     PU_OK(c, "WLOCK %s LEASE %d", name, 5000);
     PU_INT(c, 1, "WUNLOCK %s", name);
     ASSERT_TRUE(!pu_exists(rc, name));
-    expect_msg(sub, chan, "1");
+    su_expect_msg(sub, chan, "1");
     PU_ERR(c, "NOTOWNER", "WUNLOCK %s", name);
     redisFree(sub);
 }
@@ -286,113 +233,57 @@ static void scenario_layout(struct pu_env *e)
 
 /* ---- exclusion ----------------------------------------------------------------- */
 
+/* Shared state of the exclusion check. */
 struct rw_mx {
-    int port;
-    pthread_barrier_t start;
+    struct su_excl writers; /* writers inside; the counter only they write */
     atomic_int readers;     /* readers inside */
-    atomic_int writers;     /* writers inside */
     atomic_int max_readers; /* most readers seen inside at once */
-    atomic_int violations;  /* a writer found anyone else inside */
-    atomic_int errors;      /* failed commands */
-    volatile long counter;  /* written by writers under the lock only */
+    atomic_int violations;  /* a reader found a writer inside, or a writer readers */
 };
-
-static bool rw_cmd_ok(redisContext *c, const char *cmd, long long want_int)
-{
-    redisReply *r = redisCommand(c, "%s %s", cmd, "mx");
-    bool ok = r && (want_int < 0 ? (r->type == REDIS_REPLY_STATUS && strcmp(r->str, "OK") == 0)
-                                 : (r->type == REDIS_REPLY_INTEGER && r->integer == want_int));
-
-    if (r)
-        freeReplyObject(r);
-    return ok;
-}
 
 static bool rw_write_round(struct rw_mx *s, redisContext *c)
 {
-    long v;
-
-    if (!rw_cmd_ok(c, "WLOCK", -1))
+    if (!su_cmd_ok(c, SU_OK, "WLOCK %s", "mx"))
         return false;
-    if (atomic_fetch_add(&s->writers, 1) != 0 || atomic_load(&s->readers) != 0)
+    su_excl_enter(&s->writers);
+    if (atomic_load(&s->readers) != 0)
         atomic_fetch_add(&s->violations, 1);
-    v = s->counter;
-    sched_yield();
-    usleep(200);
-    s->counter = v + 1;
-    atomic_fetch_sub(&s->writers, 1);
-    return rw_cmd_ok(c, "WUNLOCK", 1);
+    su_excl_leave(&s->writers, 200);
+    return su_cmd_ok(c, 1, "WUNLOCK %s", "mx");
 }
 
 static bool rw_read_round(struct rw_mx *s, redisContext *c)
 {
-    int n, m;
-
-    if (!rw_cmd_ok(c, "RLOCK", -1))
+    if (!su_cmd_ok(c, SU_OK, "RLOCK %s", "mx"))
         return false;
-    n = atomic_fetch_add(&s->readers, 1) + 1;
-    if (atomic_load(&s->writers) != 0)
+    su_atomic_max(&s->max_readers, atomic_fetch_add(&s->readers, 1) + 1);
+    if (atomic_load(&s->writers.inside) != 0)
         atomic_fetch_add(&s->violations, 1);
-    m = atomic_load(&s->max_readers);
-    while (m < n && !atomic_compare_exchange_weak(&s->max_readers, &m, n))
-        sched_yield(); /* m now holds the current maximum */
     usleep(1000);
-    if (atomic_load(&s->writers) != 0)
+    if (atomic_load(&s->writers.inside) != 0)
         atomic_fetch_add(&s->violations, 1);
     atomic_fetch_sub(&s->readers, 1);
-    return rw_cmd_ok(c, "RUNLOCK", 1);
+    return su_cmd_ok(c, 1, "RUNLOCK %s", "mx");
 }
 
-struct rw_thread {
-    struct rw_mx *s; /* shared state */
-    bool writer;     /* this client's role */
-};
-
-static void *rw_thread_main(void *arg)
+/* Client i is a writer when i % 3 == 0, else a reader. */
+static bool rw_round(void *arg, int i, redisContext *c)
 {
-    struct rw_thread *t = arg;
-    redisContext *c = pu_try_connect(t->s->port);
-
-    pthread_barrier_wait(&t->s->start);
-    if (!c) {
-        atomic_fetch_add(&t->s->errors, 1);
-        return NULL;
-    }
-    pu_set_timeout(c, 60000);
-    for (int i = 0; i < MX_ITERS; i++) {
-        bool ok = t->writer ? rw_write_round(t->s, c) : rw_read_round(t->s, c);
-
-        if (!ok) {
-            atomic_fetch_add(&t->s->errors, 1);
-            break;
-        }
-    }
-    redisFree(c);
-    return NULL;
+    return i % 3 == 0 ? rw_write_round(arg, c) : rw_read_round(arg, c);
 }
 
 static void scenario_exclusion(struct pu_env *e)
 {
     static struct rw_mx s;
-    struct rw_thread th[MX_THREADS];
-    pthread_t tids[MX_THREADS];
     redisContext *c = pu_client(e), *rc = pu_redis_client(e);
-    int writers = 0;
+    const struct su_clients spec = {&e->proxy.port, 1, MX_THREADS, MX_ITERS, rw_round, &s};
+    int writers = (MX_THREADS + 2) / 3; /* i % 3 == 0 for i < MX_THREADS */
 
     memset(&s, 0, sizeof(s));
-    s.port = e->proxy.port;
-    pthread_barrier_init(&s.start, NULL, MX_THREADS);
-    for (int i = 0; i < MX_THREADS; i++) {
-        th[i] = (struct rw_thread){&s, i % 3 == 0};
-        writers += th[i].writer;
-        ASSERT_EQ(pthread_create(&tids[i], NULL, rw_thread_main, &th[i]), 0);
-    }
-    for (int i = 0; i < MX_THREADS; i++)
-        pthread_join(tids[i], NULL);
-    pthread_barrier_destroy(&s.start);
-    ASSERT_EQ(atomic_load(&s.errors), 0);
+    ASSERT_EQ(su_clients_run(&spec), 0);
     ASSERT_EQ(atomic_load(&s.violations), 0);
-    ASSERT_EQ(s.counter, (long)writers * MX_ITERS);
+    ASSERT_EQ(atomic_load(&s.writers.violations), 0);
+    ASSERT_EQ(s.writers.counter, (long)writers * MX_ITERS);
     ASSERT_TRUE(atomic_load(&s.max_readers) >= 2); /* readers did share the lock */
     ASSERT_TRUE(!pu_exists(rc, "mx"));
     ASSERT_EQ(pu_dbsize(rc), 0);
@@ -417,9 +308,9 @@ static void scenario_wakeups(struct pu_env *e)
         pu_send(r[i], "RLOCK %s", "wk");
     }
     PU_EVENTUALLY(pu_info_int(w, "lock_waiters") == NUM_READERS, 5000);
-    PU_EVENTUALLY(numsub(rc, chan) == 1, 3000);
+    PU_EVENTUALLY(su_numsub(rc, chan) == 1, 3000);
     pu_sleep_ms(100);
-    ASSERT_EQ(numsub(rc, chan), 1);
+    ASSERT_EQ(su_numsub(rc, chan), 1);
     for (int i = 0; i < NUM_READERS; i++)
         ASSERT_NULL(pu_try_recv(r[i], 0));
 
@@ -427,7 +318,7 @@ static void scenario_wakeups(struct pu_env *e)
     t0 = pu_now_ms();
     PU_INT(w, 1, "WUNLOCK %s", "wk");
     for (int i = 0; i < NUM_READERS; i++) {
-        long long took = recv_ok_within(r[i], t0, 5000);
+        long long took = su_recv_ok_within(r[i], t0, 5000);
 
         worst = took > worst ? took : worst;
     }
@@ -442,7 +333,7 @@ static void scenario_wakeups(struct pu_env *e)
     ASSERT_NULL(pu_try_recv(w, 200));
     t0 = pu_now_ms();
     PU_INT(r[NUM_READERS - 1], 1, "RUNLOCK %s", "wk");
-    if (recv_ok_within(w, t0, 5000) >= WAKE_MAX_MS)
+    if (su_recv_ok_within(w, t0, 5000) >= WAKE_MAX_MS)
         TEST_FAIL("writer woke %lld ms after the last RUNLOCK", pu_now_ms() - t0);
     PU_INT(w, 1, "WUNLOCK %s", "wk");
     ASSERT_EQ(pu_dbsize(rc), 0);
@@ -517,7 +408,7 @@ static void scenario_disconnect(struct pu_env *e)
     /* The last reader goes: the writer is in at once. */
     t0 = pu_now_ms();
     redisFree(c2);
-    ASSERT_TRUE(recv_ok_within(c3, t0, 5000) < 2000);
+    ASSERT_TRUE(su_recv_ok_within(c3, t0, 5000) < 2000);
 
     /* The writer, which also took a read hold, goes: a reader is in. */
     PU_OK(c3, "RLOCK %s", "dc");
@@ -525,7 +416,7 @@ static void scenario_disconnect(struct pu_env *e)
     ASSERT_NULL(pu_try_recv(c4, 200));
     t0 = pu_now_ms();
     redisFree(c3);
-    ASSERT_TRUE(recv_ok_within(c4, t0, 5000) < 2000);
+    ASSERT_TRUE(su_recv_ok_within(c4, t0, 5000) < 2000);
     PU_EVENTUALLY(pu_hlen(rc, "dc") == 2, 2000); /* mode + c4's reader */
     redisFree(c4);
     PU_EVENTUALLY(pu_dbsize(rc) == 0, 2000);
@@ -610,13 +501,13 @@ static void scenario_forceunlock(struct pu_env *e)
     ASSERT_NULL(pu_try_recv(c2, 200));
     t0 = pu_now_ms();
     PU_INT(c3, 1, "FORCEUNLOCK %s", "fu");
-    expect_msg(sub, chan, "1");
-    ASSERT_TRUE(recv_ok_within(c2, t0, 5000) < WAKE_MAX_MS);
+    su_expect_msg(sub, chan, "1");
+    ASSERT_TRUE(su_recv_ok_within(c2, t0, 5000) < WAKE_MAX_MS);
     PU_INT(c3, 1, "FORCEUNLOCK %s", "fu");
-    expect_msg(sub, chan, "1");
+    su_expect_msg(sub, chan, "1");
     ASSERT_TRUE(!pu_exists(rc, "fu"));
     PU_INT(c3, 0, "FORCEUNLOCK %s", "fu");
-    expect_no_msg(sub, 100);
+    su_expect_no_msg(sub, 100);
     PU_ERR(c, "LOCKLOST", "WUNLOCK %s", "fu");
     PU_OK(rc, "SET %s %s", "fs", "v");
     PU_ERR(c3, "WRONGTYPE", "FORCEUNLOCK %s", "fs");
@@ -637,7 +528,7 @@ static redisReply *java_read(redisContext *rc, const char *name, bool lock)
 
     timeout_key(name, JAVA_READER, 0, tprefix, sizeof(tprefix));
     rw_channel(name, chan, sizeof(chan));
-    braced(name, kprefix, sizeof(kprefix));
+    pu_redisson_key("", name, kprefix, sizeof(kprefix));
     return lock ? java_eval(rc, java_read_lock, 2, 3, lk)
                 : java_eval(rc, java_read_unlock, 4, 2, ul);
 }
@@ -687,8 +578,8 @@ static void scenario_redisson(struct pu_env *e)
     ASSERT_NULL(pu_try_recv(c, 300));
     t0 = pu_now_ms();
     expect_java(java_write(rc, "jr", false), PU_K_INT, 1);
-    ASSERT_TRUE(recv_ok_within(c, t0, 5000) < WAKE_MAX_MS);
-    ASSERT_TRUE(recv_ok_within(c2, t0, 5000) < WAKE_MAX_MS);
+    ASSERT_TRUE(su_recv_ok_within(c, t0, 5000) < WAKE_MAX_MS);
+    ASSERT_TRUE(su_recv_ok_within(c2, t0, 5000) < WAKE_MAX_MS);
 
     /* Proxy readers hold: Redisson's write acquire sees their PTTL. */
     r = java_write(rc, "jr", true);

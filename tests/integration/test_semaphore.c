@@ -8,10 +8,6 @@
  * subscription per channel, permits returned when a connection closes
  * (not with KEEP), clean timeouts, interop with a client writing the
  * layout directly, and bad input. Both io backends. */
-#include <sys/time.h>
-
-#include <limits.h>
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,74 +16,11 @@
 
 #include "harness.h"
 #include "proxy_util.h"
+#include "sync_util.h"
 
 #define SENTINEL    "922337203685477"
 #define NUM_CLIENTS 60
 #define NUM_WAITERS 50
-
-/* Subscribers of channel on Redis (all clients, the proxy included). */
-static long long numsub(redisContext *rc, const char *chan)
-{
-    redisReply *r = pu_cmd(rc, "PUBSUB NUMSUB %s", chan);
-    long long n;
-
-    ASSERT_TRUE(r->type == REDIS_REPLY_ARRAY && r->elements == 2);
-    n = r->element[1]->integer;
-    freeReplyObject(r);
-    return n;
-}
-
-/* GET key as an integer; LLONG_MIN when the key is absent. */
-static long long get_int(redisContext *rc, const char *key)
-{
-    redisReply *r = pu_cmd(rc, "GET %s", key);
-    long long v = LLONG_MIN;
-
-    if (r->type == REDIS_REPLY_STRING)
-        v = strtoll(r->str, NULL, 10);
-    else if (r->type != REDIS_REPLY_NIL)
-        TEST_FAIL("GET %s: unexpected reply type %d", key, r->type);
-    freeReplyObject(r);
-    return v;
-}
-
-static long long wall_ms(void)
-{
-    struct timeval tv;
-
-    gettimeofday(&tv, NULL);
-    return (long long)tv.tv_sec * 1000 + tv.tv_usec / 1000;
-}
-
-/* Waits for one message: its channel and payload must be chan / payload. */
-static void expect_msg(redisContext *sub, const char *chan, const char *payload)
-{
-    char got_chan[256], got[64];
-
-    if (!pu_next_message(sub, 3000, got_chan, sizeof(got_chan), got, sizeof(got)))
-        TEST_FAIL("no message on %s (expected '%s')", chan, payload);
-    ASSERT_STREQ(got_chan, chan);
-    ASSERT_STREQ(got, payload);
-}
-
-static void expect_no_msg(redisContext *sub, int ms)
-{
-    char chan[256], payload[64];
-
-    if (pu_next_message(sub, ms, chan, sizeof(chan), payload, sizeof(payload)))
-        TEST_FAIL("unexpected publish on %s: %s", chan, payload);
-}
-
-/* The reply to a command sent earlier, within ms; it must be +OK. */
-static void expect_ok_within(redisContext *c, int ms)
-{
-    redisReply *r = pu_try_recv(c, ms);
-
-    if (!r)
-        TEST_FAIL("no reply within %d ms", ms);
-    PU_CHECK(r, PU_K_STATUS, 0, "OK");
-    freeReplyObject(r);
-}
 
 static void hex_to_raw(const char *hex, unsigned char *raw)
 {
@@ -120,43 +53,43 @@ static void scenario_sem_basic(struct pu_env *e)
     redisContext *sub = pu_psubscribe(e, "redisson_sc:*");
 
     PU_INT(c, 1, "SEM.TRYSETPERMITS %s %d", "s1", 3);
-    expect_msg(sub, "redisson_sc:{s1}", "3");
+    su_expect_msg(sub, "redisson_sc:{s1}", "3");
     PU_STR(rc, "string", "TYPE %s", "s1");
-    ASSERT_EQ(get_int(rc, "s1"), 3);
+    ASSERT_EQ(pu_get_int(rc, "s1"), 3);
     ASSERT_EQ(pu_pttl(rc, "s1"), -1);
     PU_INT(c, 0, "SEM.TRYSETPERMITS %s %d", "s1", 10);
-    ASSERT_EQ(get_int(rc, "s1"), 3);
+    ASSERT_EQ(pu_get_int(rc, "s1"), 3);
 
     PU_OK(c, "SEM.TRYACQUIRE %s", "s1");
     PU_OK(c, "SEM.ACQUIRE %s %d", "s1", 2);
-    ASSERT_EQ(get_int(rc, "s1"), 0);
+    ASSERT_EQ(pu_get_int(rc, "s1"), 0);
     PU_NIL(c, "SEM.TRYACQUIRE %s", "s1");
     PU_NIL(c, "SEM.ACQUIRE %s WAIT 0", "s1");
     PU_INT(c, 0, "SEM.AVAILABLE %s", "s1");
-    expect_no_msg(sub, 100); /* acquiring never publishes */
+    su_expect_no_msg(sub, 100); /* acquiring never publishes */
 
     PU_INT(c, 2, "SEM.RELEASE %s %d", "s1", 2);
-    expect_msg(sub, "redisson_sc:{s1}", "2");
+    su_expect_msg(sub, "redisson_sc:{s1}", "2");
     PU_INT(c, 3, "SEM.RELEASE %s", "s1");
-    expect_msg(sub, "redisson_sc:{s1}", "3");
+    su_expect_msg(sub, "redisson_sc:{s1}", "3");
     PU_INT(c, 5, "SEM.ADDPERMITS %s %d", "s1", 2);
-    expect_msg(sub, "redisson_sc:{s1}", "5");
+    su_expect_msg(sub, "redisson_sc:{s1}", "5");
     PU_INT(c, 4, "SEM.ADDPERMITS %s %d", "s1", -1);
-    expect_no_msg(sub, 100); /* a decrease does not publish */
+    su_expect_no_msg(sub, 100); /* a decrease does not publish */
     PU_INT(c, 4, "SEM.AVAILABLE %s", "s1");
     PU_INT(c, 4, "SEM.DRAIN %s", "s1");
-    ASSERT_EQ(get_int(rc, "s1"), 0);
+    ASSERT_EQ(pu_get_int(rc, "s1"), 0);
     PU_INT(c, 0, "SEM.DRAIN %s", "s1");
     /* addPermits may go below zero (Redisson allows it); never published. */
     PU_INT(c, -2, "SEM.ADDPERMITS %s %d", "s1", -2);
     PU_INT(c, 1, "SEM.ADDPERMITS %s %d", "s1", 3);
-    expect_msg(sub, "redisson_sc:{s1}", "1");
+    su_expect_msg(sub, "redisson_sc:{s1}", "1");
     /* Counts are written in canonical form (INCRBY refuses "007"). */
     PU_INT(c, 1, "SEM.TRYSETPERMITS %s %s", "s0", "007");
     PU_STR(rc, "7", "GET %s", "s0");
     PU_INT(c, 8, "SEM.RELEASE %s", "s0");
-    expect_msg(sub, "redisson_sc:{s0}", "7");
-    expect_msg(sub, "redisson_sc:{s0}", "8");
+    su_expect_msg(sub, "redisson_sc:{s0}", "7");
+    su_expect_msg(sub, "redisson_sc:{s0}", "8");
     PU_INT(rc, 1, "DEL %s", "s0");
     PU_INT(c, 0, "SEM.DRAIN %s", "missing");
     PU_INT(c, 0, "SEM.AVAILABLE %s", "missing");
@@ -164,8 +97,8 @@ static void scenario_sem_basic(struct pu_env *e)
 
     /* Braces are added to the channel only when the name has no '{'. */
     PU_INT(c, 1, "SEM.TRYSETPERMITS %s %d", "a{t}b", 1);
-    expect_msg(sub, "redisson_sc:a{t}b", "1");
-    ASSERT_EQ(get_int(rc, "a{t}b"), 1);
+    su_expect_msg(sub, "redisson_sc:a{t}b", "1");
+    ASSERT_EQ(pu_get_int(rc, "a{t}b"), 1);
     ASSERT_EQ(pu_dbsize(rc), 2); /* s1 and a{t}b: nothing else */
     redisFree(sub);
     redisFree(rc);
@@ -175,38 +108,34 @@ static void scenario_sem_basic(struct pu_env *e)
 /* ---- counting invariant under contention ---------------------------------- */
 
 struct cc_state {
-    int port;                /* proxy port */
-    const char *name;        /* semaphore name */
-    bool psem;               /* PSEM.* instead of SEM.* */
-    int limit;               /* permits */
-    int iters;               /* acquisitions per client */
-    atomic_int inside;       /* clients holding a permit now */
-    atomic_int max_inside;   /* highest inside seen */
-    atomic_int violations;   /* inside > limit seen */
-    atomic_int errors;       /* failed commands */
-    pthread_barrier_t start; /* all clients connected */
+    const char *name;      /* semaphore name */
+    bool psem;             /* PSEM.* instead of SEM.* */
+    int limit;             /* permits */
+    atomic_int inside;     /* clients holding a permit now */
+    atomic_int max_inside; /* highest inside seen */
+    atomic_int violations; /* inside > limit seen */
 };
 
 static void cc_enter(struct cc_state *s)
 {
     int now = atomic_fetch_add(&s->inside, 1) + 1;
-    int max = atomic_load(&s->max_inside);
 
     if (now > s->limit)
         atomic_fetch_add(&s->violations, 1);
-    while (now > max && !atomic_compare_exchange_weak(&s->max_inside, &max, now))
-        ;
+    su_atomic_max(&s->max_inside, now);
     usleep(500);
     atomic_fetch_sub(&s->inside, 1);
 }
 
-static bool cc_round(struct cc_state *s, redisContext *c)
+static bool cc_round(void *arg, int i, redisContext *c)
 {
+    struct cc_state *s = arg;
     redisReply *r = redisCommand(c, s->psem ? "PSEM.ACQUIRE %s" : "SEM.ACQUIRE %s", s->name);
     char id[40] = "";
     bool ok = r && (s->psem ? r->type == REDIS_REPLY_STRING && r->len == 32
                             : r->type == REDIS_REPLY_STATUS);
 
+    (void)i;
     if (ok && s->psem)
         memcpy(id, r->str, 33);
     if (r)
@@ -222,49 +151,21 @@ static bool cc_round(struct cc_state *s, redisContext *c)
     return ok;
 }
 
-static void *cc_thread(void *arg)
-{
-    struct cc_state *s = arg;
-    redisContext *c = pu_try_connect(s->port);
-
-    pthread_barrier_wait(&s->start);
-    if (!c) {
-        atomic_fetch_add(&s->errors, 1);
-        return NULL;
-    }
-    pu_set_timeout(c, 60000);
-    for (int i = 0; i < s->iters; i++) {
-        if (!cc_round(s, c)) {
-            atomic_fetch_add(&s->errors, 1);
-            break;
-        }
-    }
-    redisFree(c);
-    return NULL;
-}
-
 /* NUM_CLIENTS clients, limit permits: never more than limit inside. */
 static void counting_check(struct pu_env *e, const char *name, bool psem, int limit)
 {
-    struct cc_state s = {.port = e->proxy.port, .name = name, .psem = psem, .limit = limit};
+    struct cc_state s = {.name = name, .psem = psem, .limit = limit};
+    const struct su_clients spec = {&e->proxy.port, 1, NUM_CLIENTS, 8, cc_round, &s};
     redisContext *c = pu_client(e), *rc = pu_redis_client(e);
-    pthread_t tids[NUM_CLIENTS];
 
-    s.iters = 8;
     PU_INT(c, 1, psem ? "PSEM.TRYSETPERMITS %s %d" : "SEM.TRYSETPERMITS %s %d", name, limit);
-    pthread_barrier_init(&s.start, NULL, NUM_CLIENTS);
-    for (int i = 0; i < NUM_CLIENTS; i++)
-        ASSERT_EQ(pthread_create(&tids[i], NULL, cc_thread, &s), 0);
-    for (int i = 0; i < NUM_CLIENTS; i++)
-        pthread_join(tids[i], NULL);
-    pthread_barrier_destroy(&s.start);
-    ASSERT_EQ(atomic_load(&s.errors), 0);
+    ASSERT_EQ(su_clients_run(&spec), 0);
     ASSERT_EQ(atomic_load(&s.violations), 0);
     ASSERT_LE(atomic_load(&s.max_inside), limit);
     ASSERT_TRUE(atomic_load(&s.max_inside) >= 1);
     ASSERT_TRUE(pu_info_int(c, "wakeup_messages") > 0); /* clients did wait */
     /* Every permit came back, and nothing is left tracked or waiting. */
-    PU_EVENTUALLY(get_int(rc, name) == limit, 3000);
+    PU_EVENTUALLY(pu_get_int(rc, name) == limit, 3000);
     PU_EVENTUALLY(pu_info_int(c, psem ? "psem_waiters" : "sem_waiters") == 0, 3000);
     ASSERT_EQ(pu_info_int(c, psem ? "psem_permits_tracked" : "sem_permits_tracked"), 0);
     redisFree(rc);
@@ -302,7 +203,7 @@ static void scenario_sem_wakeup(struct pu_env *e)
         ASSERT_NULL(pu_try_recv(c2, 300));
         t0 = pu_now_ms();
         PU_INT(c1, 1, "SEM.RELEASE %s", "w");
-        expect_ok_within(c2, 5000);
+        su_expect_ok_within(c2, 5000);
         if (pu_now_ms() - t0 >= 1000)
             TEST_FAIL("waiter woke %lld ms after SEM.RELEASE", pu_now_ms() - t0);
         PU_INT(c2, 1, "SEM.RELEASE %s", "w");
@@ -323,19 +224,19 @@ static void scenario_sem_one_subscription(struct pu_env *e)
         pu_send(w[i], "SEM.ACQUIRE %s", "os");
     }
     PU_EVENTUALLY(pu_info_int(c, "sem_waiters") == NUM_WAITERS, 5000);
-    PU_EVENTUALLY(numsub(rc, "redisson_sc:{os}") == 1, 3000);
+    PU_EVENTUALLY(su_numsub(rc, "redisson_sc:{os}") == 1, 3000);
     pu_sleep_ms(100);
-    ASSERT_EQ(numsub(rc, "redisson_sc:{os}"), 1);
+    ASSERT_EQ(su_numsub(rc, "redisson_sc:{os}"), 1);
 
     PU_INT(c, NUM_WAITERS, "SEM.RELEASE %s %d", "os", NUM_WAITERS);
     for (int i = 0; i < NUM_WAITERS; i++)
-        expect_ok_within(w[i], 5000);
-    ASSERT_EQ(get_int(rc, "os"), 0);
+        su_expect_ok_within(w[i], 5000);
+    ASSERT_EQ(pu_get_int(rc, "os"), 0);
     ASSERT_EQ(pu_info_int(c, "sem_waiters"), 0);
     ASSERT_EQ(pu_info_int(c, "sem_permits_tracked"), NUM_WAITERS);
     for (int i = 0; i < NUM_WAITERS; i++)
         redisFree(w[i]);
-    PU_EVENTUALLY(get_int(rc, "os") == NUM_WAITERS, 3000);
+    PU_EVENTUALLY(pu_get_int(rc, "os") == NUM_WAITERS, 3000);
     PU_EVENTUALLY(pu_info_int(c, "sem_permits_tracked") == 0, 3000);
     redisFree(rc);
     redisFree(c);
@@ -350,31 +251,31 @@ static void scenario_sem_disconnect(struct pu_env *e)
     redisContext *c2 = pu_client(e), *c3 = pu_client(e), *c4 = pu_client(e);
 
     PU_INT(c, 1, "SEM.TRYSETPERMITS %s %d", "dc", 5);
-    expect_msg(sub, "redisson_sc:{dc}", "5");
+    su_expect_msg(sub, "redisson_sc:{dc}", "5");
 
     /* Took 2, released 1: the other one comes back when c2 closes. */
     PU_OK(c2, "SEM.ACQUIRE %s %d", "dc", 2);
     PU_INT(c2, 4, "SEM.RELEASE %s", "dc");
-    expect_msg(sub, "redisson_sc:{dc}", "4");
+    su_expect_msg(sub, "redisson_sc:{dc}", "4");
     redisFree(c2);
-    PU_EVENTUALLY(get_int(rc, "dc") == 5, 3000);
-    expect_msg(sub, "redisson_sc:{dc}", "5");
+    PU_EVENTUALLY(pu_get_int(rc, "dc") == 5, 3000);
+    su_expect_msg(sub, "redisson_sc:{dc}", "5");
 
     /* KEEP: not returned. */
     PU_OK(c3, "SEM.TRYACQUIRE %s %d KEEP", "dc", 2);
     redisFree(c3);
     pu_sleep_ms(300);
-    ASSERT_EQ(get_int(rc, "dc"), 3);
-    expect_no_msg(sub, 100);
+    ASSERT_EQ(pu_get_int(rc, "dc"), 3);
+    su_expect_no_msg(sub, 100);
 
     /* Releasing more than you took is allowed; nothing is left tracked. */
     PU_OK(c4, "SEM.ACQUIRE %s", "dc");
     PU_INT(c4, 5, "SEM.RELEASE %s %d", "dc", 3);
-    expect_msg(sub, "redisson_sc:{dc}", "5");
+    su_expect_msg(sub, "redisson_sc:{dc}", "5");
     redisFree(c4);
     pu_sleep_ms(300);
-    ASSERT_EQ(get_int(rc, "dc"), 5);
-    expect_no_msg(sub, 100);
+    ASSERT_EQ(pu_get_int(rc, "dc"), 5);
+    su_expect_no_msg(sub, 100);
 
     /* A deleted semaphore is not re-created by a return. */
     c2 = pu_client(e);
@@ -403,7 +304,7 @@ static void scenario_sem_timeout(struct pu_env *e)
     elapsed = pu_now_ms() - t0;
     ASSERT_TRUE(elapsed >= 250 && elapsed < 3000);
     PU_NIL(c2, "SEM.ACQUIRE %s %d WAIT %d", "to", 1, 100);
-    ASSERT_EQ(get_int(rc, "to"), 0);
+    ASSERT_EQ(pu_get_int(rc, "to"), 0);
     ASSERT_EQ(pu_dbsize(rc), 1);
     ASSERT_EQ(pu_info_int(c, "sem_waiters"), 0);
     ASSERT_TRUE(pu_info_int(c, "sem_wait_timeouts") >= 2);
@@ -416,7 +317,7 @@ static void scenario_sem_timeout(struct pu_env *e)
     PU_EVENTUALLY(pu_info_int(c, "sem_waiters") == 0, 3000);
     PU_INT(c, 1, "SEM.RELEASE %s", "to");
     pu_sleep_ms(100);
-    ASSERT_EQ(get_int(rc, "to"), 1);
+    ASSERT_EQ(pu_get_int(rc, "to"), 1);
     ASSERT_EQ(pu_info_int(c, "sem_permits_tracked"), 0);
     redisFree(rc);
     redisFree(c);
@@ -434,7 +335,7 @@ static void scenario_sem_pipeline(struct pu_env *e)
     pu_send(c, "SEM.AVAILABLE %s", "pl");
     ASSERT_NULL(pu_try_recv(c, 300));
     PU_INT(c2, 1, "SEM.RELEASE %s", "pl");
-    expect_ok_within(c, 5000);
+    su_expect_ok_within(c, 5000);
     r = pu_try_recv(c, 3000);
     PU_CHECK(r, PU_K_INT, 0, NULL); /* ran after the acquire */
     freeReplyObject(r);
@@ -466,16 +367,16 @@ static void scenario_sem_interop(struct pu_env *e)
     PU_INT(rc, 0, "DECRBY %s %d", "io", 1);
     PU_NIL(c, "SEM.TRYACQUIRE %s", "io");
     pu_send(c, "SEM.ACQUIRE %s", "io");
-    PU_EVENTUALLY(numsub(rc, "redisson_sc:{io}") == 1, 3000);
+    PU_EVENTUALLY(su_numsub(rc, "redisson_sc:{io}") == 1, 3000);
     ASSERT_NULL(pu_try_recv(c, 300));
     /* Java: release() = INCRBY + PUBLISH the new count. */
     t0 = pu_now_ms();
     PU_INT(rc, 1, "INCRBY %s %d", "io", 1);
     PU_INT(rc, 1, "PUBLISH %s %d", "redisson_sc:{io}", 1);
-    expect_ok_within(c, 5000);
+    su_expect_ok_within(c, 5000);
     if (pu_now_ms() - t0 >= 1000)
         TEST_FAIL("waiter woke %lld ms after the Redisson release", pu_now_ms() - t0);
-    ASSERT_EQ(get_int(rc, "io"), 0);
+    ASSERT_EQ(pu_get_int(rc, "io"), 0);
 
     /* A release that never publishes (a lost message) costs a re-check
      * interval, not a hang. */
@@ -483,7 +384,7 @@ static void scenario_sem_interop(struct pu_env *e)
     ASSERT_NULL(pu_try_recv(c, 300));
     t0 = pu_now_ms();
     PU_INT(rc, 1, "INCRBY %s %d", "io", 1);
-    expect_ok_within(c, 8000);
+    su_expect_ok_within(c, 8000);
     ASSERT_TRUE(pu_now_ms() - t0 < 5000);
     redisFree(rc);
     redisFree(c);
@@ -546,7 +447,7 @@ static void scenario_sem_bad_input(struct pu_env *e)
     PU_INT(c, 1, "PSEM.TRYSETPERMITS %s 1", "pz");
     PU_OK(rc, "SET %s %s", "{pz}:timeout", "x");
     PU_ERR(c, "WRONGTYPE", "PSEM.ACQUIRE %s", "pz");
-    ASSERT_EQ(get_int(rc, "pz"), 1);
+    ASSERT_EQ(pu_get_int(rc, "pz"), 1);
     redisFree(rc);
     redisFree(c);
 }
@@ -563,11 +464,11 @@ static void scenario_psem_basic(struct pu_env *e)
     redisReply *r;
 
     PU_INT(c, 1, "PSEM.TRYSETPERMITS %s %d", "pz", 2);
-    expect_msg(sub, "redisson_sc:{pz}", "2");
+    su_expect_msg(sub, "redisson_sc:{pz}", "2");
     PU_INT(c, 0, "PSEM.TRYSETPERMITS %s %d", "pz", 5);
     psem_acquire(c, id1, "PSEM.ACQUIRE %s", "pz");
     hex_to_raw(id1, raw1);
-    ASSERT_EQ(get_int(rc, "pz"), 1);
+    ASSERT_EQ(pu_get_int(rc, "pz"), 1);
     r = pu_cmd(rc, "ZRANGE %s 0 -1 WITHSCORES", "{pz}:timeout");
     ASSERT_TRUE(r->type == REDIS_REPLY_ARRAY && r->elements == 2);
     ASSERT_EQ(r->element[0]->len, 16);
@@ -575,33 +476,33 @@ static void scenario_psem_basic(struct pu_env *e)
     ASSERT_STREQ(r->element[1]->str, SENTINEL);
     freeReplyObject(r);
 
-    before = wall_ms();
+    before = pu_wall_ms();
     psem_acquire(c, id2, "PSEM.TRYACQUIRE %s LEASE 5000", "pz");
     hex_to_raw(id2, raw2);
     r = pu_cmd(rc, "ZSCORE %s %b", "{pz}:timeout", raw2, (size_t)16);
     ASSERT_TRUE(r->type == REDIS_REPLY_STRING);
     score = strtoll(r->str, NULL, 10);
     freeReplyObject(r);
-    ASSERT_TRUE(score >= before + 4900 && score <= wall_ms() + 5100);
+    ASSERT_TRUE(score >= before + 4900 && score <= pu_wall_ms() + 5100);
     PU_INT(c, 0, "PSEM.AVAILABLE %s", "pz");
     PU_NIL(c, "PSEM.ACQUIRE %s WAIT 0", "pz");
     PU_NIL(c, "PSEM.TRYACQUIRE %s", "pz");
-    expect_no_msg(sub, 100);
+    su_expect_no_msg(sub, 100);
 
     PU_INT(c, 1, "PSEM.RELEASE %s %s", "pz", id1);
-    expect_msg(sub, "redisson_sc:{pz}", "1");
+    su_expect_msg(sub, "redisson_sc:{pz}", "1");
     PU_ERR(c, "NOPERMIT", "PSEM.RELEASE %s %s", "pz", id1);
     PU_INT(c, 1, "PSEM.AVAILABLE %s", "pz");
     PU_INT(rc, 1, "ZCARD %s", "{pz}:timeout");
     PU_INT(c, 1, "PSEM.RELEASE %s %s", "pz", id2);
-    expect_msg(sub, "redisson_sc:{pz}", "2");
+    su_expect_msg(sub, "redisson_sc:{pz}", "2");
     PU_INT(rc, 0, "EXISTS %s", "{pz}:timeout");
-    ASSERT_EQ(get_int(rc, "pz"), 2);
+    ASSERT_EQ(pu_get_int(rc, "pz"), 2);
     ASSERT_EQ(pu_dbsize(rc), 1);
 
     /* A name with a hash tag: no braces added to the aux key or channel. */
     PU_INT(c, 1, "PSEM.TRYSETPERMITS %s %d", "a{t}b", 1);
-    expect_msg(sub, "redisson_sc:a{t}b", "1");
+    su_expect_msg(sub, "redisson_sc:a{t}b", "1");
     psem_acquire(c, id1, "PSEM.ACQUIRE %s", "a{t}b");
     PU_INT(rc, 1, "ZCARD %s", "a{t}b:timeout");
     redisFree(sub);
@@ -630,14 +531,14 @@ static void scenario_psem_lease(struct pu_env *e)
     psem_acquire(c1, id1, "PSEM.ACQUIRE %s LEASE 100", "pl");
     pu_sleep_ms(300);
     PU_INT(c1, 0, "PSEM.RELEASE %s %s", "pl", id1);
-    ASSERT_EQ(get_int(rc, "pl"), 1);
+    ASSERT_EQ(pu_get_int(rc, "pl"), 1);
     PU_INT(rc, 0, "EXISTS %s", "{pl}:timeout");
 
     /* Timing out leaves nothing. */
     psem_acquire(c1, id1, "PSEM.ACQUIRE %s", "pl");
     PU_NIL(c2, "PSEM.ACQUIRE %s WAIT %d", "pl", 200);
     PU_INT(rc, 1, "ZCARD %s", "{pl}:timeout");
-    ASSERT_EQ(get_int(rc, "pl"), 0);
+    ASSERT_EQ(pu_get_int(rc, "pl"), 0);
     ASSERT_EQ(pu_info_int(c2, "psem_waiters"), 0);
     redisFree(rc);
     redisFree(c2);
@@ -653,14 +554,14 @@ static void scenario_psem_disconnect(struct pu_env *e)
     psem_acquire(c2, id, "PSEM.ACQUIRE %s", "pd");
     psem_acquire(c2, id, "PSEM.ACQUIRE %s LEASE 60000", "pd");
     psem_acquire(c2, id, "PSEM.ACQUIRE %s KEEP", "pd");
-    ASSERT_EQ(get_int(rc, "pd"), 0);
+    ASSERT_EQ(pu_get_int(rc, "pd"), 0);
     ASSERT_EQ(pu_info_int(c, "psem_permits_tracked"), 2);
     redisFree(c2);
-    PU_EVENTUALLY(get_int(rc, "pd") == 2, 3000);
+    PU_EVENTUALLY(pu_get_int(rc, "pd") == 2, 3000);
     PU_INT(rc, 1, "ZCARD %s", "{pd}:timeout"); /* the KEEP permit */
     PU_EVENTUALLY(pu_info_int(c, "psem_permits_tracked") == 0, 3000);
     PU_INT(c, 1, "PSEM.RELEASE %s %s", "pd", id);
-    ASSERT_EQ(get_int(rc, "pd"), 3);
+    ASSERT_EQ(pu_get_int(rc, "pd"), 3);
     redisFree(rc);
     redisFree(c);
 }
@@ -678,7 +579,7 @@ static void scenario_psem_interop(struct pu_env *e)
     PU_INT(rc, 0, "DECRBY %s %d", "pi", 1);
     PU_INT(rc, 1, "ZADD %s %s %b", "{pi}:timeout", SENTINEL, raw, (size_t)16);
     pu_send(c, "PSEM.ACQUIRE %s", "pi");
-    PU_EVENTUALLY(numsub(rc, "redisson_sc:{pi}") == 1, 3000);
+    PU_EVENTUALLY(su_numsub(rc, "redisson_sc:{pi}") == 1, 3000);
     ASSERT_NULL(pu_try_recv(c, 300));
     t0 = pu_now_ms();
     PU_INT(rc, 1, "ZREM %s %b", "{pi}:timeout", raw, (size_t)16);
