@@ -222,6 +222,7 @@ struct px_lockop {
     bool inflight;                   /* an attempt's reply is pending */
     bool rewake;                     /* woken while in flight: retry, do not sleep */
     bool queued;                     /* a waiting attempt was sent: give up on failure */
+    struct px_wait_snap snap;        /* the channel's waitset when the first attempt went */
     char owner[PX_OWNER_MAX];        /* owned: owner field string */
 };
 
@@ -426,6 +427,8 @@ static void lockop_sleep(struct px_lockop *op, int64_t pttl)
     uint64_t now = sched_loop_now_ms(op->srv->loop);
     uint64_t retry = repoll_ms(op, pttl);
 
+    if (pttl >= 0)
+        op->set->holder_until = now + retry;
     if (op->rewake)
         return lock_try(op);
     if (!sched_waiter_is_queued(&op->wait.sleep) && px_waitset_sleep(op->set, &op->wait))
@@ -433,6 +436,16 @@ static void lockop_sleep(struct px_lockop *op, int64_t pttl)
     if (op->deadline != WAIT_FOREVER && op->deadline - now < retry)
         retry = op->deadline - now;
     sched_loop_timer_in(op->srv->loop, &op->timer, retry);
+}
+
+/* Joins the waitset of chan (one shared subscription per channel). */
+static bool lockop_join(struct px_lockop *op, const char *chan, size_t chlen)
+{
+    op->set = px_waitset_join(op->srv, chan, chlen, &op->wait);
+    if (!op->set)
+        return false;
+    list_add_tail(&op->req->cl->waiters, &op->client_node);
+    return true;
 }
 
 static void lockop_contended(struct px_lockop *op, int64_t pttl)
@@ -448,10 +461,10 @@ static void lockop_contended(struct px_lockop *op, int64_t pttl)
     if (op->set)
         return lockop_sleep(op, pttl);
     chlen = op->kind->channel(&op->acq, chan, sizeof(chan));
-    op->set = px_waitset_join(op->srv, chan, chlen, &op->wait);
-    if (!op->set)
+    if (!lockop_join(op, chan, chlen))
         return lockop_fail(op, -ENOMEM);
-    list_add_tail(&req->cl->waiters, &op->client_node);
+    if (px_waitset_unchanged(op->set, &op->snap))
+        return lockop_sleep(op, pttl); /* subscribed all along, no event since: nothing missed */
     if (op->set->ready)
         return lock_try(op); /* subscribed before this retry: no wake-up can be missed */
     /* Otherwise READY triggers the retry; the timer covers a lost subscribe. */
@@ -551,6 +564,28 @@ static void lockop_init(struct px_lockop *op, struct px_req *req, const struct l
     op->acq.lease_ms = op->watchdog ? srv->opts.watchdog_ms : (uint64_t)a->lease_ms;
 }
 
+/* Before a first attempt: records the channel's waitset state (so a
+ * contended reply can tell whether a wake-up could have been missed), and
+ * queues a plain LOCK behind this proxy's waiters of the same name (FIFO)
+ * without a doomed attempt: it sleeps until woken, or until the holder's
+ * lease end last seen by a waiter. Fair locks must join Redis's queue and
+ * read-write waiters share a channel with the other mode, so those always
+ * try first. Returns true when the op is now asleep. */
+static bool lock_queue_behind(struct px_lockop *op)
+{
+    char chan[PX_CHANNEL_MAX];
+    size_t chlen = op->kind->channel(&op->acq, chan, sizeof(chan));
+    struct px_waitset *set = px_waitset_find(op->srv, chan, chlen);
+    uint64_t now = sched_loop_now_ms(op->srv->loop);
+    bool plain = op->kind == &plain_kind || op->kind == &fenced_kind;
+
+    px_waitset_snap(op->srv, chan, chlen, &op->snap);
+    if (!plain || !set || !set->ready || set->nmembers == 0 || !lockop_join(op, chan, chlen))
+        return false;
+    lockop_sleep(op, set->holder_until > now ? (int64_t)(set->holder_until - now) : 0);
+    return true;
+}
+
 static void acquire_start(struct px_req *req, const struct px_lock_kind *kind, unsigned allow)
 {
     struct px_server *srv = req->cl->srv;
@@ -575,6 +610,8 @@ static void acquire_start(struct px_req *req, const struct px_lock_kind *kind, u
     else
         op->deadline = sched_loop_now_ms(srv->loop) + (uint64_t)a.wait_ms;
     op->acq.waiting = op->deadline != 0;
+    if (op->acq.waiting && srv->locks.count > 0 && lock_queue_behind(op))
+        return;
     lock_try(op);
 }
 
