@@ -1,8 +1,9 @@
 /* lockproxy-bench: closed-loop load generator comparing lockproxy with a
  * direct, Redisson-style Redis client on the same workload. main() parses
  * the options, prepares the process (file descriptor limit, signals), runs
- * every target on one event loop, and prints and writes the results. See
- * --help (lg_opts.c) for what is measured and how. */
+ * every target on one event loop (or the idle-memory mode, lg_idle.c), and
+ * prints and writes the results. See --help (lg_opts.c) for what is
+ * measured and how. */
 #include <sys/resource.h>
 
 #include <errno.h>
@@ -11,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench/loadgen/lg_idle.h"
 #include "bench/loadgen/lg_opts.h"
 #include "bench/loadgen/lg_report.h"
 #include "bench/loadgen/lg_run.h"
@@ -84,8 +86,8 @@ static void print_banner(const struct lg_opts *o, const char *backend)
            o->pipeline ? ", pipeline " : "", o->pipeline ? "on" : "");
     if (o->pipeline)
         printf("  pipelined: %u TRYLOCK/UNLOCK pairs per connection per round trip\n", o->pipeline);
-    printf("  proxy %s:%s, redis %s:%s, bench event loop: %s (single thread)\n", o->proxy.host,
-           o->proxy.port, o->redis.host, o->redis.port, backend);
+    printf("  proxy %s, redis %s, bench event loop: %s (single thread)\n", o->proxy.name,
+           o->redis.name, backend);
     for (unsigned i = 0; i < o->ntargets; i++) {
         if (o->targets[i] == LG_TGT_DIRECT && o->pipeline == 0)
             printf("  direct: each bench connection models a separate client process "
@@ -126,6 +128,12 @@ static int write_outputs(const struct lg_opts *o, const struct lg_result *res, u
             fprintf(stderr, "lockproxy-bench: %s: %s\n", o->json_path, strerror(-e));
         else
             printf("JSON written to %s\n", o->json_path);
+        rc = rc ? rc : e;
+    }
+    if (o->kv_path) {
+        e = lg_report_kv(o->kv_path, res, n);
+        if (e < 0)
+            fprintf(stderr, "lockproxy-bench: %s: %s\n", o->kv_path, strerror(-e));
         rc = rc ? rc : e;
     }
     if (o->svg_path) {
@@ -192,8 +200,10 @@ int main(int argc, char **argv)
     if (rc < 0)
         return 2;
     log_set_level(LOG_LVL_WARN);
-    if (raise_nofile(max_conns(&o) + FD_SLACK) < 0)
+    if (raise_nofile((o.idle ? o.idle : max_conns(&o)) + FD_SLACK) < 0)
         return 1;
     setup_signals();
+    if (o.idle)
+        return lg_idle_main(&o);
     return bench_main(&o);
 }

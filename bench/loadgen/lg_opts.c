@@ -2,6 +2,8 @@
  * checked here, so the rest of the program can trust struct lg_opts. */
 #include "bench/loadgen/lg_opts.h"
 
+#include <sys/un.h>
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,6 +12,7 @@
 
 #define LG_MAX_CLIENTS 100000u
 #define LG_MAX_PIPE    1024u
+#define LG_MAX_IDLE    1000000u
 
 static const char help_text[] =
     "Usage: lockproxy-bench [options] [WORKLOAD]\n"
@@ -53,9 +56,10 @@ static const char help_text[] =
     "  --duration S       measured seconds per target (default 10; decimals ok)\n"
     "  --warmup S         unmeasured seconds before that (default 2)\n"
     "  --targets LIST     proxy,direct,direct-shared (default proxy,direct)\n"
-    "  --proxy HOST:PORT  lockproxy (default 127.0.0.1:7379)\n"
+    "  --proxy HOST:PORT  lockproxy (default 127.0.0.1:7379); unix:PATH for a Unix\n"
+    "                     domain socket (lockproxy --listen unix:///PATH)\n"
     "  --redis HOST:PORT  Redis for direct targets and for the Redis statistics\n"
-    "                     of every target (default 127.0.0.1:6379)\n"
+    "                     of every target (default 127.0.0.1:6379); or unix:PATH\n"
     "  --proxy-pid PID    lockproxy's pid, to report its CPU time (/proc/PID/stat);\n"
     "                     without it proxy CPU is n/a\n"
     "  --direct-shared-sub  make 'direct' behave as 'direct-shared'\n"
@@ -69,7 +73,19 @@ static const char help_text[] =
     "                     P:<target>:<n>\n"
     "  --json FILE        write every figure as JSON\n"
     "  --svg FILE         write a chart (throughput bars, latency percentiles)\n"
+    "  --kv FILE          write every figure as '<section> <key> <value>' lines, one\n"
+    "                     per figure (section: the target, or 'idle'), for scripts\n"
     "  --help             this text\n"
+    "\n"
+    "Idle-memory mode (instead of a workload):\n"
+    "  --idle N           open N connections to --proxy, one after the other, send\n"
+    "                     one PING on each and read the reply; wait --idle-settle;\n"
+    "                     report the proxy's VmRSS (/proc/PID/status of --proxy-pid,\n"
+    "                     required) before, with the N connections open, and after\n"
+    "                     closing them, and the RSS added per connection. Socket\n"
+    "                     buffers are kernel memory, not RSS: the system-wide TCP\n"
+    "                     memory of /proc/net/sockstat is shown next to it\n"
+    "  --idle-settle S    seconds to wait before each RSS reading (default 1)\n"
     "\n"
     "Measured per target, over --duration after --warmup:\n"
     "  ops/s              completed acquire+release pairs per second (a reentrant\n"
@@ -83,9 +99,14 @@ static const char help_text[] =
     "                     scripts run (HEXISTS, HINCRBY, PEXPIRE, PUBLISH, ...) are\n"
     "                     reported separately as 'calls incl. scripts'. Counts all\n"
     "                     clients of that Redis, so keep it otherwise idle.\n"
+    "  Redis scripts/s    EVALSHA + EVAL calls per second (INFO commandstats)\n"
     "  Redis CPU          INFO cpu used_cpu_sys + used_cpu_user delta\n"
     "  proxy CPU          utime + stime delta of --proxy-pid (proxy target only)\n"
     "  bench CPU          this process's own CPU time\n"
+    "  other CPU          the machine's busy CPU time (/proc/stat) minus Redis, the\n"
+    "                     proxy and the bench: what other processes took. Every\n"
+    "                     figure here is CPU-bound on a small machine, so distrust\n"
+    "                     a run where this is not near 0\n"
     "  fairness           grants per client in the measured phase: min, max,\n"
     "                     Jain's index (1 = equal) and starved clients; an\n"
     "                     unfair lock can show low percentiles because the\n"
@@ -98,8 +119,9 @@ static const char help_text[] =
     "ratios, and optionally --json and --svg (open the SVG in a browser).\n"
     "Ctrl-C stops new cycles and lets the current ones finish, so no lock is\n"
     "left behind; a second Ctrl-C closes the connections at once.\n"
-    "Exit status: 0 if every target ran without violations or stuck clients,\n"
-    "1 otherwise, 2 on bad options.\n";
+    "Exit status: 0 if every target ran without violations or stuck clients\n"
+    "(idle mode: every connection answered and the RSS could be read), 1\n"
+    "otherwise, 2 on bad options.\n";
 
 const char *lg_workload_name(enum lg_workload w)
 {
@@ -157,12 +179,31 @@ static int parse_secs(const char *opt, const char *s, double lo, double *out)
     return 0;
 }
 
+/* "unix:PATH" or "unix://PATH": a Unix domain socket. */
+static int parse_unix_endpoint(const char *opt, const char *s, struct lg_endpoint *ep)
+{
+    const char *path = s + strlen("unix:");
+    struct sockaddr_un sun;
+
+    if (strncmp(path, "//", 2) == 0)
+        path += 2;
+    if (path[0] == '\0' || strlen(path) >= sizeof(sun.sun_path))
+        return bad(opt, s, "expected unix:PATH with a path of 1-107 bytes");
+    snprintf(ep->host, sizeof(ep->host), "%s", path);
+    ep->port[0] = '\0';
+    ep->is_unix = true;
+    snprintf(ep->name, sizeof(ep->name), "unix:%s", path);
+    return 0;
+}
+
 static int parse_endpoint(const char *opt, const char *s, struct lg_endpoint *ep)
 {
     const char *colon = strrchr(s, ':');
     size_t hlen;
     unsigned port;
 
+    if (strncmp(s, "unix:", 5) == 0)
+        return parse_unix_endpoint(opt, s, ep);
     if (!colon || colon == s)
         return bad(opt, s, "expected HOST:PORT");
     hlen = (size_t)(colon - s);
@@ -173,6 +214,8 @@ static int parse_endpoint(const char *opt, const char *s, struct lg_endpoint *ep
     memcpy(ep->host, s, hlen);
     ep->host[hlen] = '\0';
     snprintf(ep->port, sizeof(ep->port), "%u", port);
+    ep->is_unix = false;
+    snprintf(ep->name, sizeof(ep->name), "%s:%s", ep->host, ep->port);
     return 0;
 }
 
@@ -248,10 +291,9 @@ static void set_defaults(struct lg_opts *o)
     o->ntargets = 2;
     o->io = SCHED_IO_AUTO;
     o->lease_ms = 30000;
-    snprintf(o->proxy.host, sizeof(o->proxy.host), "127.0.0.1");
-    snprintf(o->proxy.port, sizeof(o->proxy.port), "7379");
-    snprintf(o->redis.host, sizeof(o->redis.host), "127.0.0.1");
-    snprintf(o->redis.port, sizeof(o->redis.port), "6379");
+    o->idle_settle_s = 1.0;
+    (void)parse_endpoint("--proxy", "127.0.0.1:7379", &o->proxy);
+    (void)parse_endpoint("--redis", "127.0.0.1:6379", &o->redis);
     snprintf(o->prefix, sizeof(o->prefix), "lgbench:%d", (int)getpid());
 }
 
@@ -285,6 +327,10 @@ static int parse_numeric(struct lg_opts *o, const char *opt, const char *val)
         return parse_secs(opt, val, 0.1, &o->duration_s);
     if (strcmp(opt, "--warmup") == 0)
         return parse_secs(opt, val, 0.0, &o->warmup_s);
+    if (strcmp(opt, "--idle") == 0)
+        return parse_uint(opt, val, 1, LG_MAX_IDLE, &o->idle);
+    if (strcmp(opt, "--idle-settle") == 0)
+        return parse_secs(opt, val, 0.0, &o->idle_settle_s);
     return 1;
 }
 
@@ -313,6 +359,10 @@ static int parse_valued(struct lg_opts *o, const char *opt, const char *val)
         o->svg_path = val;
         return 0;
     }
+    if (strcmp(opt, "--kv") == 0) {
+        o->kv_path = val;
+        return 0;
+    }
     if (strcmp(opt, "--prefix") == 0) {
         if (strlen(val) == 0 || strlen(val) >= sizeof(o->prefix) || strchr(val, '{'))
             return bad(opt, val, "1-63 characters, no '{'");
@@ -332,6 +382,10 @@ static int check(struct lg_opts *o)
                 "reentrant\n",
                 lg_workload_name(o->workload));
         return -ENOTSUP;
+    }
+    if (o->idle > 0 && o->proxy_pid == 0) {
+        fprintf(stderr, "lockproxy-bench: --idle needs --proxy-pid (to read the proxy's RSS)\n");
+        return -EINVAL;
     }
     if (o->pipeline > 0 && o->workload != LG_WL_UNCONTENDED) {
         fprintf(stderr, "lockproxy-bench: --pipeline needs the uncontended workload\n");

@@ -1,6 +1,7 @@
 /* Command-line options of lockproxy-bench, the closed-loop load generator:
- * what to run (workload, targets), how hard (clients, keys, hold time,
- * pipeline depth), for how long, and where the results go. */
+ * what to run (workload, targets, or the idle-memory mode), how hard
+ * (clients, keys, hold time, pipeline depth), for how long, and where the
+ * results go. */
 #ifndef LP_BENCH_LOADGEN_LG_OPTS_H
 #define LP_BENCH_LOADGEN_LG_OPTS_H
 
@@ -30,8 +31,10 @@ enum lg_target {
 #define LG_MAX_TARGETS 4
 
 struct lg_endpoint {
-    char host[256]; /* name or address */
-    char port[8];   /* decimal port */
+    char host[256]; /* name or address, or the socket path when is_unix */
+    char port[8];   /* decimal port ("" when is_unix) */
+    bool is_unix;   /* a Unix domain socket */
+    char name[272]; /* for messages: "HOST:PORT" or "unix:PATH" */
 };
 
 struct lg_opts {
@@ -53,6 +56,9 @@ struct lg_opts {
     unsigned lease_ms;                      /* direct: lease passed to the scripts */
     const char *json_path;                  /* borrowed from argv: JSON output or NULL */
     const char *svg_path;                   /* borrowed from argv: SVG output or NULL */
+    const char *kv_path;                    /* borrowed from argv: key/value output or NULL */
+    unsigned idle;                          /* idle mode: connections to hold open, 0: off */
+    double idle_settle_s;                   /* idle mode: wait before reading the RSS */
     char prefix[64];                        /* key name prefix */
 };
 

@@ -27,6 +27,28 @@ bool lg_result_exclusive(const struct lg_result *res)
     return res->violations == 0;
 }
 
+double lg_result_scripts_per_sec(const struct lg_result *res)
+{
+    uint64_t n = 0;
+
+    if (!res->redis_ok || res->seconds <= 0)
+        return 0.0;
+    for (unsigned i = 0; i < res->ndelta; i++) {
+        if (strcmp(res->delta[i].name, "evalsha") == 0 || strcmp(res->delta[i].name, "eval") == 0)
+            n += res->delta[i].calls;
+    }
+    return (double)n / res->seconds;
+}
+
+bool lg_result_other_cpu(const struct lg_result *res, double *out)
+{
+    if (!res->sys_ok || !res->redis_ok)
+        return false;
+    *out = res->sys_busy_s - res->redis_cpu_s - res->bench_cpu_s -
+           (res->proxy_cpu_ok ? res->proxy_cpu_s : 0.0);
+    return true;
+}
+
 static double per_acq(const struct lg_result *res, uint64_t v)
 {
     return res->acquisitions ? (double)v / (double)res->acquisitions : 0.0;
@@ -83,7 +105,23 @@ static void print_redis(const struct lg_result *res)
                per_acq(res, res->delta[i].calls));
     }
     printf("); %.2f calls incl. scripts\n", per_acq(res, res->redis_all_calls));
+    printf("  %-17s %.0f scripts/s (EVALSHA + EVAL)\n", "Redis scripts",
+           lg_result_scripts_per_sec(res));
     print_cpu("Redis CPU", true, res->redis_cpu_s, res->seconds);
+}
+
+/* What else ran: a benchmark on a shared machine is only as good as this. */
+static void print_other_cpu(const struct lg_result *res)
+{
+    double other;
+
+    if (!lg_result_other_cpu(res, &other)) {
+        printf("  %-17s n/a\n", "other CPU");
+        return;
+    }
+    printf("  %-17s %.2f s  (%.0f %% of one core; other processes and unattributed kernel "
+           "time, from /proc/stat)\n",
+           "other CPU", other, res->seconds > 0 ? 100.0 * other / res->seconds : 0.0);
 }
 
 static void print_latency(const struct lg_result *res)
@@ -107,8 +145,8 @@ void lg_report_target(const struct lg_opts *o, const struct lg_result *res)
 {
     const struct lg_endpoint *ep = res->target == LG_TGT_PROXY ? &o->proxy : &o->redis;
 
-    printf("\n== %s: %s (%s:%s) ==\n", lg_target_name(res->target), target_desc(res->target),
-           ep->host, ep->port);
+    printf("\n== %s: %s (%s) ==\n", lg_target_name(res->target), target_desc(res->target),
+           ep->name);
     if (!res->ran) {
         printf("  did not run: %s\n", res->error[0] ? res->error : "unknown reason");
         return;
@@ -121,6 +159,7 @@ void lg_report_target(const struct lg_opts *o, const struct lg_result *res)
     if (res->target == LG_TGT_PROXY)
         print_cpu("proxy CPU", res->proxy_cpu_ok, res->proxy_cpu_s, res->seconds);
     print_cpu("bench CPU", true, res->bench_cpu_s, res->seconds);
+    print_other_cpu(res);
     printf("  %-17s grants per client min %llu, max %llu, Jain index %.3f, %u starved\n",
            "fairness", (unsigned long long)res->fair_min, (unsigned long long)res->fair_max,
            res->fair_jain, res->starved);
@@ -223,8 +262,11 @@ static void json_config(FILE *f, const struct lg_opts *o)
             lg_workload_name(o->workload), o->clients, lg_opts_nkeys(o));
     fprintf(f, "\"hold_us\": %llu, \"duration_s\": %.3f, \"warmup_s\": %.3f, \"pipeline\": %u, ",
             (unsigned long long)o->hold_us, o->duration_s, o->warmup_s, o->pipeline);
-    fprintf(f, "\"io\": \"%s\", \"lease_ms\": %u, \"proxy\": \"%s:%s\", \"redis\": \"%s:%s\", ",
-            io[o->io], o->lease_ms, o->proxy.host, o->proxy.port, o->redis.host, o->redis.port);
+    fprintf(f, "\"io\": \"%s\", \"lease_ms\": %u, \"proxy\": ", io[o->io], o->lease_ms);
+    json_str(f, o->proxy.name);
+    fprintf(f, ", \"redis\": ");
+    json_str(f, o->redis.name);
+    fprintf(f, ", ");
     if (o->proxy_pid > 0)
         fprintf(f, "\"proxy_pid\": %d},\n", o->proxy_pid);
     else
@@ -261,6 +303,7 @@ static void json_redis(FILE *f, const struct lg_result *res)
     fprintf(f, "\"client_cmds_per_acq\": %.4f, \"all_calls\": %llu, \"all_calls_per_acq\": %.4f, ",
             per_acq(res, res->redis_client_cmds), (unsigned long long)res->redis_all_calls,
             per_acq(res, res->redis_all_calls));
+    fprintf(f, "\"scripts_per_sec\": %.1f, ", lg_result_scripts_per_sec(res));
     fprintf(f, "\"commands\": {");
     for (unsigned i = 0; i < res->ndelta; i++) {
         fprintf(f, "%s", i ? ", " : "");
@@ -268,6 +311,20 @@ static void json_redis(FILE *f, const struct lg_result *res)
         fprintf(f, ": %llu", (unsigned long long)res->delta[i].calls);
     }
     fprintf(f, "}},\n");
+}
+
+static void json_other_cpu(FILE *f, const struct lg_result *res)
+{
+    double other;
+
+    if (res->sys_ok)
+        fprintf(f, "\"machine_busy_cpu_s\": %.3f, ", res->sys_busy_s);
+    else
+        fprintf(f, "\"machine_busy_cpu_s\": null, ");
+    if (lg_result_other_cpu(res, &other))
+        fprintf(f, "\"other_cpu_s\": %.3f, ", other);
+    else
+        fprintf(f, "\"other_cpu_s\": null, ");
 }
 
 /* One element of "targets". */
@@ -293,8 +350,9 @@ static void json_target(FILE *f, const struct lg_result *res, bool last)
         fprintf(f, "      \"proxy_cpu_s\": %.3f, ", res->proxy_cpu_s);
     else
         fprintf(f, "      \"proxy_cpu_s\": null, ");
-    fprintf(f, "\"bench_cpu_s\": %.3f, \"errors\": %llu, \"first_error\": ", res->bench_cpu_s,
-            (unsigned long long)res->errors);
+    fprintf(f, "\"bench_cpu_s\": %.3f, ", res->bench_cpu_s);
+    json_other_cpu(f, res);
+    fprintf(f, "\"errors\": %llu, \"first_error\": ", (unsigned long long)res->errors);
     json_opt_str(f, res->first_error);
     fprintf(f, ", \"stuck_clients\": %u,\n", res->stuck);
     fprintf(f,

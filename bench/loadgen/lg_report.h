@@ -1,5 +1,5 @@
 /* Presenting results: the per-target table and the comparison on stdout,
- * the JSON file, and the SVG chart. */
+ * the JSON file, the key/value file for scripts, and the SVG chart. */
 #ifndef LP_BENCH_LOADGEN_LG_REPORT_H
 #define LP_BENCH_LOADGEN_LG_REPORT_H
 
@@ -21,6 +21,15 @@ double lg_result_lat_us(const struct lg_result *res, double pct);
 /* True when the run was clean: no violation and nothing stuck. */
 bool lg_result_exclusive(const struct lg_result *res);
 
+/* Scripts Redis ran per second in the measured phase (EVALSHA + EVAL
+ * calls from INFO commandstats), 0 if the Redis figures are n/a. */
+double lg_result_scripts_per_sec(const struct lg_result *res);
+
+/* CPU seconds the machine spent outside Redis, the bench and (proxy
+ * target) the proxy during the measured phase: other processes, and
+ * kernel work charged to no process. False when a figure is missing. */
+bool lg_result_other_cpu(const struct lg_result *res, double *out);
+
 /* Prints the table of one target to stdout. */
 void lg_report_target(const struct lg_opts *o, const struct lg_result *res);
 
@@ -30,6 +39,11 @@ void lg_report_summary(const struct lg_opts *o, const struct lg_result *res, uns
 /* Writes every figure to path as JSON. Returns 0 or -errno. */
 int lg_report_json(const char *path, const struct lg_opts *o, const struct lg_result *res,
                    unsigned n);
+
+/* Writes every figure to path as "<target> <key> <value>" lines (one
+ * figure per line, no spaces in keys or values), for shell scripts.
+ * Returns 0 or -errno. */
+int lg_report_kv(const char *path, const struct lg_result *res, unsigned n);
 
 /* Writes the chart to path as a standalone SVG. Returns 0 or -errno. */
 int lg_svg_write(const char *path, const struct lg_opts *o, const struct lg_result *res,

@@ -48,6 +48,8 @@ struct lg_result {
     bool proxy_cpu_ok;                        /* proxy_cpu_s is valid */
     double proxy_cpu_s;                       /* proxy CPU seconds in the measured phase */
     double bench_cpu_s;                       /* bench CPU seconds in the measured phase */
+    bool sys_ok;                              /* sys_busy_s is valid */
+    double sys_busy_s;                        /* busy CPU seconds of the machine, all CPUs */
 };
 
 #ifdef __cplusplus

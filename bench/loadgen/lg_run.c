@@ -26,6 +26,7 @@
 #include "bench/loadgen/lg_run.h"
 
 #include <sys/socket.h>
+#include <sys/un.h>
 
 #include <errno.h>
 #include <netdb.h>
@@ -249,6 +250,7 @@ static void snapshot_begin(struct lg_run *r)
     res->proxy_cpu_ok = r->target == LG_TGT_PROXY && r->o->proxy_pid > 0 &&
                         lg_proc_cpu(r->o->proxy_pid, &r->proxy_cpu0) == 0;
     r->bench_cpu0 = lg_self_cpu();
+    res->sys_ok = lg_sys_busy(&r->sys_busy0) == 0;
 }
 
 /* Redis CPU, command totals and the per-command deltas (without the
@@ -284,6 +286,10 @@ static void snapshot_end(struct lg_run *r)
         res->proxy_cpu_s = cpu - r->proxy_cpu0;
     else
         res->proxy_cpu_ok = false;
+    if (res->sys_ok && lg_sys_busy(&cpu) == 0)
+        res->sys_busy_s = cpu - r->sys_busy0;
+    else
+        res->sys_ok = false;
     if (res->redis_ok && end &&
         lg_redis_snapshot(&r->o->redis, end, res->redis_error, sizeof(res->redis_error)) == 0)
         redis_figures(r, end);
@@ -491,17 +497,32 @@ static void close_all(struct lg_run *r)
 
 /* ---- connections ------------------------------------------------------- */
 
+static void resolve_unix(const struct lg_endpoint *ep, struct lg_addr *a)
+{
+    struct sockaddr_un *sun = (struct sockaddr_un *)&a->ss;
+    size_t n = strlen(ep->host);
+
+    memset(&a->ss, 0, sizeof(a->ss));
+    sun->sun_family = AF_UNIX;
+    memcpy(sun->sun_path, ep->host, n + 1);
+    a->len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n + 1);
+}
+
 static int resolve(const struct lg_endpoint *ep, struct lg_addr *a, char *err, size_t errlen)
 {
     struct addrinfo hints, *res = NULL;
     int rc;
 
+    if (ep->is_unix) {
+        resolve_unix(ep, a);
+        return 0;
+    }
     memset(&hints, 0, sizeof(hints));
     hints.ai_family = AF_UNSPEC;
     hints.ai_socktype = SOCK_STREAM;
     rc = getaddrinfo(ep->host, ep->port, &hints, &res);
     if (rc != 0) {
-        snprintf(err, errlen, "cannot resolve %.100s:%s: %s", ep->host, ep->port, gai_strerror(rc));
+        snprintf(err, errlen, "cannot resolve %.100s: %s", ep->name, gai_strerror(rc));
         return -EINVAL;
     }
     memcpy(&a->ss, res->ai_addr, res->ai_addrlen);
@@ -541,8 +562,8 @@ void lg_run_conn_done(struct lg_run *r, int err)
     if (err < 0) {
         const struct lg_endpoint *ep = r->direct ? &r->o->redis : &r->o->proxy;
 
-        snprintf(r->res->error, sizeof(r->res->error), "connect to %.100s:%s: %s", ep->host,
-                 ep->port, strerror(-err));
+        snprintf(r->res->error, sizeof(r->res->error), "connect to %.100s: %s", ep->name,
+                 strerror(-err));
         close_all(r);
         return;
     }

@@ -163,6 +163,7 @@ struct lg_run {
     struct lg_redis_snap *snap0;       /* owned: Redis figures at measure start */
     double proxy_cpu0;                 /* proxy CPU at measure start */
     double bench_cpu0;                 /* bench CPU at measure start */
+    double sys_busy0;                  /* machine busy CPU at measure start */
 };
 
 /* Runs target t of o on loop l, filling res (res->hist must be allocated).

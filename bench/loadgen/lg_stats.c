@@ -16,22 +16,29 @@
 
 #define CONNECT_TIMEOUT_S 3
 
-static redisContext *connect_ep(const struct lg_endpoint *ep, char *err, size_t errlen)
+redisContext *lg_redis_connect(const struct lg_endpoint *ep, int timeout_s, char *err,
+                               size_t errlen)
 {
-    struct timeval tv = {CONNECT_TIMEOUT_S, 0};
-    redisContext *rc = redisConnectWithTimeout(ep->host, atoi(ep->port), tv);
+    struct timeval tv = {timeout_s, 0};
+    redisContext *rc = ep->is_unix ? redisConnectUnixWithTimeout(ep->host, tv)
+                                   : redisConnectWithTimeout(ep->host, atoi(ep->port), tv);
 
     if (!rc) {
         snprintf(err, errlen, "out of memory");
         return NULL;
     }
     if (rc->err) {
-        snprintf(err, errlen, "%s:%s: %s", ep->host, ep->port, rc->errstr);
+        snprintf(err, errlen, "%s: %s", ep->name, rc->errstr);
         redisFree(rc);
         return NULL;
     }
     (void)redisSetTimeout(rc, tv);
     return rc;
+}
+
+static redisContext *connect_ep(const struct lg_endpoint *ep, char *err, size_t errlen)
+{
+    return lg_redis_connect(ep, CONNECT_TIMEOUT_S, err, errlen);
 }
 
 /* Runs a command that answers with a bulk string; returns a malloc'd copy
@@ -203,4 +210,86 @@ double lg_self_cpu(void)
         return 0.0;
     return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
            (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
+}
+
+int lg_sys_busy(double *out)
+{
+    unsigned long long v[8] = {0};
+    FILE *f = fopen("/proc/stat", "r");
+    int n;
+
+    if (!f)
+        return -errno;
+    /* cpu  user nice system idle iowait irq softirq steal ... */
+    n = fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3], &v[4],
+               &v[5], &v[6], &v[7]);
+    fclose(f);
+    if (n < 7)
+        return -EPROTO;
+    *out = (double)(v[0] + v[1] + v[2] + v[5] + v[6] + v[7]) / (double)sysconf(_SC_CLK_TCK);
+    return 0;
+}
+
+int lg_proc_status_kib(int pid, const char *field, long *out)
+{
+    char path[64], line[256];
+    size_t flen = strlen(field);
+    int rc = -ENOENT;
+    FILE *f;
+
+    snprintf(path, sizeof(path), "/proc/%d/status", pid);
+    f = fopen(path, "r");
+    if (!f)
+        return -errno;
+    while (fgets(line, sizeof(line), f)) {
+        if (strncmp(line, field, flen) == 0 && line[flen] == ':') {
+            *out = strtol(line + flen + 1, NULL, 10);
+            rc = 0;
+            break;
+        }
+    }
+    fclose(f);
+    return rc;
+}
+
+int lg_tcp_mem_pages(long *out)
+{
+    char line[256];
+    int rc = -ENOENT;
+    FILE *f = fopen("/proc/net/sockstat", "r");
+
+    if (!f)
+        return -errno;
+    while (fgets(line, sizeof(line), f)) {
+        const char *mem = strstr(line, " mem ");
+
+        if (strncmp(line, "TCP:", 4) == 0 && mem) {
+            *out = strtol(mem + 5, NULL, 10);
+            rc = 0;
+            break;
+        }
+    }
+    fclose(f);
+    return rc;
+}
+
+int lg_info_field(const char *info, const char *field, char *out, size_t cap)
+{
+    size_t flen = strlen(field);
+    const char *p = info;
+
+    while ((p = strstr(p, field)) != NULL) {
+        bool at_line_start = p == info || p[-1] == '\n';
+
+        if (at_line_start && p[flen] == ':') {
+            size_t n = strcspn(p + flen + 1, "\r\n");
+
+            n = n < cap - 1 ? n : cap - 1;
+            memcpy(out, p + flen + 1, n);
+            out[n] = '\0';
+            return 0;
+        }
+        p += flen;
+    }
+    return -ENOENT;
 }

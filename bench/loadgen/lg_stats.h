@@ -1,13 +1,16 @@
 /* Figures read from outside the event loop: Redis's INFO commandstats and
- * INFO cpu, a process's CPU time from /proc, the bench's own CPU time, and
- * SCRIPT LOAD. Redis is reached with hiredis's blocking API on a short-lived
- * connection; these calls happen only at phase boundaries, never per
- * request. */
+ * INFO cpu, a process's CPU time and memory from /proc, the machine's busy
+ * CPU time and TCP memory, the bench's own CPU time, and SCRIPT LOAD. Redis is reached with
+ * hiredis's blocking API on a short-lived connection; these calls happen only at phase boundaries,
+ * never per request. */
 #ifndef LP_BENCH_LOADGEN_LG_STATS_H
 #define LP_BENCH_LOADGEN_LG_STATS_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
+
+#include <hiredis/hiredis.h>
 
 #include "bench/loadgen/lg_opts.h"
 
@@ -28,6 +31,12 @@ struct lg_redis_snap {
     unsigned n;                             /* entries in cmd */
     struct lg_cmdstat cmd[LG_MAX_CMDSTATS]; /* per-command call counters */
 };
+
+/* A blocking hiredis connection to ep (TCP or Unix socket) with connect
+ * and I/O timeouts of timeout_s. Returns the context (the caller frees it
+ * with redisFree) or NULL with err set. */
+redisContext *lg_redis_connect(const struct lg_endpoint *ep, int timeout_s, char *err,
+                               size_t errlen);
 
 /* Reads INFO commandstats and INFO cpu from ep. Returns 0 (out->ok set) or
  * -errno (-ECONNREFUSED, -EPROTO...); err gets a message on failure. */
@@ -56,6 +65,23 @@ int lg_proc_cpu(int pid, double *out);
 
 /* This process's user + system CPU seconds. */
 double lg_self_cpu(void);
+
+/* Busy CPU seconds of the whole machine since boot, every CPU summed
+ * (/proc/stat: user, nice, system, irq, softirq, steal). Returns 0 or
+ * -errno. */
+int lg_sys_busy(double *out);
+
+/* A "Name:   123 kB" field of /proc/PID/status (e.g. "VmRSS"), in KiB.
+ * Returns 0 or -errno (-ENOENT: no such process or field). */
+int lg_proc_status_kib(int pid, const char *field, long *out);
+
+/* System-wide TCP socket memory in pages (/proc/net/sockstat, "TCP: ...
+ * mem N"). Returns 0 or -errno. */
+int lg_tcp_mem_pages(long *out);
+
+/* Copies the value of "field:value" from an INFO reply into out (at most
+ * cap - 1 bytes, up to the end of the line). Returns 0 or -ENOENT. */
+int lg_info_field(const char *info, const char *field, char *out, size_t cap);
 
 #ifdef __cplusplus
 }

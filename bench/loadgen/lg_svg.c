@@ -254,9 +254,11 @@ static void header(FILE *f, const struct lg_opts *o)
     fprintf(f, "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n");
     fprintf(f,
             "<text x=\"%d\" y=\"28\" text-anchor=\"middle\" class=\"title\">lockproxy-bench: "
-            "%s, %u clients, %u keys, hold %llu \xc2\xb5s, %.1f s measured%s</text>\n",
+            "%s, %u clients, %u keys, hold %llu \xc2\xb5s, %.1f s measured%s%s%s</text>\n",
             W / 2, lg_workload_name(o->workload), o->clients, lg_opts_nkeys(o),
-            (unsigned long long)o->hold_us, o->duration_s, o->pipeline ? ", pipelined" : "");
+            (unsigned long long)o->hold_us, o->duration_s, o->pipeline ? ", pipelined" : "",
+            o->proxy.is_unix ? ", proxy via Unix socket" : "",
+            o->redis.is_unix ? ", Redis via Unix socket" : "");
     fprintf(f, "<text x=\"%d\" y=\"52\" text-anchor=\"middle\" class=\"label\">Throughput</text>\n",
             (BAR_L + BAR_R) / 2);
     fprintf(f,

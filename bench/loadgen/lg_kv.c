@@ -1,0 +1,74 @@
+/* The key/value output of lockproxy-bench (--kv FILE): one figure per
+ * line, "<target> <key> <value>", so shell scripts (scripts/bench.sh) can
+ * pick figures with awk instead of parsing JSON. Keys and values never
+ * contain blanks; a figure that is not available is written as "nan". */
+#include <errno.h>
+#include <stdio.h>
+
+#include "bench/loadgen/lg_report.h"
+
+static void kv_num(FILE *f, const char *target, const char *key, bool ok, double v)
+{
+    if (ok)
+        fprintf(f, "%s %s %.6g\n", target, key, v);
+    else
+        fprintf(f, "%s %s nan\n", target, key);
+}
+
+static void kv_latency(FILE *f, const char *t, const struct lg_result *res)
+{
+    static const struct {
+        const char *key; /* kv key */
+        double pct;      /* percentile */
+    } pcts[] = {{"p50_us", 50}, {"p90_us", 90}, {"p99_us", 99}, {"p999_us", 99.9}};
+
+    for (size_t i = 0; i < sizeof(pcts) / sizeof(pcts[0]); i++)
+        kv_num(f, t, pcts[i].key, true, lg_result_lat_us(res, pcts[i].pct));
+    kv_num(f, t, "max_us", true, (double)res->hist->max / 1000.0);
+}
+
+static void kv_redis(FILE *f, const char *t, const struct lg_result *res)
+{
+    double acq = res->acquisitions ? (double)res->acquisitions : 1.0;
+
+    kv_num(f, t, "redis_cmds_per_acq", res->redis_ok, (double)res->redis_client_cmds / acq);
+    kv_num(f, t, "redis_calls_per_acq", res->redis_ok, (double)res->redis_all_calls / acq);
+    kv_num(f, t, "redis_cpu_s", res->redis_ok, res->redis_cpu_s);
+    kv_num(f, t, "scripts_per_sec", res->redis_ok, lg_result_scripts_per_sec(res));
+    for (unsigned i = 0; res->redis_ok && i < res->ndelta; i++)
+        fprintf(f, "%s cmd.%s %llu\n", t, res->delta[i].name,
+                (unsigned long long)res->delta[i].calls);
+}
+
+static void kv_target(FILE *f, const struct lg_result *res)
+{
+    const char *t = lg_target_name(res->target);
+    double other = 0;
+    bool other_ok = lg_result_other_cpu(res, &other);
+
+    fprintf(f, "%s ran %d\n", t, res->ran ? 1 : 0);
+    if (!res->ran)
+        return;
+    kv_num(f, t, "seconds", true, res->seconds);
+    fprintf(f, "%s acquisitions %llu\n", t, (unsigned long long)res->acquisitions);
+    kv_num(f, t, "ops_per_sec", true, lg_result_ops(res));
+    kv_latency(f, t, res);
+    kv_redis(f, t, res);
+    kv_num(f, t, "proxy_cpu_s", res->proxy_cpu_ok, res->proxy_cpu_s);
+    kv_num(f, t, "bench_cpu_s", true, res->bench_cpu_s);
+    kv_num(f, t, "other_cpu_s", other_ok, other);
+    kv_num(f, t, "jain", true, res->fair_jain);
+    fprintf(f, "%s errors %llu\n%s violations %llu\n%s stuck %u\n", t,
+            (unsigned long long)res->errors, t, (unsigned long long)res->violations, t, res->stuck);
+}
+
+int lg_report_kv(const char *path, const struct lg_result *res, unsigned n)
+{
+    FILE *f = fopen(path, "w");
+
+    if (!f)
+        return -errno;
+    for (unsigned i = 0; i < n; i++)
+        kv_target(f, &res[i]);
+    return fclose(f) == 0 ? 0 : -errno;
+}

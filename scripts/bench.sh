@@ -1,0 +1,743 @@
+#!/usr/bin/env bash
+# The standard benchmark comparison of lockproxy against clients talking to
+# Redis directly, on this machine (BENCHMARKS.md explains the method and
+# quotes the results). It installs what is missing (scripts/deps.sh), builds
+# Release into build-rel/, starts a throw-away redis-server and lockproxy on
+# free ports (stopped on exit), and runs, LP_BENCH_RUNS times each:
+#   uncontended  --clients closed-loop clients on their own keys, targets
+#                proxy, direct and direct-shared;
+#   contended    the same clients on LP_BENCH_KEYS hot keys;
+#   ceiling      pipelining clients through the proxy (TRYLOCK/UNLOCK
+#                pairs) and the direct pipelined equivalent, then
+#                redis-benchmark -P 64 EVALSHA of the proxy's own acquire
+#                script, compared in scripts/s (from INFO commandstats);
+#   idle         LP_BENCH_IDLE idle connections to a fresh proxy, for
+#                --io uring and --io epoll (RSS added);
+# and once the timing-wheel microbenchmarks (BM_Wheel*). Everything (text,
+# JSON, key/value, SVG) goes to bench-results/<date>/ (bench-results/latest
+# points at it); the summary table with each target and PASS/MISS (medians
+# over the runs) is printed at the end and kept in summary.txt.
+#
+# Settings (environment): LP_BENCH_RUNS (3), LP_BENCH_DURATION (5, measured
+# seconds per target), LP_BENCH_WARMUP (1), LP_BENCH_CLIENTS (1000),
+# LP_BENCH_KEYS (10), LP_BENCH_IDLE (10000), LP_BENCH_PIPE_CLIENTS (50),
+# LP_BENCH_PIPELINE (32 pairs = 64 requests per round trip),
+# LP_BENCH_RB_REQUESTS (1000000, redis-benchmark -n), LP_BENCH_IO (auto,
+# the proxy's backend for the load runs), LP_BENCH_PIN ("" = no pinning;
+# "R:P:B" = taskset CPU lists for redis, the proxy and the load generators,
+# e.g. "0:1:1"), LP_BENCH_ONLY (subset of "uncontended contended ceiling
+# idle micro unix"; the default leaves out unix, the uncontended comparison
+# with the clients on a Unix socket, as a sidecar's clients would be),
+# LP_BENCH_BUILD_DIR, LP_BENCH_OUT; LP_BENCH_SUMMARY=DIR only prints the
+# summary of results already in DIR.
+# Other processes: every figure here is CPU-bound, so before each step the
+# script waits (up to LP_BENCH_QUIET_WAIT s, 120) while the machine is more
+# than LP_BENCH_MAX_BUSY % (10) busy, and repeats a step (up to
+# LP_BENCH_RETRIES times, 2) when other processes took more than
+# LP_BENCH_MAX_OTHER % (15) of one core during it; what was kept anyway is
+# listed in noise.txt. Exit status: 0 when everything ran cleanly (whatever
+# PASS/MISS says), 1 otherwise.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+BUILD=${LP_BENCH_BUILD_DIR:-$ROOT/build-rel}
+OUT_BASE=${LP_BENCH_OUT:-$ROOT/bench-results}
+RUNS=${LP_BENCH_RUNS:-3}
+DURATION=${LP_BENCH_DURATION:-5}
+WARMUP=${LP_BENCH_WARMUP:-1}
+CLIENTS=${LP_BENCH_CLIENTS:-1000}
+HOT_KEYS=${LP_BENCH_KEYS:-10}
+IDLE=${LP_BENCH_IDLE:-10000}
+PIPE_CLIENTS=${LP_BENCH_PIPE_CLIENTS:-50}
+PIPELINE=${LP_BENCH_PIPELINE:-32}
+RB_REQUESTS=${LP_BENCH_RB_REQUESTS:-1000000}
+IO=${LP_BENCH_IO:-auto}
+PIN=${LP_BENCH_PIN:-}
+ONLY=${LP_BENCH_ONLY:-uncontended contended ceiling idle micro}
+MAX_BUSY=${LP_BENCH_MAX_BUSY:-10}
+QUIET_WAIT=${LP_BENCH_QUIET_WAIT:-120}
+MAX_OTHER=${LP_BENCH_MAX_OTHER:-15}
+RETRIES=${LP_BENCH_RETRIES:-2}
+
+BENCH=$BUILD/lockproxy-bench
+PROXY=$BUILD/lockproxy
+MICRO=$BUILD/lockproxy-microbench
+PIN_REDIS='' PIN_PROXY='' PIN_LOAD=''
+if [ -n "$PIN" ]; then
+    IFS=: read -r PIN_REDIS PIN_PROXY PIN_LOAD <<<"$PIN"
+fi
+
+tmp=$(mktemp -d)
+redis_pid='' redis_port='' proxy_pid='' proxy_port=''
+failures=()
+
+log() {
+    echo "bench.sh: $*" >&2
+}
+
+# shellcheck disable=SC2317 # runs from the EXIT trap
+cleanup() {
+    local pid
+    for pid in "$proxy_pid" "$redis_pid"; do
+        if [ -n "$pid" ]; then
+            kill -TERM "$pid" 2>/dev/null || true
+            wait "$pid" 2>/dev/null || true
+        fi
+    done
+    rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+wants() {
+    [[ " $ONLY " == *" $1 "* ]]
+}
+
+# Runs "$@" on the CPUs in $1 (empty: wherever the scheduler likes).
+# Replaces the calling shell: start servers as "spawn CPUS cmd... &", so
+# that $! is the server's own pid (its RSS and CPU are read from /proc).
+spawn() {
+    local cpus=$1
+    shift
+    if [ -n "$cpus" ]; then
+        exec taskset -c "$cpus" "$@"
+    fi
+    exec "$@"
+}
+
+# Runs "$@" on the CPUs in $1, in the foreground.
+on_cpus() {
+    local cpus=$1
+    shift
+    if [ -n "$cpus" ]; then
+        taskset -c "$cpus" "$@"
+    else
+        "$@"
+    fi
+}
+
+# ---- build and environment -------------------------------------------------
+
+build() {
+    local blog=$tmp/build.log
+    "$ROOT/scripts/deps.sh"
+    log "building Release into $BUILD"
+    if ! { cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DLP_BUILD_TESTS=OFF &&
+        cmake --build "$BUILD" -j"$(nproc)" --target lockproxy lockproxy-bench \
+            lockproxy-microbench; } >"$blog" 2>&1; then
+        grep -E 'error|warning' "$blog" | head -40 >&2 || true
+        tail -n 20 "$blog" >&2
+        log "build failed"
+        exit 1
+    fi
+}
+
+describe_machine() {
+    {
+        echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+        echo "kernel: $(uname -srm)"
+        lscpu | grep -E '^(Model name|CPU\(s\)|Thread|Core|Hypervisor|L2|L3)' || true
+        echo "memory: $(awk '/MemTotal/ {printf "%.1f GiB", $2 / 1048576}' /proc/meminfo)"
+        echo "redis: $(redis-server --version)"
+        echo "redis-benchmark: $(redis-benchmark --version 2>/dev/null || echo n/a)"
+        echo "commit: $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo n/a)"
+        echo "modified: $(git -C "$ROOT" status --porcelain 2>/dev/null | awk '{print $2}' |
+            tr '\n' ' ')"
+        echo "settings: runs=$RUNS duration=${DURATION}s warmup=${WARMUP}s clients=$CLIENTS" \
+            "keys=$HOT_KEYS idle=$IDLE pipe_clients=$PIPE_CLIENTS pipeline=$PIPELINE" \
+            "rb_requests=$RB_REQUESTS io=$IO pin='${PIN}'"
+    } >"$OUT/environment.txt"
+    cat "$OUT/environment.txt"
+}
+
+# ---- processes -------------------------------------------------------------
+
+port_busy() {
+    (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
+}
+
+# A free port below the ephemeral range (a port the kernel may hand out as
+# the local end of the bench's own connections cannot be listened on).
+free_port() {
+    local port low
+    low=$(awk '{print $1}' /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 32768)
+    [ "$low" -gt 11000 ] || low=61000
+    for _ in $(seq 100); do
+        port=$((10000 + RANDOM % (low - 10000)))
+        if ! port_busy "$port"; then
+            echo "$port"
+            return 0
+        fi
+    done
+    log "no free port"
+    return 1
+}
+
+# Waits until $1 answers PING (redis-cli "${@:3}" ping), or fails if pid
+# $2 exits.
+wait_ping() {
+    local what=$1 pid=$2
+    shift 2
+    for _ in $(seq 200); do
+        if [ "$(redis-cli "$@" ping 2>/dev/null)" = PONG ]; then
+            return 0
+        fi
+        if ! kill -0 "$pid" 2>/dev/null; then
+            log "$what exited during start-up"
+            return 1
+        fi
+        sleep 0.05
+    done
+    log "$what did not answer PING"
+    return 1
+}
+
+start_redis() {
+    redis_port=$(free_port)
+    spawn "$PIN_REDIS" redis-server --port "$redis_port" --bind 127.0.0.1 --save '' \
+        --appendonly no --dir "$tmp" --daemonize no --logfile "$tmp/redis.log" \
+        --unixsocket "$tmp/redis.sock" --unixsocketperm 700 </dev/null &
+    redis_pid=$!
+    wait_ping redis-server "$redis_pid" -p "$redis_port" || {
+        cat "$tmp/redis.log" >&2
+        exit 1
+    }
+}
+
+# Starts a fresh lockproxy with --io $1, on a free TCP port, or on the
+# Unix socket $2 if given (upstream: Redis over TCP either way). Returns 1
+# if it does not come up (e.g. io_uring blocked), with its log in
+# $tmp/proxy-$1.log.
+start_proxy() {
+    local io=$1 sock=${2:-} maxc=$((IDLE > 10000 ? IDLE + 100 : 10000)) listen ping
+    if [ -n "$sock" ]; then
+        listen="unix://$sock" ping=(-s "$sock")
+    else
+        proxy_port=$(free_port)
+        listen="127.0.0.1:$proxy_port" ping=(-p "$proxy_port")
+    fi
+    spawn "$PIN_PROXY" "$PROXY" --listen "$listen" \
+        --upstream "redis://127.0.0.1:$redis_port" --io "$io" --max-clients "$maxc" \
+        --log-level warn </dev/null 2>"$tmp/proxy-$io.log" &
+    proxy_pid=$!
+    if ! wait_ping lockproxy "$proxy_pid" "${ping[@]}"; then
+        stop_proxy
+        return 1
+    fi
+}
+
+stop_proxy() {
+    if [ -n "$proxy_pid" ]; then
+        kill -TERM "$proxy_pid" 2>/dev/null || true
+        wait "$proxy_pid" 2>/dev/null || true
+        proxy_pid=
+    fi
+}
+
+rcli() {
+    redis-cli -p "$redis_port" "$@"
+}
+
+# ---- quiet machine ---------------------------------------------------------
+
+# Busy % of the whole machine over one second (/proc/stat).
+machine_busy() {
+    local a b
+    a=$(awk '/^cpu / {print $2 + $3 + $4 + $7 + $8 + $9, $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9}' \
+        /proc/stat)
+    sleep 1
+    b=$(awk '/^cpu / {print $2 + $3 + $4 + $7 + $8 + $9, $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9}' \
+        /proc/stat)
+    awk -v a="$a" -v b="$b" 'BEGIN {
+        split(a, x, " "); split(b, y, " ");
+        t = y[2] - x[2]; printf "%d", (t > 0 ? 100 * (y[1] - x[1]) / t : 0) }'
+}
+
+# Before each step: waits (up to QUIET_WAIT s) while the machine is busier
+# than MAX_BUSY %; our redis and proxy are idle at that point.
+wait_quiet() {
+    local busy waited=0
+    busy=$(machine_busy)
+    while [ "$busy" -gt "$MAX_BUSY" ]; do
+        if [ "$waited" -ge "$QUIET_WAIT" ]; then
+            log "WARNING: machine still ${busy}% busy after ${waited}s; running anyway"
+            echo "$(date -u +%T) $1: started with the machine ${busy}% busy" >>"$OUT/noise.txt"
+            return 0
+        fi
+        if [ "$waited" -eq 0 ]; then
+            log "machine ${busy}% busy (others), waiting for < ${MAX_BUSY}%"
+        fi
+        sleep 4
+        waited=$((waited + 5))
+        busy=$(machine_busy)
+    done
+}
+
+# ---- the steps -------------------------------------------------------------
+
+# The largest share of one core (%) that other processes took during any
+# target of the key/value file $1.
+noise_pct() {
+    [ -e "$1" ] || {
+        echo 0
+        return 0
+    }
+    awk '$2 == "seconds" {s[$1] = $3} $2 == "other_cpu_s" {o[$1] = $3}
+        END {m = 0; for (t in o) if (s[t] > 0 && o[t] == o[t] + 0 && 100 * o[t] / s[t] > m)
+            m = 100 * o[t] / s[t]; printf "%d", m}' "$1"
+}
+
+# Whether step $1 must be repeated (attempt $3) for noise $2 (%): if so,
+# its files are set aside as *.noisyN. Keeping a noisy one is logged.
+must_repeat() {
+    local name=$1 noise=$2 attempt=$3 ext
+    if [ "$noise" -le "$MAX_OTHER" ]; then
+        return 1
+    fi
+    if [ "$attempt" -gt "$RETRIES" ]; then
+        echo "$name: kept with other processes at ${noise}% of a core" >>"$OUT/noise.txt"
+        return 1
+    fi
+    log "$name: other processes took ${noise}% of a core; repeating it"
+    echo "$name: attempt $attempt set aside (other processes ${noise}%)" >>"$OUT/noise.txt"
+    for ext in txt json kv svg csv; do
+        if [ -e "$OUT/$name.$ext" ]; then
+            mv "$OUT/$name.$ext" "$OUT/$name.$ext.noisy$attempt"
+        fi
+    done
+}
+
+# lockproxy-bench with the common options; $1 names the output files.
+run_loadgen() {
+    local name=$1 rc attempt=0
+    shift
+    while :; do
+        attempt=$((attempt + 1))
+        wait_quiet "$name"
+        rcli flushall >/dev/null
+        log "run $name"
+        rc=0
+        on_cpus "$PIN_LOAD" "$BENCH" --proxy "127.0.0.1:$proxy_port" \
+            --redis "127.0.0.1:$redis_port" --proxy-pid "$proxy_pid" --duration "$DURATION" \
+            --warmup "$WARMUP" --json "$OUT/$name.json" --kv "$OUT/$name.kv" "$@" \
+            >"$OUT/$name.txt" 2>&1 || rc=$?
+        must_repeat "$name" "$(noise_pct "$OUT/$name.kv")" "$attempt" || break
+    done
+    sed -n '/^== summary/,$p' "$OUT/$name.txt" | grep -v '^JSON\|^SVG' >&2 || true
+    if [ "$rc" -ne 0 ]; then
+        failures+=("$name (lockproxy-bench exit $rc)")
+    fi
+}
+
+run_uncontended() {
+    run_loadgen "run$1-uncontended" uncontended --clients "$CLIENTS" \
+        --targets proxy,direct,direct-shared --svg "$OUT/run$1-uncontended.svg"
+}
+
+run_contended() {
+    run_loadgen "run$1-contended" contended --clients "$CLIENTS" --keys "$HOT_KEYS" \
+        --targets proxy,direct,direct-shared --svg "$OUT/run$1-contended.svg"
+}
+
+# The SHA of the script the proxy runs for TRYLOCK, read off MONITOR: the
+# very script redis-benchmark must run.
+acquire_sha() {
+    local mon=$tmp/monitor.txt mpid
+    redis-cli -p "$redis_port" monitor >"$mon" 2>/dev/null &
+    mpid=$!
+    sleep 0.3
+    printf 'TRYLOCK bench:probe\r\nUNLOCK bench:probe\r\n' |
+        redis-cli -p "$proxy_port" >/dev/null
+    sleep 0.3
+    kill "$mpid" 2>/dev/null || true
+    wait "$mpid" 2>/dev/null || true
+    awk '/"EVALSHA"/ && /"bench:probe"/ {gsub(/"/, "", $5); print $5; exit}' "$mon"
+}
+
+# Busy CPU seconds of the machine since boot (/proc/stat).
+machine_busy_s() {
+    awk -v hz="$(getconf CLK_TCK)" '/^cpu / {printf "%.2f", ($2 + $3 + $4 + $7 + $8 + $9) / hz}' \
+        /proc/stat
+}
+
+# Redis's own CPU seconds (INFO cpu).
+redis_cpu_s() {
+    rcli info cpu | awk -F: '/^used_cpu_(sys|user):/ {s += $2} END {printf "%.2f", s}'
+}
+
+rcli_evalsha_calls() {
+    rcli info commandstats | awk -F'[=:,]' '/^cmdstat_evalsha:/ {print $3}'
+}
+
+# One redis-benchmark -P 64 run of the acquire script ($2), measured as
+# its own figure (rps), as EVALSHA calls (INFO commandstats) over the wall
+# time, and with the CPU of Redis, redis-benchmark and everything else.
+redis_benchmark_once() {
+    local name=$1 sha=$2 c0 c1 t0 t1 b0 b1 r0 r1 rc=0 TIMEFORMAT='%U %S'
+    c0=$(rcli_evalsha_calls) r0=$(redis_cpu_s) b0=$(machine_busy_s) t0=$(date +%s.%N)
+    { time on_cpus "$PIN_LOAD" redis-benchmark -h 127.0.0.1 -p "$redis_port" -c 50 -P 64 \
+        -n "$RB_REQUESTS" -r 100000 --csv EVALSHA "$sha" 1 'key:__rand_int__' 30000 owner \
+        >"$OUT/$name.csv" 2>"$OUT/$name.err"; } 2>"$tmp/rb-time" || rc=$?
+    t1=$(date +%s.%N) b1=$(machine_busy_s) r1=$(redis_cpu_s) c1=$(rcli_evalsha_calls)
+    awk -F'","' -v c0="${c0:-0}" -v c1="${c1:-0}" -v t0="$t0" -v t1="$t1" -v b0="$b0" \
+        -v b1="$b1" -v r0="$r0" -v r1="$r1" -v rb="$(tail -n 1 "$tmp/rb-time")" '
+        NR == 2 {gsub(/"/, "", $2); rps = $2; p99 = $7}
+        END {
+            split(rb, u, " "); s = t1 - t0
+            printf "redis-benchmark seconds %.3f\n", s
+            printf "redis-benchmark scripts_per_sec %s\n", rps == "" ? "nan" : rps
+            printf "redis-benchmark p99_ms %s\n", p99 == "" ? "nan" : p99
+            printf "redis-benchmark evalsha_calls %d\n", c1 - c0
+            printf "redis-benchmark wall_scripts_per_sec %.1f\n", (c1 - c0) / s
+            printf "redis-benchmark redis_cpu_s %.2f\n", r1 - r0
+            printf "redis-benchmark bench_cpu_s %.2f\n", u[1] + u[2]
+            printf "redis-benchmark other_cpu_s %.2f\n", (b1 - b0) - (r1 - r0) - (u[1] + u[2])
+        }' "$OUT/$name.csv" >"$OUT/$name.kv"
+    return "$rc"
+}
+
+run_redis_benchmark() {
+    local name=$1 sha=$2 rc attempt=0
+    while :; do
+        attempt=$((attempt + 1))
+        wait_quiet "$name"
+        rcli flushall >/dev/null
+        log "run $name (redis-benchmark -P 64 -c 50 -n $RB_REQUESTS)"
+        rc=0
+        redis_benchmark_once "$name" "$sha" || rc=$?
+        must_repeat "$name" "$(noise_pct "$OUT/$name.kv")" "$attempt" || break
+    done
+    if [ "$rc" -ne 0 ]; then
+        failures+=("$name (redis-benchmark exit $rc)")
+    fi
+    cat "$OUT/$name.kv" >&2
+}
+
+run_ceiling() {
+    local sha
+    sha=$(acquire_sha)
+    if [ -z "$sha" ]; then
+        failures+=("run$1-ceiling (no EVALSHA seen for TRYLOCK)")
+        return 0
+    fi
+    echo "$sha" >"$OUT/acquire-sha.txt"
+    run_loadgen "run$1-ceiling" uncontended --pipeline "$PIPELINE" --clients "$PIPE_CLIENTS" \
+        --targets proxy,direct
+    run_redis_benchmark "run$1-redis-benchmark" "$sha"
+}
+
+# The sidecar set-up: the clients reach the proxy over a Unix socket (the
+# proxy still reaches Redis over TCP), against the direct targets over TCP,
+# then against direct targets over Redis's own Unix socket.
+run_unix() {
+    local sock=$tmp/lockproxy.sock
+    stop_proxy
+    if ! start_proxy "$IO" "$sock"; then
+        cat "$tmp/proxy-$IO.log" >&2
+        exit 1
+    fi
+    run_loadgen "run$1-unix" uncontended --clients "$CLIENTS" --proxy "unix:$sock" \
+        --targets proxy,direct,direct-shared --svg "$OUT/run$1-unix.svg"
+    run_loadgen "run$1-unix-direct" uncontended --clients "$CLIENTS" \
+        --redis "unix:$tmp/redis.sock" --targets direct,direct-shared
+    stop_proxy
+    if ! start_proxy "$IO"; then
+        cat "$tmp/proxy-$IO.log" >&2
+        exit 1
+    fi
+}
+
+# Idle memory on a fresh proxy per backend (the load runs' proxy is stopped
+# and restarted afterwards, so both start from the same state).
+run_idle() {
+    local io name rc
+    stop_proxy
+    for io in uring epoll; do
+        name="run$1-idle-$io"
+        wait_quiet "$name"
+        if ! start_proxy "$io"; then
+            log "lockproxy --io $io did not start: $(tail -n 1 "$tmp/proxy-$io.log")"
+            echo "idle ok 0" >"$OUT/$name.kv"
+            continue
+        fi
+        sleep 1
+        log "run $name ($IDLE idle connections)"
+        rc=0
+        on_cpus "$PIN_LOAD" "$BENCH" --idle "$IDLE" --proxy "127.0.0.1:$proxy_port" \
+            --proxy-pid "$proxy_pid" --json "$OUT/$name.json" --kv "$OUT/$name.kv" \
+            >"$OUT/$name.txt" 2>&1 || rc=$?
+        grep -E 'added by|problem' "$OUT/$name.txt" >&2 || true
+        [ "$rc" -eq 0 ] || failures+=("$name (lockproxy-bench exit $rc)")
+        stop_proxy
+    done
+    if ! start_proxy "$IO"; then
+        cat "$tmp/proxy-$IO.log" >&2
+        exit 1
+    fi
+}
+
+# The wheel benchmarks' per-operation counters (ns_per_op: one schedule or
+# one cancel; ns_per_wheel_op: schedule, cancel or expiry in the lock mix),
+# medians of 5 repetitions. The counters are rates (seconds per op) in the
+# JSON: scaled to ns. The JSON has one key per line.
+run_micro() {
+    local rc=0
+    wait_quiet micro
+    log "run microbenchmarks (BM_Wheel*, 5 repetitions)"
+    on_cpus "$PIN_LOAD" "$MICRO" --benchmark_filter='BM_Wheel' --benchmark_repetitions=5 \
+        --benchmark_report_aggregates_only=true --benchmark_out="$OUT/micro.json" \
+        --benchmark_out_format=json >"$OUT/micro.txt" 2>&1 || rc=$?
+    [ "$rc" -eq 0 ] || failures+=("microbenchmarks (exit $rc)")
+    awk '/"name":/ {name = $2; gsub(/[",]/, "", name)}
+        /"(ns_per_op|ns_per_wheel_op)":/ && name ~ /_median$/ {
+            key = $1; gsub(/[":]/, "", key); v = $2; gsub(/,/, "", v)
+            sub(/_median$/, "", name); printf "micro %s.%s %.2f\n", name, key, v * 1e9
+        }' "$OUT/micro.json" >"$OUT/micro.kv" 2>/dev/null || true
+    cat "$OUT/micro.kv" >&2
+}
+
+# ---- summary ---------------------------------------------------------------
+
+# Median of the blank-separated numbers in $1 ("nan" when there are none).
+median_of() {
+    tr ' ' '\n' <<<"$1" | awk '$1 != "" && $1 != "nan"' | sort -g | awk '{v[NR] = $1} END {
+        if (NR == 0) print "nan"; else if (NR % 2) print v[(NR + 1) / 2];
+        else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+
+# Values of an awk expression over the runs' kv files of one step: $1 is
+# the step (file suffix), $2 the expression over k["section key"].
+per_run() {
+    local step=$1 expr=$2 f
+    for f in "$OUT"/run*-"$step".kv; do
+        [ -e "$f" ] || continue
+        awk -v OFS=' ' '{k[$1 " " $2] = $3} END {v = '"$expr"'; print (v == v + 0 ? v : "nan")}' \
+            "$f" 2>/dev/null || echo nan
+    done
+}
+
+# $2 formatted with the printf format $1, or "n/a".
+fmt_num() {
+    awk -v f="$1" -v v="$2" 'BEGIN {if (v == "nan" || v == "") print "n/a"; else printf f, v}'
+}
+
+# One summary line: $1 target, $2 median, $3 comparison (">=" or "<="),
+# $4 goal, $5 unit/format note, $6 the per-run values.
+verdict_line() {
+    local what=$1 med=$2 op=$3 goal=$4 fmt=$5 runs=$6 verdict
+    verdict=$(awk -v m="$med" -v op="$op" -v g="$goal" 'BEGIN {
+        if (m == "nan") { print "n/a"; exit }
+        ok = (op == ">=") ? (m + 0 >= g + 0) : (op == "<") ? (m + 0 < g + 0) : (m + 0 <= g + 0);
+        print ok ? "PASS" : "MISS" }')
+    printf "%-46s %12s %-4s %-8s %-5s  runs: %s\n" "$what" "$(fmt_num "$fmt" "$med")" "$op" \
+        "$goal" "$verdict" "$runs"
+}
+
+# $1 label, $2 step, $3 expression, $4 op, $5 goal, $6 printf format.
+target_row() {
+    local vals med
+    vals=$(per_run "$2" "$3" | tr '\n' ' ')
+    med=$(median_of "$vals")
+    verdict_line "$1" "$med" "$4" "$5" "$6" "$vals"
+}
+
+# A figure shown for context (no goal).
+info_row() {
+    local vals med
+    vals=$(per_run "$2" "$3" | tr '\n' ' ')
+    med=$(median_of "$vals")
+    printf "%-46s %12s %-4s %-8s %-5s  runs: %s\n" "$1" "$(fmt_num "$4" "$med")" "" "" "" "$vals"
+}
+
+# Per run, figure $2 of step $1 over figure $4 of step $3 (two files of
+# the same run; the figures are "section key").
+paired_ratios() {
+    local r a b
+    for r in $(seq "$RUNS"); do
+        a="$OUT/run$r-$1.kv" b="$OUT/run$r-$3.kv"
+        if [ ! -e "$a" ] || [ ! -e "$b" ]; then
+            continue
+        fi
+        awk -v ka="$2" -v kb="$4" 'FNR == NR {x[$1 " " $2] = $3; next} {y[$1 " " $2] = $3}
+            END {p = x[ka]; q = y[kb]; print (q > 0 && p == p + 0) ? p / q : "nan"}' "$a" "$b"
+    done
+}
+
+# A summary line for a paired ratio: $1 label, $2 op, $3 goal ("" for
+# context only), $4 format, then the paired_ratios arguments.
+paired_row() {
+    local label=$1 op=$2 goal=$3 fmt=$4 vals
+    shift 4
+    vals=$(paired_ratios "$@" | tr '\n' ' ')
+    if [ -n "$goal" ]; then
+        verdict_line "$label" "$(median_of "$vals")" "$op" "$goal" "$fmt" "$vals"
+    else
+        printf "%-46s %12s %-4s %-8s %-5s  runs: %s\n" "$label" \
+            "$(fmt_num "$fmt" "$(median_of "$vals")")" "" "" "" "$vals"
+    fi
+}
+
+# CPU microseconds per acquire+release pair, by process, for step $1:
+# where the time goes.
+cpu_rows() {
+    local t p
+    for t in proxy direct direct-shared; do
+        for p in redis proxy bench other; do
+            if [ "$t" != proxy ] && [ "$p" = proxy ]; then
+                continue
+            fi
+            info_row "  $t run: $p CPU us/pair" "$1" \
+                "1e6 * k[\"$t ${p}_cpu_s\"] / k[\"$t acquisitions\"]" "%.1f"
+        done
+    done
+}
+
+summary_rows() {
+    local u=uncontended c=contended
+    local ops='k["proxy ops_per_sec"]' p99='k["proxy p99_us"] / 1000'
+    printf "%-46s %12s %-4s %-8s %-5s  %s\n" target "median" op goal "" "per run"
+    if wants uncontended; then
+        target_row "uncontended ops/s, proxy/direct" $u "$ops / k[\"direct ops_per_sec\"]" \
+            ">=" 1.5 "%.2fx"
+        target_row "uncontended ops/s, proxy/direct-shared" $u \
+            "$ops / k[\"direct-shared ops_per_sec\"]" ">=" 1.5 "%.2fx"
+        target_row "uncontended p99, proxy/direct" $u \
+            'k["proxy p99_us"] / k["direct p99_us"]' "<=" 1 "%.2fx"
+        target_row "uncontended p99, proxy/direct-shared" $u \
+            'k["proxy p99_us"] / k["direct-shared p99_us"]' "<=" 1 "%.2fx"
+        info_row "  proxy ops/s" $u "$ops" "%.0f"
+        info_row "  direct ops/s" $u 'k["direct ops_per_sec"]' "%.0f"
+        info_row "  direct-shared ops/s" $u 'k["direct-shared ops_per_sec"]' "%.0f"
+        info_row "  proxy p99 ms" $u "$p99" "%.2f"
+        info_row "  direct p99 ms" $u 'k["direct p99_us"] / 1000' "%.2f"
+        info_row "  direct-shared p99 ms" $u 'k["direct-shared p99_us"] / 1000' "%.2f"
+        info_row "  Redis CPU per pair, direct / proxy run" $u \
+            '(k["direct redis_cpu_s"] / k["direct acquisitions"]) / (k["proxy redis_cpu_s"] / k["proxy acquisitions"])' \
+            "%.2fx"
+        cpu_rows $u
+    fi
+    if wants contended; then
+        target_row "contended hand-offs/s, proxy/direct" $c "$ops / k[\"direct ops_per_sec\"]" \
+            ">=" 3 "%.2fx"
+        target_row "contended hand-offs/s, proxy/direct-shared" $c \
+            "$ops / k[\"direct-shared ops_per_sec\"]" ">=" 3 "%.2fx"
+        target_row "contended Redis cmds/acquisition, proxy" $c \
+            'k["proxy redis_cmds_per_acq"]' "<=" 3 "%.2f"
+        info_row "  direct Redis cmds/acquisition" $c 'k["direct redis_cmds_per_acq"]' "%.2f"
+        info_row "  direct-shared Redis cmds/acquisition" $c \
+            'k["direct-shared redis_cmds_per_acq"]' "%.2f"
+        info_row "  proxy hand-offs/s" $c "$ops" "%.0f"
+        info_row "  direct hand-offs/s" $c 'k["direct ops_per_sec"]' "%.0f"
+        info_row "  direct-shared hand-offs/s" $c 'k["direct-shared ops_per_sec"]' "%.0f"
+        info_row "  proxy p99 ms" $c "$p99" "%.2f"
+        info_row "  direct p99 ms" $c 'k["direct p99_us"] / 1000' "%.2f"
+        info_row "  direct-shared p99 ms" $c 'k["direct-shared p99_us"] / 1000' "%.2f"
+        cpu_rows $c
+    fi
+    if wants idle; then
+        target_row "idle $IDLE conns, RSS added MiB, io_uring" idle-uring \
+            'k["idle ok"] == 1 ? k["idle rss_added_kib"] / 1024 : "nan"' "<=" 20 "%.2f"
+        target_row "idle $IDLE conns, RSS added MiB, epoll" idle-epoll \
+            'k["idle ok"] == 1 ? k["idle rss_added_kib"] / 1024 : "nan"' "<=" 20 "%.2f"
+    fi
+    if wants micro && [ -e "$OUT/micro.kv" ]; then
+        while read -r _ b v; do
+            verdict_line "wheel ${b/BM_Wheel/}" "$v" "<" 50 "%.1f ns" "(median of 5 repetitions)"
+        done <"$OUT/micro.kv"
+    fi
+    if wants ceiling; then
+        paired_row "ceiling scripts/s, proxy/redis-benchmark -P64" ">=" 0.85 "%.3f" \
+            ceiling "proxy scripts_per_sec" redis-benchmark "redis-benchmark scripts_per_sec"
+        info_row "  proxy scripts/s (pipelined)" ceiling 'k["proxy scripts_per_sec"]' "%.0f"
+        info_row "  direct scripts/s (same pipelining)" ceiling \
+            'k["direct scripts_per_sec"]' "%.0f"
+        info_row "  proxy/direct at the same pipelining" ceiling \
+            'k["proxy scripts_per_sec"] / k["direct scripts_per_sec"]' "%.2fx"
+        info_row "  Redis calls per pair, proxy (scripts incl.)" ceiling \
+            'k["proxy redis_calls_per_acq"]' "%.1f"
+        info_row "  Redis calls per pair, direct (scripts incl.)" ceiling \
+            'k["direct redis_calls_per_acq"]' "%.1f"
+        info_row "  redis-benchmark scripts/s" redis-benchmark \
+            'k["redis-benchmark scripts_per_sec"]' "%.0f"
+        info_row "  proxy run: Redis CPU, % of one core" ceiling \
+            '100 * k["proxy redis_cpu_s"] / k["proxy seconds"]' "%.0f"
+        info_row "  redis-benchmark run: Redis CPU, % of one core" redis-benchmark \
+            '100 * k["redis-benchmark redis_cpu_s"] / k["redis-benchmark seconds"]' "%.0f"
+        info_row "  proxy run: Redis us/script" ceiling \
+            '1e6 * k["proxy redis_cpu_s"] / (k["proxy scripts_per_sec"] * k["proxy seconds"])' \
+            "%.2f"
+        info_row "  redis-benchmark run: Redis us/script" redis-benchmark \
+            '1e6 * k["redis-benchmark redis_cpu_s"] / k["redis-benchmark evalsha_calls"]' "%.2f"
+    fi
+    if wants unix; then
+        info_row "sidecar: proxy via Unix socket, ops/s" unix "$ops" "%.0f"
+        paired_row "  proxy (unix) / direct (TCP)" "" "" "%.2fx" \
+            unix "proxy ops_per_sec" unix "direct ops_per_sec"
+        paired_row "  proxy (unix) / direct-shared (TCP)" "" "" "%.2fx" \
+            unix "proxy ops_per_sec" unix "direct-shared ops_per_sec"
+        paired_row "  proxy (unix) / direct (unix)" "" "" "%.2fx" \
+            unix "proxy ops_per_sec" unix-direct "direct ops_per_sec"
+        paired_row "  proxy (unix) / direct-shared (unix)" "" "" "%.2fx" \
+            unix "proxy ops_per_sec" unix-direct "direct-shared ops_per_sec"
+        paired_row "  p99, proxy (unix) / direct (TCP)" "" "" "%.2fx" \
+            unix "proxy p99_us" unix "direct p99_us"
+        info_row "  direct (unix) ops/s" unix-direct 'k["direct ops_per_sec"]' "%.0f"
+        cpu_rows unix
+    fi
+}
+
+write_summary() {
+    {
+        echo "lockproxy benchmark summary: medians of the runs listed (results in $OUT)"
+        summary_rows
+        if [ -e "$OUT/noise.txt" ]; then
+            echo "noise: some steps started on a busy machine (see noise.txt)"
+        fi
+        if [ "${#failures[@]}" -gt 0 ]; then
+            printf 'FAILED: %s\n' "${failures[@]}"
+        fi
+    } | tee "$OUT/summary.txt"
+}
+
+# ---- main ------------------------------------------------------------------
+
+# LP_BENCH_SUMMARY=DIR prints the summary of the results already in DIR
+# (e.g. several result directories' run*-* files merged and renumbered).
+if [ -n "${LP_BENCH_SUMMARY:-}" ]; then
+    OUT=$LP_BENCH_SUMMARY
+    RUNS=$(find "$OUT" -maxdepth 1 -name 'run*-*.kv' | sed 's|.*/run\([0-9]*\)-.*|\1|' |
+        sort -n | tail -n 1)
+    if [ -z "$RUNS" ]; then
+        log "no run*-*.kv files in $OUT"
+        exit 1
+    fi
+    if compgen -G "$OUT/run*-unix.kv" >/dev/null; then
+        ONLY="$ONLY unix"
+    fi
+    write_summary
+    exit 0
+fi
+build
+OUT=$OUT_BASE/$(date +%Y%m%d-%H%M%S)
+mkdir -p "$OUT"
+ln -sfn "$(basename "$OUT")" "$OUT_BASE/latest"
+describe_machine
+start_redis
+if ! start_proxy "$IO"; then
+    cat "$tmp/proxy-$IO.log" >&2
+    exit 1
+fi
+log "redis-server 127.0.0.1:$redis_port (pid $redis_pid), lockproxy 127.0.0.1:$proxy_port" \
+    "(pid $proxy_pid, --io $IO); results in $OUT"
+for run in $(seq "$RUNS"); do
+    log "---- run $run of $RUNS"
+    if wants uncontended; then run_uncontended "$run"; fi
+    if wants contended; then run_contended "$run"; fi
+    if wants ceiling; then run_ceiling "$run"; fi
+    if wants idle; then run_idle "$run"; fi
+    if wants unix; then run_unix "$run"; fi
+done
+if wants micro; then run_micro; fi
+write_summary
+[ "${#failures[@]}" -eq 0 ]
