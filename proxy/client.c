@@ -213,11 +213,6 @@ static void client_on_hangup(struct sched_conn *c, int err)
     px_client_close(cl);
 }
 
-static void client_on_drain(struct sched_conn *c)
-{
-    (void)c;
-}
-
 static void client_on_release(struct sched_conn *c)
 {
     struct px_client *cl = LP_CONTAINER_OF(c, struct px_client, conn);
@@ -230,7 +225,7 @@ static const struct sched_conn_ops client_ops = {
     .on_data = client_on_data,
     .on_hangup = client_on_hangup,
     .on_connect = NULL,
-    .on_drain = client_on_drain,
+    .on_drain = NULL,
     .on_release = client_on_release,
 };
 
