@@ -207,17 +207,29 @@ void px_hold_unlocked_one(struct px_hold *h)
 
 /* ---- renewal batches ------------------------------------------------------ */
 
+struct px_hold *px_hold_get(struct px_hold *h)
+{
+    if (h)
+        h->refs++;
+    return h;
+}
+
+void px_hold_put(struct px_hold *h)
+{
+    if (!h)
+        return;
+    LP_BUG_ON(h->refs == 0);
+    h->refs--;
+    if (h->dead && h->refs == 0)
+        hold_free(h);
+}
+
 static void batch_put_holds(struct renew_batch *b)
 {
     unsigned i;
 
-    for (i = 0; i < b->n; i++) {
-        struct px_hold *h = b->holds[i];
-
-        h->refs--;
-        if (h->dead && h->refs == 0)
-            hold_free(h);
-    }
+    for (i = 0; i < b->n; i++)
+        px_hold_put(b->holds[i]);
 }
 
 /* Renewal could not be confirmed: try again soon (the lease is 3x the period). */

@@ -90,6 +90,12 @@ struct px_hold *px_hold_acquired(struct px_server *srv, struct px_client *cl, co
                                  size_t nlen, const char *owner, size_t olen, uint64_t count,
                                  uint64_t lease_ms, bool watchdog);
 
+/* A reference that keeps h's memory valid across an upstream round trip
+ * (h may be NULL). After the put, h must not be used; a hold dropped in
+ * the meantime has h->dead set and is freed by the last put. */
+struct px_hold *px_hold_get(struct px_hold *h);
+void px_hold_put(struct px_hold *h);
+
 /* UNLOCK left the lock held (count > 0): Redis reset the lease. */
 void px_hold_unlocked_one(struct px_hold *h);
 

@@ -672,14 +672,21 @@ typedef bool unlock_apply_fn(struct px_req *req, struct unlockop *u, const redis
 struct unlockop {
     struct px_req *req;       /* borrowed */
     unlock_apply_fn *apply;   /* borrowed: static; formats the reply */
+    struct px_hold *hold;     /* reference: the caller's hold when sent, or NULL */
     size_t olen;              /* owner length */
     char owner[PX_OWNER_MAX]; /* owned: owner field string */
 };
 
+/* The hold found when the UNLOCK was sent, unless dropped since. */
+static struct px_hold *unlockop_hold(const struct unlockop *u)
+{
+    return u->hold && !u->hold->dead ? u->hold : NULL;
+}
+
 static void unlock_nil(struct px_req *req, struct unlockop *u)
 {
     const struct px_arg *name = &req->argv[1];
-    struct px_hold *h = px_hold_find(req->cl->srv, name->p, name->len, u->owner, u->olen);
+    struct px_hold *h = unlockop_hold(u);
 
     if (h) {
         if (!h->lost)
@@ -697,9 +704,8 @@ static void unlock_nil(struct px_req *req, struct unlockop *u)
 
 static bool unlock_apply(struct px_req *req, struct unlockop *u, const redisReply *r)
 {
-    const struct px_arg *name = &req->argv[1];
     struct px_server *srv = req->cl->srv;
-    struct px_hold *h;
+    struct px_hold *h = unlockop_hold(u);
 
     if (r->type == REDIS_REPLY_NIL) {
         unlock_nil(req, u);
@@ -707,7 +713,6 @@ static bool unlock_apply(struct px_req *req, struct unlockop *u, const redisRepl
     }
     if (r->type != REDIS_REPLY_INTEGER)
         return false;
-    h = px_hold_find(srv, name->p, name->len, u->owner, u->olen);
     if (r->integer == 1) {
         srv->stats.released++;
         if (h)
@@ -728,6 +733,7 @@ static void unlockop_on_reply(void *arg, const redisReply *r, int err)
     if (!reply_failed(req, r, err) && !u->apply(req, u, r))
         px_args_reply_upstream(req, -EPROTO);
     req->op = NULL;
+    px_hold_put(u->hold);
     free(u);
     px_req_done(req);
     px_client_put(cl);
@@ -755,6 +761,7 @@ static struct unlockop *unlockop_create(struct px_req *req, const struct px_lock
     }
     u->req = req;
     u->apply = apply;
+    u->hold = NULL;
     u->olen = args_owner(req, &a, kind, u->owner, base_olen);
     return u;
 }
@@ -764,10 +771,12 @@ static void unlockop_sent(struct unlockop *u, int rc)
 {
     struct px_req *req = u->req;
 
-    if (script_sent(req, rc))
+    if (script_sent(req, rc)) {
         req->op = u;
-    else
-        free(u);
+        return;
+    }
+    px_hold_put(u->hold);
+    free(u);
 }
 
 void px_lock_cmd_release(struct px_req *req, const struct px_lock_kind *kind)
@@ -782,6 +791,7 @@ void px_lock_cmd_release(struct px_req *req, const struct px_lock_kind *kind)
     if (!u)
         return;
     h = px_hold_find(srv, name->p, name->len, u->owner, u->olen);
+    u->hold = px_hold_get(h); /* the reply acts on this hold: no second lookup */
     acq.name = name->p;
     acq.nlen = name->len;
     acq.owner = u->owner;
