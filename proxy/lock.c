@@ -84,32 +84,38 @@ enum lock_script {
     LK_COUNT = 4,
 };
 
-#define LK_MODE_CHECK                                                                 \
-    "if (redis.call('hexists', KEYS[1], 'mode') == 1) then return redis.error_reply(" \
-    "'WRONGTYPE the name holds a read-write lock (use RLOCK/WLOCK)'); end; "
+#define LK_RWLOCK_ERROR \
+    "return redis.error_reply('WRONGTYPE the name holds a read-write lock (use RLOCK/WLOCK)'); "
 
-#define LK_FREE_OR_MINE                           \
-    "if (redis.call('exists', KEYS[1]) == 0) or " \
-    "(redis.call('hexists', KEYS[1], ARGV[2]) == 1) then "
+/* A free name costs Redisson's three calls (EXISTS, HINCRBY, PEXPIRE); only
+ * an existing hash is checked for a read-write lock's 'mode' field (whose
+ * read owner fields look like ours). HEXISTS fails with WRONGTYPE on other
+ * types. */
+#define LK_FREE_OR_MINE                                                                           \
+    "local free = redis.call('exists', KEYS[1]) == 0; "                                           \
+    "if (not free and redis.call('hexists', KEYS[1], 'mode') == 1) then " LK_RWLOCK_ERROR "end; " \
+    "if free or (redis.call('hexists', KEYS[1], ARGV[2]) == 1) then "
 
-/* Redisson's acquire, refusing a read-write lock's hash (whose read owner
- * fields look like ours). HEXISTS fails with WRONGTYPE on other types. */
-static const char acquire_lua[] = LK_MODE_CHECK LK_FREE_OR_MINE /* then Redisson's acquire: */
+/* Redisson's acquire, refusing a read-write lock's hash. */
+static const char acquire_lua[] = LK_FREE_OR_MINE /* then Redisson's acquire: */
     "local c = redis.call('hincrby', KEYS[1], ARGV[2], 1); "
     "redis.call('pexpire', KEYS[1], ARGV[1]); return {1, c}; end; "
     "return {0, redis.call('pttl', KEYS[1])};";
 
 /* RedissonFencedLock's acquire: every success, re-entry included, takes
  * the next token from redisson_lock_token:{name} (which never expires). */
-static const char fenced_lua[] = LK_MODE_CHECK LK_FREE_OR_MINE /* then: */
+static const char fenced_lua[] = LK_FREE_OR_MINE /* then: */
     "local t = redis.call('incr', KEYS[2]); "
     "local c = redis.call('hincrby', KEYS[1], ARGV[2], 1); "
     "redis.call('pexpire', KEYS[1], ARGV[1]); return {1, c, t}; end; "
     "return {0, redis.call('pttl', KEYS[1])};";
 
-/* Redisson's unlock, refusing a read-write lock's hash. */
-static const char unlock_lua[] = LK_MODE_CHECK /* then Redisson's unlock: */
-    "if (redis.call('hexists', KEYS[1], ARGV[2]) == 0) then return nil; end; "
+/* Redisson's unlock, refusing a read-write lock's hash: one HMGET reads
+ * 'mode' and the owner's count (Redisson's HEXISTS), so the check is free. */
+static const char unlock_lua[] =
+    "local v = redis.call('hmget', KEYS[1], 'mode', ARGV[2]); "
+    "if (v[1]) then " LK_RWLOCK_ERROR "end; "
+    "if (not v[2]) then return nil; end; " /* then Redisson's unlock: */
     "local c = redis.call('hincrby', KEYS[1], ARGV[2], -1); "
     "if (c > 0) then redis.call('pexpire', KEYS[1], ARGV[1]); return 0; end; "
     "redis.call('del', KEYS[1]); redis.call('publish', KEYS[2], '0'); return 1;";

@@ -126,7 +126,7 @@ uint64_t lg_redis_calls(const struct lg_redis_snap *s, const char *name)
 bool lg_cmd_is_script_internal(const char *name)
 {
     static const char *const inner[] = {"exists", "hexists", "hincrby", "pexpire", "pttl",
-                                        "del",    "publish", "hget",    "type"};
+                                        "del",    "publish", "hget",    "hmget",   "type"};
 
     for (size_t i = 0; i < sizeof(inner) / sizeof(inner[0]); i++) {
         if (strcmp(name, inner[i]) == 0)

@@ -11,10 +11,10 @@
 #include "proxy_util.h"
 
 /* The README's minimal ACL for lockproxy's own Redis user. */
-#define LP_ACL_RULES                                                                             \
-    "reset on >lppw ~* &redisson_* +ping +auth +select +script|load +evalsha +eval +subscribe "  \
-    "+unsubscribe +publish +exists +type +del +pexpire +pttl +set +incr +incrby +decr +decrby "  \
-    "+hset +hget +hdel +hexists +hincrby +hlen +hkeys +lindex +lpop +lrange +lrem +rpush +zadd " \
+#define LP_ACL_RULES                                                                                    \
+    "reset on >lppw ~* &redisson_* +ping +auth +select +script|load +evalsha +eval +subscribe "         \
+    "+unsubscribe +publish +exists +type +del +pexpire +pttl +set +incr +incrby +decr +decrby "         \
+    "+hset +hget +hmget +hdel +hexists +hincrby +hlen +hkeys +lindex +lpop +lrange +lrem +rpush +zadd " \
     "+zincrby +zrange +zrem +zremrangebyscore +zscore"
 
 #define NOPERM_OTHER "NOPERM user 'app' has no permissions to access the 'other' lock"
