@@ -11,7 +11,8 @@
  * Reads go into one 16 KiB loop-wide buffer, at most EP_READ_CAP reads per
  * connection per iteration (fairness: level triggering reports the rest
  * again). Sends use the same double buffer as io_uring: `out` is swapped
- * into `sending` and written with send(MSG_NOSIGNAL) until EAGAIN.
+ * into `sending` and written with send(MSG_NOSIGNAL) until EAGAIN, and a
+ * drained buffer is freed.
  *
  * epoll_event.data.ptr is the connection or accept state, with the kind in
  * the low bits. A connection closed earlier in the same batch is still
@@ -202,6 +203,7 @@ static void ep_send(struct sched_conn *c)
 
     for (;;) {
         if (buf_size(&c->sending) == 0) {
+            buf_trim(&c->sending, 0); /* an idle connection keeps no output storage */
             if (buf_size(&c->out) == 0)
                 break;
             buf_swap(&c->out, &c->sending);

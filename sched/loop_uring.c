@@ -21,7 +21,9 @@
  * resume, which re-arms.
  *
  * Send: at most one send of `sending` in flight (ordering); a short send
- * resubmits the tail; a completed send swaps in `out` if it has data.
+ * resubmits the tail; a completed send frees the drained buffer (an idle
+ * connection keeps no output storage; a malloc per reply is noise next to
+ * its send) and swaps in `out` if it has data.
  *
  * Connect: the socket is connected with a non-blocking connect(2) in
  * loop.c (the address is copied by the syscall, so the caller's sockaddr
@@ -60,8 +62,6 @@
 #define URING_BUF_SIZE 1024u
 #define URING_SEND_MAX (1u << 30)
 #define URING_BATCH    64u
-/* Keep at most this much output storage per idle connection. */
-#define URING_BUF_KEEP 16384u
 
 enum uring_op {
     UOP_RECV = 1,    /* conn: multishot recv */
@@ -432,7 +432,7 @@ static void uring_send_done(struct sched_conn *c, int res)
         return;
     }
     if (buf_size(&c->sending) == 0) {
-        buf_trim(&c->sending, URING_BUF_KEEP);
+        buf_trim(&c->sending, 0); /* an idle connection keeps no output storage */
         buf_swap(&c->out, &c->sending);
     }
     if (buf_size(&c->sending) > 0)
