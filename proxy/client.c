@@ -324,10 +324,11 @@ int px_client_accept(struct px_server *srv, int fd)
         return -EMFILE;
     }
     cl = calloc(1, sizeof(*cl));
-    if (!cl)
-        goto err_close;
-    if (px_parser_init(&cl->parser, srv->opts.max_args, srv->opts.max_request_bytes) < 0)
-        goto err_free;
+    if (!cl) {
+        close(fd);
+        return -ENOMEM;
+    }
+    px_parser_init(&cl->parser, &srv->readers, srv->opts.max_args, srv->opts.max_request_bytes);
     cl->srv = srv;
     px_auth_client_init(cl);
     cl->id = ++srv->next_client_id;
@@ -346,9 +347,4 @@ int px_client_accept(struct px_server *srv, int fd)
     srv->nclients++;
     srv->stats.connections++;
     return 0;
-err_free:
-    free(cl);
-err_close:
-    close(fd);
-    return -ENOMEM;
 }

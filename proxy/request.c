@@ -143,32 +143,74 @@ static redisReplyObjectFunctions req_functions = {
 
 /* ---- parser ------------------------------------------------------------------- */
 
-int px_parser_init(struct px_parser *p, unsigned max_args, size_t max_bytes)
+void px_reader_pool_deinit(struct px_reader_pool *rp)
 {
-    p->reader = redisReaderCreateWithFunctions(&req_functions);
-    if (!p->reader)
-        return -ENOMEM;
-    p->reader->privdata = p;
+    while (rp->n > 0)
+        redisReaderFree(rp->free[--rp->n]);
+}
+
+void px_parser_init(struct px_parser *p, struct px_reader_pool *rp, unsigned max_args,
+                    size_t max_bytes)
+{
+    p->pool = rp;
+    p->reader = NULL;
     p->err = NULL;
     p->max_args = max_args;
     p->max_bytes = max_bytes;
+}
+
+/* A reader that parsed everything it was fed (pos == len) and is not inside
+ * a frame can serve any parser: hiredis appends new input after pos and
+ * never reads before it. Between frames, ridx is -1, or 0 with a task that
+ * has not read its type byte yet (a lookup that found no input). */
+static bool reader_is_empty(const redisReader *r)
+{
+    bool between = r->ridx < 0 || (r->ridx == 0 && r->rstack[0].type < 0);
+
+    return r->err == 0 && between && r->pos == r->len && !r->reply;
+}
+
+static void reader_give_back(struct px_parser *p)
+{
+    struct px_reader_pool *rp = p->pool;
+    redisReader *r = p->reader;
+
+    p->reader = NULL;
+    if (reader_is_empty(r) && rp->n < PX_READER_POOL_MAX) {
+        r->ridx = -1; /* the next frame's first task then takes the next owner's privdata */
+        rp->free[rp->n++] = r;
+    } else
+        redisReaderFree(r);
+}
+
+static int reader_take(struct px_parser *p)
+{
+    struct px_reader_pool *rp = p->pool;
+
+    if (rp->n > 0)
+        p->reader = rp->free[--rp->n];
+    else if (!(p->reader = redisReaderCreateWithFunctions(&req_functions)))
+        return -ENOMEM;
+    p->reader->privdata = p;
     return 0;
 }
 
 void px_parser_deinit(struct px_parser *p)
 {
-    redisReaderFree(p->reader);
-    p->reader = NULL;
+    if (p->reader)
+        reader_give_back(p);
 }
 
 int px_parser_feed(struct px_parser *p, const char *data, size_t len)
 {
+    if (!p->reader && reader_take(p) < 0)
+        return -ENOMEM;
     return redisReaderFeed(p->reader, data, len) == REDIS_OK ? 0 : -ENOMEM;
 }
 
 size_t px_parser_pending(const struct px_parser *p)
 {
-    return p->reader->len - p->reader->pos;
+    return p->reader ? p->reader->len - p->reader->pos : 0;
 }
 
 /* hiredis waits for a whole bulk before calling us, so a declared length
@@ -198,6 +240,8 @@ int px_parser_next(struct px_parser *p, struct px_req **out)
     void *obj = NULL;
 
     *out = NULL;
+    if (!p->reader)
+        return 0;
     if (redisReaderGetReply(p->reader, &obj) != REDIS_OK)
         return -EPROTO;
     if (!obj) {
@@ -205,6 +249,8 @@ int px_parser_next(struct px_parser *p, struct px_req **out)
             p->err = "request too large";
             return -EPROTO;
         }
+        if (reader_is_empty(p->reader))
+            reader_give_back(p);
         return 0;
     }
     req_fix_args(obj);
@@ -216,5 +262,5 @@ const char *px_parser_error(const struct px_parser *p)
 {
     if (p->err)
         return p->err;
-    return p->reader->err ? p->reader->errstr : "unknown";
+    return p->reader && p->reader->err ? p->reader->errstr : "unknown";
 }

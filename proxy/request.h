@@ -4,7 +4,13 @@
  * request is built straight into a px_req (argv + a byte arena) and the
  * limits are enforced as items arrive: at most max_args arguments, only
  * bulk strings, no nesting, and (checked by the caller after each feed)
- * at most max_bytes of unparsed input. */
+ * at most max_bytes of unparsed input.
+ *
+ * Readers are lent: a parser holds a reader only while it has unparsed
+ * bytes (a partial request), and gives it back to its px_reader_pool as
+ * soon as everything received was parsed. Most requests arrive whole, so
+ * an idle connection holds none (hiredis's reader is about 600 bytes) and
+ * busy connections share a few cache-warm ones. */
 #ifndef LP_PROXY_REQUEST_H
 #define LP_PROXY_REQUEST_H
 
@@ -50,15 +56,28 @@ struct px_req {
     char arena_inl[160];       /* storage for small arguments */
 };
 
-struct px_parser {
-    struct redisReader *reader; /* owned: hiredis reader with our functions */
-    const char *err;            /* why the last frame was rejected */
-    unsigned max_args;          /* most arguments per request */
-    size_t max_bytes;           /* largest argument / unparsed input */
+#define PX_READER_POOL_MAX 64u /* idle readers kept for reuse */
+
+/* Idle readers, all empty (no pending byte, no partial frame, no error). */
+struct px_reader_pool {
+    struct redisReader *free[PX_READER_POOL_MAX]; /* owned: n readers */
+    unsigned n;                                   /* readers in free */
 };
 
-/* Returns 0 or -ENOMEM. */
-int px_parser_init(struct px_parser *p, unsigned max_args, size_t max_bytes);
+struct px_parser {
+    struct px_reader_pool *pool; /* borrowed: where readers come from */
+    struct redisReader *reader;  /* owned while input is pending, else NULL */
+    const char *err;             /* why the last frame was rejected */
+    unsigned max_args;           /* most arguments per request */
+    size_t max_bytes;            /* largest argument / unparsed input */
+};
+
+/* Frees the pool's readers; parsers using it must be gone. */
+void px_reader_pool_deinit(struct px_reader_pool *rp);
+
+/* rp (zeroed, or used before) must outlive the parser. */
+void px_parser_init(struct px_parser *p, struct px_reader_pool *rp, unsigned max_args,
+                    size_t max_bytes);
 void px_parser_deinit(struct px_parser *p);
 
 /* Adds input bytes (copied). Returns 0 or -ENOMEM. */

@@ -12,6 +12,7 @@
 #include "common/hmap.h"
 #include "common/list.h"
 #include "proxy/opts.h"
+#include "proxy/request.h"
 #include "sched/loop.h"
 
 #ifdef __cplusplus
@@ -65,6 +66,7 @@ struct px_server {
     volatile sig_atomic_t reload;   /* SIGHUP seen, reload not yet done */
     uint64_t auth_log_ms;           /* when an auth failure was last logged */
     uint64_t auth_log_quiet;        /* auth failures not logged since then */
+    struct px_reader_pool readers;  /* request readers lent to clients' parsers */
 };
 
 /* Creates the loop, the pool, the listening socket and the metrics

@@ -7,11 +7,18 @@
 #include "proxy/reply.h"
 #include "proxy/request.h"
 
+static struct px_reader_pool readers;
 static struct px_parser parser;
 
 static void setup(unsigned max_args, size_t max_bytes)
 {
-    ASSERT_OK(px_parser_init(&parser, max_args, max_bytes));
+    px_parser_init(&parser, &readers, max_args, max_bytes);
+}
+
+static void teardown(void)
+{
+    px_parser_deinit(&parser);
+    px_reader_pool_deinit(&readers);
 }
 
 /* Feeds s and expects exactly one request with the given argv. */
@@ -35,7 +42,7 @@ static void expect_reject(const char *s, const char *why)
     ASSERT_NULL(req);
     if (why && !strstr(px_parser_error(&parser), why))
         TEST_FAIL("error '%s' does not mention '%s'", px_parser_error(&parser), why);
-    px_parser_deinit(&parser);
+    teardown();
 }
 
 TEST(parse_simple)
@@ -49,7 +56,7 @@ TEST(parse_simple)
     ASSERT_TRUE(memcmp(req->argv[0].p, "LOCK", 4) == 0);
     ASSERT_STREQ(req->argv[1].p, "abc");
     px_req_free(req);
-    px_parser_deinit(&parser);
+    teardown();
 }
 
 TEST(parse_binary_safe_and_large)
@@ -70,7 +77,7 @@ TEST(parse_binary_safe_and_large)
     ASSERT_EQ(req->argv[1].len, sizeof(big));
     ASSERT_TRUE(memcmp(req->argv[1].p, big, sizeof(big)) == 0);
     px_req_free(req);
-    px_parser_deinit(&parser);
+    teardown();
 }
 
 TEST(parse_split_and_pipelined)
@@ -90,7 +97,7 @@ TEST(parse_split_and_pipelined)
         ASSERT_EQ(rc, 0);
     }
     ASSERT_EQ(got, 3);
-    px_parser_deinit(&parser);
+    teardown();
 }
 
 TEST(parse_empty_frame)
@@ -101,7 +108,7 @@ TEST(parse_empty_frame)
     req = parse_one("*0\r\n");
     ASSERT_EQ(req->argc, 0);
     px_req_free(req);
-    px_parser_deinit(&parser);
+    teardown();
 }
 
 TEST(reject_malformed)
@@ -134,7 +141,44 @@ TEST(reject_limits)
     ASSERT_OK(px_parser_feed(&parser, frame, (size_t)n + 1500));
     ASSERT_EQ(px_parser_next(&parser, &req), -EPROTO);
     ASSERT_TRUE(strstr(px_parser_error(&parser), "too large") != NULL);
-    px_parser_deinit(&parser);
+    teardown();
+}
+
+/* Readers are lent only while input is pending: a parser that parsed all
+ * it got holds none, and a reader given back serves another parser
+ * (its buffer still holds consumed bytes) without mixing their streams. */
+TEST(reader_lent_while_pending)
+{
+    static const char lock[] = "*2\r\n$4\r\nLOCK\r\n$3\r\nabc\r\n";
+    struct px_parser other;
+    struct px_req *req = NULL;
+
+    setup(8, 1024);
+    px_parser_init(&other, &readers, 8, 1024);
+    px_req_free(parse_one(lock));
+    ASSERT_EQ(px_parser_next(&parser, &req), 0);
+    ASSERT_NULL(parser.reader);
+    ASSERT_EQ(readers.n, 1);
+    ASSERT_OK(px_parser_feed(&other, lock, 10)); /* a partial frame keeps its reader */
+    ASSERT_EQ(px_parser_next(&other, &req), 0);
+    ASSERT_NOTNULL(other.reader);
+    ASSERT_EQ(readers.n, 0);
+    px_req_free(parse_one("*1\r\n$4\r\nPING\r\n")); /* a fresh reader for parser */
+    ASSERT_OK(px_parser_feed(&other, lock + 10, sizeof(lock) - 11));
+    ASSERT_EQ(px_parser_next(&other, &req), 1);
+    ASSERT_STREQ(req->argv[1].p, "abc");
+    px_req_free(req);
+    ASSERT_EQ(px_parser_next(&other, &req), 0);
+    ASSERT_EQ(px_parser_pending(&other), 0);
+    ASSERT_EQ(px_parser_next(&parser, &req), 0); /* parser's reader back too */
+    ASSERT_EQ(readers.n, 2);
+    other.max_args = 1; /* a rejection lands on the parser now using the reader */
+    ASSERT_OK(px_parser_feed(&other, lock, sizeof(lock) - 1));
+    ASSERT_EQ(px_parser_next(&other, &req), -EPROTO);
+    ASSERT_NOTNULL(other.err);
+    ASSERT_NULL(parser.err);
+    px_parser_deinit(&other);
+    teardown();
 }
 
 TEST(reply_encoding)
@@ -157,4 +201,5 @@ TEST(reply_encoding)
 
 TEST_MAIN(TEST_CASE(parse_simple), TEST_CASE(parse_binary_safe_and_large),
           TEST_CASE(parse_split_and_pipelined), TEST_CASE(parse_empty_frame),
-          TEST_CASE(reject_malformed), TEST_CASE(reject_limits), TEST_CASE(reply_encoding))
+          TEST_CASE(reject_malformed), TEST_CASE(reject_limits),
+          TEST_CASE(reader_lent_while_pending), TEST_CASE(reply_encoding))
