@@ -196,11 +196,11 @@ static int plain_unlock(struct px_server *srv, const struct px_acq *a, pool_repl
 }
 
 static const struct px_lock_kind plain_kind = {
-    "", &px_hold_plain, plain_acquire, plain_unlock, plain_channel, NULL,
+    "", &px_hold_plain, plain_acquire, plain_unlock, plain_channel, NULL, false,
 };
 
 static const struct px_lock_kind fenced_kind = {
-    "", &px_hold_plain, fenced_acquire, plain_unlock, plain_channel, NULL,
+    "", &px_hold_plain, fenced_acquire, plain_unlock, plain_channel, NULL, false,
 };
 
 /* ---- argument parsing ----------------------------------------------------- */
@@ -558,6 +558,7 @@ static void lockop_init(struct px_lockop *op, struct px_req *req, const struct l
     op->req = req;
     op->srv = srv;
     px_wait_init(&op->wait, lockop_on_wake);
+    op->wait.exclusive = op->kind->exclusive;
     list_init(&op->client_node);
     sched_timer_init(&op->timer, lockop_on_timer);
     op->acq.name = a->name->p;

@@ -68,6 +68,9 @@ struct px_lock_kind {
     /* A waiting command ended without the lock: undo what waiting left in
      * Redis (a fair lock's queue entry). Fire-and-forget; NULL: nothing. */
     void (*give_up)(struct px_server *srv, const struct px_acq *a);
+    /* A waiter of this kind excludes the other waiters of its channel: a
+     * "1" message wakes only the first (px_wait.exclusive). */
+    bool exclusive;
 };
 
 /* Runs an acquire command "name [LEASE ms] [WAIT ms] [OWNER token]" (no

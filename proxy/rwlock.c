@@ -12,7 +12,8 @@
  *     with reads left, the mode turns back to read.
  * Transitions publish on redisson_rwlock:{name}: "0" when the last read
  * hold goes (one waiter, necessarily a writer, may proceed), "1" when a
- * write hold ends (every waiter re-tries: all readers can go in).
+ * write hold ends: every waiting reader re-tries (all can go in), but only
+ * the first waiting writer does (only one can win; waitset.c).
  *
  * Invariants:
  * - Every script refuses a hash without "mode" (a plain or fair lock) with
@@ -299,11 +300,11 @@ static int write_unlock(struct px_server *srv, const struct px_acq *a, pool_repl
 }
 
 static const struct px_lock_kind read_kind = {
-    "", &read_hold, read_acquire, read_unlock, rw_channel, NULL,
+    "", &read_hold, read_acquire, read_unlock, rw_channel, NULL, false,
 };
 
 static const struct px_lock_kind write_kind = {
-    RW_WRITE_SUFFIX, &write_hold, write_acquire, write_unlock, rw_channel, NULL,
+    RW_WRITE_SUFFIX, &write_hold, write_acquire, write_unlock, rw_channel, NULL, true,
 };
 
 /* ---- commands ---------------------------------------------------------------------- */

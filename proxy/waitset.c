@@ -26,6 +26,7 @@ void px_wait_init(struct px_wait *w, px_wait_fn *retry)
     sched_waiter_init(&w->sleep, wait_on_wake);
     w->retry = retry;
     w->busy = false;
+    w->exclusive = false;
 }
 
 /* Subscription confirmed: everyone not already retrying re-checks. */
@@ -45,6 +46,30 @@ static void set_on_ready(struct px_waitset *set)
     }
 }
 
+/* "1": a read-write lock became free (a write unlock, or a forced one).
+ * Redisson wakes every waiter; here every sleeping reader goes, but of the
+ * exclusive members (writers) only the longest-joined one, since only one
+ * writer can win and each doomed attempt is a script. A writer that loses
+ * sleeps on, and whoever won publishes again on release; the periodic
+ * re-poll covers a lost message. */
+static void set_wake_readers_and_a_writer(struct px_waitset *set)
+{
+    struct list *n, *t;
+    bool writer = false;
+
+    set->sem.permits = 0;
+    list_for_each_safe(n, t, &set->members)
+    {
+        struct px_wait *w = LP_CONTAINER_OF(n, struct px_wait, node);
+
+        if (!sched_waiter_is_queued(&w->sleep) || (w->exclusive && writer))
+            continue;
+        writer = writer || w->exclusive;
+        sched_sem_cancel(&set->sem, &w->sleep);
+        w->retry(w);
+    }
+}
+
 static void set_on_sub(struct pool_sub *s, enum pool_sub_event ev, const char *msg, size_t len)
 {
     struct px_waitset *set = LP_CONTAINER_OF(s, struct px_waitset, sub);
@@ -57,7 +82,7 @@ static void set_on_sub(struct pool_sub *s, enum pool_sub_event ev, const char *m
     case POOL_SUB_MESSAGE:
         set->srv->stats.wakeups++;
         if (len == 1 && msg[0] == '1')
-            sched_sem_release_all(&set->sem);
+            set_wake_readers_and_a_writer(set);
         else
             sched_sem_release(&set->sem, 1);
         break;

@@ -43,6 +43,7 @@ struct px_wait {
     struct sched_waiter sleep; /* on set->sem while asleep */
     px_wait_fn *retry;         /* borrowed: what to do when woken */
     bool busy;                 /* a retry is in flight: READY skips it */
+    bool exclusive;            /* a writer: "1" wakes only the first of these */
 };
 
 struct px_waitset {

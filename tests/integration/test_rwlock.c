@@ -9,6 +9,7 @@
  * runs Redisson's own rwlock scripts. Both io backends. */
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -343,6 +344,69 @@ static void scenario_wakeups(struct pu_env *e)
     redisFree(w);
 }
 
+/* EVALSHA calls Redis has run so far. */
+static long long evalsha_calls(redisContext *rc)
+{
+    redisReply *r = pu_cmd(rc, "INFO commandstats");
+    const char *p = r->type == REDIS_REPLY_STRING ? strstr(r->str, "cmdstat_evalsha:calls=") : NULL;
+    long long n = p ? atoll(p + strlen("cmdstat_evalsha:calls=")) : 0;
+
+    freeReplyObject(r);
+    return n;
+}
+
+/* Of NUM_READERS waiting writers, a write release wakes one: Redis runs
+ * the unlock and one acquire, not one acquire per writer. Then every
+ * writer gets its turn, each woken by the previous one's release. */
+static void scenario_writers_one_at_a_time(struct pu_env *e)
+{
+    redisContext *w0 = pu_client(e), *rc = pu_redis_client(e), *w[NUM_READERS];
+    long long before, t0;
+    bool done[NUM_READERS] = {false};
+
+    PU_OK(w0, "WLOCK %s", "w1");
+    for (int i = 0; i < NUM_READERS; i++) {
+        w[i] = pu_client(e);
+        pu_send(w[i], "WLOCK %s", "w1");
+    }
+    PU_EVENTUALLY(pu_info_int(w0, "lock_waiters") == NUM_READERS, 5000);
+    pu_sleep_ms(100);
+    before = evalsha_calls(rc);
+    PU_INT(w0, 1, "WUNLOCK %s", "w1");
+    for (int turn = 0; turn < NUM_READERS; turn++) {
+        int got = -1;
+
+        t0 = pu_now_ms();
+        while (got < 0 && pu_now_ms() - t0 < 5000) {
+            for (int i = 0; i < NUM_READERS && got < 0; i++) {
+                redisReply *r = done[i] ? NULL : pu_try_recv(w[i], 1);
+
+                if (r && r->type == REDIS_REPLY_STATUS && strcmp(r->str, "OK") == 0)
+                    got = i;
+                else if (r)
+                    TEST_FAIL("writer %d got an unexpected reply", i);
+                if (r)
+                    freeReplyObject(r);
+            }
+        }
+        if (got < 0)
+            TEST_FAIL("turn %d: no writer got the lock within 5 s", turn);
+        if (turn == 0) {
+            pu_sleep_ms(200); /* the other writers' attempts would have run by now */
+            if (evalsha_calls(rc) - before > 3)
+                TEST_FAIL("one WUNLOCK cost %lld scripts with %d writers waiting",
+                          evalsha_calls(rc) - before, NUM_READERS);
+        }
+        done[got] = true;
+        PU_INT(w[got], 1, "WUNLOCK %s", "w1");
+    }
+    ASSERT_EQ(pu_dbsize(rc), 0);
+    for (int i = 0; i < NUM_READERS; i++)
+        redisFree(w[i]);
+    redisFree(rc);
+    redisFree(w0);
+}
+
 /* ---- watchdog and disconnects ---------------------------------------------------- */
 
 static void scenario_watchdog(struct pu_env *e)
@@ -611,6 +675,11 @@ TEST(rwlock_wakeups)
     pu_each_backend(scenario_wakeups, NULL);
 }
 
+TEST(rwlock_writers_one_at_a_time)
+{
+    pu_each_backend(scenario_writers_one_at_a_time, NULL);
+}
+
 TEST(rwlock_watchdog)
 {
     pu_each_backend(scenario_watchdog, wd_600);
@@ -637,5 +706,6 @@ TEST(rwlock_redisson_interop)
 }
 
 TEST_MAIN(TEST_CASE(rwlock_layout), TEST_CASE(rwlock_exclusion), TEST_CASE(rwlock_wakeups),
-          TEST_CASE(rwlock_watchdog), TEST_CASE(rwlock_disconnect), TEST_CASE(rwlock_errors),
-          TEST_CASE(rwlock_forceunlock), TEST_CASE(rwlock_redisson_interop))
+          TEST_CASE(rwlock_writers_one_at_a_time), TEST_CASE(rwlock_watchdog),
+          TEST_CASE(rwlock_disconnect), TEST_CASE(rwlock_errors), TEST_CASE(rwlock_forceunlock),
+          TEST_CASE(rwlock_redisson_interop))
