@@ -7,6 +7,12 @@
 #   uncontended  --clients closed-loop clients on their own keys, targets
 #                proxy, direct and direct-shared;
 #   contended    the same clients on LP_BENCH_KEYS hot keys;
+#   rwlock       the same clients on LP_BENCH_KEYS read-write locks, each
+#                cycle a write lock with probability LP_BENCH_WRITE_PCT %,
+#                else a read lock (RLOCK/WLOCK vs Redisson's RReadWriteLock);
+#   semaphore    the same clients on LP_BENCH_KEYS semaphores of
+#                LP_BENCH_PERMITS permits, one permit per cycle
+#                (SEM.ACQUIRE/SEM.RELEASE vs Redisson's RSemaphore);
 #   ceiling      pipelining clients through the proxy (TRYLOCK/UNLOCK
 #                pairs) and the direct pipelined equivalent, then
 #                redis-benchmark -P 64 EVALSHA of the proxy's own acquire
@@ -20,14 +26,16 @@
 #
 # Settings (environment): LP_BENCH_RUNS (3), LP_BENCH_DURATION (5, measured
 # seconds per target), LP_BENCH_WARMUP (1), LP_BENCH_CLIENTS (1000),
-# LP_BENCH_KEYS (10), LP_BENCH_IDLE (10000), LP_BENCH_PIPE_CLIENTS (50),
+# LP_BENCH_KEYS (10), LP_BENCH_WRITE_PCT (10), LP_BENCH_PERMITS (10),
+# LP_BENCH_IDLE (10000), LP_BENCH_PIPE_CLIENTS (50),
 # LP_BENCH_PIPELINE (32 pairs = 64 requests per round trip),
 # LP_BENCH_RB_REQUESTS (1000000, redis-benchmark -n), LP_BENCH_IO (auto,
 # the proxy's backend for the load runs), LP_BENCH_PIN ("" = no pinning;
 # "R:P:B" = taskset CPU lists for redis, the proxy and the load generators,
-# e.g. "0:1:1"), LP_BENCH_ONLY (subset of "uncontended contended ceiling
-# idle micro unix"; the default leaves out unix, the uncontended comparison
-# with the clients on a Unix socket, as a sidecar's clients would be),
+# e.g. "0:1:1"), LP_BENCH_ONLY (subset of "uncontended contended rwlock
+# semaphore ceiling idle micro unix", all by default; unix is the
+# uncontended comparison with the clients on the proxy's Unix socket, as a
+# sidecar's clients would be),
 # LP_BENCH_BUILD_DIR, LP_BENCH_OUT; LP_BENCH_SUMMARY=DIR only prints the
 # summary of results already in DIR.
 # Other processes: every figure here is CPU-bound, so before each step the
@@ -47,13 +55,15 @@ DURATION=${LP_BENCH_DURATION:-5}
 WARMUP=${LP_BENCH_WARMUP:-1}
 CLIENTS=${LP_BENCH_CLIENTS:-1000}
 HOT_KEYS=${LP_BENCH_KEYS:-10}
+WRITE_PCT=${LP_BENCH_WRITE_PCT:-10}
+PERMITS=${LP_BENCH_PERMITS:-10}
 IDLE=${LP_BENCH_IDLE:-10000}
 PIPE_CLIENTS=${LP_BENCH_PIPE_CLIENTS:-50}
 PIPELINE=${LP_BENCH_PIPELINE:-32}
 RB_REQUESTS=${LP_BENCH_RB_REQUESTS:-1000000}
 IO=${LP_BENCH_IO:-auto}
 PIN=${LP_BENCH_PIN:-}
-ONLY=${LP_BENCH_ONLY:-uncontended contended ceiling idle micro}
+ONLY=${LP_BENCH_ONLY:-uncontended contended rwlock semaphore ceiling idle micro unix}
 MAX_BUSY=${LP_BENCH_MAX_BUSY:-10}
 QUIET_WAIT=${LP_BENCH_QUIET_WAIT:-120}
 MAX_OTHER=${LP_BENCH_MAX_OTHER:-15}
@@ -145,7 +155,8 @@ describe_machine() {
         echo "modified: $(git -C "$ROOT" status --porcelain 2>/dev/null | awk '{print $2}' |
             tr '\n' ' ')"
         echo "settings: runs=$RUNS duration=${DURATION}s warmup=${WARMUP}s clients=$CLIENTS" \
-            "keys=$HOT_KEYS idle=$IDLE pipe_clients=$PIPE_CLIENTS pipeline=$PIPELINE" \
+            "keys=$HOT_KEYS write_pct=$WRITE_PCT permits=$PERMITS" \
+            "idle=$IDLE pipe_clients=$PIPE_CLIENTS pipeline=$PIPELINE" \
             "rb_requests=$RB_REQUESTS io=$IO pin='${PIN}'"
     } >"$OUT/environment.txt"
     cat "$OUT/environment.txt"
@@ -338,6 +349,18 @@ run_uncontended() {
 run_contended() {
     run_loadgen "run$1-contended" contended --clients "$CLIENTS" --keys "$HOT_KEYS" \
         --targets proxy,direct,direct-shared --svg "$OUT/run$1-contended.svg"
+}
+
+run_rwlock() {
+    run_loadgen "run$1-rwlock" rwlock --clients "$CLIENTS" --keys "$HOT_KEYS" \
+        --write-pct "$WRITE_PCT" --targets proxy,direct,direct-shared \
+        --svg "$OUT/run$1-rwlock.svg"
+}
+
+run_semaphore() {
+    run_loadgen "run$1-semaphore" semaphore --clients "$CLIENTS" --keys "$HOT_KEYS" \
+        --permits "$PERMITS" --targets proxy,direct,direct-shared \
+        --svg "$OUT/run$1-semaphore.svg"
 }
 
 # The SHA of the script the proxy runs for TRYLOCK, read off MONITOR: the
@@ -593,6 +616,31 @@ cpu_rows() {
     done
 }
 
+# The rows of a synchronizer step ($1: rwlock or semaphore; $2 its label;
+# LP_BENCH_WRITE_PCT and LP_BENCH_PERMITS are in environment.txt):
+# throughput ratios, Redis commands per acquisition, p99, CPU per pair. For
+# context only: these steps have no goal.
+sync_rows() {
+    local step=$1 label=$2 t
+    local ops='k["proxy ops_per_sec"]'
+    info_row "$label ops/s, proxy/direct" "$step" "$ops / k[\"direct ops_per_sec\"]" "%.2fx"
+    info_row "$label ops/s, proxy/direct-shared" "$step" \
+        "$ops / k[\"direct-shared ops_per_sec\"]" "%.2fx"
+    info_row "$label p99, proxy/direct" "$step" 'k["proxy p99_us"] / k["direct p99_us"]' "%.2fx"
+    info_row "$label p99, proxy/direct-shared" "$step" \
+        'k["proxy p99_us"] / k["direct-shared p99_us"]' "%.2fx"
+    for t in proxy direct direct-shared; do
+        info_row "  $t ops/s" "$step" "k[\"$t ops_per_sec\"]" "%.0f"
+    done
+    for t in proxy direct direct-shared; do
+        info_row "  $t Redis cmds/acquisition" "$step" "k[\"$t redis_cmds_per_acq\"]" "%.2f"
+    done
+    for t in proxy direct direct-shared; do
+        info_row "  $t p99 ms" "$step" "k[\"$t p99_us\"] / 1000" "%.2f"
+    done
+    cpu_rows "$step"
+}
+
 summary_rows() {
     local u=uncontended c=contended
     local ops='k["proxy ops_per_sec"]' p99='k["proxy p99_us"] / 1000'
@@ -634,6 +682,18 @@ summary_rows() {
         info_row "  direct p99 ms" $c 'k["direct p99_us"] / 1000' "%.2f"
         info_row "  direct-shared p99 ms" $c 'k["direct-shared p99_us"] / 1000' "%.2f"
         cpu_rows $c
+    fi
+    if wants rwlock; then
+        sync_rows rwlock rwlock
+        info_row "  proxy writes, % of grants" rwlock \
+            '100 * k["proxy writes"] / k["proxy acquisitions"]' "%.1f"
+        info_row "  direct writes, % of grants" rwlock \
+            '100 * k["direct writes"] / k["direct acquisitions"]' "%.1f"
+        info_row "  direct-shared writes, % of grants" rwlock \
+            '100 * k["direct-shared writes"] / k["direct-shared acquisitions"]' "%.1f"
+    fi
+    if wants semaphore; then
+        sync_rows semaphore semaphore
     fi
     if wants idle; then
         target_row "idle $IDLE conns, RSS added MiB, io_uring" idle-uring \
@@ -734,6 +794,8 @@ for run in $(seq "$RUNS"); do
     log "---- run $run of $RUNS"
     if wants uncontended; then run_uncontended "$run"; fi
     if wants contended; then run_contended "$run"; fi
+    if wants rwlock; then run_rwlock "$run"; fi
+    if wants semaphore; then run_semaphore "$run"; fi
     if wants ceiling; then run_ceiling "$run"; fi
     if wants idle; then run_idle "$run"; fi
     if wants unix; then run_unix "$run"; fi

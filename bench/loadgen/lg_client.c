@@ -12,15 +12,23 @@
  *                  client's N keys in one write; the next batch goes out when
  *                  all 2N replies are in.
  *
+ * The rwlock and semaphore workloads run the same machine with other
+ * requests (lg_rw.c, lg_sem.c): an rwlock client draws read or write at the
+ * start of each cycle (c->kind) and sends that lock's pair.
+ *
  * Every request is pre-formatted once per client (its key and owner never
  * change), so a cycle costs a memcpy per request, not formatting.
  *
- * Reply conventions: proxy LOCK/TRYLOCK -> +OK (granted) or nil (TRYLOCK
- * refused); UNLOCK -> :1 released, :0 still held. Direct acquire -> nil
- * (granted) or an integer PTTL; unlock -> 1 released, 0 still held, nil not
- * the owner. Anything else is counted as an error: an acquire error starts
- * the cycle over after a short back-off (releasing any hold first), a
- * release error ends the cycle. */
+ * Reply conventions: proxy LOCK/TRYLOCK/RLOCK/WLOCK/SEM.ACQUIRE -> +OK
+ * (granted) or nil (TRYLOCK refused); UNLOCK/RUNLOCK/WUNLOCK -> :1
+ * released, :0 still held; SEM.RELEASE -> the count after it (1 to
+ * --permits). Direct lock acquire -> nil (granted) or an integer PTTL;
+ * unlock -> 1 released, 0 still held, nil not the owner; but a read unlock
+ * -> 1 (lock gone) or 0 (other readers left). Direct semaphore tryAcquire
+ * -> 1 (granted) or 0 (wait: re-checked after LG_SEM_RECHECK_MS at the
+ * latest); release -> nil. Anything else is counted as an error: an
+ * acquire error starts the cycle over after a short back-off (releasing
+ * any hold first), a release error ends the cycle. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,7 +52,7 @@ enum acq_outcome {
 
 /* ---- request formatting ------------------------------------------------ */
 
-static int resp_append(struct buf *b, unsigned argc, const char *const *argv)
+int lg_resp_append(struct buf *b, unsigned argc, const char *const *argv)
 {
     int rc = buf_appendf(b, "*%u\r\n", argc);
 
@@ -64,25 +72,24 @@ static int format_request(struct lg_client *c, struct buf *b, unsigned key, bool
         const char *lock = r->o->pipeline ? "TRYLOCK" : "LOCK";
         const char *argv[] = {release ? "UNLOCK" : lock, name};
 
-        return resp_append(b, 2, argv);
+        return lg_resp_append(b, 2, argv);
     }
     snprintf(owner, sizeof(owner), "%s:%u", r->uuid, c->id);
     snprintf(lease, sizeof(lease), "%u", r->o->lease_ms);
     if (!release) {
         const char *argv[] = {"EVALSHA", r->sha_acq, "1", name, lease, owner};
 
-        return resp_append(b, 6, argv);
+        return lg_resp_append(b, 6, argv);
     }
     snprintf(chan, sizeof(chan), "redisson_lock__channel:{%s}", name);
     {
         const char *argv[] = {"EVALSHA", r->sha_rel, "2", name, chan, "0", lease, owner};
 
-        return resp_append(b, 8, argv);
+        return lg_resp_append(b, 8, argv);
     }
 }
 
-/* Moves b's bytes into a malloc'd string (b is left empty). */
-static void take_buf(struct buf *b, char **out, size_t *len)
+void lg_buf_take(struct buf *b, char **out, size_t *len)
 {
     *out = b->data;
     *len = b->len;
@@ -97,6 +104,10 @@ static int build_requests(struct lg_client *c)
     struct buf b;
     int rc = 0;
 
+    if (c->run->o->workload == LG_WL_RWLOCK)
+        return lg_rw_build_requests(c);
+    if (c->run->o->workload == LG_WL_SEMAPHORE)
+        return lg_sem_build_requests(c);
     buf_init(&b);
     if (n > 0) {
         for (unsigned i = 0; i < n && rc == 0; i++) {
@@ -104,14 +115,14 @@ static int build_requests(struct lg_client *c)
             if (rc == 0)
                 rc = format_request(c, &b, c->key + i, true);
         }
-        take_buf(&b, &c->acq_cmd, &c->acq_len);
+        lg_buf_take(&b, &c->acq_cmd, &c->acq_len);
         return rc;
     }
     rc = format_request(c, &b, c->key, false);
-    take_buf(&b, &c->acq_cmd, &c->acq_len);
+    lg_buf_take(&b, &c->acq_cmd, &c->acq_len);
     if (rc == 0)
         rc = format_request(c, &b, c->key, true);
-    take_buf(&b, &c->rel_cmd, &c->rel_len);
+    lg_buf_take(&b, &c->rel_cmd, &c->rel_len);
     return rc;
 }
 
@@ -123,12 +134,16 @@ static void client_send(struct lg_client *c, const char *p, size_t n)
         lg_run_error(c->run, "write failed", NULL, 0);
 }
 
-/* Queues the acquire; it goes out with the loop's flush. */
+/* Queues the acquire of the cycle's lock; it goes out with the loop's
+ * flush. */
 static void send_acquire(struct lg_client *c, unsigned state)
 {
     c->state = state;
     c->run->cnt.attempts++;
-    client_send(c, c->acq_cmd, c->acq_len);
+    if (c->kind == LG_HOLD_WRITE)
+        client_send(c, c->wacq.cmd, c->wacq.len);
+    else
+        client_send(c, c->acq_cmd, c->acq_len);
 }
 
 /* Queues N acquire/release pairs; latency is timed from here. */
@@ -149,6 +164,8 @@ void lg_client_start(struct lg_client *c)
         return;
     }
     c->depth = 0;
+    if (c->run->o->workload == LG_WL_RWLOCK)
+        lg_rw_pick(c);
     if (c->run->o->pipeline > 0) {
         send_batch(c);
         return;
@@ -162,7 +179,10 @@ void lg_client_release(struct lg_client *c)
     if (c->depth == 1)
         lg_run_releasing(c, c->key);
     c->state = LG_CS_REL;
-    client_send(c, c->rel_cmd, c->rel_len);
+    if (c->kind == LG_HOLD_WRITE)
+        client_send(c, c->wrel.cmd, c->wrel.len);
+    else
+        client_send(c, c->rel_cmd, c->rel_len);
 }
 
 void lg_client_retry(struct lg_client *c)
@@ -184,6 +204,7 @@ static void on_timer(struct sched_timer *t)
     struct lg_client *c = LP_CONTAINER_OF(t, struct lg_client, timer);
 
     if (c->state == LG_CS_LATCH) {
+        c->run->cnt.latch_timeouts++;
         lg_sub_cancel(c);
         lg_client_retry(c);
     } else if (c->state == LG_CS_BACKOFF) {
@@ -201,6 +222,16 @@ static void reply_error(struct lg_client *c, const char *what, const redisReply 
         lg_run_error(c->run, what, "unexpected reply type", strlen("unexpected reply type"));
 }
 
+/* Direct semaphore tryAcquire: 1 taken, 0 not (no PTTL: the wait is
+ * re-checked after LG_SEM_RECHECK_MS). */
+static enum acq_outcome classify_sem_acquire(const redisReply *rep, long long *pttl)
+{
+    if (rep->type != REDIS_REPLY_INTEGER || (rep->integer != 0 && rep->integer != 1))
+        return ACQ_ERROR;
+    *pttl = LG_SEM_RECHECK_MS;
+    return rep->integer == 1 ? ACQ_GRANTED : ACQ_HELD;
+}
+
 /* What an acquire reply means for this target; *pttl is set for
  * ACQ_HELD. */
 static enum acq_outcome classify_acquire(const struct lg_client *c, const redisReply *rep,
@@ -211,6 +242,8 @@ static enum acq_outcome classify_acquire(const struct lg_client *c, const redisR
             return ACQ_GRANTED;
         return rep->type == REDIS_REPLY_NIL ? ACQ_REFUSED : ACQ_ERROR;
     }
+    if (c->kind == LG_HOLD_PERMIT)
+        return classify_sem_acquire(rep, pttl);
     if (rep->type == REDIS_REPLY_NIL)
         return ACQ_GRANTED;
     if (rep->type == REDIS_REPLY_INTEGER) {
@@ -220,10 +253,23 @@ static enum acq_outcome classify_acquire(const struct lg_client *c, const redisR
     return ACQ_ERROR;
 }
 
-/* Release replies are integers on both targets: 1 released, 0 still held. */
-static bool release_ok(const redisReply *rep, unsigned depth_after)
+/* Lock release replies are integers on both targets: 1 released, 0 still
+ * held; but Redisson's read unlock answers 0 while other readers remain.
+ * A semaphore release answers the new count (proxy) or nil (Redisson's
+ * script returns nothing). */
+static bool release_ok(const struct lg_client *c, const redisReply *rep, unsigned depth_after)
 {
-    return rep->type == REDIS_REPLY_INTEGER && rep->integer == (depth_after == 0 ? 1 : 0);
+    const struct lg_run *r = c->run;
+
+    if (c->kind == LG_HOLD_PERMIT && r->direct)
+        return rep->type == REDIS_REPLY_NIL;
+    if (rep->type != REDIS_REPLY_INTEGER)
+        return false;
+    if (c->kind == LG_HOLD_PERMIT)
+        return rep->integer >= 1 && rep->integer <= (long long)r->o->permits;
+    if (c->kind == LG_HOLD_READ && r->direct)
+        return rep->integer == 0 || rep->integer == 1;
+    return rep->integer == (depth_after == 0 ? 1 : 0);
 }
 
 /* One more hold: re-enter, hold, or release. */
@@ -287,7 +333,7 @@ static void on_acquire_reply(struct lg_client *c, const redisReply *rep)
 static void on_release_reply(struct lg_client *c, const redisReply *rep)
 {
     c->depth--;
-    if (!release_ok(rep, c->depth)) {
+    if (!release_ok(c, rep, c->depth)) {
         reply_error(c, "release", rep);
         c->depth = 0;
         backoff(c);
@@ -312,7 +358,7 @@ static void on_batch_reply(struct lg_client *c, const redisReply *rep)
         else
             reply_error(c, "trylock", rep);
     } else {
-        if (release_ok(rep, 0))
+        if (release_ok(c, rep, 0))
             lg_run_released(c, key);
         else
             reply_error(c, "unlock", rep);
@@ -439,6 +485,8 @@ int lg_client_init(struct lg_client *c, struct lg_run *r, unsigned id)
     c->id = id;
     c->key = n > 0 ? id * n : id % r->nkeys;
     c->state = LG_CS_IDLE;
+    c->kind = r->o->workload == LG_WL_SEMAPHORE ? LG_HOLD_PERMIT : LG_HOLD_EXCL;
+    c->rng = id;
     sched_timer_init(&c->timer, on_timer);
     list_init(&c->node);
     if (r->nsubs > 0)
@@ -457,4 +505,8 @@ void lg_client_deinit(struct lg_client *c)
     c->acq_cmd = NULL;
     free(c->rel_cmd);
     c->rel_cmd = NULL;
+    free(c->wacq.cmd);
+    c->wacq.cmd = NULL;
+    free(c->wrel.cmd);
+    c->wrel.cmd = NULL;
 }

@@ -40,7 +40,18 @@ static void kv_redis(FILE *f, const char *t, const struct lg_result *res)
                 (unsigned long long)res->delta[i].calls);
 }
 
-static void kv_target(FILE *f, const struct lg_result *res)
+/* rwlock: the read/write split; rwlock and semaphore: latch timeouts. */
+static void kv_workload(FILE *f, const char *t, const struct lg_opts *o,
+                        const struct lg_result *res)
+{
+    if (o->workload == LG_WL_RWLOCK)
+        fprintf(f, "%s reads %llu\n%s writes %llu\n", t, (unsigned long long)res->reads, t,
+                (unsigned long long)res->writes);
+    if (o->workload == LG_WL_RWLOCK || o->workload == LG_WL_SEMAPHORE)
+        fprintf(f, "%s latch_timeouts %llu\n", t, (unsigned long long)res->latch_timeouts);
+}
+
+static void kv_target(FILE *f, const struct lg_opts *o, const struct lg_result *res)
 {
     const char *t = lg_target_name(res->target);
     double other = 0;
@@ -52,6 +63,7 @@ static void kv_target(FILE *f, const struct lg_result *res)
     kv_num(f, t, "seconds", true, res->seconds);
     fprintf(f, "%s acquisitions %llu\n", t, (unsigned long long)res->acquisitions);
     kv_num(f, t, "ops_per_sec", true, lg_result_ops(res));
+    kv_workload(f, t, o, res);
     kv_latency(f, t, res);
     kv_redis(f, t, res);
     kv_num(f, t, "proxy_cpu_s", res->proxy_cpu_ok, res->proxy_cpu_s);
@@ -62,13 +74,13 @@ static void kv_target(FILE *f, const struct lg_result *res)
             (unsigned long long)res->errors, t, (unsigned long long)res->violations, t, res->stuck);
 }
 
-int lg_report_kv(const char *path, const struct lg_result *res, unsigned n)
+int lg_report_kv(const char *path, const struct lg_opts *o, const struct lg_result *res, unsigned n)
 {
     FILE *f = fopen(path, "w");
 
     if (!f)
         return -errno;
     for (unsigned i = 0; i < n; i++)
-        kv_target(f, &res[i]);
+        kv_target(f, o, &res[i]);
     return fclose(f) == 0 ? 0 : -errno;
 }

@@ -131,7 +131,7 @@ static int write_outputs(const struct lg_opts *o, const struct lg_result *res, u
         rc = rc ? rc : e;
     }
     if (o->kv_path) {
-        e = lg_report_kv(o->kv_path, res, n);
+        e = lg_report_kv(o->kv_path, o, res, n);
         if (e < 0)
             fprintf(stderr, "lockproxy-bench: %s: %s\n", o->kv_path, strerror(-e));
         rc = rc ? rc : e;

@@ -27,11 +27,21 @@ static const char help_text[] =
     "  contended     clients spread over --keys hot keys (client i -> key i % K)\n"
     "  reentrant     acquire twice, release twice, on the client's own key\n"
     "                (or on --keys shared keys when --keys is given)\n"
-    "  rwlock, semaphore   reserved; not yet supported\n"
+    "  rwlock        read-mostly read-write lock: clients spread over --keys keys\n"
+    "                (client i -> key i % K); each cycle takes the write lock with\n"
+    "                probability --write-pct, else the read lock (a per-client\n"
+    "                PRNG with a fixed seed, so every run and target makes the\n"
+    "                same choices). Readers share a key; a writer excludes all\n"
+    "  semaphore     clients spread over --keys semaphores of --permits permits\n"
+    "                each; each cycle takes one permit, holds it, returns it.\n"
+    "                Before each target the bench deletes every semaphore and sets\n"
+    "                it to --permits (proxy: SEM.TRYSETPERMITS; direct: Redisson's\n"
+    "                trySetPermits script), and deletes them at the end\n"
     "\n"
     "Targets (--targets, comma-separated, run in the given order):\n"
     "  proxy          LOCK key / UNLOCK key against --proxy (TRYLOCK/UNLOCK with\n"
-    "                 --pipeline)\n"
+    "                 --pipeline); rwlock: RLOCK/RUNLOCK or WLOCK/WUNLOCK key;\n"
+    "                 semaphore: SEM.ACQUIRE key (blocks) / SEM.RELEASE key\n"
     "  direct         Redisson's RLock protocol straight against --redis: SCRIPT\n"
     "                 LOAD once; EVALSHA acquire (owner <uuid>:<conn id>, lease\n"
     "                 --lease-ms); when it returns the holder's PTTL, SUBSCRIBE\n"
@@ -42,14 +52,37 @@ static const char help_text[] =
     "                 process (one JVM): it has its own command connection and its\n"
     "                 own pub/sub connection, so every waiter of a key subscribes\n"
     "                 and every release wakes all of them, as with N services.\n"
+    "                 rwlock: Redisson's RReadWriteLock scripts (read owner\n"
+    "                 <uuid>:<id>, write owner <uuid>:<id>:write, read holds'\n"
+    "                 {key}:<uuid>:<id>:rwlock_timeout:<n> keys), waiting as above\n"
+    "                 on redisson_rwlock:{key}. A \"0\" message (last read unlock)\n"
+    "                 wakes one waiter; \"1\" (write unlock) wakes every waiter\n"
+    "                 then waiting, as Redisson's LockPubSub: a waiter whose retry\n"
+    "                 is in flight misses it and waits out its PTTL (up to\n"
+    "                 --lease-ms) unless another message comes. The report counts\n"
+    "                 these as latch timeouts; the drain allows for them.\n"
+    "                 semaphore: Redisson's RSemaphore tryAcquire (GET, DECRBY 1\n"
+    "                 if enough: replies 1 or 0) and release (INCRBY 1, PUBLISH\n"
+    "                 the count on redisson_sc:{key}); on 0, subscribe, retry once\n"
+    "                 subscribed, then retry on messages: a message N gives\n"
+    "                 min(waiters on the subscription, N) wake-ups, as Redisson's\n"
+    "                 SemaphorePubSub. Redisson waits for a message forever; the\n"
+    "                 bench also re-checks after 1 s without one (latch timeouts\n"
+    "                 in the report), so a lost message costs a second, never a\n"
+    "                 hung client. Both: no unlock latch (as for RLock), no WAIT\n"
+    "                 (single Redis).\n"
     "  direct-shared  the same, but subscriptions are shared per key by all bench\n"
     "                 connections (one pub/sub connection, reference-counted\n"
     "                 entries, one wake-up permit per message: Redisson's\n"
-    "                 behaviour inside one JVM). The most favourable baseline.\n"
+    "                 behaviour inside one JVM; rwlock \"1\" and semaphore\n"
+    "                 messages as above). The most favourable baseline.\n"
     "\n"
     "Options:\n"
     "  --clients N        connections, one client each (default 1000)\n"
-    "  --keys K           hot keys for contended (default 10)\n"
+    "  --keys K           hot keys for contended, rwlock and semaphore (default 10)\n"
+    "  --write-pct N      rwlock: percentage of cycles taking the write lock, 0-100\n"
+    "                     (default 10)\n"
+    "  --permits P        semaphore: permits per semaphore (default 10)\n"
     "  --hold-us US       hold each lock US microseconds (default 0); holds are\n"
     "                     at least US, rounded up to the 1 ms timer tick when the\n"
     "                     loop is otherwise idle\n"
@@ -66,8 +99,8 @@ static const char help_text[] =
     "  --pipeline N       Redis-bound ceiling test (uncontended only): each\n"
     "                     connection sends N TRYLOCK/UNLOCK pairs on N keys of its\n"
     "                     own per round trip (direct: N acquire/unlock EVALSHA pairs)\n"
-    "  --lease-ms MS      lease for the direct scripts (default 30000, Redisson's\n"
-    "                     lockWatchdogTimeout)\n"
+    "  --lease-ms MS      lease for the direct lock scripts (default 30000,\n"
+    "                     Redisson's lockWatchdogTimeout; semaphores have none)\n"
     "  --io MODE          auto, epoll or uring: the bench's own event loop\n"
     "  --prefix P         key prefix (default lgbench:<pid>); keys are\n"
     "                     P:<target>:<n>\n"
@@ -89,14 +122,16 @@ static const char help_text[] =
     "\n"
     "Measured per target, over --duration after --warmup:\n"
     "  ops/s              completed acquire+release pairs per second (a reentrant\n"
-    "                     cycle counts as two)\n"
+    "                     cycle counts as two); rwlock also splits them into reads\n"
+    "                     and writes\n"
     "  latency            acquisition latency, request sent to lock granted,\n"
     "                     including waiting for other holders; p50/p90/p99/p99.9/max\n"
     "                     from log-linear buckets (< 1% error)\n"
     "  Redis cmds/acq     commands clients sent to Redis per acquisition, from the\n"
     "                     INFO commandstats delta, counting top-level commands only\n"
     "                     (EVALSHA, SUBSCRIBE, UNSUBSCRIBE, ...). The commands that\n"
-    "                     scripts run (HEXISTS, HINCRBY, PEXPIRE, PUBLISH, ...) are\n"
+    "                     scripts run (HEXISTS, HINCRBY, PEXPIRE, PUBLISH, HSET, GET,\n"
+    "                     SET, INCRBY, ...) are\n"
     "                     reported separately as 'calls incl. scripts'. Counts all\n"
     "                     clients of that Redis, so keep it otherwise idle.\n"
     "  Redis scripts/s    EVALSHA + EVAL calls per second (INFO commandstats)\n"
@@ -113,7 +148,10 @@ static const char help_text[] =
     "                     clients that barge in produce most of the samples\n"
     "  mutual exclusion   every key has an in-process holder counter that must go\n"
     "                     0 -> 1 when a grant arrives and is reset just before the\n"
-    "                     release is sent; any other transition is a violation\n"
+    "                     release is sent; any other transition is a violation.\n"
+    "                     rwlock: a write grant needs no writer and no reader, a\n"
+    "                     read grant no writer; semaphore: a grant needs fewer than\n"
+    "                     --permits holders\n"
     "\n"
     "Output: a progress line per second, a table per target, the proxy/direct\n"
     "ratios, and optionally --json and --svg (open the SVG in a browser).\n"
@@ -142,7 +180,8 @@ unsigned lg_opts_nkeys(const struct lg_opts *o)
 {
     if (o->pipeline > 0)
         return o->clients * o->pipeline;
-    if (o->workload == LG_WL_CONTENDED || (o->workload == LG_WL_REENTRANT && o->keys_set))
+    if (o->workload == LG_WL_CONTENDED || o->workload == LG_WL_RWLOCK ||
+        o->workload == LG_WL_SEMAPHORE || (o->workload == LG_WL_REENTRANT && o->keys_set))
         return o->keys;
     return o->clients;
 }
@@ -227,7 +266,7 @@ static int parse_workload(const char *s, enum lg_workload *out)
             return 0;
         }
     }
-    return bad("workload", s, "expected uncontended, contended or reentrant");
+    return bad("workload", s, "expected uncontended, contended, reentrant, rwlock or semaphore");
 }
 
 static int parse_target(const char *s, size_t n, enum lg_target *out)
@@ -284,6 +323,8 @@ static void set_defaults(struct lg_opts *o)
     o->workload = LG_WL_UNCONTENDED;
     o->clients = 1000;
     o->keys = 10;
+    o->write_pct = 10;
+    o->permits = 10;
     o->duration_s = 10.0;
     o->warmup_s = 2.0;
     o->targets[0] = LG_TGT_PROXY;
@@ -309,6 +350,10 @@ static int parse_numeric(struct lg_opts *o, const char *opt, const char *val)
         o->keys_set = true;
         return parse_uint(opt, val, 1, LG_MAX_CLIENTS, &o->keys);
     }
+    if (strcmp(opt, "--write-pct") == 0)
+        return parse_uint(opt, val, 0, 100, &o->write_pct);
+    if (strcmp(opt, "--permits") == 0)
+        return parse_uint(opt, val, 1, LG_MAX_CLIENTS, &o->permits);
     if (strcmp(opt, "--pipeline") == 0)
         return parse_uint(opt, val, 1, LG_MAX_PIPE, &o->pipeline);
     if (strcmp(opt, "--lease-ms") == 0)
@@ -375,14 +420,6 @@ static int parse_valued(struct lg_opts *o, const char *opt, const char *val)
 /* Cross-option rules, checked once everything is parsed. */
 static int check(struct lg_opts *o)
 {
-    if (o->workload == LG_WL_RWLOCK || o->workload == LG_WL_SEMAPHORE) {
-        fprintf(stderr,
-                "lockproxy-bench: workload '%s' is not yet supported (it comes with the "
-                "read-write lock and semaphore commands); use uncontended, contended or "
-                "reentrant\n",
-                lg_workload_name(o->workload));
-        return -ENOTSUP;
-    }
     if (o->idle > 0 && o->proxy_pid == 0) {
         fprintf(stderr, "lockproxy-bench: --idle needs --proxy-pid (to read the proxy's RSS)\n");
         return -EINVAL;

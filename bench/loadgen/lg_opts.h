@@ -18,12 +18,12 @@ enum lg_workload {
     LG_WL_UNCONTENDED = 0, /* each client its own key */
     LG_WL_CONTENDED = 1,   /* clients spread over --keys hot keys */
     LG_WL_REENTRANT = 2,   /* acquire twice, release twice */
-    LG_WL_RWLOCK = 3,      /* accepted, not yet supported */
-    LG_WL_SEMAPHORE = 4,   /* accepted, not yet supported */
+    LG_WL_RWLOCK = 3,      /* read-mostly: read or write lock on --keys keys */
+    LG_WL_SEMAPHORE = 4,   /* one permit of --keys semaphores of --permits each */
 };
 
 enum lg_target {
-    LG_TGT_PROXY = 0,         /* LOCK/UNLOCK through lockproxy */
+    LG_TGT_PROXY = 0,         /* LOCK/UNLOCK (RLOCK.., SEM.ACQUIRE..) through lockproxy */
     LG_TGT_DIRECT = 1,        /* Redisson-style scripts straight to Redis */
     LG_TGT_DIRECT_SHARED = 2, /* direct, one subscription per key for all clients */
 };
@@ -40,8 +40,10 @@ struct lg_endpoint {
 struct lg_opts {
     enum lg_workload workload;              /* what each client does */
     unsigned clients;                       /* connections (one client each) */
-    unsigned keys;                          /* hot keys (contended, reentrant with --keys) */
+    unsigned keys;                          /* hot keys (not uncontended; reentrant if set) */
     bool keys_set;                          /* --keys was given */
+    unsigned write_pct;                     /* rwlock: % of cycles that take the write lock */
+    unsigned permits;                       /* semaphore: permits per semaphore */
     unsigned pipeline;                      /* 0: closed loop; N: N TRYLOCK/UNLOCK pairs */
     uint64_t hold_us;                       /* time between acquire and release */
     double duration_s;                      /* measured phase */

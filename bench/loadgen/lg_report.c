@@ -54,10 +54,14 @@ static double per_acq(const struct lg_result *res, uint64_t v)
     return res->acquisitions ? (double)v / (double)res->acquisitions : 0.0;
 }
 
-static const char *target_desc(enum lg_target t)
+static const char *target_desc(enum lg_workload w, enum lg_target t)
 {
     switch (t) {
     case LG_TGT_PROXY:
+        if (w == LG_WL_RWLOCK)
+            return "RLOCK/RUNLOCK, WLOCK/WUNLOCK through lockproxy";
+        if (w == LG_WL_SEMAPHORE)
+            return "SEM.ACQUIRE/SEM.RELEASE through lockproxy";
         return "LOCK/UNLOCK through lockproxy";
     case LG_TGT_DIRECT:
         return "Redisson protocol straight to Redis; each bench connection models its own "
@@ -132,21 +136,36 @@ static void print_latency(const struct lg_result *res)
            (double)res->hist->max / 1e6);
 }
 
-static void print_direct(const struct lg_result *res)
+static void print_direct(const struct lg_opts *o, const struct lg_result *res)
 {
     printf("  %-17s %.3f attempts/acq, %.3f waits/acq; SUBSCRIBE %llu, UNSUBSCRIBE %llu, "
-           "messages received %llu\n",
+           "messages received %llu",
            "direct protocol", per_acq(res, res->attempts), per_acq(res, res->waits),
            (unsigned long long)res->subscribes, (unsigned long long)res->unsubscribes,
            (unsigned long long)res->messages);
+    if (o->workload == LG_WL_RWLOCK || o->workload == LG_WL_SEMAPHORE)
+        printf("; latch timeouts %llu (%s)", (unsigned long long)res->latch_timeouts,
+               o->workload == LG_WL_RWLOCK ? "waited out the PTTL" : "re-checks after 1 s");
+    printf("\n");
+}
+
+/* rwlock: how the grants split (the draw is per cycle, so a workload
+ * whose writes wait longer completes fewer of them than --write-pct). */
+static void print_rw_split(const struct lg_result *res)
+{
+    uint64_t n = res->reads + res->writes;
+
+    printf("  %-17s %llu reads, %llu writes (%.1f %% writes)\n", "read/write",
+           (unsigned long long)res->reads, (unsigned long long)res->writes,
+           n ? 100.0 * (double)res->writes / (double)n : 0.0);
 }
 
 void lg_report_target(const struct lg_opts *o, const struct lg_result *res)
 {
     const struct lg_endpoint *ep = res->target == LG_TGT_PROXY ? &o->proxy : &o->redis;
 
-    printf("\n== %s: %s (%s) ==\n", lg_target_name(res->target), target_desc(res->target),
-           ep->name);
+    printf("\n== %s: %s (%s) ==\n", lg_target_name(res->target),
+           target_desc(o->workload, res->target), ep->name);
     if (!res->ran) {
         printf("  did not run: %s\n", res->error[0] ? res->error : "unknown reason");
         return;
@@ -154,6 +173,8 @@ void lg_report_target(const struct lg_opts *o, const struct lg_result *res)
     printf("  %-17s %.0f ops/s  (%llu acquire+release pairs in %.2f s; %u connections)\n",
            "throughput", lg_result_ops(res), (unsigned long long)res->acquisitions, res->seconds,
            res->conns);
+    if (o->workload == LG_WL_RWLOCK)
+        print_rw_split(res);
     print_latency(res);
     print_redis(res);
     if (res->target == LG_TGT_PROXY)
@@ -164,7 +185,7 @@ void lg_report_target(const struct lg_opts *o, const struct lg_result *res)
            "fairness", (unsigned long long)res->fair_min, (unsigned long long)res->fair_max,
            res->fair_jain, res->starved);
     if (res->target != LG_TGT_PROXY && o->pipeline == 0)
-        print_direct(res);
+        print_direct(o, res);
     printf("  %-17s %llu%s%s\n", "errors", (unsigned long long)res->errors,
            res->errors ? "; first: " : "", res->errors ? res->first_error : "");
     if (res->stuck)
@@ -262,7 +283,12 @@ static void json_config(FILE *f, const struct lg_opts *o)
             lg_workload_name(o->workload), o->clients, lg_opts_nkeys(o));
     fprintf(f, "\"hold_us\": %llu, \"duration_s\": %.3f, \"warmup_s\": %.3f, \"pipeline\": %u, ",
             (unsigned long long)o->hold_us, o->duration_s, o->warmup_s, o->pipeline);
-    fprintf(f, "\"io\": \"%s\", \"lease_ms\": %u, \"proxy\": ", io[o->io], o->lease_ms);
+    fprintf(f, "\"io\": \"%s\", \"lease_ms\": %u, ", io[o->io], o->lease_ms);
+    if (o->workload == LG_WL_RWLOCK)
+        fprintf(f, "\"write_pct\": %u, ", o->write_pct);
+    if (o->workload == LG_WL_SEMAPHORE)
+        fprintf(f, "\"permits\": %u, ", o->permits);
+    fprintf(f, "\"proxy\": ");
     json_str(f, o->proxy.name);
     fprintf(f, ", \"redis\": ");
     json_str(f, o->redis.name);
@@ -327,8 +353,18 @@ static void json_other_cpu(FILE *f, const struct lg_result *res)
         fprintf(f, "\"other_cpu_s\": null, ");
 }
 
+/* rwlock: the read/write split; rwlock and semaphore: latch timeouts. */
+static void json_workload(FILE *f, const struct lg_opts *o, const struct lg_result *res)
+{
+    if (o->workload == LG_WL_RWLOCK)
+        fprintf(f, "      \"reads\": %llu, \"writes\": %llu,\n", (unsigned long long)res->reads,
+                (unsigned long long)res->writes);
+    if (o->workload == LG_WL_RWLOCK || o->workload == LG_WL_SEMAPHORE)
+        fprintf(f, "      \"latch_timeouts\": %llu,\n", (unsigned long long)res->latch_timeouts);
+}
+
 /* One element of "targets". */
-static void json_target(FILE *f, const struct lg_result *res, bool last)
+static void json_target(FILE *f, const struct lg_opts *o, const struct lg_result *res, bool last)
 {
     fprintf(f, "    {\"target\": \"%s\", \"ran\": %s, \"error\": ", lg_target_name(res->target),
             res->ran ? "true" : "false");
@@ -344,6 +380,7 @@ static void json_target(FILE *f, const struct lg_result *res, bool last)
             (unsigned long long)res->attempts, (unsigned long long)res->waits,
             (unsigned long long)res->subscribes, (unsigned long long)res->unsubscribes,
             (unsigned long long)res->messages);
+    json_workload(f, o, res);
     json_latency(f, res);
     json_redis(f, res);
     if (res->proxy_cpu_ok)
@@ -404,7 +441,7 @@ int lg_report_json(const char *path, const struct lg_opts *o, const struct lg_re
     json_config(f, o);
     fprintf(f, "  \"targets\": [\n");
     for (unsigned i = 0; i < n; i++)
-        json_target(f, &res[i], i + 1 == n);
+        json_target(f, o, &res[i], i + 1 == n);
     fprintf(f, "  ],\n");
     json_ratios(f, res, n);
     fprintf(f, "}\n");

@@ -41,9 +41,11 @@ int lg_report_json(const char *path, const struct lg_opts *o, const struct lg_re
                    unsigned n);
 
 /* Writes every figure to path as "<target> <key> <value>" lines (one
- * figure per line, no spaces in keys or values), for shell scripts.
- * Returns 0 or -errno. */
-int lg_report_kv(const char *path, const struct lg_result *res, unsigned n);
+ * figure per line, no spaces in keys or values), for shell scripts; the
+ * workload of o adds its own figures (rwlock: reads, writes). Returns 0 or
+ * -errno. */
+int lg_report_kv(const char *path, const struct lg_opts *o, const struct lg_result *res,
+                 unsigned n);
 
 /* Writes the chart to path as a standalone SVG. Returns 0 or -errno. */
 int lg_svg_write(const char *path, const struct lg_opts *o, const struct lg_result *res,

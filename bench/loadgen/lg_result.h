@@ -27,6 +27,9 @@ struct lg_result {
     uint64_t subscribes;                      /* direct: SUBSCRIBE commands sent */
     uint64_t unsubscribes;                    /* direct: UNSUBSCRIBE commands sent */
     uint64_t messages;                        /* direct: pub/sub messages received */
+    uint64_t latch_timeouts;                  /* direct: latch waits ended by PTTL/re-check */
+    uint64_t reads;                           /* rwlock: read locks granted (measured) */
+    uint64_t writes;                          /* rwlock: write locks granted (measured) */
     uint64_t errors;                          /* error replies and lost connections */
     char first_error[160];                    /* the first of them */
     uint64_t checked;                         /* grants checked for exclusion (whole run) */

@@ -6,7 +6,8 @@
  * Redis, proxy and bench CPU; at its end the snapshots are taken again and
  * the figures are final. DRAIN lets every client finish its cycle (so no
  * lock is left behind, and a target that cannot hand locks over shows up
- * as "stuck"), bounded by DRAIN_TIMEOUT_MS. CLOSE closes every connection;
+ * as "stuck"), bounded by DRAIN_TIMEOUT_MS (plus --lease-ms for direct
+ * rwlock, see drain_timeout_ms()). CLOSE closes every connection;
  * the loop stops when the last one is released.
  *
  * Holds (--hold-us). All holds have the same length, so the queue of
@@ -22,7 +23,10 @@
  * with --hold-us 0, a grant and the release it allows would be handled in
  * the same callback and two simultaneous grants could never be seen. A
  * grant processed later may have been caused by that release, so it is
- * never counted against it: no false positives. */
+ * never counted against it: no false positives. The rwlock workload keeps
+ * writers in holders and readers in readers (a write grant needs both at
+ * 0, a read grant no writer); the semaphore workload counts permit holders
+ * in holders, which a grant must find below --permits. */
 #include "bench/loadgen/lg_run.h"
 
 #include <sys/socket.h>
@@ -111,15 +115,54 @@ void lg_run_error(struct lg_run *r, const char *what, const char *msg, size_t le
 /* Counts a violation and keeps a description of the first one. */
 static void violation(struct lg_run *r, const struct lg_client *c, unsigned key, const char *what)
 {
+    const struct lg_key *k = &r->keys[key];
+    char *out = r->res->first_violation;
+    size_t cap = sizeof(r->res->first_violation);
     char name[128];
 
     r->res->violations++;
-    if (r->res->first_violation[0] != '\0')
+    if (out[0] != '\0')
         return;
     lg_run_key_name(r, key, name, sizeof(name));
-    snprintf(r->res->first_violation, sizeof(r->res->first_violation),
-             "%.64s: client %u %s while client %u held it (holders %u)", name, c->id, what,
-             r->keys[key].owner, r->keys[key].holders);
+    if (c->kind == LG_HOLD_EXCL)
+        snprintf(out, cap, "%.64s: client %u %s while client %u held it (holders %u)", name, c->id,
+                 what, k->owner, k->holders);
+    else if (c->kind == LG_HOLD_PERMIT)
+        snprintf(out, cap, "%.64s: client %u %s while %u clients held one of the %u", name, c->id,
+                 what, k->holders, r->o->permits);
+    else
+        snprintf(out, cap, "%.64s: client %u %s while %u writers and %u readers held it", name,
+                 c->id, what, k->holders, k->readers);
+}
+
+/* Checks and records a first hold of key by c. */
+static void check_grant(struct lg_run *r, struct lg_client *c, unsigned key)
+{
+    struct lg_key *k = &r->keys[key];
+
+    switch (c->kind) {
+    case LG_HOLD_READ:
+        if (k->holders != 0)
+            violation(r, c, key, "was granted the read lock");
+        k->readers++;
+        break;
+    case LG_HOLD_WRITE:
+        if (k->holders != 0 || k->readers != 0)
+            violation(r, c, key, "was granted the write lock");
+        k->holders++;
+        break;
+    case LG_HOLD_PERMIT:
+        if (k->holders >= r->o->permits)
+            violation(r, c, key, "was granted a permit");
+        k->holders++;
+        break;
+    default:
+        if (k->holders != 0)
+            violation(r, c, key, "was granted the lock");
+        k->holders++;
+        break;
+    }
+    k->owner = c->id;
 }
 
 void lg_run_granted(struct lg_client *c, unsigned key, unsigned depth)
@@ -129,27 +172,31 @@ void lg_run_granted(struct lg_client *c, unsigned key, unsigned depth)
 
     r->res->checked++;
     r->acq_all++;
-    if (depth == 1) {
-        if (k->holders != 0)
-            violation(r, c, key, "was granted the lock");
-        k->holders++;
-        k->owner = c->id;
-    } else if (k->holders != 1 || k->owner != c->id) {
+    if (depth == 1)
+        check_grant(r, c, key);
+    else if (k->holders != 1 || k->owner != c->id)
         violation(r, c, key, "re-entered the lock");
-    }
     if (r->phase == LG_PH_MEASURE) {
         c->granted++;
         r->cnt.acquisitions++;
+        r->cnt.reads += c->kind == LG_HOLD_READ;
+        r->cnt.writes += c->kind == LG_HOLD_WRITE;
         lg_hist_record(r->res->hist, clock_mono_ns() - c->t0_ns);
     }
 }
 
+/* One hold of kind ends on k. */
+static void unhold(struct lg_key *k, unsigned kind)
+{
+    unsigned *n = kind == LG_HOLD_READ ? &k->readers : &k->holders;
+
+    if (*n > 0)
+        (*n)--;
+}
+
 void lg_run_released(struct lg_client *c, unsigned key)
 {
-    struct lg_key *k = &c->run->keys[key];
-
-    if (k->holders > 0)
-        k->holders--;
+    unhold(&c->run->keys[key], c->kind);
 }
 
 void lg_run_releasing(struct lg_client *c, unsigned key)
@@ -160,18 +207,16 @@ void lg_run_releasing(struct lg_client *c, unsigned key)
         lg_run_released(c, key);
         return;
     }
-    r->unheld[r->nunheld++] = key;
+    r->unheld[r->nunheld].key = key;
+    r->unheld[r->nunheld].kind = c->kind;
+    r->nunheld++;
 }
 
 /* The iteration's releases are about to be flushed: their keys are free. */
 static void unheld_run(struct lg_run *r)
 {
-    for (unsigned i = 0; i < r->nunheld; i++) {
-        struct lg_key *k = &r->keys[r->unheld[i]];
-
-        if (k->holders > 0)
-            k->holders--;
-    }
+    for (unsigned i = 0; i < r->nunheld; i++)
+        unhold(&r->keys[r->unheld[i].key], r->unheld[i].kind);
     r->nunheld = 0;
 }
 
@@ -356,6 +401,9 @@ static void copy_counters(struct lg_run *r)
     res->subscribes = r->cnt.subscribes;
     res->unsubscribes = r->cnt.unsubscribes;
     res->messages = r->cnt.messages;
+    res->reads = r->cnt.reads;
+    res->writes = r->cnt.writes;
+    res->latch_timeouts = r->cnt.latch_timeouts;
 }
 
 /* How evenly the grants were spread over the clients: an unfair lock can
@@ -379,6 +427,19 @@ static void fairness(struct lg_run *r)
     res->fair_jain = sq > 0 ? sum * sum / ((double)r->nclients * sq) : 0.0;
 }
 
+/* How long the drain may take. A direct rwlock waiter whose retry was in
+ * flight when a write unlock's "1" arrived has missed it (Redisson's
+ * READ_UNLOCK_MESSAGE wakes the waiters present and leaves no permit), and
+ * waits out the PTTL it got, up to --lease-ms, unless another message
+ * comes: at the end of a run none may come, and that client is slow, not
+ * stuck. */
+static uint64_t drain_timeout_ms(const struct lg_run *r)
+{
+    if (r->direct && r->o->workload == LG_WL_RWLOCK)
+        return DRAIN_TIMEOUT_MS + r->o->lease_ms;
+    return DRAIN_TIMEOUT_MS;
+}
+
 /* No new cycles; close once every client has finished its cycle. */
 static void start_drain(struct lg_run *r)
 {
@@ -389,7 +450,7 @@ static void start_drain(struct lg_run *r)
         return;
     }
     sched_loop_timer_in(r->loop, &r->progress_timer, PROGRESS_MS);
-    sched_loop_timer_in(r->loop, &r->phase_timer, DRAIN_TIMEOUT_MS);
+    sched_loop_timer_in(r->loop, &r->phase_timer, drain_timeout_ms(r));
 }
 
 /* The measured phase is over: the figures are final from here on. */
@@ -592,6 +653,10 @@ static int load_scripts(struct lg_run *r)
     rc = util_uuid4(r->uuid);
     if (rc < 0)
         return rc;
+    if (r->o->workload == LG_WL_RWLOCK)
+        return lg_rw_load_scripts(r);
+    if (r->o->workload == LG_WL_SEMAPHORE)
+        return lg_sem_load_scripts(r);
     rc = lg_redis_script_load(&r->o->redis, acquire_lua, r->sha_acq, err, len);
     if (rc == 0)
         rc = lg_redis_script_load(&r->o->redis, unlock_lua, r->sha_rel, err, len);
@@ -666,6 +731,9 @@ static void run_init(struct lg_run *r, struct sched_loop *l, const struct lg_opt
     r->target = t;
     r->direct = t != LG_TGT_PROXY;
     r->acq_per_cycle = o->workload == LG_WL_REENTRANT ? 2 : 1;
+    r->chan_prefix = o->workload == LG_WL_RWLOCK      ? "redisson_rwlock:{"
+                     : o->workload == LG_WL_SEMAPHORE ? "redisson_sc:{"
+                                                      : "redisson_lock__channel:{";
     list_init(&r->hold_q);
     sched_timer_init(&r->hold_timer, hold_timer_cb);
     sched_timer_init(&r->phase_timer, phase_cb);
@@ -699,12 +767,15 @@ int lg_run_target(struct sched_loop *l, const struct lg_opts *o, enum lg_target 
         rc = load_scripts(r);
     if (rc == 0)
         rc = run_setup(r);
+    if (rc == 0 && o->workload == LG_WL_SEMAPHORE)
+        rc = lg_sem_create(r);
     if (rc == 0) {
         sched_loop_timer_in(l, &r->phase_timer, CONNECT_TIMEOUT_MS);
         connect_more(r);
         if (r->phase != LG_PH_CLOSE || r->conns_released < r->conns_next)
             rc = sched_loop_run(l);
     }
+    lg_sem_delete(r);
     run_teardown(r);
     free(r);
     return rc;

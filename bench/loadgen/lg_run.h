@@ -7,7 +7,10 @@
  *   lg_client.c  the per-client request state machines (proxy, direct,
  *                pipelined);
  *   lg_sub.c     the direct targets' pub/sub registries (Redisson's
- *                PublishSubscribe: reference-counted entries, latch permits).
+ *                PublishSubscribe: reference-counted entries, latch permits);
+ *   lg_rw.c      the rwlock workload's requests and scripts;
+ *   lg_sem.c     the semaphore workload's requests, scripts, and the
+ *                semaphores' set-up and removal.
  * Everything runs on one event loop thread. */
 #ifndef LP_BENCH_LOADGEN_LG_RUN_H
 #define LP_BENCH_LOADGEN_LG_RUN_H
@@ -22,6 +25,7 @@
 
 #include "bench/loadgen/lg_opts.h"
 #include "bench/loadgen/lg_result.h"
+#include "common/buf.h"
 #include "common/list.h"
 #include "sched/loop.h"
 
@@ -53,6 +57,20 @@ enum lg_client_state {
     LG_CS_DEAD = 9,    /* connection lost */
 };
 
+/* What a grant gives a client, for the exclusion check. */
+enum lg_hold_kind {
+    LG_HOLD_EXCL = 0,   /* a lock: one holder per key */
+    LG_HOLD_READ = 1,   /* rwlock read lock: no writer */
+    LG_HOLD_WRITE = 2,  /* rwlock write lock: no writer, no reader */
+    LG_HOLD_PERMIT = 3, /* one semaphore permit: at most --permits holders */
+};
+
+/* A pre-formatted request. */
+struct lg_req {
+    char *cmd;  /* owned: RESP bytes */
+    size_t len; /* bytes in cmd */
+};
+
 /* A resolved address. */
 struct lg_addr {
     struct sockaddr_storage ss; /* the address */
@@ -69,6 +87,8 @@ struct lg_client {
     unsigned key;             /* key index (first of its batch with --pipeline) */
     unsigned state;           /* enum lg_client_state */
     unsigned depth;           /* holds currently granted (reentrant: up to 2) */
+    unsigned kind;            /* enum lg_hold_kind of the current cycle */
+    uint64_t rng;             /* rwlock: PRNG state (read or write per cycle) */
     unsigned pending;         /* replies still expected for the batch */
     uint64_t t0_ns;           /* when the timed acquire was sent */
     uint64_t granted;         /* grants in the measured phase (fairness) */
@@ -81,6 +101,8 @@ struct lg_client {
     size_t acq_len;           /* bytes in acq_cmd */
     char *rel_cmd;            /* owned: RESP release, NULL with --pipeline */
     size_t rel_len;           /* bytes in rel_cmd */
+    struct lg_req wacq;       /* rwlock: write-lock acquire (acq_cmd: read lock) */
+    struct lg_req wrel;       /* rwlock: write-lock release (rel_cmd: read lock) */
 };
 
 enum lg_sub_state {
@@ -111,17 +133,27 @@ struct lg_sub {
 
 /* Per-key state of the exclusion check. */
 struct lg_key {
-    unsigned holders; /* bench clients holding the key (must be 0 or 1) */
+    unsigned holders; /* clients holding the lock or write lock (0 or 1), or permits */
+    unsigned readers; /* rwlock: clients holding the read lock */
     unsigned owner;   /* id of the last client that was granted it */
 };
 
+/* A release queued in this loop iteration (the key is held until its end). */
+struct lg_unheld {
+    unsigned key;  /* key index */
+    unsigned kind; /* enum lg_hold_kind that ends */
+};
+
 struct lg_counters {
-    uint64_t acquisitions; /* granted acquires */
-    uint64_t attempts;     /* acquire requests sent */
-    uint64_t waits;        /* direct: subscriptions joined */
-    uint64_t subscribes;   /* SUBSCRIBE sent */
-    uint64_t unsubscribes; /* UNSUBSCRIBE sent */
-    uint64_t messages;     /* pub/sub messages received */
+    uint64_t acquisitions;   /* granted acquires */
+    uint64_t attempts;       /* acquire requests sent */
+    uint64_t waits;          /* direct: subscriptions joined */
+    uint64_t subscribes;     /* SUBSCRIBE sent */
+    uint64_t unsubscribes;   /* UNSUBSCRIBE sent */
+    uint64_t messages;       /* pub/sub messages received */
+    uint64_t reads;          /* rwlock: read locks granted */
+    uint64_t writes;         /* rwlock: write locks granted */
+    uint64_t latch_timeouts; /* direct: latch waits ended by the timer (PTTL, re-check) */
 };
 
 struct lg_run {
@@ -137,14 +169,18 @@ struct lg_run {
     struct lg_sub *subs;               /* owned: nsubs registries (direct) */
     unsigned nsubs;                    /* 0, 1 (shared) or nclients */
     struct lg_key *keys;               /* owned: nkeys holder counters */
-    unsigned *unheld;                  /* owned: keys whose release is queued this iteration */
+    struct lg_unheld *unheld;          /* owned: releases queued this iteration */
     unsigned nunheld;                  /* entries in unheld (at most nclients) */
     unsigned nkeys;                    /* keys of the workload */
     struct lg_addr cmd_addr;           /* proxy or Redis, for the clients */
     struct lg_addr sub_addr;           /* Redis, for the pub/sub connections */
     char uuid[37];                     /* direct: owner prefix */
-    char sha_acq[41];                  /* direct: acquire script */
-    char sha_rel[41];                  /* direct: unlock script */
+    const char *chan_prefix;           /* direct: wake channel up to the key ("...:{") */
+    char sha_acq[41];                  /* direct: acquire script (rwlock: read lock) */
+    char sha_rel[41];                  /* direct: unlock script (rwlock: read lock) */
+    char sha_wacq[41];                 /* direct rwlock: write-lock acquire script */
+    char sha_wrel[41];                 /* direct rwlock: write-lock unlock script */
+    bool sems_set;                     /* semaphore: the semaphores were created */
     unsigned conns_total;              /* connections to open */
     unsigned conns_next;               /* next one to start connecting */
     unsigned conns_pending;            /* connects in flight */
@@ -195,18 +231,19 @@ void lg_run_conn_released(struct lg_run *r);
 /* True while clients should start new cycles. */
 bool lg_run_cycling(const struct lg_run *r);
 
-/* A grant of key for client c arrived (depth is the hold count after it).
- * Checks exclusion and records the latency since c->t0_ns. */
+/* A grant of key for client c arrived (depth is the hold count after it;
+ * c->kind says what was granted). Checks exclusion and records the latency
+ * since c->t0_ns. */
 void lg_run_granted(struct lg_client *c, unsigned key, unsigned depth);
 
-/* Client c has queued the release of its last hold of key. The key counts
- * as held until the end of this loop iteration, when the release is
- * flushed to the socket: a grant to another client processed before then
- * cannot have been caused by this release. */
+/* Client c has queued the release of its last hold (of kind c->kind) of
+ * key. The key counts as held until the end of this loop iteration, when
+ * the release is flushed to the socket: a grant to another client
+ * processed before then cannot have been caused by this release. */
 void lg_run_releasing(struct lg_client *c, unsigned key);
 
-/* c's hold of key is over at once (its release was answered, or its
- * connection died). */
+/* c's hold (of kind c->kind) of key is over at once (its release was
+ * answered, or its connection died). */
 void lg_run_released(struct lg_client *c, unsigned key);
 
 /* Counts an error; msg (may be NULL) is kept if it is the first. */
@@ -234,6 +271,43 @@ void lg_client_release(struct lg_client *c);
 
 /* Direct: the subscription is there or a message/PTTL woke c: retry. */
 void lg_client_retry(struct lg_client *c);
+
+/* Appends a RESP command of argc C strings to b. Returns 0 or -ENOMEM. */
+int lg_resp_append(struct buf *b, unsigned argc, const char *const *argv);
+
+/* Moves b's bytes into a malloc'd string (b is left empty). */
+void lg_buf_take(struct buf *b, char **out, size_t *len);
+
+/* ---- lg_rw.c and lg_sem.c ---------------------------------------------- */
+
+/* rwlock: formats c's read- and write-lock requests. Returns 0 or -ENOMEM. */
+int lg_rw_build_requests(struct lg_client *c);
+
+/* rwlock: SCRIPT LOADs the four direct scripts. Returns 0 or -errno
+ * (r->res->error says why). */
+int lg_rw_load_scripts(struct lg_run *r);
+
+/* rwlock: draws c's lock for the next cycle (sets c->kind). */
+void lg_rw_pick(struct lg_client *c);
+
+/* semaphore: formats c's acquire and release. Returns 0 or -ENOMEM. */
+int lg_sem_build_requests(struct lg_client *c);
+
+/* semaphore: SCRIPT LOADs the direct tryAcquire and release scripts.
+ * Returns 0 or -errno (r->res->error says why). */
+int lg_sem_load_scripts(struct lg_run *r);
+
+/* semaphore: deletes every key of the run and sets it to --permits
+ * permits (proxy: SEM.TRYSETPERMITS; direct: trySetPermits script).
+ * Returns 0 or -errno (r->res->error says why). */
+int lg_sem_create(struct lg_run *r);
+
+/* semaphore: deletes every key of the run (after it), if lg_sem_create
+ * ran. Failures are ignored. */
+void lg_sem_delete(struct lg_run *r);
+
+/* semaphore, direct: a latch wait's re-check period (Redisson has none). */
+#define LG_SEM_RECHECK_MS 1000u
 
 /* ---- lg_sub.c ---------------------------------------------------------- */
 

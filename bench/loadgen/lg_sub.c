@@ -13,13 +13,21 @@
  *   wait:    take a spare permit and retry at once, or wait for a message
  *            or the holder's PTTL;
  *   message: wake the first latch waiter, or leave a permit (Redisson's
- *            LockPubSub: one message releases one permit);
+ *            LockPubSub: one message releases one permit); rwlock's "1"
+ *            (write unlock) wakes every latch waiter and leaves no permit
+ *            (LockPubSub's READ_UNLOCK_MESSAGE: all listeners, and as many
+ *            permits as threads waiting); a semaphore's message N gives
+ *            min(refs, N) permits, each waking the next latch waiter or
+ *            left for later (SemaphorePubSub);
  *   leave:   refs--; the last one out sends UNSUBSCRIBE and does not wait
  *            for the confirmation (Redisson unsubscribes asynchronously).
  * With one registry per client ("direct") every waiter of a key has its own
  * subscription and every release wakes each of them, as N client processes
  * would; with one shared registry ("direct-shared") a key has one
  * subscription and a release wakes one waiter.
+ *
+ * The channel is the run's chan_prefix + key + "}": redisson_lock__channel,
+ * redisson_rwlock or redisson_sc.
  *
  * Replies on a subscribed RESP2 connection are arrays: ["subscribe", ch, n],
  * ["unsubscribe", ch, n], ["message", ch, payload]. A subscribe
@@ -36,8 +44,6 @@
 #include "common/compiler.h"
 #include "common/util.h"
 
-#define CHANNEL_PREFIX "redisson_lock__channel:{"
-
 static struct lg_sub_entry *entry_of(struct lg_sub *s, unsigned key)
 {
     unsigned i = key - s->entries[0].key;
@@ -49,16 +55,17 @@ static struct lg_sub_entry *entry_of(struct lg_sub *s, unsigned key)
  * when the connection is gone, or -ENOMEM. */
 static int send_sub_cmd(struct lg_sub *s, const char *cmd, unsigned key)
 {
+    const char *prefix = s->run->chan_prefix;
     char name[128];
     size_t n = lg_run_key_name(s->run, key, name, sizeof(name));
-    size_t clen = strlen(CHANNEL_PREFIX) + n + 1;
+    size_t clen = strlen(prefix) + n + 1;
     struct buf *b = sched_conn_wbuf(&s->conn);
     int rc;
 
     if (sched_conn_is_closing(&s->conn) || (s->conn.flags & SCHED_CONN_HUNGUP))
         return -EPIPE;
-    rc = buf_appendf(b, "*2\r\n$%zu\r\n%s\r\n$%zu\r\n%s%s}\r\n", strlen(cmd), cmd, clen,
-                     CHANNEL_PREFIX, name);
+    rc = buf_appendf(b, "*2\r\n$%zu\r\n%s\r\n$%zu\r\n%s%s}\r\n", strlen(cmd), cmd, clen, prefix,
+                     name);
     if (rc < 0)
         return rc;
     sched_conn_mark_dirty(&s->conn);
@@ -166,12 +173,12 @@ static void on_confirmed(struct lg_sub *s, struct lg_sub_entry *e)
     }
 }
 
-/* An unlock message: one permit for the latch. */
-static void on_message(struct lg_sub *s, struct lg_sub_entry *e)
+/* One latch permit: wakes the first latch waiter, or stays for the next
+ * one to wait. */
+static void release_permit(struct lg_sub_entry *e)
 {
     struct list *n = list_first(&e->latch);
 
-    s->run->cnt.messages++;
     if (n) {
         struct lg_client *c = list_entry(n, struct lg_client, node);
 
@@ -182,8 +189,44 @@ static void on_message(struct lg_sub *s, struct lg_sub_entry *e)
     }
 }
 
-/* Key index of a channel name "redisson_lock__channel:{<prefix>:<t>:<n>}",
- * or -1. */
+/* rwlock's "1": every latch waiter retries; nobody else gets a permit. */
+static void wake_all(struct lg_sub_entry *e)
+{
+    struct list *n;
+
+    while ((n = list_first(&e->latch))) {
+        struct lg_client *c = list_entry(n, struct lg_client, node);
+
+        lg_sub_cancel(c);
+        lg_client_retry(c);
+    }
+}
+
+/* A message with payload msg: an unlock (one permit), a write unlock
+ * (rwlock "1": everyone), or a semaphore's new count (that many permits,
+ * at most one per waiter using the entry). */
+static void on_message(struct lg_sub *s, struct lg_sub_entry *e, const redisReply *msg)
+{
+    enum lg_workload w = s->run->o->workload;
+    int64_t v = 0;
+    unsigned k;
+
+    s->run->cnt.messages++;
+    if (w == LG_WL_SEMAPHORE) {
+        if (msg->type != REDIS_REPLY_STRING || util_parse_i64(msg->str, msg->len, &v) < 0 || v < 0)
+            v = 0;
+        k = v < (int64_t)e->refs ? (unsigned)v : e->refs;
+        while (k-- > 0)
+            release_permit(e);
+    } else if (w == LG_WL_RWLOCK && msg->type == REDIS_REPLY_STRING && msg->len == 1 &&
+               msg->str[0] == '1') {
+        wake_all(e);
+    } else {
+        release_permit(e);
+    }
+}
+
+/* Key index of a channel name "<chan_prefix><prefix>:<t>:<n>}", or -1. */
 static long long channel_key(const struct lg_sub *s, const char *ch, size_t len)
 {
     const char *colon;
@@ -198,7 +241,7 @@ static long long channel_key(const struct lg_sub *s, const char *ch, size_t len)
         key < 0 || key > (int64_t)UINT32_MAX)
         return -1;
     n = lg_run_key_name(s->run, (unsigned)key, name, sizeof(name));
-    if (len != strlen(CHANNEL_PREFIX) + n + 1 || memcmp(ch + len - 1 - n, name, n) != 0)
+    if (len != strlen(s->run->chan_prefix) + n + 1 || memcmp(ch + len - 1 - n, name, n) != 0)
         return -1;
     return key;
 }
@@ -224,7 +267,7 @@ static void on_push(struct lg_sub *s, const redisReply *rep)
     if (strcmp(kind->str, "subscribe") == 0)
         on_confirmed(s, e);
     else if (strcmp(kind->str, "message") == 0)
-        on_message(s, e);
+        on_message(s, e, rep->element[2]);
     return;
 bad:
     lg_run_error(s->run, "pub/sub", rep->type == REDIS_REPLY_ERROR ? rep->str : "unexpected reply",
