@@ -54,6 +54,7 @@
 #include <string.h>
 
 #include "common/clock.h"
+#include "common/util.h"
 #include "pool/pool.h"
 #include "proxy/args.h"
 #include "proxy/client.h"
@@ -162,7 +163,7 @@ static int plain_acquire(struct px_server *srv, const struct px_acq *a, pool_rep
     const char *argv[3] = {a->name, lease, a->owner};
     size_t lens[3] = {a->nlen, 0, a->olen};
 
-    lens[1] = (size_t)snprintf(lease, sizeof(lease), "%llu", (unsigned long long)a->lease_ms);
+    lens[1] = util_u64_to_str(a->lease_ms, lease);
     return px_metrics_eval(srv, a->hint, lock_script_base + LK_ACQUIRE, 1, 3, argv, lens, cb, arg);
 }
 
@@ -174,7 +175,7 @@ static int fenced_acquire(struct px_server *srv, const struct px_acq *a, pool_re
     size_t lens[4] = {a->nlen, 0, 0, a->olen};
 
     lens[1] = px_channel_name(token, sizeof(token), "redisson_lock_token:", a->name, a->nlen);
-    lens[2] = (size_t)snprintf(lease, sizeof(lease), "%llu", (unsigned long long)a->lease_ms);
+    lens[2] = util_u64_to_str(a->lease_ms, lease);
     return px_metrics_eval(srv, a->hint, lock_script_base + LK_FENCED, 2, 4, argv, lens, cb, arg);
 }
 
@@ -186,7 +187,7 @@ int px_lock_eval_unlock(struct px_server *srv, const struct px_acq *a, unsigned 
     size_t lens[4] = {a->nlen, 0, 0, a->olen};
 
     lens[1] = channel(a, chan, sizeof(chan));
-    lens[2] = (size_t)snprintf(lease, sizeof(lease), "%llu", (unsigned long long)a->lease_ms);
+    lens[2] = util_u64_to_str(a->lease_ms, lease);
     return px_metrics_eval(srv, a->hint, script, 2, 4, argv, lens, cb, arg);
 }
 

@@ -38,6 +38,7 @@
 #include <string.h>
 
 #include "common/compiler.h"
+#include "common/util.h"
 #include "pool/pool.h"
 #include "proxy/hold.h"
 #include "proxy/lock.h"
@@ -269,7 +270,7 @@ static int read_acquire(struct px_server *srv, const struct px_acq *a, pool_repl
 
     rw_keys_fill(&k, a->name, a->nlen, a->owner, a->olen);
     lens[1] = k.tlen;
-    lens[2] = (size_t)snprintf(lease, sizeof(lease), "%llu", (unsigned long long)a->lease_ms);
+    lens[2] = util_u64_to_str(a->lease_ms, lease);
     lens[4] =
         (size_t)snprintf(writer, sizeof(writer), "%.*s" RW_WRITE_SUFFIX, (int)a->olen, a->owner);
     return px_metrics_eval(srv, a->hint, rw_script_base + RW_READ_ACQUIRE, 2, 5, argv, lens, cb,
@@ -283,7 +284,7 @@ static int write_acquire(struct px_server *srv, const struct px_acq *a, pool_rep
     const char *argv[4] = {a->name, lease, a->owner, a->owner};
     size_t lens[4] = {a->nlen, 0, a->olen, a->base_olen}; /* the reader: owner minus ":write" */
 
-    lens[1] = (size_t)snprintf(lease, sizeof(lease), "%llu", (unsigned long long)a->lease_ms);
+    lens[1] = util_u64_to_str(a->lease_ms, lease);
     return px_metrics_eval(srv, a->hint, rw_script_base + RW_WRITE_ACQUIRE, 1, 4, argv, lens, cb,
                            arg);
 }
