@@ -82,7 +82,8 @@ enum lock_script {
     LK_FENCED = 1,  /* KEYS name, token; ARGV lease, owner -> {1,count,token} | {0,pttl} */
     LK_UNLOCK = 2,  /* KEYS name, channel; ARGV lease, owner -> nil | 0 | 1 */
     LK_FORCE = 3,   /* KEYS name, channel, rw channel, queue, timeouts; ARGV fair prefix, now */
-    LK_COUNT = 4,
+    LK_GRANT = 4,   /* KEYS name; ARGV lease, owner, next lease, next owner -> nil | 0 | 2 */
+    LK_COUNT = 5,
 };
 
 #define LK_RWLOCK_ERROR \
@@ -121,6 +122,19 @@ static const char unlock_lua[] =
     "if (c > 0) then redis.call('pexpire', KEYS[1], ARGV[1]); return 0; end; "
     "redis.call('del', KEYS[1]); redis.call('publish', KEYS[2], '0'); return 1;";
 
+/* Unlock and hand-off in one step: when the caller's last hold goes, the
+ * lock goes straight to a waiter of this proxy (a fresh hold of 1 with
+ * its lease), without a PUBLISH: nobody else could have taken it. 2 =
+ * released and granted; nil and 0 as in unlock_lua (nothing granted). */
+static const char grant_lua[] =
+    "local v = redis.call('hmget', KEYS[1], 'mode', ARGV[2]); "
+    "if (v[1]) then " LK_RWLOCK_ERROR "end; "
+    "if (not v[2]) then return nil; end; "
+    "local c = redis.call('hincrby', KEYS[1], ARGV[2], -1); "
+    "if (c > 0) then redis.call('pexpire', KEYS[1], ARGV[1]); return 0; end; "
+    "redis.call('del', KEYS[1]); redis.call('hincrby', KEYS[1], ARGV[4], 1); "
+    "redis.call('pexpire', KEYS[1], ARGV[3]); return 2;";
+
 #define LK_FORCE_CLEANUP PX_FAIR_CLEANUP_LUA("KEYS[4]", "KEYS[5]", "ARGV[2]")
 
 /* forceUnlock of any lock kind: a read-write lock wakes all its waiters
@@ -140,10 +154,8 @@ static const char force_lua[] =
     "return 1;";
 
 static const struct pool_script lock_scripts[LK_COUNT] = {
-    {"lock_acquire", acquire_lua},
-    {"lock_acquire_fenced", fenced_lua},
-    {"lock_unlock", unlock_lua},
-    {"lock_force", force_lua},
+    {"lock_acquire", acquire_lua}, {"lock_acquire_fenced", fenced_lua}, {"lock_unlock", unlock_lua},
+    {"lock_force", force_lua},     {"lock_unlock_grant", grant_lua},
 };
 
 static unsigned lock_script_base;
@@ -681,6 +693,8 @@ struct unlockop {
     struct px_req *req;       /* borrowed */
     unlock_apply_fn *apply;   /* borrowed: static; formats the reply */
     struct px_hold *hold;     /* reference: the caller's hold when sent, or NULL */
+    struct px_lockop *next;   /* borrowed: the waiter a hand-off goes to, or NULL */
+    uint64_t lease_ms;        /* the caller's lease (a hand-off that finds it held) */
     size_t olen;              /* owner length */
     char owner[PX_OWNER_MAX]; /* owned: owner field string */
 };
@@ -770,6 +784,7 @@ static struct unlockop *unlockop_create(struct px_req *req, const struct px_lock
     u->req = req;
     u->apply = apply;
     u->hold = NULL;
+    u->next = NULL;
     u->olen = args_owner(req, &a, kind, u->owner, base_olen);
     return u;
 }
@@ -787,6 +802,94 @@ static void unlockop_sent(struct unlockop *u, int rc)
     free(u);
 }
 
+/* ---- local hand-off ------------------------------------------------------- */
+
+/* Hand-offs in a row without a PUBLISH before one ordinary unlock: waiters
+ * outside this proxy (Redisson clients, other proxies) learn of a release
+ * only from a message, so every so often they get their chance. */
+#define LK_GRANTS_IN_ROW 16u
+
+/* The waiter an UNLOCK of a->name that ends the caller's hold hands the
+ * lock to: the longest-joined member of the name's waitset that is asleep,
+ * if it is a plain LOCK (a fenced one needs its token: the ordinary unlock
+ * and wake-up serve it). NULL: unlock as usual. */
+static struct px_lockop *grant_candidate(struct px_server *srv, const struct px_acq *a)
+{
+    char chan[PX_CHANNEL_MAX];
+    size_t chlen = plain_channel(a, chan, sizeof(chan));
+    struct px_waitset *set = px_waitset_find(srv, chan, chlen);
+    struct list *n, *t;
+
+    if (!set || set->local_grants >= LK_GRANTS_IN_ROW) {
+        if (set)
+            set->local_grants = 0;
+        return NULL;
+    }
+    list_for_each_safe(n, t, &set->members)
+    {
+        struct px_wait *w = LP_CONTAINER_OF(n, struct px_wait, node);
+        struct px_lockop *op = LP_CONTAINER_OF(w, struct px_lockop, wait);
+
+        if (w->retry != lockop_on_wake || !sched_waiter_is_queued(&w->sleep) || op->inflight)
+            continue; /* not a lock waiter, or its own attempt is in flight */
+        if (op->kind != &plain_kind || op->req->cl->closing)
+            return NULL;
+        set->local_grants++;
+        return op;
+    }
+    return NULL;
+}
+
+static void grant_on_reply(void *arg, const redisReply *r, int err);
+
+/* Unlock of the caller's hold (a) and grant to u->next, in one script. */
+static int grant_send(struct px_server *srv, const struct px_acq *a, struct unlockop *u)
+{
+    const struct px_acq *b = &u->next->acq;
+    char lease[24], next_lease[24];
+    const char *argv[5] = {a->name, lease, a->owner, next_lease, b->owner};
+    size_t lens[5] = {a->nlen, 0, a->olen, 0, b->olen};
+
+    lens[1] = util_u64_to_str(a->lease_ms, lease);
+    lens[3] = util_u64_to_str(b->lease_ms, next_lease);
+    return px_metrics_eval(srv, a->hint, lock_script_base + LK_GRANT, 1, 5, argv, lens,
+                           grant_on_reply, u);
+}
+
+/* The grant's target waits as if it had sent an attempt (lock_try): a
+ * disconnect or its deadline meanwhile is settled by the reply. */
+static void grant_begin(struct px_lockop *op)
+{
+    sched_loop_timer_del(op->srv->loop, &op->timer);
+    op->rewake = false;
+    op->inflight = true;
+    px_client_get(op->req->cl);
+}
+
+/* One reply, two answers: the UNLOCK gets :1 when the lock was handed
+ * over (else the reply as it is), and the waiter an acquire reply: granted
+ * ({1, 1}), still held by the caller (0: {0, its lease}), not held by it
+ * (nil: {0, 0}, an attempt of its own in a millisecond), or the error. */
+static void grant_on_reply(void *arg, const redisReply *r, int err)
+{
+    struct unlockop *u = arg;
+    struct px_lockop *next = u->next;
+    bool as_is = err < 0 || r->type == REDIS_REPLY_ERROR;
+    bool granted = !as_is && r->type == REDIS_REPLY_INTEGER && r->integer == 2;
+    redisReply one = {.type = REDIS_REPLY_INTEGER, .integer = 1};
+    redisReply el[2] = {{.type = REDIS_REPLY_INTEGER, .integer = granted},
+                        {.type = REDIS_REPLY_INTEGER, .integer = 0}};
+    redisReply *elp[2] = {&el[0], &el[1]};
+    redisReply acq = {.type = REDIS_REPLY_ARRAY, .elements = 2, .element = elp};
+
+    if (granted)
+        el[1].integer = 1;
+    else if (!as_is && r->type == REDIS_REPLY_INTEGER)
+        el[1].integer = (long long)u->lease_ms;
+    unlockop_on_reply(u, granted ? &one : r, err);
+    lock_on_reply(next, as_is ? r : &acq, err);
+}
+
 void px_lock_cmd_release(struct px_req *req, const struct px_lock_kind *kind)
 {
     struct px_server *srv = req->cl->srv;
@@ -794,6 +897,7 @@ void px_lock_cmd_release(struct px_req *req, const struct px_lock_kind *kind)
     struct unlockop *u;
     struct px_acq acq;
     struct px_hold *h;
+    int rc;
 
     u = unlockop_create(req, kind, unlock_apply, &acq.base_olen);
     if (!u)
@@ -808,7 +912,15 @@ void px_lock_cmd_release(struct px_req *req, const struct px_lock_kind *kind)
     acq.wait_ms = -1;
     acq.waiting = false;
     acq.hint = req->cl->id;
-    unlockop_sent(u, kind->unlock(srv, &acq, unlockop_on_reply, u));
+    if (kind == &plain_kind && h && h->count == 1 && !h->lost && srv->locks.count > 0)
+        u->next = grant_candidate(srv, &acq);
+    if (!u->next)
+        return unlockop_sent(u, kind->unlock(srv, &acq, unlockop_on_reply, u));
+    u->lease_ms = acq.lease_ms;
+    rc = grant_send(srv, &acq, u);
+    if (rc == 0)
+        grant_begin(u->next);
+    unlockop_sent(u, rc);
 }
 
 static void lock_cmd_unlock(struct px_req *req)

@@ -60,6 +60,7 @@ struct px_waitset {
     uint64_t events;           /* READY, LOST and messages seen: a change means a
                                   wake-up may have been consumed or missed */
     uint64_t holder_until;     /* monotonic ms a member last saw the holder's lease end */
+    unsigned local_grants;     /* lock.c: hand-offs in a row without a PUBLISH */
     size_t chlen;              /* channel length */
     char channel[];            /* owned: channel name, NUL-terminated */
 };

@@ -995,6 +995,23 @@ long long pu_pttl(redisContext *rc, const char *key)
     return pu_int_reply(rc, "PTTL", key);
 }
 
+long long pu_cmdstat_calls(redisContext *rc, const char *name)
+{
+    redisReply *r = pu_cmd(rc, "INFO commandstats");
+    char field[64];
+    const char *p;
+    long long n = 0;
+
+    snprintf(field, sizeof(field), "cmdstat_%s:calls=", name);
+    if (r->type != REDIS_REPLY_STRING)
+        TEST_FAIL("INFO commandstats: not a string reply");
+    p = strstr(r->str, field);
+    if (p)
+        n = atoll(p + strlen(field));
+    freeReplyObject(r);
+    return n;
+}
+
 bool pu_exists(redisContext *rc, const char *key)
 {
     return pu_int_reply(rc, "EXISTS", key) == 1;

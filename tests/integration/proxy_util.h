@@ -217,6 +217,10 @@ long long pu_get_int(redisContext *rc, const char *key);
 long long pu_hlen(redisContext *rc, const char *key);
 long long pu_dbsize(redisContext *rc);
 
+/* Calls of one command so far, from Redis's INFO commandstats (name in
+ * lower case, e.g. "evalsha"); 0 when it never ran. */
+long long pu_cmdstat_calls(redisContext *rc, const char *name);
+
 /* Redisson's name of an object's aux key or channel: "<prefix>{name}",
  * or "<prefix>name" when name has a '{' of its own (a hash tag, kept as
  * is); prefix "" gives the "{name}" key prefix. Fails the test if it does

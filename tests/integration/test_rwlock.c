@@ -9,7 +9,6 @@
  * runs Redisson's own rwlock scripts. Both io backends. */
 #include <stdatomic.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -344,17 +343,6 @@ static void scenario_wakeups(struct pu_env *e)
     redisFree(w);
 }
 
-/* EVALSHA calls Redis has run so far. */
-static long long evalsha_calls(redisContext *rc)
-{
-    redisReply *r = pu_cmd(rc, "INFO commandstats");
-    const char *p = r->type == REDIS_REPLY_STRING ? strstr(r->str, "cmdstat_evalsha:calls=") : NULL;
-    long long n = p ? atoll(p + strlen("cmdstat_evalsha:calls=")) : 0;
-
-    freeReplyObject(r);
-    return n;
-}
-
 /* Of NUM_READERS waiting writers, a write release wakes one: Redis runs
  * the unlock and one acquire, not one acquire per writer. Then every
  * writer gets its turn, each woken by the previous one's release. */
@@ -371,7 +359,7 @@ static void scenario_writers_one_at_a_time(struct pu_env *e)
     }
     PU_EVENTUALLY(pu_info_int(w0, "lock_waiters") == NUM_READERS, 5000);
     pu_sleep_ms(100);
-    before = evalsha_calls(rc);
+    before = pu_cmdstat_calls(rc, "evalsha");
     PU_INT(w0, 1, "WUNLOCK %s", "w1");
     for (int turn = 0; turn < NUM_READERS; turn++) {
         int got = -1;
@@ -393,9 +381,9 @@ static void scenario_writers_one_at_a_time(struct pu_env *e)
             TEST_FAIL("turn %d: no writer got the lock within 5 s", turn);
         if (turn == 0) {
             pu_sleep_ms(200); /* the other writers' attempts would have run by now */
-            if (evalsha_calls(rc) - before > 3)
+            if (pu_cmdstat_calls(rc, "evalsha") - before > 3)
                 TEST_FAIL("one WUNLOCK cost %lld scripts with %d writers waiting",
-                          evalsha_calls(rc) - before, NUM_READERS);
+                          pu_cmdstat_calls(rc, "evalsha") - before, NUM_READERS);
         }
         done[got] = true;
         PU_INT(w[got], 1, "WUNLOCK %s", "w1");
