@@ -33,6 +33,12 @@
  *   callback can always run; if the client closed meanwhile, a successful
  *   acquire is released (or left to expire) per --on-disconnect and the
  *   reply is dropped.
+ * - Local hand-off: an UNLOCK that ends the caller's last plain hold, with
+ *   the longest-joined member of the name's waitset asleep and a plain
+ *   LOCK, sends one unlock-and-grant script and puts that op IN FLIGHT as
+ *   if it had sent an attempt (timer stopped, client reference taken); the
+ *   script's reply answers both requests, so every rule above holds for
+ *   the grantee. At most 16 hand-offs in a row skip the PUBLISH.
  * - An op that may have left state in Redis while waiting (`queued`: a fair
  *   lock's queue entry) calls kind->give_up whenever it ends without the
  *   lock: WAIT ran out, its connection closed, or an error.
