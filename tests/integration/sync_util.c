@@ -13,6 +13,18 @@
 
 #include "harness.h"
 
+const char su_rlock_acquire_lua[] = "if (redis.call('exists', KEYS[1]) == 0) or "
+                                    "(redis.call('hexists', KEYS[1], ARGV[2]) == 1) then "
+                                    "redis.call('hincrby', KEYS[1], ARGV[2], 1); "
+                                    "redis.call('pexpire', KEYS[1], ARGV[1]); return nil; end; "
+                                    "return redis.call('pttl', KEYS[1]);";
+const char su_rlock_unlock_lua[] =
+    "if (redis.call('hexists', KEYS[1], ARGV[3]) == 0) then return nil; end; "
+    "local counter = redis.call('hincrby', KEYS[1], ARGV[3], -1); "
+    "if (counter > 0) then redis.call('pexpire', KEYS[1], ARGV[2]); return 0; "
+    "else redis.call('del', KEYS[1]); redis.call('publish', KEYS[2], ARGV[1]); "
+    "return 1; end;";
+
 #define MSG_WAIT_MS       3000  /* how long su_expect_msg waits for a message */
 #define CLIENT_TIMEOUT_MS 60000 /* command timeout of su_clients_run's clients */
 

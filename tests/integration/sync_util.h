@@ -18,6 +18,14 @@
 
 #define SU_OK -1 /* su_cmd_ok's want: the reply must be +OK */
 
+/* Redisson's RLock acquire and unlock scripts (section 2 of the protocol
+ * notes), for tests that play a Redisson client. Acquire: KEYS name; ARGV
+ * lease, owner -> nil or the holder's PTTL. Unlock: KEYS name, channel;
+ * ARGV message, lease, owner -> nil (not owner), 0 (still held) or 1
+ * (released, published). */
+extern const char su_rlock_acquire_lua[];
+extern const char su_rlock_unlock_lua[];
+
 /* ---- pub/sub and replies of commands sent earlier (main thread) ---- */
 
 /* Subscribers of channel on Redis (all clients, the proxy included), from

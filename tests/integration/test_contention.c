@@ -17,21 +17,6 @@
 #define JAVA_OWNER  "5a0c3b52-1d9e-4c8e-9b8a-3f2e1d0c9b8a:1"
 #define NUM_WAITERS 100
 
-/* Redisson's RLock acquire and unlock scripts (section 2 of the protocol
- * notes): acquire returns nil or the holder's PTTL; unlock returns nil
- * (not owner), 0 (still held) or 1 (released, published). */
-static const char acquire_lua[] = "if (redis.call('exists', KEYS[1]) == 0) or "
-                                  "(redis.call('hexists', KEYS[1], ARGV[2]) == 1) then "
-                                  "redis.call('hincrby', KEYS[1], ARGV[2], 1); "
-                                  "redis.call('pexpire', KEYS[1], ARGV[1]); return nil; end; "
-                                  "return redis.call('pttl', KEYS[1]);";
-static const char unlock_lua[] =
-    "if (redis.call('hexists', KEYS[1], ARGV[3]) == 0) then return nil; end; "
-    "local counter = redis.call('hincrby', KEYS[1], ARGV[3], -1); "
-    "if (counter > 0) then redis.call('pexpire', KEYS[1], ARGV[2]); return 0; "
-    "else redis.call('del', KEYS[1]); redis.call('publish', KEYS[2], ARGV[1]); "
-    "return 1; end;";
-
 static void scenario_mutual_exclusion(struct pu_env *e)
 {
     redisContext *c = pu_client(e), *rc = pu_redis_client(e);
@@ -245,7 +230,7 @@ static void scenario_redisson_exclusion(struct pu_env *e)
 
     pu_channel("ix", chan, sizeof(chan));
     /* Redisson holds: proxy clients are excluded. */
-    r = pu_cmd(rc, "EVAL %s 1 %s %d %s", acquire_lua, "ix", 60000, JAVA_OWNER);
+    r = pu_cmd(rc, "EVAL %s 1 %s %d %s", su_rlock_acquire_lua, "ix", 60000, JAVA_OWNER);
     PU_CHECK(r, PU_K_NIL, 0, NULL);
     freeReplyObject(r);
     PU_NIL(c, "TRYLOCK %s", "ix");
@@ -254,7 +239,7 @@ static void scenario_redisson_exclusion(struct pu_env *e)
     pu_lockinfo(c, &li, "LOCK.INFO %s", "ix");
     ASSERT_EQ(li.locked, 1);
     ASSERT_EQ(li.hold_count, 0);
-    r = pu_cmd(rc, "EVAL %s 2 %s %s 0 30000 %s", unlock_lua, "ix", chan, JAVA_OWNER);
+    r = pu_cmd(rc, "EVAL %s 2 %s %s 0 30000 %s", su_rlock_unlock_lua, "ix", chan, JAVA_OWNER);
     PU_CHECK(r, PU_K_INT, 1, NULL);
     freeReplyObject(r);
     ASSERT_TRUE(pu_next_message(sub, 2000, got_chan, sizeof(got_chan), payload, sizeof(payload)));
@@ -262,17 +247,17 @@ static void scenario_redisson_exclusion(struct pu_env *e)
     /* The proxy holds: Redisson's acquire sees the PTTL, its unlock is
      * refused, and the proxy's release publishes the wake-up it waits for. */
     PU_OK(c, "LOCK %s LEASE %d", "ix", 20000);
-    r = pu_cmd(rc, "EVAL %s 1 %s %d %s", acquire_lua, "ix", 60000, JAVA_OWNER);
+    r = pu_cmd(rc, "EVAL %s 1 %s %d %s", su_rlock_acquire_lua, "ix", 60000, JAVA_OWNER);
     ASSERT_TRUE(r->type == REDIS_REPLY_INTEGER && r->integer > 0 && r->integer <= 20000);
     freeReplyObject(r);
-    r = pu_cmd(rc, "EVAL %s 2 %s %s 0 30000 %s", unlock_lua, "ix", chan, JAVA_OWNER);
+    r = pu_cmd(rc, "EVAL %s 2 %s %s 0 30000 %s", su_rlock_unlock_lua, "ix", chan, JAVA_OWNER);
     PU_CHECK(r, PU_K_NIL, 0, NULL);
     freeReplyObject(r);
     PU_INT(c, 1, "UNLOCK %s", "ix");
     ASSERT_TRUE(pu_next_message(sub, 2000, got_chan, sizeof(got_chan), payload, sizeof(payload)));
     ASSERT_STREQ(got_chan, chan);
     ASSERT_STREQ(payload, "0");
-    r = pu_cmd(rc, "EVAL %s 1 %s %d %s", acquire_lua, "ix", 60000, JAVA_OWNER);
+    r = pu_cmd(rc, "EVAL %s 1 %s %d %s", su_rlock_acquire_lua, "ix", 60000, JAVA_OWNER);
     PU_CHECK(r, PU_K_NIL, 0, NULL);
     freeReplyObject(r);
     redisFree(sub);

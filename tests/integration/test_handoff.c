@@ -18,19 +18,6 @@
 #define JAVA_OWNER "5a0c3b52-1d9e-4c8e-9b8a-3f2e1d0c9b8a:1"
 #define CYCLERS    3
 
-/* Redisson's RLock acquire (nil or the holder's PTTL) and unlock. */
-static const char acquire_lua[] = "if (redis.call('exists', KEYS[1]) == 0) or "
-                                  "(redis.call('hexists', KEYS[1], ARGV[2]) == 1) then "
-                                  "redis.call('hincrby', KEYS[1], ARGV[2], 1); "
-                                  "redis.call('pexpire', KEYS[1], ARGV[1]); return nil; end; "
-                                  "return redis.call('pttl', KEYS[1]);";
-static const char unlock_lua[] =
-    "if (redis.call('hexists', KEYS[1], ARGV[3]) == 0) then return nil; end; "
-    "local counter = redis.call('hincrby', KEYS[1], ARGV[3], -1); "
-    "if (counter > 0) then redis.call('pexpire', KEYS[1], ARGV[2]); return 0; "
-    "else redis.call('del', KEYS[1]); redis.call('publish', KEYS[2], ARGV[1]); "
-    "return 1; end;";
-
 /* Two waiters, two hand-offs, each one script and no message; the new
  * holder's field and lease are in Redis before its +OK. */
 static void scenario_handoff(struct pu_env *e)
@@ -144,7 +131,8 @@ static bool outside_waiter_gets_in(struct pu_env *e, struct cyclers *cs)
 
     pu_channel("hx", chan, sizeof(chan));
     while (!in && pu_now_ms() - t0 < 8000) {
-        redisReply *r = pu_cmd(rc, "EVAL %s 1 %s %d %s", acquire_lua, "hx", 30000, JAVA_OWNER);
+        redisReply *r =
+            pu_cmd(rc, "EVAL %s 1 %s %d %s", su_rlock_acquire_lua, "hx", 30000, JAVA_OWNER);
         long long pttl = r->type == REDIS_REPLY_INTEGER ? r->integer : 0;
 
         in = r->type == REDIS_REPLY_NIL;
@@ -160,7 +148,7 @@ static bool outside_waiter_gets_in(struct pu_env *e, struct cyclers *cs)
             atomic_fetch_add(&cs->violations, 1);
         usleep(1000);
         atomic_fetch_sub(&cs->inside, 1);
-        r = pu_cmd(rc, "EVAL %s 2 %s %s 0 30000 %s", unlock_lua, "hx", chan, JAVA_OWNER);
+        r = pu_cmd(rc, "EVAL %s 2 %s %s 0 30000 %s", su_rlock_unlock_lua, "hx", chan, JAVA_OWNER);
         PU_CHECK(r, PU_K_INT, 1, NULL);
         freeReplyObject(r);
     }
