@@ -179,8 +179,9 @@ static void reader_give_back(struct px_parser *p)
     if (reader_is_empty(r) && rp->n < PX_READER_POOL_MAX) {
         r->ridx = -1; /* the next frame's first task then takes the next owner's privdata */
         rp->free[rp->n++] = r;
-    } else
+    } else {
         redisReaderFree(r);
+    }
 }
 
 static int reader_take(struct px_parser *p)
