@@ -19,14 +19,17 @@ extern "C" {
 
 /* Private connection flags, above the public enum sched_conn_flag. */
 enum sched__conn_flag {
-    SCHED__CONN_EOF = 1u << 16,         /* no more input: EOF, error, or on_hangup given */
-    SCHED__CONN_BROKEN = 1u << 17,      /* I/O error: output is dropped, writes fail */
-    SCHED__CONN_FINAL = 1u << 18,       /* closed: I/O cancelled, release when inflight is 0 */
-    SCHED__CONN_POLL_ARMED = 1u << 19,  /* connect: waiting for the socket to be writable */
-    SCHED__CONN_READY_CONN = 1u << 20,  /* ready list: on_connect(err) is due */
-    SCHED__CONN_HUP_PENDING = 1u << 21, /* ready list: on_hangup(c->err) is due */
-    SCHED__CONN_RECV_CANCEL = 1u << 22, /* io_uring: a cancel of the recv is in flight */
-    SCHED__CONN_EP_OUT = 1u << 23,      /* epoll: EPOLLOUT is registered */
+    SCHED__CONN_EOF = 1u << 16,          /* no more input: EOF, error, or on_hangup given */
+    SCHED__CONN_BROKEN = 1u << 17,       /* I/O error: output is dropped, writes fail */
+    SCHED__CONN_FINAL = 1u << 18,        /* closed: I/O cancelled, release when inflight is 0 */
+    SCHED__CONN_POLL_ARMED = 1u << 19,   /* connect: waiting for the socket to be writable */
+    SCHED__CONN_READY_CONN = 1u << 20,   /* ready list: on_connect(err) is due */
+    SCHED__CONN_HUP_PENDING = 1u << 21,  /* ready list: on_hangup(c->err) is due */
+    SCHED__CONN_RECV_CANCEL = 1u << 22,  /* io_uring: a cancel of the recv is in flight */
+    SCHED__CONN_EP_OUT = 1u << 23,       /* epoll: EPOLLOUT is registered */
+    SCHED__CONN_WATCH = 1u << 24,        /* paused: socket errors watched (poll / registration) */
+    SCHED__CONN_WATCH_CANCEL = 1u << 25, /* io_uring: a cancel of the watch poll is in flight */
+    SCHED__CONN_UNWATCH = 1u << 26,      /* paused: peer hung up cleanly; stop watching */
 };
 
 /* Accept state of one listener. Owned by the loop, not by the listener, so
@@ -106,6 +109,15 @@ void sched__conn_maybe_release(struct sched_conn *c);
 
 /* True when c should receive now (not paused, closed, connecting, at EOF). */
 bool sched__conn_wants_input(const struct sched_conn *c);
+
+/* True when c is paused but open, so its socket's errors must still be
+ * watched (a peer that vanished releases what its owner holds). */
+bool sched__conn_wants_errors(const struct sched_conn *c);
+
+/* The watch of a paused c fired: a socket error is delivered (on_hangup),
+ * a clean hang-up only stops the watch (the EOF waits for resume, behind
+ * the unread input). */
+void sched__conn_watch_event(struct sched_conn *c);
 
 /* An accept failed with err: true if it is transient (retry at once). */
 bool sched__accept_err_transient(int err);

@@ -41,6 +41,11 @@
  *   until held input was delivered and the connection is not paused; an
  *   error is delivered at once (held input is dropped). on_data: never
  *   after close, EOF, or while paused.
+ * - Paused: the socket is not read (the kernel's buffers fill and the peer
+ *   blocks: back-pressure), but its errors are watched (WATCH: an io_uring
+ *   poll, an epoll registration without events), so a peer that vanished
+ *   (reset, keepalive or user timeout) is reported at once. A clean
+ *   hang-up seen by the watch only ends the watch (UNWATCH) until resume.
  *
  * Who frees what. The owner owns struct sched_conn and frees it in
  * on_release; the loop deinits out, sending and held just before that
@@ -523,6 +528,29 @@ static void conn_set_nodelay(int fd)
     (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 }
 
+/* Redis's anetKeepAlive: probes every idle / 3 s after idle s, three of
+ * them; TCP_USER_TIMEOUT makes unacknowledged data fail in the same time
+ * (else retransmissions go on for about 15 minutes, tcp_retries2). */
+int sched_conn_keepalive(struct sched_conn *c, unsigned idle_s)
+{
+    int one = 1, idle = (int)idle_s, intvl = idle / 3 > 0 ? idle / 3 : 1, cnt = 3;
+    unsigned user_ms = (idle_s + (unsigned)(intvl * cnt)) * 1000u;
+    int domain = 0;
+    socklen_t len = sizeof(domain);
+
+    if (idle_s == 0 || getsockopt(c->fd, SOL_SOCKET, SO_DOMAIN, &domain, &len) < 0)
+        return 0;
+    if (domain != AF_INET && domain != AF_INET6)
+        return 0;
+    if (setsockopt(c->fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one)) < 0 ||
+        setsockopt(c->fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle)) < 0 ||
+        setsockopt(c->fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof(intvl)) < 0 ||
+        setsockopt(c->fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt)) < 0 ||
+        setsockopt(c->fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_ms, sizeof(user_ms)) < 0)
+        return -errno;
+    return 0;
+}
+
 int sched_conn_attach(struct sched_loop *l, struct sched_conn *c, int fd,
                       const struct sched_conn_ops *ops)
 {
@@ -586,6 +614,27 @@ bool sched__conn_wants_input(const struct sched_conn *c)
     if (c->fd < 0 || (c->flags & busy))
         return false;
     return !(c->flags & SCHED_CONN_CLOSING) || (c->flags & SCHED_CONN_FLUSH_CLOSE);
+}
+
+bool sched__conn_wants_errors(const struct sched_conn *c)
+{
+    unsigned off = SCHED_CONN_CONNECTING | SCHED_CONN_CLOSING | SCHED__CONN_EOF |
+                   SCHED__CONN_FINAL | SCHED__CONN_UNWATCH;
+
+    return c->fd >= 0 && (c->flags & SCHED_CONN_PAUSED) && !(c->flags & off);
+}
+
+void sched__conn_watch_event(struct sched_conn *c)
+{
+    int err;
+
+    if (!sched__conn_wants_errors(c))
+        return;
+    err = sched__socket_error(c->fd);
+    if (err < 0)
+        sched__conn_hangup(c, err);
+    else
+        c->flags |= SCHED__CONN_UNWATCH;
 }
 
 static void conn_ready(struct sched_conn *c)
@@ -732,7 +781,7 @@ void sched_conn_pause(struct sched_conn *c, bool pause)
     if (pause) {
         c->flags |= SCHED_CONN_PAUSED;
     } else {
-        c->flags &= ~SCHED_CONN_PAUSED;
+        c->flags &= ~(SCHED_CONN_PAUSED | SCHED__CONN_UNWATCH);
         if (buf_size(&c->held) > 0 || (c->flags & SCHED__CONN_HUP_PENDING))
             conn_ready(c);
     }

@@ -100,6 +100,14 @@ void sched_listener_stop(struct sched_listener *ls);
 int sched_conn_attach(struct sched_loop *l, struct sched_conn *c, int fd,
                       const struct sched_conn_ops *ops);
 
+/* Turns on TCP keepalive on c's socket, as Redis's anetKeepAlive does: the
+ * first probe after idle_s seconds without traffic, then one every
+ * idle_s / 3 seconds (at least 1); after 3 unanswered probes the socket
+ * fails with ETIMEDOUT (on_hangup). TCP_USER_TIMEOUT is set to the same
+ * total, so data the peer never acknowledges fails it as soon. A no-op on
+ * sockets other than TCP, and with idle_s 0. Returns 0 or -errno. */
+int sched_conn_keepalive(struct sched_conn *c, unsigned idle_s);
+
 /* Starts a non-blocking connect; ops->on_connect (required here) reports
  * the result, always from the loop, even when connect(2) fails at once.
  * Returns 0 or -errno (then nothing is in flight and c needs no close). */
@@ -124,7 +132,12 @@ static inline size_t sched_conn_pending_out(const struct sched_conn *c)
     return buf_size(&c->out) + buf_size(&c->sending);
 }
 
-/* Stops (true) or resumes (false) delivering on_data. */
+/* Stops (true) or resumes (false) receiving. While paused, on_data is not
+ * called and the socket is not read, so the peer's writes block once the
+ * kernel's buffers are full (back-pressure); bytes already on their way
+ * are kept and delivered after resume. A socket error (reset, keepalive or
+ * user timeout) still ends a paused connection (on_hangup); an orderly EOF
+ * waits for resume, behind the unread input. */
 void sched_conn_pause(struct sched_conn *c, bool pause);
 
 /* Closes the connection. With flush, queued output is sent first (bounded

@@ -1,12 +1,16 @@
 /* epoll backend of the event loop (see the design block in loop.c).
  *
  * Level-triggered. A connection is registered with EPOLLIN|EPOLLRDHUP while
- * it wants input (sched__conn_wants_input) and with EPOLLOUT while a send
- * hit EAGAIN (WANT_OUT) or a connect is pending; with neither it is removed
- * from the set, so EPOLLHUP/EPOLLERR (always reported) cannot spin on a
- * connection nobody handles. The registered state is mirrored in the flags
- * (RECV_ARMED = EPOLLIN, SCHED__CONN_EP_OUT = EPOLLOUT) and reconciled by
- * ep_sync() after every event and owner call that may change it.
+ * it wants input (sched__conn_wants_input), with EPOLLOUT while a send hit
+ * EAGAIN (WANT_OUT) or a connect is pending, and with no event at all
+ * (EPOLLERR, which is always reported anyway) while it is paused, so that
+ * a socket error still reaches it (sched__conn_wants_errors); with none of
+ * these it is removed from the set, so EPOLLHUP/EPOLLERR cannot spin on a
+ * connection nobody handles (a clean EPOLLHUP of a paused one ends its
+ * watch: UNWATCH). The registered state is mirrored in the flags
+ * (RECV_ARMED = EPOLLIN, SCHED__CONN_EP_OUT = EPOLLOUT, SCHED__CONN_WATCH =
+ * EPOLLERR) and reconciled by ep_sync() after every event and owner call
+ * that may change it.
  *
  * Reads go into one 16 KiB loop-wide buffer, at most EP_READ_CAP reads per
  * connection per iteration (fairness: level triggering reports the rest
@@ -120,13 +124,16 @@ static uint32_t ep_conn_want(const struct sched_conn *c)
         want |= EP_IN_EVENTS;
     if (c->flags & SCHED_CONN_WANT_OUT)
         want |= EPOLLOUT;
+    if (sched__conn_wants_errors(c))
+        want |= EPOLLERR;
     return want;
 }
 
 static uint32_t ep_conn_have(const struct sched_conn *c)
 {
     return ((c->flags & SCHED_CONN_RECV_ARMED) ? EP_IN_EVENTS : 0) |
-           ((c->flags & SCHED__CONN_EP_OUT) ? EPOLLOUT : 0);
+           ((c->flags & SCHED__CONN_EP_OUT) ? EPOLLOUT : 0) |
+           ((c->flags & SCHED__CONN_WATCH) ? EPOLLERR : 0);
 }
 
 /* Makes the registration match the connection state. */
@@ -145,11 +152,13 @@ static int ep_sync(struct sched_conn *c)
     rc = ep_ctl(c->loop, op, c->fd, want, ep_tag(c, EP_TAG_CONN));
     if (rc < 0)
         return rc;
-    c->flags &= ~(SCHED_CONN_RECV_ARMED | SCHED__CONN_EP_OUT);
+    c->flags &= ~(SCHED_CONN_RECV_ARMED | SCHED__CONN_EP_OUT | SCHED__CONN_WATCH);
     if (want & EPOLLIN)
         c->flags |= SCHED_CONN_RECV_ARMED;
     if (want & EPOLLOUT)
         c->flags |= SCHED__CONN_EP_OUT;
+    if (want & EPOLLERR)
+        c->flags |= SCHED__CONN_WATCH;
     return 0;
 }
 
@@ -256,6 +265,8 @@ static void ep_conn_event(struct epoll_io *e, struct sched_conn *c, uint32_t ev)
         }
         if ((c->flags & SCHED_CONN_RECV_ARMED) && (ev & (EP_IN_EVENTS | EPOLLERR | EPOLLHUP)))
             ep_read(e, c);
+        else if ((c->flags & SCHED__CONN_WATCH) && (ev & (EPOLLERR | EPOLLHUP)))
+            sched__conn_watch_event(c);
     }
     ep_sync_or_hangup(c);
 }
@@ -286,7 +297,7 @@ static void ep_conn_close(struct sched_conn *c)
     if (c->fd >= 0 && ep_conn_have(c) != 0)
         (void)ep_ctl(c->loop, EPOLL_CTL_DEL, c->fd, 0, NULL);
     c->flags &= ~(SCHED_CONN_RECV_ARMED | SCHED__CONN_EP_OUT | SCHED_CONN_WANT_OUT |
-                  SCHED__CONN_POLL_ARMED);
+                  SCHED__CONN_POLL_ARMED | SCHED__CONN_WATCH);
 }
 
 /* ---- listeners --------------------------------------------------------- */

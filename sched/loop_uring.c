@@ -17,8 +17,14 @@
  * io_uring_buf_ring_cq_advance is not used, it lacks the release store.
  * The recv is re-armed on a CQE without F_MORE (e.g. -ENOBUFS), unless the
  * connection is paused, closing or at EOF. Pause cancels the recv; CQEs
- * already posted go to c->held and are delivered from the ready list after
- * resume, which re-arms.
+ * already posted go to c->held (their buffers go back to the ring at once,
+ * so a paused connection pins none) and are delivered from the ready list
+ * after resume, which re-arms. While paused, a one-shot poll with an empty
+ * mask watches the socket (the kernel always adds ERR, HUP and RDHUP): an
+ * error is delivered (on_hangup), a clean hang-up ends the watch until
+ * resume (sched__conn_watch_event); resume cancels it. It shares the
+ * UOP_POLL tag with the connect poll (never both: a connecting socket
+ * cannot be paused-open), told apart by SCHED__CONN_WATCH.
  *
  * Send: at most one send of `sending` in flight (ordering); a short send
  * resubmits the tail; a completed send frees the drained buffer (an idle
@@ -369,17 +375,47 @@ static void uring_recv_cancel(struct sched_conn *c)
     }
 }
 
+/* Arms the error watch of a paused connection (one poll at a time). */
+static void uring_watch_arm(struct sched_conn *c)
+{
+    struct io_uring_sqe *sqe;
+
+    if (!sched__conn_wants_errors(c) || (c->flags & SCHED__CONN_WATCH))
+        return;
+    sqe = uring_sqe(c->loop);
+    if (!sqe)
+        return;
+    io_uring_prep_poll_add(sqe, c->fd, 0);
+    io_uring_sqe_set_data64(sqe, uring_ud(c, UOP_POLL));
+    c->flags |= SCHED__CONN_WATCH;
+    c->inflight++;
+}
+
+static void uring_watch_cancel(struct sched_conn *c)
+{
+    if (!(c->flags & SCHED__CONN_WATCH) || (c->flags & SCHED__CONN_WATCH_CANCEL))
+        return;
+    if (uring_cancel(c->loop, c, UOP_POLL, UOP_CANCEL)) {
+        c->flags |= SCHED__CONN_WATCH_CANCEL;
+        c->inflight++;
+    }
+}
+
 static void uring_conn_pause(struct sched_conn *c)
 {
-    if (c->flags & SCHED_CONN_PAUSED)
+    if (c->flags & SCHED_CONN_PAUSED) {
         uring_recv_cancel(c);
-    else
+        uring_watch_arm(c);
+    } else {
+        uring_watch_cancel(c);
         (void)uring_recv_arm(c);
+    }
 }
 
 static void uring_conn_close(struct sched_conn *c)
 {
     uring_recv_cancel(c);
+    uring_watch_cancel(c);
     if ((c->flags & SCHED_CONN_SENDING) && uring_cancel(c->loop, c, UOP_SEND, UOP_CANCEL))
         c->inflight++;
     if ((c->flags & SCHED__CONN_POLL_ARMED) && uring_cancel(c->loop, c, UOP_POLL, UOP_CANCEL))
@@ -441,8 +477,21 @@ static void uring_send_done(struct sched_conn *c, int res)
         sched__conn_drained(c);
 }
 
+/* The watch poll ended: fired (res: the events), or cancelled. */
+static void uring_watch_done(struct sched_conn *c, int res)
+{
+    c->flags &= ~(SCHED__CONN_WATCH | SCHED__CONN_WATCH_CANCEL);
+    c->inflight--;
+    if (res > 0)
+        sched__conn_watch_event(c);
+    uring_watch_arm(c); /* still paused after a cancel raced a resume and a pause */
+    sched__conn_maybe_release(c);
+}
+
 static void uring_poll_done(struct sched_conn *c, int res)
 {
+    if (c->flags & SCHED__CONN_WATCH)
+        return uring_watch_done(c, res);
     c->flags &= ~SCHED__CONN_POLL_ARMED;
     c->inflight--;
     if (!(c->flags & SCHED__CONN_FINAL))
