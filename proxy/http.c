@@ -285,7 +285,7 @@ int px_http_start(struct px_server *srv)
         return -ENOMEM;
     http->srv = srv;
     list_init(&http->conns);
-    fd = px_server_listen_fd(a);
+    fd = px_server_listen_fd(a, srv->opts.unix_perm);
     if (fd < 0) {
         free(http);
         return fd;

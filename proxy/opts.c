@@ -43,6 +43,8 @@ static const char usage_text[] =
     "                             (default 10000)\n"
     "  --max-request-bytes N      largest client request (default 65536)\n"
     "  --max-args N               most arguments per request (default 64)\n"
+    "  --unixsocketperm MODE      octal mode of the unix:// sockets lockproxy creates,\n"
+    "                             e.g. 660 (default: as the umask leaves it)\n"
     "  --log-level LEVEL          error, warn, info or debug (default info)\n"
     "  --config FILE              read settings from FILE first: \"key value\" lines\n"
     "                             whose keys are these flag names; flags override\n"
@@ -71,6 +73,7 @@ void px_opts_default(struct px_opts *o)
     o->max_request_bytes = 65536;
     o->max_args = 64;
     o->max_pipeline = 1024;
+    o->unix_perm = 0;
 }
 
 void px_opts_deinit(struct px_opts *o)
@@ -147,6 +150,7 @@ enum opt_kind {
     OPT_PASS = 4,    /* requirepass */
     OPT_USER = 5,    /* user NAME rules... */
     OPT_CONFIG = 6,  /* --config path (command line only) */
+    OPT_MODE = 7,    /* unsigned file mode, octal, 0 .. 0777 */
 };
 
 struct opt_key {
@@ -178,6 +182,7 @@ static const struct opt_key keys[] = {
     {"subscription-linger", OPT_NUM, NUM(linger_ms), 0, 3600000, NULL, true},
     {"max-request-bytes", OPT_NUM, NUM(max_request_bytes), 1024, 512 * 1024 * 1024, NULL, true},
     {"max-args", OPT_NUM, NUM(max_args), 4, 1024 * 1024, NULL, true},
+    {"unixsocketperm", OPT_MODE, NUM(unix_perm), 0, 0777, NULL, false},
     {"log-level", OPT_ENUM, FIELD(log_level), 0, 0, level_names, true},
     {"metrics", OPT_METRICS, FIELD(metrics), 0, 0, NULL, false},
     {"requirepass", OPT_PASS, FIELD(auth), 0, 0, NULL, true},
@@ -220,6 +225,22 @@ static int set_num(struct px_opts *o, const struct opt_key *k, const char *v, ch
         memcpy((char *)o + k->off, &x32, sizeof(x32));
     else
         memcpy((char *)o + k->off, &x64, sizeof(x64));
+    return 0;
+}
+
+/* An octal mode such as 660 or 0770. */
+static int set_mode(struct px_opts *o, const struct opt_key *k, const char *v, char *why, size_t n)
+{
+    unsigned mode = 0;
+    size_t i, len = strlen(v);
+
+    for (i = 0; i < len && v[i] >= '0' && v[i] <= '7'; i++)
+        mode = mode * 8 + (unsigned)(v[i] - '0');
+    if (len == 0 || i < len || len > 4 || mode > (unsigned)k->max) {
+        snprintf(why, n, "needs an octal mode from 0 to 777 (e.g. 660), got '%.64s'", v);
+        return -EINVAL;
+    }
+    memcpy((char *)o + k->off, &mode, sizeof(mode));
     return 0;
 }
 
@@ -292,6 +313,8 @@ int px_opts_set(struct px_opts *o, const char *key, int nvals, const char *const
         return set_num(o, k, vals[0], why, n);
     case OPT_ENUM:
         return set_enum(o, k, vals[0], why, n);
+    case OPT_MODE:
+        return set_mode(o, k, vals[0], why, n);
     case OPT_PASS:
         return set_auth(o, k, 1, vals, why, n);
     case OPT_CONFIG:
@@ -405,9 +428,9 @@ int px_opts_wants_help(int argc, char **argv)
 /* True when field k holds the same value in a and b. */
 static bool key_same(const struct opt_key *k, const struct px_opts *a, const struct px_opts *b)
 {
-    size_t size = k->kind == OPT_NUM    ? k->width
-                  : k->kind == OPT_ENUM ? sizeof(int)
-                                        : sizeof(struct px_addr);
+    size_t size = k->kind == OPT_NUM || k->kind == OPT_MODE ? k->width
+                  : k->kind == OPT_ENUM                     ? sizeof(int)
+                                                            : sizeof(struct px_addr);
 
     return memcmp((const char *)a + k->off, (const char *)b + k->off, size) == 0;
 }

@@ -50,6 +50,7 @@ struct px_opts {
     size_t max_request_bytes;        /* largest request (and unparsed input) per client */
     unsigned max_args;               /* most arguments in one request */
     unsigned max_pipeline;           /* queued requests before reading pauses */
+    unsigned unix_perm;              /* mode of created Unix sockets, 0: as the umask leaves it */
     struct px_addr metrics;          /* --metrics HTTP address; port 0 and no path: off */
     struct px_auth *auth;            /* owned reference: requirepass and users, NULL: none */
     char config[PX_CONFIG_PATH_MAX]; /* --config file, "" for none */

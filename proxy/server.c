@@ -53,24 +53,35 @@ void px_server_fit_nofile(unsigned max_clients)
                 (unsigned long long)rl.rlim_cur, max_clients);
 }
 
-static int listen_unix(const char *path)
+/* perm (e.g. 0660) replaces the mode bind() gave the socket (0777 less
+ * the umask: 0700 under systemd's UMask=0077, which locks the application
+ * out); it is set before listen(), so nobody connects in between. */
+static int listen_unix(const char *path, unsigned perm)
 {
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
     struct stat st;
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    int rc;
 
     if (fd < 0)
         return -errno;
     snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
     if (stat(path, &st) == 0 && S_ISSOCK(st.st_mode))
         unlink(path); /* a stale socket from an earlier run */
-    if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(fd, 4096) < 0) {
-        int rc = -errno;
-
-        close(fd);
-        return rc;
+    if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+        rc = -errno;
+        goto err_close;
+    }
+    if ((perm && chmod(path, perm) < 0) || listen(fd, 4096) < 0) {
+        rc = -errno;
+        goto err_unlink;
     }
     return fd;
+err_unlink:
+    unlink(path);
+err_close:
+    close(fd);
+    return rc;
 }
 
 static int listen_tcp(const char *host, int port)
@@ -101,9 +112,9 @@ out:
     return rc;
 }
 
-int px_server_listen_fd(const struct px_addr *a)
+int px_server_listen_fd(const struct px_addr *a, unsigned perm)
 {
-    int fd = a->path[0] ? listen_unix(a->path) : listen_tcp(a->host, a->port);
+    int fd = a->path[0] ? listen_unix(a->path, perm) : listen_tcp(a->host, a->port);
 
     if (fd < 0) {
         if (a->path[0])
@@ -118,7 +129,7 @@ int px_server_listen_fd(const struct px_addr *a)
  * starts in px_server_run once the upstream settled. */
 static int server_listen(struct px_server *srv)
 {
-    int fd = px_server_listen_fd(&srv->opts.listen);
+    int fd = px_server_listen_fd(&srv->opts.listen, srv->opts.unix_perm);
 
     if (fd < 0)
         return fd;

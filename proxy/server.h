@@ -84,9 +84,10 @@ void px_server_stop(struct px_server *srv);
  * configuration at its next iteration (px_config_reload). */
 void px_server_request_reload(struct px_server *srv);
 
-/* Opens a listening socket on a (TCP host:port or unix path). Returns the
- * non-blocking fd or -errno (a message has been logged). */
-int px_server_listen_fd(const struct px_addr *a);
+/* Opens a listening socket on a (TCP host:port or unix path; a unix
+ * socket gets mode perm unless it is 0). Returns the non-blocking fd or
+ * -errno (a message has been logged). */
+int px_server_listen_fd(const struct px_addr *a, unsigned perm);
 
 /* Raises RLIMIT_NOFILE so max_clients connections fit (best effort; logs
  * a warning when the hard limit is lower). */
