@@ -1,5 +1,8 @@
 /* Client connections: RESP2 request parsing with limits, in-order replies,
- * barriers for blocking commands, and the connection's lifetime.
+ * barriers for blocking commands, back-pressure, deadlines, and the
+ * connection's lifetime.
+ *
+ * DESIGN
  *
  * Parsing (request.c) enforces the request limits; a rejected
  * frame gets "-ERR Protocol error: <why>" after the replies already owed,
@@ -7,6 +10,31 @@
  *
  * States of a request: QUEUED (behind a barrier) -> RUNNING (dispatched)
  * -> DONE (reply ready) -> written and freed, strictly in arrival order.
+ *
+ * Input. Received bytes go into the parser; client_process() then takes
+ * one request at a time and dispatches what may run, while the client may
+ * take more: fewer than --max-pipeline requests outstanding and at most
+ * --client-output-soft-limit bytes of replies unsent. When it stops, the
+ * rest stays in the parser and the socket is paused (cl->input says what
+ * resumes it: FULL, a request finishing; OUTPUT, the replies drained); the
+ * socket is read again only once the parser holds no complete request, so
+ * the parser never holds more than one partial request beyond what one
+ * read delivered. Queued requests are not dispatched while the replies are
+ * over the soft limit either; replies of running requests still arrive, and
+ * past --client-output-hard-limit the client is closed, releasing its locks
+ * like any disconnect. So one client holds at most about soft limit +
+ * (max-pipeline x the largest reply of a running request) of replies.
+ * client_process() is not re-entered: a request that completes inside a
+ * dispatch (most commands do) leaves the next one to the loop already
+ * running, which keeps the stack flat however long the pipeline.
+ *
+ * Deadlines. One wheel timer per client (cl->timer), armed only when
+ * --auth-timeout applies (auth on, not yet authenticated) or --timeout is
+ * set. It fires at the earlier of accept + auth-timeout and last activity
+ * + timeout, and re-checks lazily: input sets active_ms, output progress is
+ * seen as a change of conn.bytes_out, and a client that holds or waits for
+ * a lock, or has a request outstanding, counts as active. So a busy client
+ * costs one timer expiry per timeout, never a timer update per request.
  *
  * Freeing: px_client_close() marks the client closing, drops queued
  * requests, and closes the socket; running requests finish through their
@@ -30,8 +58,74 @@
 #include "proxy/server.h"
 #include "sched/loop.h"
 
-static void client_pump(struct px_client *cl);
+#define LIMIT_LOG_EVERY_MS 1000u /* at most one output-limit line per second */
+
+static void client_process(struct px_client *cl);
 static void client_maybe_free(struct px_client *cl);
+static void client_close_over_limit(struct px_client *cl);
+
+/* ---- limits ---------------------------------------------------------------- */
+
+static size_t client_unsent(const struct px_client *cl)
+{
+    return sched_conn_pending_out(&cl->conn);
+}
+
+/* Replies over the soft limit: take and dispatch nothing more. */
+static bool client_output_full(const struct px_client *cl)
+{
+    size_t soft = cl->srv->opts.out_soft;
+
+    return soft > 0 && client_unsent(cl) > soft;
+}
+
+static bool client_over_hard_limit(const struct px_client *cl)
+{
+    size_t hard = cl->srv->opts.out_hard;
+
+    return hard > 0 && client_unsent(cl) > hard;
+}
+
+/* May cl take another request from its input now? */
+static bool client_may_take(const struct px_client *cl)
+{
+    return !cl->closing && !cl->quit && cl->nreqs < cl->srv->opts.max_pipeline &&
+           !client_output_full(cl);
+}
+
+/* Moves cl to input state want: pauses or resumes its socket and keeps the
+ * paused-for-output gauge. */
+static void client_set_input(struct px_client *cl, enum px_client_input want)
+{
+    struct px_server *srv = cl->srv;
+
+    if (cl->input == want)
+        return;
+    if (cl->input == PX_INPUT_OUTPUT)
+        srv->nclients_out_paused--;
+    if (want == PX_INPUT_OUTPUT) {
+        srv->nclients_out_paused++;
+        srv->stats.output_pauses++;
+        log_msg(LOG_LVL_DEBUG, "client %llu: %zu bytes of replies unsent; reading paused",
+                (unsigned long long)cl->id, client_unsent(cl));
+    }
+    cl->input = want;
+    if (!cl->closing)
+        sched_conn_pause(&cl->conn, want != PX_INPUT_READING);
+}
+
+/* The input state after client_process() stopped taking requests;
+ * starved: the parser needs more bytes. */
+static enum px_client_input client_input_state(const struct px_client *cl, bool starved)
+{
+    if (cl->quit)
+        return PX_INPUT_DONE;
+    if (client_output_full(cl))
+        return PX_INPUT_OUTPUT;
+    if (!starved || cl->nreqs >= cl->srv->opts.max_pipeline)
+        return PX_INPUT_FULL;
+    return PX_INPUT_READING;
+}
 
 /* ---- replies in order ---------------------------------------------------- */
 
@@ -101,17 +195,40 @@ void px_req_done(struct px_req *req)
     client_count(cl, req);
     px_client_get(cl);
     client_flush_done(cl);
-    if (!cl->closing) {
-        client_pump(cl);
+    if (!cl->closing && client_over_hard_limit(cl)) {
+        client_close_over_limit(cl);
+    } else if (!cl->closing) {
+        client_process(cl);
         if (cl->quit && cl->nreqs == 0)
             px_client_close(cl);
-        else if (cl->nreqs < cl->srv->opts.max_pipeline)
-            sched_conn_pause(&cl->conn, false);
     }
     px_client_put(cl);
 }
 
-/* ---- dispatch ------------------------------------------------------------ */
+/* Closes cl, whose unsent replies passed the hard limit, without sending
+ * them; logs at most one line a second, with the closes not logged. */
+static void client_close_over_limit(struct px_client *cl)
+{
+    struct px_server *srv = cl->srv;
+    uint64_t now = sched_loop_now_ms(srv->loop);
+
+    srv->stats.output_closes++;
+    if (srv->limit_log_ms != 0 && now - srv->limit_log_ms < LIMIT_LOG_EVERY_MS) {
+        srv->limit_log_quiet++;
+    } else {
+        log_msg(LOG_LVL_WARN,
+                "client %llu closed: %zu bytes of replies unsent, over "
+                "--client-output-hard-limit %zu (%llu more such closes since the last report)",
+                (unsigned long long)cl->id, client_unsent(cl), srv->opts.out_hard,
+                (unsigned long long)srv->limit_log_quiet);
+        srv->limit_log_ms = now;
+        srv->limit_log_quiet = 0;
+    }
+    cl->quit = false; /* drop the replies: the peer does not read them */
+    px_client_close(cl);
+}
+
+/* ---- input --------------------------------------------------------------- */
 
 static void client_dispatch(struct px_client *cl, struct px_req *req)
 {
@@ -122,12 +239,13 @@ static void client_dispatch(struct px_client *cl, struct px_req *req)
     px_cmd_dispatch(req);
 }
 
-/* Dispatches queued requests until one blocks. */
+/* Dispatches queued requests until one blocks or the replies back up. */
 static void client_pump(struct px_client *cl)
 {
     struct list *n;
 
-    while (!cl->barrier && !cl->closing && (n = list_first(&cl->queued)) != NULL) {
+    while (!cl->barrier && !cl->closing && !client_output_full(cl) &&
+           (n = list_first(&cl->queued)) != NULL) {
         struct px_req *req = list_entry(n, struct px_req, node);
 
         req->blocking = px_cmd_may_block(req);
@@ -159,7 +277,7 @@ static void client_protocol_error(struct px_client *cl, const char *why)
     cl->srv->stats.proto_errs++;
     log_msg(LOG_LVL_DEBUG, "client %llu: protocol error: %s", (unsigned long long)cl->id, why);
     cl->quit = true;
-    sched_conn_pause(&cl->conn, true);
+    client_set_input(cl, PX_INPUT_DONE);
     if (!req) {
         px_client_close(cl);
         return;
@@ -171,36 +289,154 @@ static void client_protocol_error(struct px_client *cl, const char *why)
     px_req_done(req);
 }
 
-static void client_on_data(struct sched_conn *c, const char *data, size_t len)
+/* Takes the next request from the parser: 1 (queued), 0 (needs more
+ * input) or -errno (E2BIG: too many before AUTH; else a bad frame). */
+static int client_take(struct px_client *cl)
 {
-    struct px_client *cl = LP_CONTAINER_OF(c, struct px_client, conn);
-    unsigned preauth = 0;
     struct px_req *req;
-    int rc = 0;
+    int rc = px_parser_next(&cl->parser, &req);
 
-    if (cl->quit || cl->closing)
-        return;
-    if (px_parser_feed(&cl->parser, data, len) < 0)
-        return client_protocol_error(cl, "out of memory");
-    px_client_get(cl);
-    while (!cl->quit && !cl->closing && (rc = px_parser_next(&cl->parser, &req)) > 0) {
-        if (!cl->authed && ++preauth > PX_PREAUTH_PIPELINE) {
-            px_req_free(req);
-            rc = -E2BIG;
-            break;
-        }
-        client_on_request(cl, req);
-        if (!cl->authed)
-            client_pump(cl); /* one at a time: a successful AUTH lifts the limits */
+    if (rc <= 0)
+        return rc;
+    /* One at a time before AUTH (client_process dispatches each before
+     * taking the next): a successful AUTH lifts the parser's limits. */
+    if (!cl->authed && ++cl->preauth > PX_PREAUTH_PIPELINE) {
+        px_req_free(req);
+        return -E2BIG;
     }
-    client_pump(cl);
+    client_on_request(cl, req);
+    return 1;
+}
+
+/* Takes and dispatches requests while the limits allow, then pauses or
+ * resumes the socket accordingly. Not re-entered (see the design block). */
+static void client_process(struct px_client *cl)
+{
+    int rc = 1;
+
+    if (cl->processing || cl->closing)
+        return;
+    cl->processing = true;
+    px_client_get(cl);
+    for (;;) {
+        client_pump(cl);
+        if (!client_may_take(cl) || (rc = client_take(cl)) <= 0)
+            break;
+    }
+    cl->processing = false;
     if (rc == -E2BIG)
         client_protocol_error(cl, "too many commands before AUTH");
     else if (rc < 0)
         client_protocol_error(cl, px_parser_error(&cl->parser));
-    else if (cl->nreqs >= cl->srv->opts.max_pipeline)
-        sched_conn_pause(&cl->conn, true);
+    else if (!cl->closing)
+        client_set_input(cl, client_input_state(cl, rc == 0));
     px_client_put(cl);
+}
+
+static void client_on_data(struct sched_conn *c, const char *data, size_t len)
+{
+    struct px_client *cl = LP_CONTAINER_OF(c, struct px_client, conn);
+
+    if (cl->quit || cl->closing)
+        return;
+    cl->active_ms = sched_loop_now_ms(cl->srv->loop);
+    cl->preauth = 0;
+    if (px_parser_feed(&cl->parser, data, len) < 0)
+        return client_protocol_error(cl, "out of memory");
+    client_process(cl);
+}
+
+/* Everything was sent: a client paused for its replies reads again. */
+static void client_on_drain(struct sched_conn *c)
+{
+    struct px_client *cl = LP_CONTAINER_OF(c, struct px_client, conn);
+
+    if (cl->input == PX_INPUT_OUTPUT)
+        client_process(cl);
+}
+
+/* ---- deadlines ------------------------------------------------------------ */
+
+static bool client_auth_pending(const struct px_client *cl)
+{
+    const struct px_opts *o = &cl->srv->opts;
+
+    return !cl->authed && o->auth_timeout_s > 0 && px_auth_required(o->auth);
+}
+
+/* Holding or waiting for a lock (or permits), or a request outstanding. */
+static bool client_is_busy(const struct px_client *cl)
+{
+    return cl->nreqs > 0 || !list_empty(&cl->holds) || !list_empty(&cl->waiters) ||
+           !list_empty(&cl->owned);
+}
+
+/* When the deadline must look at cl next, or 0 for never. */
+static uint64_t client_deadline_at(const struct px_client *cl)
+{
+    const struct px_opts *o = &cl->srv->opts;
+    uint64_t at = 0, idle;
+
+    if (client_auth_pending(cl))
+        at = cl->accept_ms + o->auth_timeout_s * 1000ull;
+    if (o->timeout_s > 0) {
+        idle = cl->active_ms + o->timeout_s * 1000ull;
+        at = at && at < idle ? at : idle;
+    }
+    return at;
+}
+
+static void client_arm_deadline(struct px_client *cl)
+{
+    uint64_t at = client_deadline_at(cl);
+
+    if (at)
+        sched_loop_timer_add(cl->srv->loop, &cl->timer, at);
+    else
+        sched_loop_timer_del(cl->srv->loop, &cl->timer);
+}
+
+static void client_on_deadline(struct sched_timer *t)
+{
+    struct px_client *cl = LP_CONTAINER_OF(t, struct px_client, timer);
+    struct px_server *srv = cl->srv;
+    uint64_t now = sched_loop_now_ms(srv->loop);
+
+    if (cl->closing)
+        return;
+    if (client_auth_pending(cl) && now >= cl->accept_ms + srv->opts.auth_timeout_s * 1000ull) {
+        srv->stats.auth_closes++;
+        log_msg(LOG_LVL_DEBUG, "client %llu: no AUTH within --auth-timeout %u s; closing",
+                (unsigned long long)cl->id, srv->opts.auth_timeout_s);
+        return px_client_close(cl);
+    }
+    if (cl->conn.bytes_out != cl->seen_out || client_is_busy(cl)) {
+        cl->seen_out = cl->conn.bytes_out;
+        cl->active_ms = now;
+    }
+    if (srv->opts.timeout_s > 0 && now >= cl->active_ms + srv->opts.timeout_s * 1000ull) {
+        srv->stats.idle_closes++;
+        log_msg(LOG_LVL_DEBUG, "client %llu: idle for --timeout %u s; closing",
+                (unsigned long long)cl->id, srv->opts.timeout_s);
+        return px_client_close(cl);
+    }
+    client_arm_deadline(cl);
+}
+
+void px_client_reconfigure(struct px_server *srv)
+{
+    struct list *n, *t;
+
+    list_for_each_safe(n, t, &srv->clients)
+    {
+        struct px_client *cl = list_entry(n, struct px_client, client_node);
+
+        if (cl->closing)
+            continue;
+        client_arm_deadline(cl);
+        if (cl->input != PX_INPUT_DONE)
+            client_process(cl);
+    }
 }
 
 /* ---- lifetime ------------------------------------------------------------ */
@@ -209,7 +445,9 @@ static void client_on_hangup(struct sched_conn *c, int err)
 {
     struct px_client *cl = LP_CONTAINER_OF(c, struct px_client, conn);
 
-    (void)err;
+    if (err < 0)
+        log_msg(LOG_LVL_DEBUG, "client %llu: connection lost: %s", (unsigned long long)cl->id,
+                strerror(-err));
     px_client_close(cl);
 }
 
@@ -225,7 +463,7 @@ static const struct sched_conn_ops client_ops = {
     .on_data = client_on_data,
     .on_hangup = client_on_hangup,
     .on_connect = NULL,
-    .on_drain = NULL,
+    .on_drain = client_on_drain,
     .on_release = client_on_release,
 };
 
@@ -246,6 +484,7 @@ static void client_maybe_free(struct px_client *cl)
     if (!cl->conn_released || cl->upstream_refs > 0)
         return;
     LP_BUG_ON(!list_empty(&cl->running) || !list_empty(&cl->queued));
+    LP_BUG_ON(sched_timer_is_pending(&cl->timer));
     buf_deinit(&cl->conn.out);
     buf_deinit(&cl->conn.sending);
     px_parser_deinit(&cl->parser);
@@ -289,6 +528,8 @@ void px_client_close(struct px_client *cl)
         return;
     px_client_get(cl);
     cl->closing = true;
+    client_set_input(cl, PX_INPUT_DONE);
+    sched_loop_timer_del(srv->loop, &cl->timer);
     client_drop_queued(cl);
     px_lock_client_gone(cl);
     px_hold_client_gone(cl);
@@ -309,25 +550,22 @@ void px_client_close_all(struct px_server *srv)
     }
 }
 
-int px_client_accept(struct px_server *srv, int fd)
+/* Refuses fd with an error line: the server is full. */
+static int client_refuse(struct px_server *srv, int fd)
 {
-    struct px_client *cl;
-    int rc;
+    static const char msg[] = "-ERR max number of clients reached\r\n";
 
-    if (srv->nclients >= srv->opts.max_clients) {
-        static const char msg[] = "-ERR max number of clients reached\r\n";
+    srv->stats.rejected++;
+    if (write(fd, msg, sizeof(msg) - 1) < 0)
+        log_msg(LOG_LVL_DEBUG, "rejecting client: write failed");
+    close(fd);
+    return -EMFILE;
+}
 
-        srv->stats.rejected++;
-        if (write(fd, msg, sizeof(msg) - 1) < 0)
-            log_msg(LOG_LVL_DEBUG, "rejecting client: write failed");
-        close(fd);
-        return -EMFILE;
-    }
-    cl = calloc(1, sizeof(*cl));
-    if (!cl) {
-        close(fd);
-        return -ENOMEM;
-    }
+static void client_init(struct px_server *srv, struct px_client *cl)
+{
+    uint64_t now = sched_loop_now_ms(srv->loop);
+
     px_parser_init(&cl->parser, &srv->readers, srv->opts.max_args, srv->opts.max_request_bytes);
     cl->srv = srv;
     px_auth_client_init(cl);
@@ -337,14 +575,38 @@ int px_client_accept(struct px_server *srv, int fd)
     list_init(&cl->holds);
     list_init(&cl->waiters);
     list_init(&cl->owned);
+    sched_timer_init(&cl->timer, client_on_deadline);
+    cl->input = PX_INPUT_READING;
+    cl->accept_ms = now;
+    cl->active_ms = now;
+}
+
+int px_client_accept(struct px_server *srv, int fd)
+{
+    struct px_client *cl;
+    int rc;
+
+    if (srv->nclients >= srv->opts.max_clients)
+        return client_refuse(srv, fd);
+    cl = calloc(1, sizeof(*cl));
+    if (!cl) {
+        close(fd);
+        return -ENOMEM;
+    }
+    client_init(srv, cl);
     rc = sched_conn_attach(srv->loop, &cl->conn, fd, &client_ops);
     if (rc < 0) {
         px_parser_deinit(&cl->parser);
         free(cl);
         return rc;
     }
+    rc = sched_conn_keepalive(&cl->conn, srv->opts.keepalive_s);
+    if (rc < 0)
+        log_msg(LOG_LVL_DEBUG, "client %llu: no TCP keepalive: %s", (unsigned long long)cl->id,
+                strerror(-rc));
     list_add_tail(&srv->clients, &cl->client_node);
     srv->nclients++;
     srv->stats.connections++;
+    client_arm_deadline(cl);
     return 0;
 }

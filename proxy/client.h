@@ -9,6 +9,14 @@
  * always written in request order: a request that completes while an older
  * one is still running keeps its reply until the older one is written.
  *
+ * Limits: a client takes no new request, and its socket is not read, while
+ * --max-pipeline requests are outstanding or more than
+ * --client-output-soft-limit bytes of its replies are unsent; replies of
+ * requests already running may still arrive, and past
+ * --client-output-hard-limit the client is closed. A deadline timer closes
+ * it if it does not authenticate in time (--auth-timeout) or stays idle
+ * (--timeout; holding or waiting for a lock is not idle).
+ *
  * Lifetime: the client is freed when its connection is released AND no
  * upstream callback is outstanding (upstream_refs == 0); a request handed
  * to the pool keeps a reference on its client. */
@@ -23,6 +31,7 @@
 #include "common/list.h"
 #include "proxy/request.h"
 #include "sched/conn-t.h"
+#include "sched/timer-t.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -36,6 +45,14 @@ struct px_user;
 struct px_owned {
     struct list node;                                       /* in cl->owned while registered */
     void (*gone)(struct px_owned *o, struct px_client *cl); /* borrowed: called once */
+};
+
+/* Whether a client's input is read, and if not, what resumes it. */
+enum px_client_input {
+    PX_INPUT_READING = 0, /* requests are taken and the socket is read */
+    PX_INPUT_FULL = 1,    /* --max-pipeline requests outstanding: resumes as they finish */
+    PX_INPUT_OUTPUT = 2,  /* unsent replies over the soft limit: resumes once they are sent */
+    PX_INPUT_DONE = 3,    /* QUIT, a protocol error, or closing: never reads again */
 };
 
 struct px_client {
@@ -61,6 +78,13 @@ struct px_client {
     uint64_t barrier_ms;        /* when the current barrier request was dispatched */
     struct px_req *mark_req;    /* borrowed: request whose reply starts at conn.out[mark] */
     size_t mark;                /* conn.out write offset where mark_req's reply starts */
+    enum px_client_input input; /* whether the input is read, see the enum */
+    bool processing;            /* client_process() is on the stack: it takes what is due */
+    unsigned preauth;           /* requests taken before AUTH since the last read */
+    struct sched_timer timer;   /* deadline: AUTH (--auth-timeout), then idle (--timeout) */
+    uint64_t accept_ms;         /* loop time of the accept */
+    uint64_t active_ms;         /* last input, or output progress the deadline saw */
+    uint64_t seen_out;          /* conn.bytes_out when the deadline last looked */
 };
 
 /* Adopts an accepted socket. Returns 0 or -errno (fd closed). */
@@ -87,6 +111,10 @@ void px_client_own(struct px_client *cl, struct px_owned *o);
 /* Starts closing (on error or hang-up): cancels waits, applies the
  * on-disconnect policy to held locks. Idempotent. */
 void px_client_close(struct px_client *cl);
+
+/* After a reload: every client's deadline and reading follow the new
+ * limits (--timeout, --auth-timeout, the output limits, --max-pipeline). */
+void px_client_reconfigure(struct px_server *srv);
 
 /* Closes every client (shutdown). */
 void px_client_close_all(struct px_server *srv);

@@ -9,6 +9,7 @@
 
 #include "common/log.h"
 #include "proxy/auth.h"
+#include "proxy/client.h"
 #include "proxy/server.h"
 
 #define CONFIG_MAX_BYTES (4u * 1024 * 1024) /* a bigger file is a mistake */
@@ -267,6 +268,12 @@ static void reload_apply(struct px_server *srv, struct px_opts *nw)
     o->linger_ms = nw->linger_ms;
     o->max_request_bytes = nw->max_request_bytes;
     o->max_args = nw->max_args;
+    o->max_pipeline = nw->max_pipeline;
+    o->out_soft = nw->out_soft;
+    o->out_hard = nw->out_hard;
+    o->timeout_s = nw->timeout_s;
+    o->auth_timeout_s = nw->auth_timeout_s;
+    o->keepalive_s = nw->keepalive_s;
     if (nw->max_clients > o->max_clients)
         px_server_fit_nofile(nw->max_clients);
     o->max_clients = nw->max_clients;
@@ -274,6 +281,7 @@ static void reload_apply(struct px_server *srv, struct px_opts *nw)
     nw->auth = NULL;
     closed = px_auth_rebind(srv);
     px_auth_put(old);
+    px_client_reconfigure(srv);
     if (closed > 0)
         log_msg(LOG_LVL_WARN,
                 "config reload: closed %u connections whose user was removed or "

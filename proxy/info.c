@@ -37,9 +37,10 @@ static void info_clients(struct px_server *srv, struct buf *o)
 {
     buf_appendf(o,
                 "# Clients\r\nconnected_clients:%u\r\nmax_clients:%u\r\n"
-                "total_connections_received:%llu\r\nrejected_connections:%llu\r\n\r\n",
+                "total_connections_received:%llu\r\nrejected_connections:%llu\r\n"
+                "clients_output_paused:%u\r\n\r\n",
                 srv->nclients, srv->opts.max_clients, (unsigned long long)srv->stats.connections,
-                (unsigned long long)srv->stats.rejected);
+                (unsigned long long)srv->stats.rejected, srv->nclients_out_paused);
 }
 
 static void info_locks(struct px_server *srv, struct buf *o)
@@ -84,10 +85,14 @@ static void info_stats(struct px_server *srv, struct buf *o)
     buf_appendf(o,
                 "# Stats\r\ntotal_commands_processed:%llu\r\nupstream_error_replies:%llu\r\n"
                 "protocol_errors:%llu\r\nauth_failures:%llu\r\nconfig_reloads:%llu\r\n"
-                "config_reload_errors:%llu\r\n\r\n",
+                "config_reload_errors:%llu\r\nclient_output_pauses:%llu\r\n"
+                "client_output_buffer_limit_disconnections:%llu\r\nclient_idle_timeouts:%llu\r\n"
+                "client_auth_timeouts:%llu\r\n\r\n",
                 (unsigned long long)s->commands, (unsigned long long)s->upstream_errs,
                 (unsigned long long)s->proto_errs, (unsigned long long)s->auth_failures,
-                (unsigned long long)s->reloads, (unsigned long long)s->reload_errors);
+                (unsigned long long)s->reloads, (unsigned long long)s->reload_errors,
+                (unsigned long long)s->output_pauses, (unsigned long long)s->output_closes,
+                (unsigned long long)s->idle_closes, (unsigned long long)s->auth_closes);
 }
 
 struct info_section {

@@ -43,6 +43,21 @@ static const char usage_text[] =
     "                             (default 10000)\n"
     "  --max-request-bytes N      largest client request (default 65536)\n"
     "  --max-args N               most arguments per request (default 64)\n"
+    "  --max-pipeline N           requests one connection may have outstanding;\n"
+    "                             reading it stops there until some finish (default 1024)\n"
+    "  --client-output-soft-limit BYTES\n"
+    "                             stop reading a connection while more than BYTES of\n"
+    "                             its replies are unsent (default 262144, 0 off)\n"
+    "  --client-output-hard-limit BYTES\n"
+    "                             close a connection (releasing its locks) with more\n"
+    "                             than BYTES of replies unsent (default 16777216, 0 off)\n"
+    "  --timeout SECONDS          close a connection idle that long; one that holds or\n"
+    "                             waits for a lock is never idle (default 0: off)\n"
+    "  --auth-timeout SECONDS     close a connection that has not authenticated within\n"
+    "                             SECONDS, when auth is on (default 10, 0 off)\n"
+    "  --tcp-keepalive SECONDS    TCP keepalive on client connections: a peer that\n"
+    "                             vanished is dropped (and its locks released) after\n"
+    "                             about twice SECONDS (default 300, 0 off)\n"
     "  --unixsocketperm MODE      octal mode of the unix:// sockets lockproxy creates,\n"
     "                             e.g. 660 (default: as the umask leaves it)\n"
     "  --log-level LEVEL          error, warn, info or debug (default info)\n"
@@ -73,6 +88,11 @@ void px_opts_default(struct px_opts *o)
     o->max_request_bytes = 65536;
     o->max_args = 64;
     o->max_pipeline = 1024;
+    o->out_soft = 256 * 1024;
+    o->out_hard = 16 * 1024 * 1024;
+    o->timeout_s = 0;
+    o->auth_timeout_s = 10;
+    o->keepalive_s = 300;
     o->unix_perm = 0;
 }
 
@@ -182,6 +202,12 @@ static const struct opt_key keys[] = {
     {"subscription-linger", OPT_NUM, NUM(linger_ms), 0, 3600000, NULL, true},
     {"max-request-bytes", OPT_NUM, NUM(max_request_bytes), 1024, 512 * 1024 * 1024, NULL, true},
     {"max-args", OPT_NUM, NUM(max_args), 4, 1024 * 1024, NULL, true},
+    {"max-pipeline", OPT_NUM, NUM(max_pipeline), 1, 1000000, NULL, true},
+    {"client-output-soft-limit", OPT_NUM, NUM(out_soft), 0, 1ll << 40, NULL, true},
+    {"client-output-hard-limit", OPT_NUM, NUM(out_hard), 0, 1ll << 40, NULL, true},
+    {"timeout", OPT_NUM, NUM(timeout_s), 0, 31536000, NULL, true},
+    {"auth-timeout", OPT_NUM, NUM(auth_timeout_s), 0, 86400, NULL, true},
+    {"tcp-keepalive", OPT_NUM, NUM(keepalive_s), 0, 32767, NULL, true},
     {"unixsocketperm", OPT_MODE, NUM(unix_perm), 0, 0777, NULL, false},
     {"log-level", OPT_ENUM, FIELD(log_level), 0, 0, level_names, true},
     {"metrics", OPT_METRICS, FIELD(metrics), 0, 0, NULL, false},

@@ -49,7 +49,12 @@ struct px_opts {
     uint64_t linger_ms;              /* idle time before a channel is unsubscribed */
     size_t max_request_bytes;        /* largest request (and unparsed input) per client */
     unsigned max_args;               /* most arguments in one request */
-    unsigned max_pipeline;           /* queued requests before reading pauses */
+    unsigned max_pipeline;           /* requests outstanding per client before reading pauses */
+    size_t out_soft;                 /* unsent reply bytes that pause a client's reading, 0 off */
+    size_t out_hard;                 /* unsent reply bytes that close a client, 0 off */
+    unsigned timeout_s;              /* idle seconds before a client is closed, 0 off */
+    unsigned auth_timeout_s;         /* seconds to AUTH (when auth is on), 0 off */
+    unsigned keepalive_s;            /* TCP keepalive idle seconds on clients, 0 off */
     unsigned unix_perm;              /* mode of created Unix sockets, 0: as the umask leaves it */
     struct px_addr metrics;          /* --metrics HTTP address; port 0 and no path: off */
     struct px_auth *auth;            /* owned reference: requirepass and users, NULL: none */

@@ -40,6 +40,10 @@ struct px_stats {
     uint64_t auth_failures; /* failed AUTH / HELLO AUTH attempts */
     uint64_t reloads;       /* configuration reloads applied */
     uint64_t reload_errors; /* reloads refused (bad file) */
+    uint64_t output_pauses; /* times a client's reading paused for its unsent replies */
+    uint64_t output_closes; /* clients closed past --client-output-hard-limit */
+    uint64_t idle_closes;   /* clients closed by --timeout */
+    uint64_t auth_closes;   /* clients closed by --auth-timeout */
 };
 
 struct px_server {
@@ -51,6 +55,7 @@ struct px_server {
     char uuid[37];                  /* this process's owner prefix */
     struct list clients;            /* struct px_client, by client_node */
     unsigned nclients;              /* connected clients */
+    unsigned nclients_out_paused;   /* clients whose reading waits for their replies to go */
     uint64_t next_client_id;        /* CLIENT ID of the next connection */
     struct hmap locks;              /* struct px_lock by name: waiters, subscriptions */
     unsigned nwaiters;              /* LOCK calls currently waiting */
@@ -66,6 +71,8 @@ struct px_server {
     volatile sig_atomic_t reload;   /* SIGHUP seen, reload not yet done */
     uint64_t auth_log_ms;           /* when an auth failure was last logged */
     uint64_t auth_log_quiet;        /* auth failures not logged since then */
+    uint64_t limit_log_ms;          /* when an output-limit close was last logged */
+    uint64_t limit_log_quiet;       /* output-limit closes not logged since then */
     struct px_reader_pool readers;  /* request readers lent to clients' parsers */
 };
 

@@ -69,6 +69,76 @@ TEST(flags_rejected)
     fclose(null);
 }
 
+TEST(flags_client_limits)
+{
+    char *argv[] = {"lockproxy",
+                    "--client-output-soft-limit",
+                    "0",
+                    "--client-output-hard-limit=1048576",
+                    "--max-pipeline",
+                    "16",
+                    "--timeout",
+                    "5",
+                    "--auth-timeout",
+                    "0",
+                    "--tcp-keepalive",
+                    "60",
+                    "--unixsocketperm",
+                    "0660"};
+    struct px_opts o, d;
+    const char *changed[8];
+    FILE *null = fopen("/dev/null", "w");
+
+    px_opts_default(&o);
+    ASSERT_EQ(o.out_soft, 256 * 1024);
+    ASSERT_EQ(o.out_hard, 16 * 1024 * 1024);
+    ASSERT_EQ(o.max_pipeline, 1024);
+    ASSERT_EQ(o.timeout_s, 0);
+    ASSERT_EQ(o.auth_timeout_s, 10);
+    ASSERT_EQ(o.keepalive_s, 300);
+    ASSERT_EQ(o.unix_perm, 0);
+    ASSERT_EQ(px_opts_parse(&o, 14, argv, null, null), 0);
+    ASSERT_EQ(o.out_soft, 0);
+    ASSERT_EQ(o.out_hard, 1048576);
+    ASSERT_EQ(o.max_pipeline, 16);
+    ASSERT_EQ(o.timeout_s, 5);
+    ASSERT_EQ(o.auth_timeout_s, 0);
+    ASSERT_EQ(o.keepalive_s, 60);
+    ASSERT_EQ(o.unix_perm, 0660);
+    /* Every limit is reloadable but the socket mode (the socket exists). */
+    ASSERT_TRUE(px_opts_key_reloadable("client-output-soft-limit"));
+    ASSERT_TRUE(px_opts_key_reloadable("client-output-hard-limit"));
+    ASSERT_TRUE(px_opts_key_reloadable("max-pipeline"));
+    ASSERT_TRUE(px_opts_key_reloadable("timeout"));
+    ASSERT_TRUE(px_opts_key_reloadable("auth-timeout"));
+    ASSERT_TRUE(px_opts_key_reloadable("tcp-keepalive"));
+    ASSERT_TRUE(!px_opts_key_reloadable("unixsocketperm"));
+    px_opts_default(&d);
+    ASSERT_EQ(px_opts_diff_restart(&d, &o, changed, 8), 1);
+    ASSERT_STREQ(changed[0], "unixsocketperm");
+    fclose(null);
+}
+
+TEST(flags_client_limits_rejected)
+{
+    static const char *const bad[][2] = {
+        {"--unixsocketperm", "888"}, {"--unixsocketperm", "1777"},         {"--unixsocketperm", ""},
+        {"--unixsocketperm", "rw"},  {"--tcp-keepalive", "40000"},         {"--max-pipeline", "0"},
+        {"--timeout", "-1"},         {"--client-output-hard-limit", "1k"},
+    };
+    FILE *null = fopen("/dev/null", "w");
+    struct px_opts o;
+
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        char *argv[] = {"lockproxy", (char *)bad[i][0], (char *)bad[i][1]};
+
+        px_opts_default(&o);
+        if (px_opts_parse(&o, 3, argv, null, null) >= 0)
+            TEST_FAIL("accepted %s '%s'", bad[i][0], bad[i][1]);
+    }
+    fclose(null);
+}
+
 TEST(channel_names)
 {
     char out[64];
@@ -83,4 +153,5 @@ TEST(channel_names)
 }
 
 TEST_MAIN(TEST_CASE(addr_forms), TEST_CASE(flags), TEST_CASE(flags_rejected),
+          TEST_CASE(flags_client_limits), TEST_CASE(flags_client_limits_rejected),
           TEST_CASE(channel_names))

@@ -1,0 +1,179 @@
+/* Client limits: a client that pipelines without reading its replies is
+ * paused (its unsent replies stop at the soft limit, the proxy's memory
+ * stays bounded, nothing is lost once it reads) or closed past the hard
+ * limit (and its locks are released); a deep pipeline behind a blocked
+ * LOCK stays bounded; other clients are served meanwhile. Both io
+ * backends. The idle and pre-AUTH deadlines, the HTTP probes with idle
+ * connections open and TCP keepalive are in test_deadlines.c. */
+#include <sys/socket.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "limits_util.h"
+#include "ops_util.h"
+#include "proxy_util.h"
+
+#define FLOOD_MS     4000
+#define RSS_BOUND_KB (64 * 1024) /* generous: the proxy idles at a few MB */
+#define INFO_REQ     "*1\r\n$4\r\nINFO\r\n"
+#define KEPT_INFOS   3000
+#define CLOSE_MS     15000
+
+/* ---- no reading: bounded memory, replies kept --------------------------- */
+
+static void scenario_info_flood(struct pu_env *e)
+{
+    redisContext *other = pu_client(e);
+    struct lu_flood f;
+    int fd = pu_raw_connect(e->proxy.port);
+
+    lu_flood(&f, fd, INFO_REQ, FLOOD_MS, other, e->proxy.pid);
+    fprintf(stderr,
+            "INFO flood: %zu bytes sent in %d ms, %d other requests served, peak "
+            "RSS %ld kB\n",
+            f.sent, FLOOD_MS, f.served, f.peak_rss_kb);
+    if (f.closed)
+        TEST_FAIL("the flooding client was closed under the default limits");
+    ASSERT_TRUE(f.peak_rss_kb > 0 && f.peak_rss_kb < RSS_BOUND_KB);
+    ASSERT_TRUE(f.served > 0);
+    ASSERT_EQ(pu_info_int(other, "clients_output_paused"), 1);
+    ASSERT_TRUE(pu_info_int(other, "client_output_pauses") >= 1);
+    close(fd);
+    PU_EVENTUALLY(pu_info_int(other, "clients_output_paused") == 0, 5000);
+    PU_OK(other, "LOCK %s", "after-flood");
+    PU_INT(other, 1, "UNLOCK %s", "after-flood");
+    redisFree(other);
+}
+
+TEST(limits_info_flood_bounded)
+{
+    lu_small_asan_quarantine();
+    pu_each_backend(scenario_info_flood, NULL);
+}
+
+/* Replies held back by the soft limit all arrive, in order, once read. */
+static void scenario_replies_kept(struct pu_env *e)
+{
+    redisContext *other = pu_client(e);
+    char *batch = malloc(KEPT_INFOS * (sizeof(INFO_REQ) - 1) + 64);
+    size_t len = 0;
+    int fd = pu_raw_connect(e->proxy.port);
+
+    ASSERT_NOTNULL(batch);
+    for (int i = 0; i < KEPT_INFOS; i++) {
+        memcpy(batch + len, INFO_REQ, sizeof(INFO_REQ) - 1);
+        len += sizeof(INFO_REQ) - 1;
+    }
+    len += (size_t)sprintf(batch + len, "*2\r\n$4\r\nECHO\r\n$4\r\nlast\r\n");
+    ASSERT_TRUE(pu_raw_send(fd, batch, len));
+    PU_EVENTUALLY(pu_info_int(other, "clients_output_paused") == 1, 10000);
+    ASSERT_EQ(lu_read_infos(fd, KEPT_INFOS, 20000), KEPT_INFOS);
+    ASSERT_TRUE(lu_read_reply_is(fd, "$4\r\nlast\r\n", 5000));
+    ASSERT_TRUE(pu_raw_send(fd, "*1\r\n$4\r\nPING\r\n", 14));
+    ASSERT_TRUE(lu_read_reply_is(fd, "+PONG\r\n", 5000));
+    ASSERT_EQ(pu_info_int(other, "clients_output_paused"), 0);
+    ASSERT_EQ(pu_info_int(other, "client_output_buffer_limit_disconnections"), 0);
+    close(fd);
+    free(batch);
+    redisFree(other);
+}
+
+TEST(limits_replies_kept_in_order)
+{
+    pu_each_backend(scenario_replies_kept, NULL);
+}
+
+/* ---- past the hard limit: closed, its locks released -------------------- */
+
+static void scenario_hard_close(struct pu_env *e)
+{
+    redisContext *other = pu_client(e);
+    struct lu_flood f;
+    char line[64];
+    int fd = pu_raw_connect(e->proxy.port);
+
+    /* The slow reader holds a lock first. */
+    ASSERT_TRUE(pu_raw_send(fd, "*2\r\n$4\r\nLOCK\r\n$4\r\nslow\r\n", 24));
+    pu_raw_read_line(fd, line, sizeof(line), 5000);
+    ASSERT_STREQ(line, "+OK\r\n");
+    PU_NIL(other, "TRYLOCK %s", "slow");
+    lu_flood(&f, fd, INFO_REQ, CLOSE_MS, other, e->proxy.pid);
+    fprintf(stderr,
+            "INFO flood with the soft limit off: closed %d after %zu bytes, peak RSS "
+            "%ld kB\n",
+            f.closed, f.sent, f.peak_rss_kb);
+    if (!f.closed)
+        TEST_FAIL("a client past --client-output-hard-limit was not closed in %d ms", CLOSE_MS);
+    ASSERT_TRUE(f.peak_rss_kb > 0 && f.peak_rss_kb < RSS_BOUND_KB);
+    close(fd);
+    /* Closing it released its lock, as any disconnect does. */
+    PU_OK(other, "LOCK %s WAIT %d", "slow", 10000);
+    PU_INT(other, 1, "UNLOCK %s", "slow");
+    ASSERT_EQ(pu_info_int(other, "client_output_buffer_limit_disconnections"), 1);
+    ASSERT_TRUE(ou_file_contains(e->proxy.log_path, "client-output-hard-limit"));
+    redisFree(other);
+}
+
+TEST(limits_hard_limit_closes_and_releases)
+{
+    lu_small_asan_quarantine();
+    static const char *const extra[] = {"--client-output-soft-limit", "0",
+                                        "--client-output-hard-limit", "1048576", NULL};
+
+    pu_each_backend(scenario_hard_close, extra);
+}
+
+/* ---- lock pipelines ------------------------------------------------------- */
+
+/* Pipelined LOCK/UNLOCK pairs, never read, then a deep pipeline queued
+ * behind a LOCK that waits: memory stays bounded both times. */
+static void scenario_lock_flood(struct pu_env *e)
+{
+    static const char pair[] = "*2\r\n$4\r\nLOCK\r\n$2\r\nlu\r\n*2\r\n$6\r\nUNLOCK\r\n$2\r\nlu\r\n";
+    redisContext *other = pu_client(e), *holder = pu_client(e);
+    struct lu_flood f;
+    char line[64];
+    int fd = pu_raw_connect(e->proxy.port), fd2;
+
+    lu_flood(&f, fd, pair, FLOOD_MS, other, e->proxy.pid);
+    fprintf(stderr, "LOCK/UNLOCK flood: %zu bytes, %d served, peak RSS %ld kB\n", f.sent, f.served,
+            f.peak_rss_kb);
+    ASSERT_TRUE(!f.closed && f.served > 0);
+    ASSERT_TRUE(f.peak_rss_kb > 0 && f.peak_rss_kb < RSS_BOUND_KB);
+    close(fd);
+
+    /* Behind a LOCK that waits, requests queue up to --max-pipeline. */
+    PU_OK(holder, "LOCK %s", "deep");
+    fd2 = pu_raw_connect(e->proxy.port);
+    ASSERT_TRUE(pu_raw_send(fd2, "*2\r\n$4\r\nLOCK\r\n$4\r\ndeep\r\n", 24));
+    lu_flood(&f, fd2, "*2\r\n$9\r\nLOCK.INFO\r\n$2\r\nli\r\n", FLOOD_MS, other, e->proxy.pid);
+    fprintf(stderr, "behind a waiting LOCK: %zu bytes, peak RSS %ld kB\n", f.sent, f.peak_rss_kb);
+    ASSERT_TRUE(!f.closed && f.served > 0);
+    ASSERT_TRUE(f.peak_rss_kb > 0 && f.peak_rss_kb < RSS_BOUND_KB);
+    /* The waiter still gets the lock when it is released. */
+    PU_INT(holder, 1, "UNLOCK %s", "deep");
+    pu_raw_read_line(fd2, line, sizeof(line), 10000); /* LOCK.INFO replies follow */
+    if (strncmp(line, "+OK\r\n", 5) != 0)
+        TEST_FAIL("the waiting LOCK got: %.20s", line);
+    close(fd2);
+    PU_OK(other, "LOCK %s WAIT %d", "deep", 10000);
+    redisFree(holder);
+    redisFree(other);
+}
+
+TEST(limits_lock_pipelines_bounded)
+{
+    lu_small_asan_quarantine();
+    pu_each_backend(scenario_lock_flood, NULL);
+}
+
+TEST_MAIN(TEST_CASE(limits_info_flood_bounded), TEST_CASE(limits_replies_kept_in_order),
+          TEST_CASE(limits_hard_limit_closes_and_releases),
+          TEST_CASE(limits_lock_pipelines_bounded))
