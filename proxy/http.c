@@ -9,17 +9,25 @@
  * request bodies, no chunked encoding, no TLS (put a sidecar or the
  * network policy in front if the figures are sensitive).
  *
- * States of a connection: READING (head incomplete; the timer is the
- * request deadline) -> DONE (answer queued, closing with a flush; the
- * timer now bounds the flush, for a peer that never reads) -> released
- * (on_release frees it). Every path out of READING goes through respond()
- * or a hard close, so an answer is written at most once.
+ * States of a connection (enum http_state): READING (head incomplete; the
+ * timer is the request deadline) -> ANSWERING (answer queued, closing with
+ * a flush; the timer now bounds the flush, for a peer that never reads)
+ * -> released (on_release frees it). READING or ANSWERING -> DROPPED when
+ * evicted for a newcomer (closed at once, no answer; it no longer counts
+ * against the limit but stays in conns until released). Every path out of
+ * READING goes through respond() or a hard close, so an answer is written
+ * at most once.
  *
  * Limits, so a bad or hostile peer costs little: a head larger than
- * HTTP_MAX_HEAD gets 431, a head not complete within HTTP_TIMEOUT_MS gets
- * 408, at most HTTP_MAX_CONNS connections are open (more are closed at
- * accept), anything that is not "METHOD /path HTTP/1.x" gets 400, methods
- * other than GET and HEAD get 405. Bytes after the head are ignored.
+ * HTTP_MAX_HEAD gets 431, a head not complete within HTTP_HEAD_MS gets
+ * 408, an answer the peer has not read within HTTP_FLUSH_MS is dropped,
+ * anything that is not "METHOD /path HTTP/1.x" gets 400, methods other
+ * than GET and HEAD get 405. Bytes after the head are ignored. At most
+ * HTTP_MAX_CONNS connections are open: a new one beyond that closes the
+ * oldest that has not sent its request yet (else the oldest), never the
+ * new one, so probes are answered at once however many idle connections
+ * are open (refusing the newcomer would fail a kubelet's probe and get the
+ * sidecar restarted).
  *
  * Everything runs on the proxy's event loop (sched_listener, sched_conn,
  * a wheel timer per connection): rendering /metrics reads the live
@@ -44,9 +52,10 @@
 #include "proxy/server.h"
 #include "sched/loop.h"
 
-#define HTTP_MAX_HEAD   4096u /* request line and headers */
-#define HTTP_MAX_CONNS  64u   /* open HTTP connections at once */
-#define HTTP_TIMEOUT_MS 5000u /* to send the head, and again to read the answer */
+#define HTTP_MAX_HEAD  4096u /* request line and headers */
+#define HTTP_MAX_CONNS 64u   /* open HTTP connections at once */
+#define HTTP_HEAD_MS   2000u /* to send the request head (probes send it at once) */
+#define HTTP_FLUSH_MS  5000u /* to read the answer */
 
 #define PROM_TYPE "text/plain; version=0.0.4; charset=utf-8"
 #define TEXT_TYPE "text/plain; charset=utf-8"
@@ -55,8 +64,15 @@ struct px_http {
     struct px_server *srv;          /* borrowed */
     struct sched_listener listener; /* the --metrics socket */
     bool listening;                 /* listener started and not stopped */
-    struct list conns;              /* struct http_conn, by node */
-    unsigned nconns;                /* connections in conns */
+    struct list conns;              /* struct http_conn, by node, in accept order */
+    unsigned nconns;                /* connections in conns (until released) */
+    unsigned ndropped;              /* of those, DROPPED ones */
+};
+
+enum http_state {
+    HTTP_READING = 0,   /* waiting for the request head */
+    HTTP_ANSWERING = 1, /* answer queued; closing once it is sent */
+    HTTP_DROPPED = 2,   /* evicted for a newer connection; closing */
 };
 
 struct http_conn {
@@ -64,7 +80,7 @@ struct http_conn {
     struct px_http *http;     /* borrowed: owner */
     struct list node;         /* in http->conns */
     struct sched_timer timer; /* request deadline, then flush deadline */
-    bool done;                /* answer queued; closing */
+    enum http_state state;    /* see the enum */
     bool head_only;           /* HEAD request: no body */
     size_t len;               /* bytes in head */
     char head[HTTP_MAX_HEAD]; /* request head received so far */
@@ -100,7 +116,7 @@ static void respond(struct http_conn *hc, int code, const char *type, const char
     struct buf *o = sched_conn_wbuf(&hc->conn);
     struct px_server *srv = hc->http->srv;
 
-    hc->done = true;
+    hc->state = HTTP_ANSWERING;
     buf_appendf(o,
                 "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
                 "Cache-Control: no-store\r\nConnection: close\r\n%s\r\n",
@@ -108,7 +124,7 @@ static void respond(struct http_conn *hc, int code, const char *type, const char
     if (!hc->head_only)
         buf_append(o, body, blen);
     sched_conn_mark_dirty(&hc->conn);
-    sched_loop_timer_in(srv->loop, &hc->timer, HTTP_TIMEOUT_MS);
+    sched_loop_timer_in(srv->loop, &hc->timer, HTTP_FLUSH_MS);
     sched_conn_close(&hc->conn, true);
 }
 
@@ -191,7 +207,7 @@ static void http_on_data(struct sched_conn *c, const char *data, size_t len)
     struct http_conn *hc = LP_CONTAINER_OF(c, struct http_conn, conn);
     size_t room = sizeof(hc->head) - hc->len;
 
-    if (hc->done)
+    if (hc->state != HTTP_READING)
         return;
     if (memchr(data, '\0', len)) {
         respond_text(hc, 400, "NUL byte in request\n");
@@ -218,6 +234,8 @@ static void http_on_release(struct sched_conn *c)
     sched_loop_timer_del(http->srv->loop, &hc->timer);
     list_del_init(&hc->node);
     http->nconns--;
+    if (hc->state == HTTP_DROPPED)
+        http->ndropped--;
     free(hc);
 }
 
@@ -233,10 +251,35 @@ static void http_on_timer(struct sched_timer *t)
 {
     struct http_conn *hc = LP_CONTAINER_OF(t, struct http_conn, timer);
 
-    if (hc->done)
+    if (hc->state != HTTP_READING)
         sched_conn_close(&hc->conn, false); /* the peer does not read the answer */
     else
         respond_text(hc, 408, "request timeout\n");
+}
+
+/* Drops the oldest connection still waiting for its request, else the
+ * oldest answering one (conns is in accept order). */
+static void http_evict(struct px_http *http)
+{
+    struct http_conn *victim = NULL;
+    struct list *n;
+
+    for (n = http->conns.next; n != &http->conns; n = n->next) {
+        struct http_conn *hc = list_entry(n, struct http_conn, node);
+
+        if (hc->state == HTTP_READING) {
+            victim = hc;
+            break;
+        }
+        if (hc->state == HTTP_ANSWERING && !victim)
+            victim = hc;
+    }
+    if (!victim)
+        return;
+    victim->state = HTTP_DROPPED;
+    http->ndropped++;
+    sched_loop_timer_del(http->srv->loop, &victim->timer);
+    sched_conn_close(&victim->conn, false);
 }
 
 static void http_on_accept(struct sched_listener *ls, int fd)
@@ -244,7 +287,9 @@ static void http_on_accept(struct sched_listener *ls, int fd)
     struct px_http *http = LP_CONTAINER_OF(ls, struct px_http, listener);
     struct http_conn *hc;
 
-    if (http->nconns >= HTTP_MAX_CONNS || !(hc = malloc(sizeof(*hc)))) {
+    if (http->nconns - http->ndropped >= HTTP_MAX_CONNS)
+        http_evict(http);
+    if (!(hc = malloc(sizeof(*hc)))) {
         close(fd);
         return;
     }
@@ -258,7 +303,7 @@ static void http_on_accept(struct sched_listener *ls, int fd)
     }
     list_add_tail(&http->conns, &hc->node);
     http->nconns++;
-    sched_loop_timer_in(http->srv->loop, &hc->timer, HTTP_TIMEOUT_MS);
+    sched_loop_timer_in(http->srv->loop, &hc->timer, HTTP_HEAD_MS);
 }
 
 /* ---- the endpoint ------------------------------------------------------------------- */

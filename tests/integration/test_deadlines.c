@@ -1,7 +1,8 @@
 /* Deadlines and sockets of client connections: --timeout closes idle
  * connections but not one that waits for or holds a lock; --auth-timeout
- * closes connections that do not authenticate in time; TCP keepalive
- * notices a client host that vanished without a FIN (in a
+ * closes connections that do not authenticate in time; the metrics
+ * endpoint answers probes while idle HTTP connections are open; TCP
+ * keepalive notices a client host that vanished without a FIN (in a
  * network namespace of its own) and releases its lock. */
 #include <signal.h>
 #include <stdio.h>
@@ -143,6 +144,39 @@ TEST(deadlines_auth_timeout)
         scenario_auth("uring");
 }
 
+/* ---- HTTP probes with idle connections open ---------------------------------- */
+
+static char metrics_addr[64];
+static int metrics_port;
+
+static void scenario_http_idle(struct pu_env *e)
+{
+    char body[256];
+    int fds[HTTP_IDLE];
+
+    for (int i = 0; i < HTTP_IDLE; i++)
+        fds[i] = pu_raw_connect(metrics_port);
+    /* Every idle connection is still open, yet probes are answered. */
+    ASSERT_EQ(ou_http_get(metrics_port, "/livez", body, sizeof(body)), 200);
+    ASSERT_STREQ(body, "ok\n");
+    ASSERT_EQ(ou_http_get(metrics_port, "/livez", body, sizeof(body)), 200);
+    /* The idle ones are closed before long. */
+    for (int i = 0; i < HTTP_IDLE; i++) {
+        ASSERT_TRUE(pu_raw_wait_closed(fds[i], CLOSE_BOUND_MS));
+        close(fds[i]);
+    }
+    pu_proxy_assert_alive(&e->proxy);
+}
+
+TEST(deadlines_http_probes_with_idle_connections)
+{
+    static const char *const extra[] = {"--metrics", metrics_addr, NULL};
+
+    metrics_port = pu_free_port();
+    snprintf(metrics_addr, sizeof(metrics_addr), "127.0.0.1:%d", metrics_port);
+    pu_each_backend(scenario_http_idle, extra);
+}
+
 /* ---- TCP keepalive: a client host that vanishes ------------------------------ */
 
 static void scenario_keepalive(const char *backend, struct lu_netns *ns)
@@ -200,4 +234,5 @@ TEST(deadlines_tcp_keepalive_half_open)
 }
 
 TEST_MAIN(TEST_CASE(deadlines_idle_timeout), TEST_CASE(deadlines_reload_turns_timeout_on),
-          TEST_CASE(deadlines_auth_timeout), TEST_CASE(deadlines_tcp_keepalive_half_open))
+          TEST_CASE(deadlines_auth_timeout), TEST_CASE(deadlines_http_probes_with_idle_connections),
+          TEST_CASE(deadlines_tcp_keepalive_half_open))
