@@ -1,9 +1,11 @@
 /* Client connections: RESP2 request parsing with limits, in-order replies,
  * barriers for blocking commands, and the connection's lifetime.
  *
- * Parsing (request.c) enforces the request limits; a rejected
- * frame gets "-ERR Protocol error: <why>" after the replies already owed,
- * and the connection is closed (the stream cannot be resynchronised).
+ * Parsing (request.c) enforces the request limits: a request over one comes
+ * out answered (an error, written in its turn) and the connection goes on;
+ * malformed input gets "-ERR Protocol error: <why>" after the replies
+ * already owed, and the connection is closed (the stream cannot be
+ * resynchronised).
  *
  * States of a request: QUEUED (behind a barrier) -> RUNNING (dispatched)
  * -> DONE (reply ready) -> written and freed, strictly in arrival order.
@@ -118,6 +120,8 @@ static void client_dispatch(struct px_client *cl, struct px_req *req)
     list_del_init(&req->node);
     list_add_tail(&cl->running, &req->node);
     req->state = PX_REQ_RUNNING;
+    if (req->answered) /* the parser's answer, kept in order */
+        return px_req_done(req);
     cl->srv->stats.commands++;
     px_cmd_dispatch(req);
 }
@@ -139,19 +143,21 @@ static void client_pump(struct px_client *cl)
     }
 }
 
+/* Queues req; an answered one (a request the parser skipped over a limit)
+ * only waits for its turn to be written. */
 static void client_on_request(struct px_client *cl, struct px_req *req)
 {
-    if (req->argc == 0) {
-        px_req_free(req);
-        return;
-    }
     req->cl = cl;
-    req->cmd = px_cmd_lookup(req->argv[0].p, req->argv[0].len);
+    if (req->answered)
+        cl->srv->stats.proto_errs++;
+    else
+        req->cmd = px_cmd_lookup(req->argv[0].p, req->argv[0].len);
     list_add_tail(&cl->queued, &req->node);
     cl->nreqs++;
 }
 
-/* Queues a final error reply and stops reading: the stream is unusable. */
+/* Queues a final error reply after those owed and stops reading: the
+ * stream is unusable. */
 static void client_protocol_error(struct px_client *cl, const char *why)
 {
     struct px_req *req = px_req_create(0);
@@ -160,15 +166,17 @@ static void client_protocol_error(struct px_client *cl, const char *why)
     log_msg(LOG_LVL_DEBUG, "client %llu: protocol error: %s", (unsigned long long)cl->id, why);
     cl->quit = true;
     sched_conn_pause(&cl->conn, true);
-    if (!req) {
+    if (!req || px_reply_error(&req->reply, "ERR Protocol error: %s", why) < 0) {
+        if (req)
+            px_req_free(req);
         px_client_close(cl);
         return;
     }
+    req->answered = true;
     req->cl = cl;
-    px_reply_error(&req->reply, "ERR Protocol error: %s", why);
-    list_add_tail(&cl->running, &req->node);
+    list_add_tail(&cl->queued, &req->node);
     cl->nreqs++;
-    px_req_done(req);
+    client_pump(cl);
 }
 
 static void client_on_data(struct sched_conn *c, const char *data, size_t len)
@@ -180,10 +188,8 @@ static void client_on_data(struct sched_conn *c, const char *data, size_t len)
 
     if (cl->quit || cl->closing)
         return;
-    if (px_parser_feed(&cl->parser, data, len) < 0)
-        return client_protocol_error(cl, "out of memory");
     px_client_get(cl);
-    while (!cl->quit && !cl->closing && (rc = px_parser_next(&cl->parser, &req)) > 0) {
+    while (!cl->quit && !cl->closing && (rc = px_parser_next(&cl->parser, &data, &len, &req)) > 0) {
         if (!cl->authed && ++preauth > PX_PREAUTH_PIPELINE) {
             px_req_free(req);
             rc = -E2BIG;
@@ -328,7 +334,7 @@ int px_client_accept(struct px_server *srv, int fd)
         close(fd);
         return -ENOMEM;
     }
-    px_parser_init(&cl->parser, &srv->readers, srv->opts.max_args, srv->opts.max_request_bytes);
+    px_parser_init(&cl->parser, srv->opts.max_args, srv->opts.max_request_bytes);
     cl->srv = srv;
     px_auth_client_init(cl);
     cl->id = ++srv->next_client_id;

@@ -1,7 +1,7 @@
 /* Client connections and their requests.
  *
- * A client parses RESP2 requests (hiredis reader with our own object
- * functions, so limits are enforced while parsing) into px_req objects and
+ * A client parses requests (request.c: RESP2 multibulk or inline, limits
+ * enforced while parsing) into px_req objects and
  * runs them in arrival order. Requests are dispatched as they arrive, so a
  * pipeline of TRYLOCK/UNLOCK goes upstream in one batch; a request that may
  * block (LOCK with a wait) is a barrier: later requests are dispatched only

@@ -66,7 +66,6 @@ struct px_server {
     volatile sig_atomic_t reload;   /* SIGHUP seen, reload not yet done */
     uint64_t auth_log_ms;           /* when an auth failure was last logged */
     uint64_t auth_log_quiet;        /* auth failures not logged since then */
-    struct px_reader_pool readers;  /* request readers lent to clients' parsers */
 };
 
 /* Creates the loop, the pool, the listening socket and the metrics
