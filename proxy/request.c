@@ -104,7 +104,8 @@ void px_req_free(struct px_req *req)
         free(req->argv);
     if (req->arena != req->arena_inl)
         free(req->arena);
-    buf_deinit(&req->reply);
+    if (req->reply.data)
+        buf_deinit(&req->reply);
     free(req);
 }
 
@@ -370,14 +371,10 @@ static struct px_req *skipped_request(const struct px_parser *p)
     return req;
 }
 
-/* Reads the "\r\n" after an argument. Returns 1 with *out when that was
- * the request's last argument, 0 otherwise, <0 on a bad terminator. */
-static int on_bulk_end(struct px_parser *p, char c, struct px_req **out)
+/* An argument and its "\r\n" were read. Returns 1 with *out when that was
+ * the request's last argument, else 0. */
+static int arg_done(struct px_parser *p, struct px_req **out)
 {
-    if (c != "\r\n"[p->hlen])
-        return parser_fail(p, ERR_BULK); /* the argument was longer than its header said */
-    if (++p->hlen < 2)
-        return 0;
     if (p->req)
         p->req->arena[p->req->arena_len++] = '\0';
     if (--p->args_left > 0) {
@@ -394,6 +391,17 @@ static int on_bulk_end(struct px_parser *p, char c, struct px_req **out)
     *out = p->req;
     p->req = NULL;
     return 1;
+}
+
+/* One byte of the "\r\n" after an argument. Returns as arg_done(), or <0
+ * on a bad terminator. */
+static int on_bulk_end(struct px_parser *p, char c, struct px_req **out)
+{
+    if (c != "\r\n"[p->hlen])
+        return parser_fail(p, ERR_BULK); /* the argument was longer than its header said */
+    if (++p->hlen < 2)
+        return 0;
+    return arg_done(p, out);
 }
 
 /* ---- inline commands --------------------------------------------------------------- */
@@ -621,28 +629,148 @@ static int parse_inline(struct px_parser *p, const char **s, const char *end, st
 
 /* ---- the loop ---------------------------------------------------------------------- */
 
+/* The usual header, whole in the input: up to 18 digits (no sign, no
+ * leading zero) then "\r\n". Returns the bytes after the type byte, with
+ * the value in *v, or 0 to leave the header to the byte-wise reader. */
+static size_t hdr_fast(const char *s, const char *end, uint64_t *v)
+{
+    size_t avail = (size_t)(end - s), max = avail >= 20 ? 18 : avail >= 2 ? avail - 2 : 0, i;
+    uint64_t n = 0;
+
+    for (i = 0; i < max && s[i] >= '0' && s[i] <= '9'; i++)
+        n = n * 10 + (uint64_t)(s[i] - '0');
+    if (i == 0 || i + 2 > avail || s[i] != '\r' || s[i + 1] != '\n' || (s[0] == '0' && i > 1))
+        return 0;
+    *v = n;
+    return i + 2;
+}
+
+/* A header line (the type byte was read): whole in one go when it can be,
+ * else byte by byte. Goes on to on_count() or on_bulk_len(). */
+static int parse_header(struct px_parser *p, const char **s, const char *end)
+{
+    bool count = p->state == PX_PARSE_COUNT;
+    size_t n = p->hlen == 0 && p->hflags == 0 ? hdr_fast(*s, end, &p->num) : 0;
+    int rc;
+
+    if (n > 0) {
+        *s += n;
+        p->hlen = (uint32_t)(n - 2);
+        p->req_bytes += n + 1;
+    } else {
+        rc = hdr_scan(p, s, end);
+        if (rc < 0)
+            return parser_fail(p, count ? ERR_BIG_MBULK : ERR_BIG_BULK);
+        if (rc == 0)
+            return 0;
+    }
+    return count ? on_count(p) : on_bulk_len(p);
+}
+
+/* An argument's bytes; with its "\r\n" when all of it is in the input. */
+static int parse_body(struct px_parser *p, const char **s, const char *end, struct px_req **out)
+{
+    size_t len = (size_t)p->num;
+
+    if (p->state == PX_PARSE_BULK_BODY && (size_t)(end - *s) >= len + 2 && (*s)[len] == '\r' &&
+        (*s)[len + 1] == '\n') {
+        if (p->req) {
+            memcpy(p->req->arena + p->req->arena_len, *s, len);
+            p->req->arena_len += len;
+        }
+        *s += len + 2;
+        return arg_done(p, out);
+    }
+    on_bulk_body(p, s, end);
+    return 0;
+}
+
+/* An argument from its '$': header, bytes and "\r\n" in one go when they
+ * are all in the input. */
+static int parse_bulk(struct px_parser *p, const char **s, const char *end, struct px_req **out)
+{
+    int rc;
+
+    if (**s != '$') {
+        p->num = (unsigned char)**s;
+        return parser_fail(p, ERR_DOLLAR);
+    }
+    (*s)++;
+    hdr_start(p, PX_PARSE_BULK_LEN);
+    if (*s == end)
+        return 0;
+    rc = parse_header(p, s, end);
+    if (rc != 0 || p->state != PX_PARSE_BULK_BODY || *s == end)
+        return rc;
+    return parse_body(p, s, end, out);
+}
+
+/* Most arguments parse_whole() takes (more go the long way). */
+#define WHOLE_MAX_ARGS 16
+
+/* The usual case, a whole well-formed request within the limits in the
+ * input, read in one pass with nothing kept in p, then copied into a
+ * px_req sized at once. *s is at the '*'. Returns 1 with *out, 0 to leave
+ * the request to the state machine (incomplete, unusual, over a limit or
+ * malformed: it decides what that means), -ENOMEM. */
+static int parse_whole(struct px_parser *p, const char **s, const char *end, struct px_req **out)
+{
+    const char *q = *s + 1, *argp[WHOLE_MAX_ARGS];
+    uint64_t argc, lens[WHOLE_MAX_ARGS];
+    size_t n = hdr_fast(q, end, &argc), bytes = 0, i;
+    struct px_req *req;
+
+    if (n == 0 || argc == 0 || argc > WHOLE_MAX_ARGS || argc > p->max_args)
+        return 0;
+    q += n;
+    for (i = 0; i < argc; i++) {
+        if (q == end || *q != '$' || (n = hdr_fast(q + 1, end, &lens[i])) == 0)
+            return 0;
+        q += 1 + n;
+        if (lens[i] > PROTO_MAX_BULK || (size_t)(end - q) < lens[i] + 2 || q[lens[i]] != '\r' ||
+            q[lens[i] + 1] != '\n')
+            return 0;
+        argp[i] = q;
+        bytes += lens[i] + 1;
+        q += lens[i] + 2;
+    }
+    if ((size_t)(q - *s) > p->max_bytes)
+        return 0;
+    req = px_req_create((int)argc);
+    if (!req || arena_reserve(req, bytes) < 0) {
+        if (req)
+            px_req_free(req);
+        return parser_fail(p, ERR_NOMEM);
+    }
+    for (i = 0; i < argc; i++) {
+        char *dst = req->arena + req->arena_len;
+
+        memcpy(dst, argp[i], lens[i]);
+        dst[lens[i]] = '\0';
+        req->argv[i].p = dst;
+        req->argv[i].len = lens[i];
+        req->arena_len += lens[i] + 1;
+    }
+    *s = q;
+    *out = req;
+    return 1;
+}
+
 static int parse_start(struct px_parser *p, const char **s, const char *end, struct px_req **out)
 {
+    int rc;
+
     if (**s != '*') {
         p->hlen = 0;
         return parse_inline(p, s, end, out);
     }
+    rc = parse_whole(p, s, end, out);
+    if (rc != 0)
+        return rc;
     (*s)++;
     p->req_bytes = 0;
     hdr_start(p, PX_PARSE_COUNT);
-    return 0;
-}
-
-static int parse_header(struct px_parser *p, const char **s, const char *end)
-{
-    bool count = p->state == PX_PARSE_COUNT;
-    int rc = hdr_scan(p, s, end);
-
-    if (rc < 0)
-        return parser_fail(p, count ? ERR_BIG_MBULK : ERR_BIG_BULK);
-    if (rc == 0)
-        return 0;
-    return count ? on_count(p) : on_bulk_len(p);
+    return *s == end ? 0 : parse_header(p, s, end);
 }
 
 static int parse_step(struct px_parser *p, const char **s, const char *end, struct px_req **out)
@@ -654,16 +782,9 @@ static int parse_step(struct px_parser *p, const char **s, const char *end, stru
     case PX_PARSE_BULK_LEN:
         return parse_header(p, s, end);
     case PX_PARSE_BULK_TYPE:
-        if (**s != '$') {
-            p->num = (unsigned char)**s;
-            return parser_fail(p, ERR_DOLLAR);
-        }
-        (*s)++;
-        hdr_start(p, PX_PARSE_BULK_LEN);
-        return 0;
+        return parse_bulk(p, s, end, out);
     case PX_PARSE_BULK_BODY:
-        on_bulk_body(p, s, end);
-        return 0;
+        return parse_body(p, s, end, out);
     case PX_PARSE_BULK_END:
         return on_bulk_end(p, *(*s)++, out);
     case PX_PARSE_INLINE:
