@@ -252,8 +252,8 @@ TEST(resp_reader_protocol_error)
     redisReaderFree(rd);
 }
 
-/* hiredis 0.14 refuses nesting deeper than 7: a protocol error, not a
- * crash. */
+/* Deep nesting: hiredis 0.14 refuses more than 7 levels (a protocol
+ * error), 1.x grows its stack and parses them; neither crashes. */
 TEST(resp_reader_deep_nesting)
 {
     redisReader *rd = pool__resp_reader_create();
@@ -266,17 +266,32 @@ TEST(resp_reader_deep_nesting)
         ASSERT_OK(buf_append_str(&b, "*1\r\n"));
     ASSERT_OK(buf_append_str(&b, ":1\r\n"));
     ASSERT_OK(pool__resp_feed(rd, buf_head(&b), buf_size(&b)));
+#if HIREDIS_MAJOR >= 1
+    ASSERT_EQ(pool__resp_next(rd, &r), 1);
+    {
+        const redisReply *e = r;
+
+        for (i = 0; i < 9; i++) {
+            ASSERT_TRUE(e->type == REDIS_REPLY_ARRAY && e->elements == 1);
+            e = e->element[0];
+        }
+        ASSERT_TRUE(e->type == REDIS_REPLY_INTEGER && e->integer == 1);
+    }
+    freeReplyObject(r);
+#else
     ASSERT_EQ(pool__resp_next(rd, &r), -EPROTO);
+#endif
     buf_deinit(&b);
     redisReaderFree(rd);
 }
 
 TEST(resp_reply_predicates)
 {
-    redisReply err = {REDIS_REPLY_ERROR, 0, 21, (char *)"NOSCRIPT No matching", 0, NULL};
-    redisReply st = {REDIS_REPLY_STATUS, 0, 8, (char *)"NOSCRIPT", 0, NULL};
-    redisReply str = {REDIS_REPLY_STRING, 0, 7, (char *)"MeSsAgE", 0, NULL};
-    redisReply num = {REDIS_REPLY_INTEGER, 7, 0, NULL, 0, NULL};
+    /* Designated initializers: hiredis 1.x adds fields (dval, vtype). */
+    redisReply err = {.type = REDIS_REPLY_ERROR, .len = 20, .str = (char *)"NOSCRIPT No matching"};
+    redisReply st = {.type = REDIS_REPLY_STATUS, .len = 8, .str = (char *)"NOSCRIPT"};
+    redisReply str = {.type = REDIS_REPLY_STRING, .len = 7, .str = (char *)"MeSsAgE"};
+    redisReply num = {.type = REDIS_REPLY_INTEGER, .integer = 7};
 
     err.len = strlen(err.str);
     ASSERT_TRUE(pool__resp_is_error(&err, "NOSCRIPT"));
