@@ -653,6 +653,8 @@ static int parse_header(struct px_parser *p, const char **s, const char *end)
     size_t n = p->hlen == 0 && p->hflags == 0 ? hdr_fast(*s, end, &p->num) : 0;
     int rc;
 
+    if (n > 0 && n - 1 > p->max_bytes)
+        n = 0; /* too long for a line: the byte-wise reader says so */
     if (n > 0) {
         *s += n;
         p->hlen = (uint32_t)(n - 2);

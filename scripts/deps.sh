@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Installs what lockproxy needs to build and test on Debian 12: the
-# toolchain, the libraries (hiredis, liburing, jemalloc, Google Benchmark)
-# and redis-server for the integration tests. Idempotent and quiet: it only
+# toolchain, the libraries (hiredis, liburing, jemalloc, Google Benchmark),
+# redis-server for the integration tests, and clang with its runtime
+# (libFuzzer, sanitizers) for the fuzz targets. Idempotent and quiet: it only
 # runs apt-get (update + install) when a package is missing, with sudo only
 # when not root. It never starts or stops the system redis service.
 set -euo pipefail
 
 PACKAGES=(build-essential cmake pkg-config libhiredis-dev liburing-dev libjemalloc-dev
-    libbenchmark-dev redis-server redis-tools)
+    libbenchmark-dev redis-server redis-tools clang libclang-rt-dev)
 
 missing=()
 for pkg in "${PACKAGES[@]}"; do

@@ -2,11 +2,14 @@
 # The CI test run: installs dependencies, builds lockproxy (RelWithDebInfo)
 # into build/ and runs every unit and integration test, then builds again
 # with AddressSanitizer + UndefinedBehaviorSanitizer into build-asan/ (no
-# benchmarks) and runs the tests there, then builds against hiredis 1.x
-# (scripts/compat-hiredis1.sh, build-hiredis1/) and runs the fuzz targets
-# for a bounded time (scripts/fuzz.sh, build-fuzz/). Exits non-zero if any step fails and
-# prints a one-line summary at the end. LP_BUILD_DIR / LP_ASAN_BUILD_DIR
-# override the build directories, LP_CTEST_JOBS the test parallelism.
+# benchmarks) and runs the tests there, then builds and tests against
+# hiredis 1.x (scripts/compat-hiredis1.sh, build-hiredis1/) and runs each
+# fuzz target for a bounded time (scripts/fuzz.sh, build-fuzz/). Exits
+# non-zero if any step fails and prints a one-line summary at the end; a
+# step that could not run here (no download, no clang) is SKIPPED, named in
+# that line. LP_BUILD_DIR / LP_ASAN_BUILD_DIR override the build
+# directories, LP_CTEST_JOBS the test parallelism, LP_FUZZ_SECONDS the time
+# each fuzz target runs (default 30).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -77,9 +80,11 @@ if [[ ! " ${failed[*]} " =~ " deps " ]]; then
     fi
 fi
 
-# Builds against hiredis 1.x (Debian 13) as well: its own build dir.
+# Builds against hiredis 1.x (Debian 13) as well, and fuzzes the request
+# parser and the reply path for a bounded time: each in its own build dir.
 if [[ ! " ${failed[*]} " =~ " deps " ]]; then
     step compat-hiredis1 scripts/compat-hiredis1.sh
+    step fuzz scripts/fuzz.sh "${LP_FUZZ_SECONDS:-30}"
 fi
 
 echo

@@ -23,6 +23,7 @@ struct limits {
 static const struct limits dflt = {8, 1024, false};
 static const struct limits small = {3, 64, false};
 static const struct limits preauth = {3, 64, true};
+static const struct limits tiny = {8, 8, false};
 
 struct pcase {
     const char *in; /* input */
@@ -204,7 +205,11 @@ TEST(multibulk_errors)
         {"*1\r\n$1\r\nab\r\n", 0, dflt, "!invalid bulk length"},
         {"*1\r\n$1\r\na\n\n", 0, dflt, "!invalid bulk length"},
         {PING "*x\r\n", 0, dflt, "[PING]!invalid multibulk length"},
-        /* a header line over max_bytes, whatever it holds */
+        /* a header line over max_bytes, whatever it holds, however it arrives
+         * (found by fuzz_request: whole, it was judged by its value) */
+        {"*2147483648\r\n", 0, tiny, "!too big mbulk count string"},
+        {"*1\r\n$100000000\r\n", 0, tiny, "!too big bulk count string"},
+        {"*1234567\r\n", 0, tiny, "..."},
         {"*" X40 "111111111111111111111111", 0, small, "!too big mbulk count string"},
         {"*1\r\n$" X40 "xxxxxxxxxxxxxxxxxxxxxxxx", 0, small, "!too big bulk count string"},
         {"*" X40 "11111111111111111111111\r\n", 0, small, "!invalid multibulk length"},
