@@ -23,6 +23,7 @@
 
 #include "common/buf.h"
 #include "common/compiler.h"
+#include "common/log.h"
 #include "pool/pool-int.h"
 #include "pool/pool.h"
 #include "pool/resp.h"
@@ -90,6 +91,7 @@ static void setup(void)
 
     if (pool)
         return;
+    log_set_level(LOG_LVL_ERROR); /* error replies are logged at warn: one line per input */
     CHECK(sched_loop_create(&loop, &lo) == 0);
     pool_opts_default(&po);
     po.port = 1; /* never started: no connection is made */
