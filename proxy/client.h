@@ -1,7 +1,7 @@
 /* Client connections and their requests.
  *
- * A client parses RESP2 requests (hiredis reader with our own object
- * functions, so limits are enforced while parsing) into px_req objects and
+ * A client parses requests (request.c: RESP2 multibulk or inline, limits
+ * enforced while parsing) into px_req objects and
  * runs them in arrival order. Requests are dispatched as they arrive, so a
  * pipeline of TRYLOCK/UNLOCK goes upstream in one batch; a request that may
  * block (LOCK with a wait) is a barrier: later requests are dispatched only
@@ -61,6 +61,9 @@ struct px_client {
     uint64_t id;                /* CLIENT ID, also the owner id */
     struct list client_node;    /* in srv->clients */
     struct px_parser parser;    /* owned: request parser */
+    struct buf in;              /* owned: input not taken yet when reading stopped mid-read */
+    const char *rd;             /* borrowed: unparsed rest of the read being handled */
+    size_t rdlen;               /* bytes at rd */
     struct list queued;         /* struct px_req not yet dispatched (FIFO) */
     struct list running;        /* struct px_req dispatched, in order */
     unsigned nreqs;             /* queued + running */

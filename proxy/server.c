@@ -326,6 +326,5 @@ void px_server_destroy(struct px_server *srv)
     if (srv->opts.listen.path[0])
         unlink(srv->opts.listen.path);
     px_auth_put(srv->opts.auth);
-    px_reader_pool_deinit(&srv->readers);
     free(srv);
 }

@@ -73,7 +73,6 @@ struct px_server {
     uint64_t auth_log_quiet;        /* auth failures not logged since then */
     uint64_t limit_log_ms;          /* when an output-limit close was last logged */
     uint64_t limit_log_quiet;       /* output-limit closes not logged since then */
-    struct px_reader_pool readers;  /* request readers lent to clients' parsers */
 };
 
 /* Creates the loop, the pool, the listening socket and the metrics
