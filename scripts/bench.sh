@@ -646,22 +646,50 @@ median_of() {
         else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
 }
 
-# Values of an awk expression over the runs' kv files of one step: $1 is
-# the step (file suffix), $2 the expression over k["section key"].
-per_run() {
-    local step=$1 expr=$2 f
+# Values of an awk expression over the runs' kv files of one step, and
+# their median formatted with a printf format, in one awk (the summary has
+# some 150 rows): $1 the step (file suffix), $2 the expression over
+# k["section key"], $3 the format. Prints "MEDIAN|V1 V2 ...", the median
+# "n/a" when no value is a number.
+step_values() {
+    local step=$1 expr=$2 fmt=$3 files=()
     for f in "$OUT"/run*-"$step".kv; do
-        [ -e "$f" ] || continue
-        awk -v OFS=' ' '{k[$1 " " $2] = $3} END {v = '"$expr"'; print (v == v + 0 ? v : "nan")}' \
-            "$f" 2>/dev/null || echo nan
+        [ -e "$f" ] && files+=("$f")
     done
+    if [ "${#files[@]}" -eq 0 ]; then
+        echo "n/a|"
+        return 0
+    fi
+    awk -v fmt="$fmt" '
+        function emit(v) { v = '"$expr"'; vals[++n] = (v == v + 0 ? v : "nan"); delete k }
+        FNR == 1 && NR > 1 { emit() }
+        { k[$1 " " $2] = $3 }
+        END {
+            emit(); m = 0; out = ""
+            for (i = 1; i <= n; i++) {
+                out = out vals[i] " "
+                if (vals[i] != "nan") s[++m] = vals[i] + 0
+            }
+            for (i = 2; i <= m; i++)
+                for (j = i; j > 1 && s[j - 1] > s[j]; j--) { t = s[j]; s[j] = s[j - 1]; s[j - 1] = t }
+            if (m == 0) med = "n/a"
+            else med = sprintf(fmt, (m % 2) ? s[(m + 1) / 2] : (s[m / 2] + s[m / 2 + 1]) / 2)
+            print med "|" out
+        }' "${files[@]}" 2>/dev/null || echo "n/a|"
 }
 
 # The noise column for rows built from steps "$@" (micro: the file
-# micro.noise): "noisy k/n" when k of the n runs had a noisy step among
-# them (mark_noise), empty when none did or nothing was recorded.
-noise_col() {
+# micro.noise), into NOISE: "noisy k/n" when k of the n runs had a noisy
+# step among them (mark_noise), empty when none did or nothing was
+# recorded. Cached per set of steps (not in a subshell: call it directly).
+declare -A NOISE_CACHE=()
+NOISE=''
+noise_of() {
     local r s f n=0 k=0 any bad
+    if [ -n "${NOISE_CACHE[$*]+set}" ]; then
+        NOISE=${NOISE_CACHE[$*]}
+        return 0
+    fi
     for r in $(seq "$RUNS"); do
         any=0 bad=0
         for s in "$@"; do
@@ -675,9 +703,11 @@ noise_col() {
         k=$((k + bad))
         [ "$s" = micro ] && break
     done
+    NOISE=''
     if [ "$k" -gt 0 ]; then
-        echo "noisy $k/$n"
+        NOISE="noisy $k/$n"
     fi
+    NOISE_CACHE[$*]=$NOISE
 }
 
 # $2 formatted with the printf format $1, or "n/a".
@@ -690,8 +720,9 @@ row_line() {
     printf "%-46s %12s %-4s %-8s %-5s %-10s runs: %s\n" "$@"
 }
 
-# A line with a goal: $1 label, $2 median, $3 comparison (">=", "<=" or
-# "<"), $4 goal, $5 printf format, $6 the per-run values, $7 noise.
+# A line with a goal: $1 label, $2 median (a number or "nan"), $3
+# comparison (">=", "<=" or "<"), $4 goal, $5 printf format, $6 the
+# per-run values, $7 noise.
 verdict_line() {
     local what=$1 med=$2 op=$3 goal=$4 fmt=$5 runs=$6 noise=${7:-} verdict
     verdict=$(awk -v m="$med" -v op="$op" -v g="$goal" 'BEGIN {
@@ -703,19 +734,19 @@ verdict_line() {
 
 # $1 label, $2 step, $3 expression, $4 op, $5 goal, $6 printf format.
 target_row() {
-    local vals med
-    vals=$(per_run "$2" "$3" | tr '\n' ' ')
-    med=$(median_of "$vals")
-    verdict_line "$1" "$med" "$4" "$5" "$6" "$vals" "$(noise_col "$2")"
+    local r
+    r=$(step_values "$2" "$3" "%.17g")
+    noise_of "$2"
+    verdict_line "$1" "$(sed 's/n\/a/nan/' <<<"${r%%|*}")" "$4" "$5" "$6" "${r#*|}" "$NOISE"
 }
 
 # A figure shown for context (no goal): $1 label, $2 step, $3 expression,
 # $4 printf format.
 info_row() {
-    local vals med
-    vals=$(per_run "$2" "$3" | tr '\n' ' ')
-    med=$(median_of "$vals")
-    row_line "$1" "$(fmt_num "$4" "$med")" "" "" "" "$(noise_col "$2")" "$vals"
+    local r
+    r=$(step_values "$2" "$3" "$4")
+    noise_of "$2"
+    row_line "$1" "${r%%|*}" "" "" "" "$NOISE" "${r#*|}"
 }
 
 # Per run, figure $2 of step $1 over figure $4 of step $3 (two files of
@@ -738,7 +769,8 @@ paired_row() {
     local label=$1 op=$2 goal=$3 fmt=$4 vals noise
     shift 4
     vals=$(paired_ratios "$@" | tr '\n' ' ')
-    noise=$(noise_col "$1" "$3")
+    noise_of "$1" "$3"
+    noise=$NOISE
     if [ -n "$goal" ]; then
         verdict_line "$label" "$(median_of "$vals")" "$op" "$goal" "$fmt" "$vals" "$noise"
     else
@@ -863,9 +895,10 @@ summary_rows() {
             'k["idle ok"] == 1 ? k["idle rss_added_kib"] / 1024 : "nan"' "<=" 20 "%.2f"
     fi
     if wants micro && [ -e "$OUT/micro.kv" ]; then
+        noise_of micro
         while read -r _ b v; do
             verdict_line "wheel ${b/BM_Wheel/}" "$v" "<" 50 "%.1f ns" \
-                "(median of 5 repetitions)" "$(noise_col micro)"
+                "(median of 5 repetitions)" "$NOISE"
         done <"$OUT/micro.kv"
     fi
     if wants ceiling; then
