@@ -36,10 +36,10 @@
 #
 # Usage: scripts/bench.sh [--quick] [--help]
 #   --quick  one run of uncontended, contended, rwlock and semaphore, 1 s
-#            measured after 0.5 s of warm-up, lease 5 s (so a direct waiter
-#            that missed a wake-up drains quickly), at most 10 s of waiting
-#            for a quiet machine: under a minute. The figures are a smoke
-#            test of the set-up, not results to quote.
+#            measured after 0.3 s of warm-up, lease 5 s (so a direct waiter
+#            that missed a wake-up drains quickly), at most 5 s of waiting
+#            for a quiet machine: under a minute once built. The figures
+#            are a smoke test of the set-up, not results to quote.
 #
 # Settings (environment, over the defaults and --quick): LP_BENCH_RUNS (3),
 # LP_BENCH_DURATION (5, measured seconds per target), LP_BENCH_WARMUP (1),
@@ -86,8 +86,8 @@ done
 Q_RUNS=3 Q_DURATION=5 Q_WARMUP=1 Q_ONLY="uncontended contended rwlock semaphore ceiling idle micro unix"
 Q_WAIT=30 Q_BUDGET=120 Q_RETRIES=1 Q_LEASE=30000
 if [ "$QUICK" = 1 ]; then
-    Q_RUNS=1 Q_DURATION=1 Q_WARMUP=0.5 Q_ONLY="uncontended contended rwlock semaphore"
-    Q_WAIT=10 Q_BUDGET=10 Q_RETRIES=0 Q_LEASE=5000
+    Q_RUNS=1 Q_DURATION=1 Q_WARMUP=0.3 Q_ONLY="uncontended contended rwlock semaphore"
+    Q_WAIT=5 Q_BUDGET=5 Q_RETRIES=0 Q_LEASE=5000
 fi
 BUILD=${LP_BENCH_BUILD_DIR:-$ROOT/build-rel}
 OUT_BASE=${LP_BENCH_OUT:-$ROOT/bench-results}
