@@ -15,8 +15,8 @@
  *                  client's N keys in one write; the next batch goes out when
  *                  all 2N replies are in.
  *
- * A new connection with a password first sends AUTH (LG_CS_AUTH) and
- * counts as connected once it is answered +OK. With --rate a cycle starts
+ * A new connection first sends AUTH (with a password) or PING
+ * (LG_CS_GREET) and counts as connected once it is answered. With --rate a cycle starts
  * when the schedule says (lg_rate.c), not when the last one ended. An
  * EVALSHA answered NOSCRIPT is sent once more as EVAL (lg_script.c), in
  * the same state.
@@ -414,27 +414,36 @@ static bool is_noscript(const redisReply *rep)
     return rep->type == REDIS_REPLY_ERROR && rep->len >= 8 && memcmp(rep->str, "NOSCRIPT", 8) == 0;
 }
 
-/* The reply to AUTH on a new connection: connected, or the run fails. */
-static void on_auth_reply(struct lg_client *c, const redisReply *rep)
+const char *lg_greet_error(const redisReply *rep)
 {
+    if (rep->type == REDIS_REPLY_STATUS &&
+        (strcmp(rep->str, "OK") == 0 || strcmp(rep->str, "PONG") == 0))
+        return NULL;
+    return rep->type == REDIS_REPLY_ERROR ? rep->str : "unexpected reply";
+}
+
+/* The reply to the greeting of a new connection: connected, or the run
+ * fails. */
+static void on_greet_reply(struct lg_client *c, const redisReply *rep)
+{
+    const char *err = lg_greet_error(rep);
     char why[200];
 
-    if (rep->type == REDIS_REPLY_STATUS && strcmp(rep->str, "OK") == 0) {
-        c->state = LG_CS_IDLE;
+    c->state = LG_CS_IDLE;
+    if (!err) {
         lg_run_conn_done(c->run, 0);
         return;
     }
-    snprintf(why, sizeof(why), "AUTH: %.120s",
-             rep->type == REDIS_REPLY_ERROR ? rep->str : "unexpected reply");
-    c->state = LG_CS_IDLE;
+    snprintf(why, sizeof(why), "%.60s: %s: %.120s", c->run->cmd_ep->name,
+             c->run->cmd_ep->pass[0] ? "AUTH" : "PING", err);
     lg_run_conn_failed(c->run, why);
 }
 
 /* Dispatches a reply by what c has in flight. */
 static void on_reply(struct lg_client *c, const redisReply *rep)
 {
-    if (c->state == LG_CS_AUTH) {
-        on_auth_reply(c, rep);
+    if (c->state == LG_CS_GREET) {
+        on_greet_reply(c, rep);
         return;
     }
     if (is_noscript(rep) && c->run->redisson && lg_scripts_resend_eval(c) == 0)
@@ -475,9 +484,9 @@ static void client_die(struct lg_client *c, const char *why)
     if (c->depth > 0)
         lg_run_released(c, c->key);
     c->depth = 0;
-    if (was == LG_CS_AUTH) {
+    if (was == LG_CS_GREET) {
         sched_conn_close(&c->conn, false);
-        lg_run_conn_failed(c->run, why ? why : "closed during AUTH");
+        lg_run_conn_failed(c->run, why ? why : "closed before answering");
         return;
     }
     if (why)
@@ -526,13 +535,15 @@ static void client_on_hangup(struct sched_conn *conn, int err)
     client_die(c, why);
 }
 
-/* Queues AUTH [user] password of ep on conn. Returns 0 or -ENOMEM. */
-int lg_auth_send(struct sched_conn *conn, const struct lg_endpoint *ep)
+int lg_greet_send(struct sched_conn *conn, const struct lg_endpoint *ep)
 {
     const char *with_user[] = {"AUTH", ep->user, ep->pass};
     const char *alone[] = {"AUTH", ep->pass};
-    int rc = ep->user[0] ? lg_resp_append(sched_conn_wbuf(conn), 3, with_user)
-                         : lg_resp_append(sched_conn_wbuf(conn), 2, alone);
+    const char *ping[] = {"PING"};
+    struct buf *b = sched_conn_wbuf(conn);
+    int rc = !ep->pass[0]  ? lg_resp_append(b, 1, ping)
+             : ep->user[0] ? lg_resp_append(b, 3, with_user)
+                           : lg_resp_append(b, 2, alone);
 
     if (rc == 0)
         sched_conn_mark_dirty(conn);
@@ -543,9 +554,9 @@ static void client_on_connect(struct sched_conn *conn, int err)
 {
     struct lg_client *c = LP_CONTAINER_OF(conn, struct lg_client, conn);
 
-    if (err == 0 && c->run->cmd_ep->pass[0]) {
-        c->state = LG_CS_AUTH;
-        err = lg_auth_send(conn, c->run->cmd_ep);
+    if (err == 0) {
+        c->state = LG_CS_GREET;
+        err = lg_greet_send(conn, c->run->cmd_ep);
         if (err == 0)
             return;
     }

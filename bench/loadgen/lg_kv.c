@@ -87,8 +87,9 @@ static void kv_target(FILE *f, const struct lg_opts *o, const struct lg_result *
     kv_num(f, t, "bench_cpu_s", true, res->bench_cpu_s);
     kv_num(f, t, "other_cpu_s", other_ok, other);
     kv_num(f, t, "jain", true, res->fair_jain);
-    fprintf(f, "%s errors %llu\n%s violations %llu\n%s stuck %u\n", t,
-            (unsigned long long)res->errors, t, (unsigned long long)res->violations, t, res->stuck);
+    fprintf(f, "%s errors %llu\n%s violations %llu\n%s stuck %u\n%s parked %u\n", t,
+            (unsigned long long)res->errors, t, (unsigned long long)res->violations, t, res->stuck,
+            t, res->parked);
 }
 
 int lg_report_kv(const char *path, const struct lg_opts *o, const struct lg_result *res, unsigned n)

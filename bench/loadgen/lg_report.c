@@ -224,6 +224,10 @@ void lg_report_target(const struct lg_opts *o, const struct lg_result *res)
            res->errors ? "; first: " : "", res->errors ? res->first_error : "");
     if (res->stuck)
         printf("  %-17s %u clients did not finish their cycle at the end\n", "STUCK", res->stuck);
+    if (res->parked)
+        printf("  %-17s %u clients were still waiting out a PTTL or poll delay at the end "
+               "(holding nothing): closed\n",
+               "drain", res->parked);
     if (res->error[0])
         printf("  %-17s %s\n", "problem", res->error);
     if (res->clean_note[0])
@@ -460,7 +464,7 @@ static void json_target(FILE *f, const struct lg_opts *o, const struct lg_result
     json_other_cpu(f, res);
     fprintf(f, "\"errors\": %llu, \"first_error\": ", (unsigned long long)res->errors);
     json_opt_str(f, res->first_error);
-    fprintf(f, ", \"stuck_clients\": %u,\n", res->stuck);
+    fprintf(f, ", \"stuck_clients\": %u, \"parked_clients\": %u,\n", res->stuck, res->parked);
     fprintf(f,
             "      \"fairness\": {\"min_grants\": %llu, \"max_grants\": %llu, \"jain\": %.4f, "
             "\"starved_clients\": %u},\n",

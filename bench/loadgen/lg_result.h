@@ -41,6 +41,7 @@ struct lg_result {
     uint64_t violations;                      /* exclusion violations (whole run) */
     char first_violation[160];                /* the first of them */
     unsigned stuck;                           /* clients that did not finish at the end */
+    unsigned parked;                          /* waiters closed at the end, holding nothing */
     uint64_t fair_min;                        /* fewest grants of one client (measured phase) */
     uint64_t fair_max;                        /* most grants of one client */
     unsigned starved;                         /* clients with no grant in the measured phase */

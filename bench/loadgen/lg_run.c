@@ -13,7 +13,11 @@
  * the figures are final. DRAIN lets every client finish its cycle (so no
  * lock is left behind, and a target that cannot hand locks over shows up
  * as "stuck"), bounded by DRAIN_TIMEOUT_MS (plus --lease-ms for direct
- * rwlock, see drain_timeout_ms()). CLOSE closes every connection;
+ * rwlock, see drain_timeout_ms()). A client that is only waiting out a
+ * PTTL or a poll delay (a direct waiter that missed its wake-up, as
+ * Redisson's can) holds nothing: once every busy client is such a waiter
+ * (checked each second), the drain ends and they are counted as parked,
+ * not stuck. CLOSE closes every connection;
  * the loop stops when the last one is released.
  *
  * Holds (--hold-us). All holds have the same length, so the queue of
@@ -301,73 +305,11 @@ void lg_run_hold(struct lg_client *c)
         sched_loop_timer_add(r->loop, &r->hold_timer, (c->due_ns + 999999u) / 1000000u);
 }
 
-/* ---- statistics -------------------------------------------------------- */
-
-static void snapshot_begin(struct lg_run *r)
-{
-    struct lg_result *res = r->res;
-    int pid = lg_target_pid(r->o, r->target);
-
-    res->redis_local = lg_endpoint_is_local(&r->o->redis);
-    if (r->o->redis_stats)
-        res->redis_ok = lg_redis_snapshot(&r->o->redis, r->snap0, res->redis_error,
-                                          sizeof(res->redis_error)) == 0;
-    else
-        snprintf(res->redis_error, sizeof(res->redis_error),
-                 "omitted: give --redis HOST:PORT (the Redis behind the target) for them");
-    res->proxy_cpu_ok = pid > 0 && lg_proc_cpu(pid, &r->proxy_cpu0) == 0;
-    r->bench_cpu0 = lg_self_cpu();
-    res->sys_ok = lg_sys_busy(&r->sys_busy0) == 0;
-}
-
-/* Redis CPU, command totals and the per-command deltas (without the
- * bench's own INFO and AUTH) between the two snapshots. */
-static void redis_figures(struct lg_run *r, const struct lg_redis_snap *end)
-{
-    struct lg_result *res = r->res;
-
-    res->redis_cpu_s = end->cpu_s - r->snap0->cpu_s;
-    lg_redis_delta(r->snap0, end, &res->redis_client_cmds, &res->redis_all_calls);
-    res->ndelta = 0;
-    for (unsigned i = 0; i < end->n; i++) {
-        uint64_t d = end->cmd[i].calls - lg_redis_calls(r->snap0, end->cmd[i].name);
-
-        if (d == 0 || lg_cmd_is_bench_own(end->cmd[i].name))
-            continue;
-        res->delta[res->ndelta] = end->cmd[i];
-        res->delta[res->ndelta].calls = d;
-        res->ndelta++;
-    }
-}
-
-/* Takes the end-of-measurement figures; a figure whose start or end
- * could not be read is reported n/a. */
-static void snapshot_end(struct lg_run *r)
-{
-    struct lg_result *res = r->res;
-    struct lg_redis_snap *end = malloc(sizeof(*end));
-    double cpu;
-
-    res->bench_cpu_s = lg_self_cpu() - r->bench_cpu0;
-    if (res->proxy_cpu_ok && lg_proc_cpu(lg_target_pid(r->o, r->target), &cpu) == 0)
-        res->proxy_cpu_s = cpu - r->proxy_cpu0;
-    else
-        res->proxy_cpu_ok = false;
-    if (res->sys_ok && lg_sys_busy(&cpu) == 0)
-        res->sys_busy_s = cpu - r->sys_busy0;
-    else
-        res->sys_ok = false;
-    if (res->redis_ok && end &&
-        lg_redis_snapshot(&r->o->redis, end, res->redis_error, sizeof(res->redis_error)) == 0)
-        redis_figures(r, end);
-    else
-        res->redis_ok = false;
-    free(end);
-}
-
 /* ---- phases ------------------------------------------------------------ */
 
 static void start_drain(struct lg_run *r);
+static void end_drain(struct lg_run *r);
+static unsigned busy_unparked(const struct lg_run *r);
 
 /* SIGINT/SIGTERM: the first one stops new cycles (so no lock is left
  * behind), a second one closes at once. Returns true if the phase changed
@@ -395,6 +337,10 @@ static void progress_cb(struct sched_timer *t)
 
     if (check_interrupt(r))
         return;
+    if (r->phase == LG_PH_DRAIN && busy_unparked(r) == 0) {
+        end_drain(r);
+        return;
+    }
     el = (double)(clock_mono_ns() - r->t_phase_ns) / 1e9;
     d = r->acq_all - r->last_acq;
     r->last_acq = r->acq_all;
@@ -412,50 +358,6 @@ static void progress_cb(struct sched_timer *t)
     sched_loop_timer_in(r->loop, t, PROGRESS_MS);
 }
 
-/* Freezes the measured-phase counters into the result. */
-static void copy_counters(struct lg_run *r)
-{
-    struct lg_result *res = r->res;
-
-    res->acquisitions = r->cnt.acquisitions;
-    res->attempts = r->cnt.attempts;
-    res->waits = r->cnt.waits;
-    res->subscribes = r->cnt.subscribes;
-    res->unsubscribes = r->cnt.unsubscribes;
-    res->messages = r->cnt.messages;
-    res->reads = r->cnt.reads;
-    res->writes = r->cnt.writes;
-    res->latch_timeouts = r->cnt.latch_timeouts;
-    res->polls = r->cnt.polls;
-    res->noscripts = r->cnt.noscripts;
-    if (r->o->rate > 0) {
-        res->rate_asked = r->o->rate;
-        res->rate_achieved =
-            res->seconds > 0 ? (double)res->acquisitions / r->acq_per_cycle / res->seconds : 0.0;
-    }
-}
-
-/* How evenly the grants were spread over the clients: an unfair lock can
- * show good percentiles because the clients that barge in generate most
- * of the samples while others starve. */
-static void fairness(struct lg_run *r)
-{
-    struct lg_result *res = r->res;
-    double sum = 0, sq = 0;
-
-    res->fair_min = UINT64_MAX;
-    for (unsigned i = 0; i < r->nclients; i++) {
-        uint64_t g = r->clients[i].granted;
-
-        res->fair_min = LP_MIN(res->fair_min, g);
-        res->fair_max = LP_MAX(res->fair_max, g);
-        res->starved += g == 0;
-        sum += (double)g;
-        sq += (double)g * (double)g;
-    }
-    res->fair_jain = sq > 0 ? sum * sum / ((double)r->nclients * sq) : 0.0;
-}
-
 /* How long the drain may take. A direct rwlock waiter whose retry was in
  * flight when a write unlock's "1" arrived has missed it (Redisson's
  * READ_UNLOCK_MESSAGE wakes the waiters present and leaves no permit), and
@@ -467,6 +369,33 @@ static uint64_t drain_timeout_ms(const struct lg_run *r)
     if (r->redisson && !r->polling && r->o->workload == LG_WL_RWLOCK)
         return DRAIN_TIMEOUT_MS + r->o->lease_ms;
     return DRAIN_TIMEOUT_MS;
+}
+
+/* Clients still busy that are not just waiting out a timer while holding
+ * nothing (parked: see the design block). */
+static unsigned busy_unparked(const struct lg_run *r)
+{
+    unsigned n = 0;
+
+    for (unsigned i = 0; i < r->nclients; i++) {
+        const struct lg_client *c = &r->clients[i];
+        bool parked = (c->state == LG_CS_LATCH || c->state == LG_CS_POLL) && c->depth == 0 &&
+                      sched_timer_is_pending(&c->timer);
+
+        n += c->state != LG_CS_IDLE && c->state != LG_CS_DEAD && !parked;
+    }
+    return n;
+}
+
+/* The drain is over: the busy clients that were only parked waiters are
+ * counted so, the rest as stuck. */
+static void end_drain(struct lg_run *r)
+{
+    unsigned unparked = busy_unparked(r);
+
+    r->res->stuck = unparked;
+    r->res->parked = r->active > unparked ? r->active - unparked : 0;
+    close_all(r);
 }
 
 /* No new cycles; close once every client has finished its cycle. */
@@ -492,9 +421,7 @@ static void end_measure(struct lg_run *r)
     uint64_t now = clock_mono_ns();
 
     r->res->seconds = (double)(now - r->t_phase_ns) / 1e9;
-    copy_counters(r);
-    fairness(r);
-    snapshot_end(r);
+    lg_figures_end(r);
     r->res->ran = true;
     start_drain(r);
 }
@@ -502,7 +429,7 @@ static void end_measure(struct lg_run *r)
 /* Warm-up is over: snapshot, zero the counters, time the measurement. */
 static void begin_measure(struct lg_run *r)
 {
-    snapshot_begin(r);
+    lg_figures_begin(r);
     memset(&r->cnt, 0, sizeof(r->cnt));
     for (unsigned i = 0; i < r->nclients; i++)
         r->clients[i].granted = 0;
@@ -533,8 +460,7 @@ static void phase_cb(struct sched_timer *t)
         end_measure(r);
         return;
     case LG_PH_DRAIN:
-        r->res->stuck = r->active;
-        close_all(r);
+        end_drain(r);
         return;
     default:
         return;

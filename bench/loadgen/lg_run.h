@@ -3,7 +3,8 @@
  * counters, the phases), and the interface between the three files that
  * implement it:
  *   lg_run.c     phases, connection set-up and tear-down, timers, holds,
- *                exclusion check, statistics;
+ *                exclusion check;
+ *   lg_figures.c the measured phase's figures (snapshots, counters);
  *   lg_client.c  the per-client request state machines (proxy, direct,
  *                twemproxy, pipelined);
  *   lg_rate.c    the open-loop schedule (--rate);
@@ -25,6 +26,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <hiredis/hiredis.h>
 #include <hiredis/read.h>
 
 #include "bench/loadgen/lg_opts.h"
@@ -59,7 +61,7 @@ enum lg_client_state {
     LG_CS_BATCH = 7,   /* pipelined batch in flight */
     LG_CS_BACKOFF = 8, /* after an error, waiting to start over */
     LG_CS_DEAD = 9,    /* connection lost */
-    LG_CS_AUTH = 10,   /* AUTH sent on the new connection, not answered */
+    LG_CS_GREET = 10,  /* new connection: AUTH or PING sent, not answered */
     LG_CS_POLL = 11,   /* twemproxy: waiting out the poll delay */
     LG_CS_SCHED = 12,  /* --rate: waiting for the start of its next slot */
 };
@@ -155,7 +157,7 @@ struct lg_sub_entry {
 struct lg_sub {
     struct sched_conn conn;       /* pub/sub connection to Redis */
     struct lg_run *run;           /* borrowed: the run */
-    bool authing;                 /* AUTH sent, its reply not read yet */
+    bool greeting;                /* AUTH or PING sent, its reply not read yet */
     redisReader *rd;              /* owned: reply parser */
     struct lg_sub_entry *entries; /* owned: nentries entries */
     unsigned nentries;            /* one per key (shared) or 1 (per client) */
@@ -262,12 +264,21 @@ size_t lg_run_key_name(const struct lg_run *r, unsigned key, char *buf, size_t c
 void lg_run_conn_done(struct lg_run *r, int err);
 
 /* A connection of the run was refused after connecting (AUTH failed, or
- * it closed during AUTH): the run stops with why as its error. */
+ * it closed before its greeting was answered): the run stops with why as
+ * its error. */
 void lg_run_conn_failed(struct lg_run *r, const char *why);
 
-/* Queues AUTH [user] password of ep on conn (a new connection). Returns 0
- * or -ENOMEM. */
-int lg_auth_send(struct sched_conn *conn, const struct lg_endpoint *ep);
+/* Queues the greeting of a new connection to ep: AUTH [user] password
+ * when ep has a password, else PING. A connection counts as connected once
+ * its greeting is answered, so the connect window (lg_run.c) bounds the
+ * connections the server has not accepted yet, on Unix sockets too (whose
+ * connect completes at once, and whose backlog would overflow with
+ * EAGAIN). Returns 0 or -ENOMEM. */
+int lg_greet_send(struct sched_conn *conn, const struct lg_endpoint *ep);
+
+/* The greeting's reply: NULL when it is +OK (AUTH) or +PONG, else what
+ * was wrong with it (a static or the reply's own text). */
+const char *lg_greet_error(const redisReply *rep);
 
 /* on_release of any connection of the run. */
 void lg_run_conn_released(struct lg_run *r);
@@ -330,6 +341,16 @@ void lg_buf_take(struct buf *b, char **out, size_t *len);
 
 /* One step of a splitmix64 stream. */
 uint64_t lg_rng_next(uint64_t *state);
+
+/* ---- lg_figures.c ------------------------------------------------------ */
+
+/* The measured phase begins: snapshots of Redis, the proxy, the bench and
+ * the machine (the counters are zeroed by the caller). */
+void lg_figures_begin(struct lg_run *r);
+
+/* The measured phase ended (r->res->seconds set): the counters, fairness
+ * and the deltas of every snapshot go into r->res. */
+void lg_figures_end(struct lg_run *r);
 
 /* ---- lg_rate.c --------------------------------------------------------- */
 

@@ -29,8 +29,8 @@
  * The channel is the run's chan_prefix + key + "}": redisson_lock__channel,
  * redisson_rwlock or redisson_sc.
  *
- * With a password the connection sends AUTH first and counts as connected
- * once it is answered (s->authing until then).
+ * A new connection sends AUTH (with a password) or PING first and counts
+ * as connected once it is answered (s->greeting until then).
  *
  * Replies on a subscribed RESP2 connection are arrays: ["subscribe", ch, n],
  * ["unsubscribe", ch, n], ["message", ch, payload]. A subscribe
@@ -279,17 +279,18 @@ bad:
 
 /* ---- connection callbacks ---------------------------------------------- */
 
-static void on_auth(struct lg_sub *s, const redisReply *rep)
+static void on_greet(struct lg_sub *s, const redisReply *rep)
 {
+    const char *err = lg_greet_error(rep);
     char why[200];
 
-    s->authing = false;
-    if (rep->type == REDIS_REPLY_STATUS && strcmp(rep->str, "OK") == 0) {
+    s->greeting = false;
+    if (!err) {
         lg_run_conn_done(s->run, 0);
         return;
     }
-    snprintf(why, sizeof(why), "pub/sub AUTH: %.120s",
-             rep->type == REDIS_REPLY_ERROR ? rep->str : "unexpected reply");
+    snprintf(why, sizeof(why), "pub/sub connection to %.60s: %s: %.100s", s->run->o->redis.name,
+             s->run->o->redis.pass[0] ? "AUTH" : "PING", err);
     lg_run_conn_failed(s->run, why);
 }
 
@@ -301,8 +302,8 @@ static void sub_die(struct lg_sub *s, const char *why)
     sched_conn_close(&s->conn, false);
     if (s->run->phase == LG_PH_CLOSE)
         return;
-    if (s->authing) {
-        s->authing = false;
+    if (s->greeting) {
+        s->greeting = false;
         lg_run_conn_failed(s->run, why);
         return;
     }
@@ -336,8 +337,8 @@ static void sub_on_data(struct sched_conn *conn, const char *data, size_t len)
         }
         if (!rep)
             return;
-        if (s->authing)
-            on_auth(s, rep);
+        if (s->greeting)
+            on_greet(s, rep);
         else
             on_push(s, rep);
         freeReplyObject(rep);
@@ -356,9 +357,9 @@ static void sub_on_connect(struct sched_conn *conn, int err)
 {
     struct lg_sub *s = LP_CONTAINER_OF(conn, struct lg_sub, conn);
 
-    if (err == 0 && s->run->o->redis.pass[0]) {
-        err = lg_auth_send(conn, &s->run->o->redis);
-        s->authing = err == 0;
+    if (err == 0) {
+        err = lg_greet_send(conn, &s->run->o->redis);
+        s->greeting = err == 0;
         if (err == 0)
             return;
     }
