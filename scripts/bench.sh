@@ -661,7 +661,11 @@ step_values() {
         return 0
     fi
     awk -v fmt="$fmt" '
-        function emit(v) { v = '"$expr"'; vals[++n] = (v == v + 0 ? v : "nan"); delete k }
+        function emit(v) {
+            v = '"$expr"'
+            vals[++n] = (v == v + 0 && (v "") !~ /nan|inf/) ? v : "nan"
+            delete k
+        }
         FNR == 1 && NR > 1 { emit() }
         { k[$1 " " $2] = $3 }
         END {
@@ -790,11 +794,12 @@ redis_cpu_rows() {
     done
 }
 
-# CPU microseconds per acquire+release pair, by process, for step $1:
-# where the time goes ("proxy" is lockproxy or nutcracker).
+# CPU microseconds per acquire+release pair, by process, for step $1 and
+# the targets $2 (default: all): where the time goes ("proxy" is lockproxy
+# or nutcracker).
 cpu_rows() {
     local t p
-    for t in $ALL_TARGETS; do
+    for t in ${2:-$ALL_TARGETS}; do
         for p in redis proxy bench other; do
             if [ "$p" = proxy ] && [ "$t" != proxy ] && [ "$t" != twemproxy ]; then
                 continue
@@ -938,7 +943,7 @@ summary_rows() {
         paired_row "  p99, proxy (unix) / direct (TCP)" "" "" "%.2fx" \
             unix "proxy p99_us" unix "direct p99_us"
         info_row "  direct (unix) ops/s" unix-direct 'k["direct ops_per_sec"]' "%.0f"
-        cpu_rows unix
+        cpu_rows unix "proxy direct direct-shared"
     fi
 }
 
