@@ -36,6 +36,9 @@ extern "C" {
 struct pool;
 struct sched_loop;
 
+/* Hash slots of a Redis Cluster. */
+#define POOL_SLOTS 16384
+
 /* Reply callback. err == 0: r is the reply (possibly REDIS_REPLY_ERROR),
  * borrowed for the call. err < 0: r is NULL (-ECONNRESET, -ETIMEDOUT,
  * -ENOMEM, -EPROTO). */
@@ -93,6 +96,18 @@ int pool_command(struct pool *p, uint64_t hint, int argc, const char *const *arg
  * NOSCRIPT is retried once with a reload. Same return contract. */
 int pool_eval(struct pool *p, uint64_t hint, unsigned script, int numkeys, int argc,
               const char *const *argv, const size_t *lens, pool_reply_fn *cb, void *arg);
+
+/* The cluster hash slot of key (Redis's HASH_SLOT: CRC16 of the hash tag,
+ * the text between the first '{' and the first '}' after it when not
+ * empty, else of the whole key) modulo 16384. */
+uint16_t pool_slot(const char *key, size_t len);
+
+/* Redisson's calcSlot(): the first '{' and the first '}' anywhere in the
+ * key. Differs from pool_slot() only when a '}' comes before the first '{'. */
+uint16_t pool_slot_redisson(const char *key, size_t len);
+
+/* CRC16/XMODEM of buf, as the cluster specification defines it. */
+uint16_t pool_crc16(const char *buf, size_t len);
 
 /* Pub/sub: one upstream SUBSCRIBE per channel, one listener per channel.
  * Starting a sub copies the channel name. The listener gets POOL_SUB_READY
