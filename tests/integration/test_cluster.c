@@ -689,100 +689,135 @@ static void run_pubsub(enum sched_io io)
     cfx_done(&f);
 }
 
-/* MOVED after a migration (request retried, map updated, callback);
- * a subscription moves with its slot (LOST, READY on the new owner); ASK
- * during a migration (keys on the importing node) without touching the
- * map; a periodic refresh sees a migration nobody was redirected by. */
-static void run_migrate(enum sched_io io)
+/* MOVED after a migration: the request is retried on the new owner, the
+ * map learns (no second MOVED), on_topology reports the slot. */
+static void migrate_moved(struct cfx *f, int m1, int m2)
 {
-    char mk[32], pch[32], tag[32], ax[40], ay[40], az[40], rk[32];
-    struct pool_stats st, st2;
     struct pool_node_stats ns;
-    int m1, m2, s, calls;
-    redisContext *ctx;
-    redisReply *rep;
-    struct pool *b;
-    struct pool_opts o;
-    struct topo_rec bt;
+    char mk[32];
+    int s;
+
+    key_on(f, m1, "mk", mk, sizeof(mk));
+    cfx_set(f, mk, "moved-value");
+    s = pool_slot(mk, strlen(mk));
+    rcluster_migrate(&f->c, s, m2);
+    cfx_expect_get(f, mk, "moved-value");
+    ASSERT_EQ(cfx_stats(f).moved, 1);
+    cfx_expect_get(f, mk, "moved-value");
+    ASSERT_EQ(cfx_stats(f).moved, 1);
+    wait_topo(f, &f->topo, s);
+    ASSERT_TRUE(node_stats_of(f, m1, &ns));
+    ASSERT_EQ(ns.moved, 1);
+}
+
+/* A sharded subscription follows its slot: LOST, READY on the new owner,
+ * where SPUBLISH reaches it. */
+static void migrate_subscription(struct cfx *f, int m1, int m2)
+{
     struct lsn l;
-    struct cfx f;
+    char pch[32];
 
     memset(&l, 0, sizeof(l));
-    cfx_init(&f, io);
-    f.opts.cluster_refresh_ms = 60000; /* only on-demand refreshes here */
-    cfx_pool(&f);
-    m1 = rcluster_owner(&f.c, 0);
-    m2 = rcluster_other_master(&f.c, m1);
-    /* MOVED */
-    key_on(&f, m1, "mk", mk, sizeof(mk));
-    cfx_set(&f, mk, "moved-value");
-    s = pool_slot(mk, strlen(mk));
-    rcluster_migrate(&f.c, s, m2);
-    cfx_expect_get(&f, mk, "moved-value");
-    st = cfx_stats(&f);
-    ASSERT_EQ(st.moved, 1);
-    cfx_expect_get(&f, mk, "moved-value");
-    ASSERT_EQ(cfx_stats(&f).moved, 1); /* the map learnt */
-    wait_topo(&f, &f.topo, s);
-    ASSERT_TRUE(node_stats_of(&f, m1, &ns));
-    ASSERT_EQ(ns.moved, 1);
-    /* a sharded subscription follows its slot */
-    key_on(&f, m1, "pch", pch, sizeof(pch));
-    ASSERT_OK(pool_sub_start(f.pool, &l.sub, pch, strlen(pch), lsn_cb));
-    wait_lsn(&f, &l, 1, 0, 0, 5000);
-    ASSERT_EQ(numsub(&f, m1, pch, true), 1);
-    rcluster_migrate(&f.c, pool_slot(pch, strlen(pch)), m2);
-    wait_lsn(&f, &l, 2, 1, 0, 5000);
-    ASSERT_EQ(numsub(&f, m2, pch, true), 1);
-    ASSERT_EQ(rcluster_int(&f.c, m2, "SPUBLISH %s after", pch), 1);
-    wait_lsn(&f, &l, 2, 1, 1, 5000);
-    /* ASK: x moved to the importing node, y still on the source */
-    key_on(&f, m1, "ask", tag, sizeof(tag)); /* a hash tag on m1 */
+    key_on(f, m1, "pch", pch, sizeof(pch));
+    ASSERT_OK(pool_sub_start(f->pool, &l.sub, pch, strlen(pch), lsn_cb));
+    wait_lsn(f, &l, 1, 0, 0, 5000);
+    ASSERT_EQ(numsub(f, m1, pch, true), 1);
+    rcluster_migrate(&f->c, pool_slot(pch, strlen(pch)), m2);
+    wait_lsn(f, &l, 2, 1, 0, 5000);
+    ASSERT_EQ(numsub(f, m2, pch, true), 1);
+    ASSERT_EQ(rcluster_int(&f->c, m2, "SPUBLISH %s after", pch), 1);
+    wait_lsn(f, &l, 2, 1, 1, 5000);
+    pool_sub_stop(f->pool, &l.sub);
+}
+
+/* True when key exists on node i for a client that sent ASKING first. */
+static bool exists_asking(struct cfx *f, int i, const char *key)
+{
+    redisContext *ctx = rcluster_connect(&f->c, i);
+    redisReply *rep;
+    bool yes;
+
+    ASSERT_NOTNULL(ctx);
+    freeReplyObject(redisCommand(ctx, "ASKING"));
+    rep = redisCommand(ctx, "EXISTS %s", key);
+    yes = rep && rep->type == REDIS_REPLY_INTEGER && rep->integer == 1;
+    if (rep)
+        freeReplyObject(rep);
+    redisFree(ctx);
+    return yes;
+}
+
+/* ASK during a migration: x already moved to the importing node, y still
+ * on the source, z new (created on the importing node); the map and the
+ * topology callback are left alone. */
+static void migrate_ask(struct cfx *f, int m1, int m2)
+{
+    char tag[32], ax[40], ay[40], az[40];
+    int s, calls, moved = (int)cfx_stats(f).moved;
+
+    key_on(f, m1, "ask", tag, sizeof(tag)); /* a hash tag on m1 */
     snprintf(ax, sizeof(ax), "{%s}x", tag);
     snprintf(ay, sizeof(ay), "{%s}y", tag);
     snprintf(az, sizeof(az), "{%s}z", tag);
     s = pool_slot(ax, strlen(ax));
     ASSERT_EQ(pool_slot(ay, strlen(ay)), s);
-    ASSERT_EQ(rcluster_owner(&f.c, s), m1);
-    cfx_set(&f, ax, "ask-x");
-    cfx_set(&f, ay, "ask-y");
-    calls = f.topo.calls;
-    rcluster_migrate_begin(&f.c, s, m1, m2);
-    rcluster_migrate_key(&f.c, m1, m2, ax);
-    cfx_expect_get(&f, ax, "ask-x");
-    st2 = cfx_stats(&f);
-    ASSERT_EQ(st2.ask, 1);
-    cfx_expect_get(&f, ay, "ask-y");
-    cfx_set(&f, az, "ask-z");
-    st2 = cfx_stats(&f);
-    ASSERT_EQ(st2.ask, 2);
-    ASSERT_EQ(st2.moved, st.moved + 0); /* ASK never touches the map */
-    ctx = rcluster_connect(&f.c, m2);
-    ASSERT_NOTNULL(ctx);
-    freeReplyObject(redisCommand(ctx, "ASKING"));
-    rep = redisCommand(ctx, "EXISTS %s", az);
-    ASSERT_TRUE(rep && rep->type == REDIS_REPLY_INTEGER && rep->integer == 1);
-    freeReplyObject(rep);
-    redisFree(ctx);
-    ASSERT_EQ(rcluster_int(&f.c, m1, "EXISTS %s", ay), 1);
-    rcluster_migrate_key(&f.c, m1, m2, ay);
-    rcluster_migrate_finish(&f.c, s, m1, m2);
-    ASSERT_EQ(f.topo.calls, calls);
-    /* periodic refresh: a second pool, refreshing every 200 ms, learns of a
-     * migration it never sent a request for */
+    cfx_set(f, ax, "ask-x");
+    cfx_set(f, ay, "ask-y");
+    calls = f->topo.calls;
+    rcluster_migrate_begin(&f->c, s, m1, m2);
+    rcluster_migrate_key(&f->c, m1, m2, ax);
+    cfx_expect_get(f, ax, "ask-x");
+    ASSERT_EQ(cfx_stats(f).ask, 1);
+    cfx_expect_get(f, ay, "ask-y");
+    cfx_set(f, az, "ask-z");
+    ASSERT_EQ(cfx_stats(f).ask, 2);
+    ASSERT_EQ(cfx_stats(f).moved, moved);
+    ASSERT_TRUE(exists_asking(f, m2, az));
+    ASSERT_EQ(rcluster_int(&f->c, m1, "EXISTS %s", ay), 1);
+    rcluster_migrate_key(&f->c, m1, m2, ay);
+    rcluster_migrate_finish(&f->c, s, m1, m2);
+    ASSERT_EQ(f->topo.calls, calls);
+}
+
+/* A second pool, refreshing every 200 ms, learns of a migration it never
+ * sent a request for: no MOVED, no ASK. */
+static void migrate_periodic(struct cfx *f, int m1, int m2)
+{
+    struct pool_opts o = f->opts;
+    struct topo_rec bt;
+    struct pool_stats st;
+    struct pool *b;
+    char rk[32];
+    int s;
+
     memset(&bt, 0, sizeof(bt));
-    o = f.opts;
     o.cluster_refresh_ms = 200;
     o.topology_arg = &bt;
-    b = cfx_new_pool(&f, &o);
-    key_on(&f, m1, "quiet", rk, sizeof(rk));
+    b = cfx_new_pool(f, &o);
+    key_on(f, m1, "quiet", rk, sizeof(rk));
     s = pool_slot(rk, strlen(rk));
-    rcluster_migrate(&f.c, s, m2);
-    wait_topo(&f, &bt, s);
+    rcluster_migrate(&f->c, s, m2);
+    wait_topo(f, &bt, s);
     pool_get_stats(b, &st);
     ASSERT_EQ(st.moved + st.ask, 0);
     ASSERT_TRUE(st.topology_refreshes >= 2);
-    cfx_free_pool(&f, b);
+    cfx_free_pool(f, b);
+}
+
+static void run_migrate(enum sched_io io)
+{
+    struct cfx f;
+    int m1, m2;
+
+    cfx_init(&f, io);
+    f.opts.cluster_refresh_ms = 60000; /* only on-demand refreshes here */
+    cfx_pool(&f);
+    m1 = rcluster_owner(&f.c, 0);
+    m2 = rcluster_other_master(&f.c, m1);
+    migrate_moved(&f, m1, m2);
+    migrate_subscription(&f, m1, m2);
+    migrate_ask(&f, m1, m2);
+    migrate_periodic(&f, m1, m2);
     cfx_done(&f);
 }
 
