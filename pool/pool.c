@@ -322,6 +322,16 @@ bool pool_is_cluster(const struct pool *p)
     return p->cl != NULL;
 }
 
+const char *pool_slot_owner(const struct pool *p, unsigned slot)
+{
+    const struct pool_node *n;
+
+    if (slot >= POOL_SLOTS)
+        return NULL;
+    n = p->cl ? pool__cluster_owner(p, (int)slot) : p->single;
+    return n ? n->addr.where : NULL;
+}
+
 bool pool_pubsub_sharded(const struct pool *p)
 {
     return p->sharded;

@@ -175,6 +175,11 @@ uint16_t pool_slot_redisson(const char *key, size_t len);
 /* CRC16/XMODEM of buf, as the cluster specification defines it. */
 uint16_t pool_crc16(const char *buf, size_t len);
 
+/* The address ("host:port") of the master serving slot (< POOL_SLOTS), or
+ * NULL when no master is known to; a single node: its address. Borrowed
+ * until the loop runs again. */
+const char *pool_slot_owner(const struct pool *p, unsigned slot);
+
 /* True for a Redis Cluster upstream (opts.cluster_seeds). */
 bool pool_is_cluster(const struct pool *p);
 

@@ -530,6 +530,13 @@ static void check_node_stats(struct cfx *f)
         slots += ns[i].slots;
     }
     ASSERT_EQ(slots, POOL_SLOTS);
+    for (i = 0; i < POOL_SLOTS; i += 1001) {
+        char addr[32];
+
+        rcluster_addr(&f->c, rcluster_owner(&f->c, (int)i), addr, sizeof(addr));
+        ASSERT_STREQ(pool_slot_owner(f->pool, (unsigned)i), addr);
+    }
+    ASSERT_NULL(pool_slot_owner(f->pool, POOL_SLOTS));
 }
 
 static bool single_ready(void *arg)
