@@ -245,7 +245,11 @@ static int shard_parse(struct pool__topo *t, const redisReply *r, const char *fa
     return err;
 }
 
-int pool__topo_parse_shards(struct pool__topo *t, const redisReply *r, const char *fallback_host)
+/* Both replies are arrays of entries (a shard, a slot range). */
+typedef int topo_entry_fn(struct pool__topo *t, const redisReply *e, const char *fallback);
+
+static int parse_entries(struct pool__topo *t, const redisReply *r, const char *fallback,
+                         topo_entry_fn *entry)
 {
     size_t i;
     int err;
@@ -254,11 +258,16 @@ int pool__topo_parse_shards(struct pool__topo *t, const redisReply *r, const cha
     if (r->type != REDIS_REPLY_ARRAY)
         return -EPROTO;
     for (i = 0; i < r->elements; i++) {
-        err = shard_parse(t, r->element[i], fallback_host);
+        err = entry(t, r->element[i], fallback);
         if (err < 0)
             return err;
     }
     return 0;
+}
+
+int pool__topo_parse_shards(struct pool__topo *t, const redisReply *r, const char *fallback_host)
+{
+    return parse_entries(t, r, fallback_host, shard_parse);
 }
 
 /* ---- CLUSTER SLOTS ----------------------------------------------------------- */
@@ -304,16 +313,5 @@ static int slots_entry(struct pool__topo *t, const redisReply *r, const char *fa
 
 int pool__topo_parse_slots(struct pool__topo *t, const redisReply *r, const char *fallback_host)
 {
-    size_t i;
-    int err;
-
-    topo_init(t);
-    if (r->type != REDIS_REPLY_ARRAY)
-        return -EPROTO;
-    for (i = 0; i < r->elements; i++) {
-        err = slots_entry(t, r->element[i], fallback_host);
-        if (err < 0)
-            return err;
-    }
-    return 0;
+    return parse_entries(t, r, fallback_host, slots_entry);
 }
