@@ -13,6 +13,7 @@
  * when the kernel refuses io_uring. Cases skip when redis-server or
  * redis-cli is missing. */
 #include <errno.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -956,14 +957,18 @@ static bool kill_recovered(void *arg)
     return w->l->ready >= 2 && pool_all_up(w->f->pool);
 }
 
-/* kill -9 a master: its listener hears LOST at once, READY from the
- * promoted replica once the cluster has failed over (found by the pool's
- * own refreshes), and requests for its slots work again. */
+/* kill -9 a master: a request it had received but not answered gets
+ * -ECONNRESET (it may have run: never re-sent, not even to the promoted
+ * replica), its listener hears LOST at once and READY from the promoted
+ * replica once the cluster has failed over (found by the pool's own
+ * refreshes), and requests for its slots work again. */
 static void run_kill(enum sched_io io)
 {
     char kch[32], k1[32];
     const char *e1[] = {k1, "1"};
+    const char *incr[] = {"INCR", k1};
     struct kill_wait w;
+    struct rec inflight;
     int m1, r, s;
     struct lsn l;
     struct cfx f;
@@ -979,8 +984,15 @@ static void run_kill(enum sched_io io)
     ASSERT_OK(pool_sub_start(f.pool, &l.sub, kch, strlen(kch), lsn_cb));
     wait_lsn(&f, &l, 1, 0, 0, 5000);
     ASSERT_EQ(cfx_eval(&f, 1, 1, 2, e1).integer, 1);
+    memset(&inflight, 0, sizeof(inflight));
+    predis_signal(&f.c.node[m1], SIGSTOP);
+    ASSERT_OK(pool_command(f.pool, 0, 2, incr, NULL, rec_cb, &inflight));
+    cfx_run_for(&f, 50);
+    ASSERT_EQ(inflight.calls, 0);
     predis_kill(&f.c.node[m1]);
     wait_lsn(&f, &l, 1, 1, 0, 3000);
+    ASSERT_EQ(inflight.calls, 1);
+    ASSERT_EQ(inflight.err, -ECONNRESET);
     w.l = &l;
     w.f = &f;
     if (!cfx_run_until(&f, kill_recovered, &w, 20000))
