@@ -5,8 +5,8 @@
 #include <strings.h>
 
 #include "pool/pool.h"
+#include "proxy/locks/semaphore.h"
 #include "proxy/metrics.h"
-#include "proxy/semaphore.h"
 #include "proxy/server.h"
 #include "sched/loop.h"
 

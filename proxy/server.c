@@ -24,11 +24,11 @@
 #include "proxy/client.h"
 #include "proxy/cmd.h"
 #include "proxy/config.h"
-#include "proxy/hold.h"
 #include "proxy/http.h"
-#include "proxy/lock.h"
+#include "proxy/locks/hold.h"
+#include "proxy/locks/lock.h"
+#include "proxy/locks/scripts.h"
 #include "proxy/metrics.h"
-#include "proxy/scripts.h"
 
 #define PX_DRAIN_MS  2000u /* how long the stop waits for releases to reach Redis */
 #define PX_SETTLE_MS 2000u /* how long start-up waits for the first upstream attempt */

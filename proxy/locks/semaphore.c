@@ -24,7 +24,7 @@
  * Redisson's acquire() wakes. Rejected: one subscription per waiter
  * (Redisson's cost; pain point 1) and waiting without a re-check
  * (Redisson's acquire() hangs on a lost message; pain points 3, 18). */
-#include "proxy/semaphore.h"
+#include "proxy/locks/semaphore.h"
 
 #include <sys/random.h>
 
@@ -38,7 +38,7 @@
 #include "common/log.h"
 #include "pool/pool.h"
 #include "proxy/args.h"
-#include "proxy/lock.h"
+#include "proxy/locks/lock.h"
 #include "proxy/metrics.h"
 #include "proxy/reply.h"
 #include "proxy/server.h"

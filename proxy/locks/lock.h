@@ -4,8 +4,8 @@
  * parsing, the wait state machine on a shared per-channel waitset, holds,
  * and the NOTOWNER / LOCKLOST unlock replies. A kind only says which
  * scripts to run and which channel to wait on (struct px_lock_kind). */
-#ifndef LP_PROXY_LOCK_H
-#define LP_PROXY_LOCK_H
+#ifndef LP_PROXY_LOCKS_LOCK_H
+#define LP_PROXY_LOCKS_LOCK_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -13,10 +13,10 @@
 
 #include "pool/pool.h"
 #include "proxy/cmd.h"
-#include "proxy/fairlock.h" /* the family's other kinds: their command and script sets */
-#include "proxy/hold.h"
-#include "proxy/rwlock.h"
-#include "proxy/scripts.h"
+#include "proxy/locks/fairlock.h" /* the family's other kinds: their command and script sets */
+#include "proxy/locks/hold.h"
+#include "proxy/locks/rwlock.h"
+#include "proxy/locks/scripts.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -51,7 +51,7 @@
  * of having a read count bumped or its hash deleted), and adds the fenced
  * acquire (INCR redisson_lock_token:{name}, as RedissonFencedLock) and a
  * FORCEUNLOCK that wakes the waiters of whichever kind the lock is. */
-#include "proxy/lock.h"
+#include "proxy/locks/lock.h"
 
 #include <errno.h>
 #include <stdint.h>
@@ -64,13 +64,13 @@
 #include "pool/pool.h"
 #include "proxy/args.h"
 #include "proxy/client.h"
-#include "proxy/fairlock.h"
-#include "proxy/hold.h"
+#include "proxy/locks/fairlock.h"
+#include "proxy/locks/hold.h"
+#include "proxy/locks/scripts.h"
+#include "proxy/locks/waitset.h"
 #include "proxy/metrics.h"
 #include "proxy/reply.h"
-#include "proxy/scripts.h"
 #include "proxy/server.h"
-#include "proxy/waitset.h"
 #include "sched/loop.h"
 
 #define LOCK_CHANNEL_PREFIX "redisson_lock__channel:"

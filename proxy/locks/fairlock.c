@@ -34,7 +34,7 @@
  *
  * Ownership: nothing here outlives a call; key names are built on the
  * stack and pool_eval copies its arguments. */
-#include "proxy/fairlock.h"
+#include "proxy/locks/fairlock.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -43,11 +43,11 @@
 #include "common/compiler.h"
 #include "common/log.h"
 #include "pool/pool.h"
-#include "proxy/hold.h"
-#include "proxy/lock.h"
+#include "proxy/locks/hold.h"
+#include "proxy/locks/lock.h"
+#include "proxy/locks/scripts.h"
 #include "proxy/metrics.h"
 #include "proxy/request.h"
-#include "proxy/scripts.h"
 #include "proxy/server.h"
 
 #define FAIR_CHANNEL_PREFIX "redisson_lock__channel:"

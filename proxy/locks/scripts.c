@@ -1,14 +1,14 @@
 /* The script sets of every module, the Lua scripts shared by RLock-layout
  * holds (Redisson semantics, sections 2-3 of the compatibility spec), and
  * the channel-name rule. */
-#include "proxy/scripts.h"
+#include "proxy/locks/scripts.h"
 
 #include <string.h>
 
 #include "common/compiler.h"
-#include "proxy/latch.h"
-#include "proxy/lock.h"
-#include "proxy/semaphore.h"
+#include "proxy/locks/latch.h"
+#include "proxy/locks/lock.h"
+#include "proxy/locks/semaphore.h"
 
 /* Releases every hold of one owner at once (its connection died). */
 static const char release_lua[] =

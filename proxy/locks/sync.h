@@ -5,8 +5,8 @@
  * safety re-check (these objects have no lease to poll at), or the WAIT
  * deadline. Also the reply helpers of those commands (their argument
  * checks are in args.h). */
-#ifndef LP_PROXY_SYNC_H
-#define LP_PROXY_SYNC_H
+#ifndef LP_PROXY_LOCKS_SYNC_H
+#define LP_PROXY_LOCKS_SYNC_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -15,7 +15,7 @@
 #include <hiredis/hiredis.h>
 
 #include "proxy/client.h"
-#include "proxy/waitset.h"
+#include "proxy/locks/waitset.h"
 #include "sched/timer-t.h"
 
 #ifdef __cplusplus

@@ -14,8 +14,8 @@
  *   unlock-before-subscribe race.
  * A set with no members lingers for --subscription-linger ms and is then
  * unsubscribed and freed, so lock churn does not become SUBSCRIBE churn. */
-#ifndef LP_PROXY_WAITSET_H
-#define LP_PROXY_WAITSET_H
+#ifndef LP_PROXY_LOCKS_WAITSET_H
+#define LP_PROXY_LOCKS_WAITSET_H
 
 #include <stdbool.h>
 #include <stddef.h>

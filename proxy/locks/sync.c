@@ -24,14 +24,14 @@
  * ends in its callback, which gives back what the attempt took.
  *
  */
-#include "proxy/sync.h"
+#include "proxy/locks/sync.h"
 
 #include <errno.h>
 #include <stdlib.h>
 
 #include "pool/pool.h"
 #include "proxy/args.h"
-#include "proxy/lock.h"
+#include "proxy/locks/lock.h"
 #include "proxy/metrics.h"
 #include "proxy/reply.h"
 #include "proxy/server.h"

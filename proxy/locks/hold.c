@@ -9,7 +9,7 @@
  * tombstone's timer drops it. The next renewal is scheduled after the
  * previous batch's reply (as Redisson does), so a slow Redis never
  * accumulates renewals. */
-#include "proxy/hold.h"
+#include "proxy/locks/hold.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -20,9 +20,9 @@
 #include "common/util.h"
 #include "pool/pool.h"
 #include "proxy/client.h"
-#include "proxy/lock.h"
+#include "proxy/locks/lock.h"
+#include "proxy/locks/scripts.h"
 #include "proxy/metrics.h"
-#include "proxy/scripts.h"
 #include "proxy/server.h"
 #include "sched/loop.h"
 

@@ -9,8 +9,8 @@
  * UNLOCK can tell the client "LOCKLOST" instead of "NOTOWNER"; tombstones
  * are dropped after PX_HOLD_TOMBSTONE_MS. Holds referenced by an in-flight
  * renewal batch are freed when the batch's reply arrives (refs). */
-#ifndef LP_PROXY_HOLD_H
-#define LP_PROXY_HOLD_H
+#ifndef LP_PROXY_LOCKS_HOLD_H
+#define LP_PROXY_LOCKS_HOLD_H
 
 #include <stdbool.h>
 #include <stddef.h>

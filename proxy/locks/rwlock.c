@@ -32,7 +32,7 @@
  *
  * Ownership: nothing here outlives a call; buffers for key names are on
  * the stack, and pool_eval copies its arguments. */
-#include "proxy/rwlock.h"
+#include "proxy/locks/rwlock.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -40,11 +40,11 @@
 #include "common/compiler.h"
 #include "common/util.h"
 #include "pool/pool.h"
-#include "proxy/hold.h"
-#include "proxy/lock.h"
+#include "proxy/locks/hold.h"
+#include "proxy/locks/lock.h"
+#include "proxy/locks/scripts.h"
 #include "proxy/metrics.h"
 #include "proxy/request.h"
-#include "proxy/scripts.h"
 #include "proxy/server.h"
 
 #define RW_CHANNEL_PREFIX "redisson_rwlock:"

@@ -6,8 +6,8 @@
  * ids: the scripts shared by every RLock-layout hold (release on
  * disconnect, batched renewal, LOCK.INFO). The acquire and unlock scripts
  * of each lock kind live with the kind (lock.c, rwlock.c, fairlock.c). */
-#ifndef LP_PROXY_SCRIPTS_H
-#define LP_PROXY_SCRIPTS_H
+#ifndef LP_PROXY_LOCKS_SCRIPTS_H
+#define LP_PROXY_LOCKS_SCRIPTS_H
 
 #include <stddef.h>
 

@@ -11,7 +11,7 @@
  * wait) and sleep until any message (each makes every waiter re-read the
  * count: "0" opens the latch, "1" means re-set or deleted, and a deleted
  * latch reads as open), the safety re-check, or WAIT. */
-#include "proxy/latch.h"
+#include "proxy/locks/latch.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -20,10 +20,10 @@
 
 #include "proxy/args.h"
 #include "proxy/client.h"
-#include "proxy/lock.h"
+#include "proxy/locks/lock.h"
+#include "proxy/locks/semaphore.h"
 #include "proxy/reply.h"
 #include "proxy/request.h"
-#include "proxy/semaphore.h"
 
 #define LATCH_CHANNEL_PREFIX "redisson_countdownlatch__channel__"
 

@@ -1,5 +1,5 @@
 /* Shared per-channel subscriptions and wake-ups; see waitset.h. */
-#include "proxy/waitset.h"
+#include "proxy/locks/waitset.h"
 
 #include <stdint.h>
 #include <stdlib.h>

@@ -5,8 +5,8 @@
  * Permits taken through the proxy are remembered per connection and given
  * back when the connection closes (unless taken with KEEP).
  * Blocking acquires run on px_syncop (sync.h). */
-#ifndef LP_PROXY_SEMAPHORE_H
-#define LP_PROXY_SEMAPHORE_H
+#ifndef LP_PROXY_LOCKS_SEMAPHORE_H
+#define LP_PROXY_LOCKS_SEMAPHORE_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -16,9 +16,9 @@
 #include "common/buf.h"
 #include "proxy/client.h"
 #include "proxy/cmd.h"
-#include "proxy/scripts.h"
-#include "proxy/sync.h"
-#include "proxy/waitset.h"
+#include "proxy/locks/scripts.h"
+#include "proxy/locks/sync.h"
+#include "proxy/locks/waitset.h"
 #include "sched/timer-t.h"
 
 #ifdef __cplusplus
