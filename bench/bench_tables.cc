@@ -36,7 +36,7 @@ table_fixture make_holds(size_t n)
     f.srv->opts.watchdog_ms = 30000;
     sched_loop_create(&f.srv->loop, &lo);
     px_hold_init(f.srv);
-    list_init(&f.cl->holds);
+    px_locks_client_init(&f.cl->locks);
     for (size_t i = 0; i < n; i++) {
         size_t nl = (size_t)snprintf(name, sizeof(name), "orders:%zu", i);
         size_t ol = px_owner_format(f.srv, i + 1, nullptr, 0, owner);

@@ -23,8 +23,7 @@
 #include "common/log.h"
 #include "proxy/auth.h"
 #include "proxy/cmd.h"
-#include "proxy/locks/hold.h"
-#include "proxy/locks/lock.h"
+#include "proxy/locks/locks.h"
 #include "proxy/metrics.h"
 #include "proxy/reply.h"
 #include "proxy/server.h"
@@ -264,23 +263,6 @@ static void client_drop_queued(struct px_client *cl)
     }
 }
 
-void px_client_own(struct px_client *cl, struct px_owned *o)
-{
-    list_add_tail(&cl->owned, &o->node);
-}
-
-static void client_tell_owned(struct px_client *cl)
-{
-    struct list *n;
-
-    while ((n = list_first(&cl->owned)) != NULL) {
-        struct px_owned *o = LP_CONTAINER_OF(n, struct px_owned, node);
-
-        list_del_init(n);
-        o->gone(o, cl);
-    }
-}
-
 void px_client_close(struct px_client *cl)
 {
     struct px_server *srv = cl->srv;
@@ -290,9 +272,7 @@ void px_client_close(struct px_client *cl)
     px_client_get(cl);
     cl->closing = true;
     client_drop_queued(cl);
-    px_lock_client_gone(cl);
-    px_hold_client_gone(cl);
-    client_tell_owned(cl);
+    px_locks_client_gone(cl);
     list_del_init(&cl->client_node);
     srv->nclients--;
     sched_conn_close(&cl->conn, cl->quit);
@@ -334,9 +314,7 @@ int px_client_accept(struct px_server *srv, int fd)
     cl->id = ++srv->next_client_id;
     list_init(&cl->queued);
     list_init(&cl->running);
-    list_init(&cl->holds);
-    list_init(&cl->waiters);
-    list_init(&cl->owned);
+    px_locks_client_init(&cl->locks);
     rc = sched_conn_attach(srv->loop, &cl->conn, fd, &client_ops);
     if (rc < 0) {
         px_parser_deinit(&cl->parser);

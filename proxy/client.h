@@ -21,6 +21,7 @@
 
 #include "common/buf.h"
 #include "common/list.h"
+#include "proxy/locks/locks.h"
 #include "proxy/request.h"
 #include "sched/conn-t.h"
 
@@ -31,36 +32,27 @@ extern "C" {
 struct px_server;
 struct px_user;
 
-/* Something a module keeps per connection (semaphore permits, queue
- * entries...) and must clean up when the connection closes. */
-struct px_owned {
-    struct list node;                                       /* in cl->owned while registered */
-    void (*gone)(struct px_owned *o, struct px_client *cl); /* borrowed: called once */
-};
-
 struct px_client {
-    struct sched_conn conn;     /* the socket (first member: 8-aligned) */
-    struct px_server *srv;      /* borrowed */
-    uint64_t id;                /* CLIENT ID, also the owner id */
-    struct list client_node;    /* in srv->clients */
-    struct px_parser parser;    /* owned: request parser */
-    struct list queued;         /* struct px_req not yet dispatched (FIFO) */
-    struct list running;        /* struct px_req dispatched, in order */
-    unsigned nreqs;             /* queued + running */
-    struct px_req *barrier;     /* running blocking request, or NULL */
-    struct list holds;          /* struct px_hold taken by this connection */
-    struct list waiters;        /* struct px_lockop of this connection's LOCK calls */
-    struct list owned;          /* struct px_owned of other modules */
-    unsigned upstream_refs;     /* pool callbacks outstanding */
-    bool closing;               /* connection is going away */
-    bool conn_released;         /* sched on_release delivered */
-    bool quit;                  /* close after the replies are sent */
-    char name[64];              /* CLIENT SETNAME */
-    bool authed;                /* AUTH passed, or no auth was configured at connect */
-    const struct px_user *user; /* borrowed from srv->opts.auth: logged-in user, or NULL */
-    uint64_t barrier_ms;        /* when the current barrier request was dispatched */
-    struct px_req *mark_req;    /* borrowed: request whose reply starts at conn.out[mark] */
-    size_t mark;                /* conn.out write offset where mark_req's reply starts */
+    struct sched_conn conn;       /* the socket (first member: 8-aligned) */
+    struct px_server *srv;        /* borrowed */
+    uint64_t id;                  /* CLIENT ID, also the owner id */
+    struct list client_node;      /* in srv->clients */
+    struct px_parser parser;      /* owned: request parser */
+    struct list queued;           /* struct px_req not yet dispatched (FIFO) */
+    struct list running;          /* struct px_req dispatched, in order */
+    unsigned nreqs;               /* queued + running */
+    struct px_req *barrier;       /* running blocking request, or NULL */
+    struct px_client_locks locks; /* what it waits for and holds (proxy/locks/) */
+    unsigned upstream_refs;       /* pool callbacks outstanding */
+    bool closing;                 /* connection is going away */
+    bool conn_released;           /* sched on_release delivered */
+    bool quit;                    /* close after the replies are sent */
+    char name[64];                /* CLIENT SETNAME */
+    bool authed;                  /* AUTH passed, or no auth was configured at connect */
+    const struct px_user *user;   /* borrowed from srv->opts.auth: logged-in user, or NULL */
+    uint64_t barrier_ms;          /* when the current barrier request was dispatched */
+    struct px_req *mark_req;      /* borrowed: request whose reply starts at conn.out[mark] */
+    size_t mark;                  /* conn.out write offset where mark_req's reply starts */
 };
 
 /* Adopts an accepted socket. Returns 0 or -errno (fd closed). */
@@ -78,11 +70,6 @@ void px_req_done(struct px_req *req);
 /* Reference for an upstream callback; put may free a closing client. */
 void px_client_get(struct px_client *cl);
 void px_client_put(struct px_client *cl);
-
-/* Registers o to be told when cl closes. o unregisters itself with
- * list_del_init(&o->node) if it goes first. On close, o is unlinked and
- * then o->gone() runs (it may free o). */
-void px_client_own(struct px_client *cl, struct px_owned *o);
 
 /* Starts closing (on error or hang-up): cancels waits, applies the
  * on-disconnect policy to held locks. Idempotent. */

@@ -25,8 +25,7 @@
 #include "proxy/cmd.h"
 #include "proxy/config.h"
 #include "proxy/http.h"
-#include "proxy/locks/hold.h"
-#include "proxy/locks/lock.h"
+#include "proxy/locks/locks.h"
 #include "proxy/locks/scripts.h"
 #include "proxy/metrics.h"
 
@@ -210,7 +209,7 @@ int px_server_create(struct px_server **out, const struct px_opts *opts)
     rc = server_pool(srv);
     if (rc < 0)
         goto err_loop;
-    if ((rc = px_cmd_init()) < 0 || (rc = px_lock_init(srv)) < 0 || (rc = px_hold_init(srv)) < 0)
+    if ((rc = px_cmd_init()) < 0 || (rc = px_locks_init(srv)) < 0)
         goto err_loop;
     rc = server_listen(srv);
     if (rc < 0)
@@ -303,8 +302,7 @@ void px_server_destroy(struct px_server *srv)
         sched_loop_run_once(srv->loop, 10);
     sched_loop_hook_del(srv->loop, &srv->signal_hook);
     px_http_destroy(srv);
-    px_hold_deinit(srv);
-    px_lock_deinit(srv);
+    px_locks_deinit(srv);
     px_cmd_deinit();
     px_metrics_destroy(srv);
     if (pool_is_stopped(srv->pool))

@@ -33,6 +33,7 @@ struct px_stats {
     uint64_t renewals;      /* watchdog renewals that extended a lease */
     uint64_t renew_batches; /* renewal scripts sent */
     uint64_t leases_lost;   /* holds found lost (renewal or unlock) */
+    uint64_t late_grants;   /* grants refused: too little of their lease left (wait.c) */
     uint64_t disc_releases; /* locks released because a connection closed */
     uint64_t wakeups;       /* wake-up messages received */
     uint64_t upstream_errs; /* requests answered with an UPSTREAM error */
@@ -52,7 +53,7 @@ struct px_server {
     struct list clients;            /* struct px_client, by client_node */
     unsigned nclients;              /* connected clients */
     uint64_t next_client_id;        /* CLIENT ID of the next connection */
-    struct hmap locks;              /* struct px_lock by name: waiters, subscriptions */
+    struct hmap locks;              /* struct px_waitset by channel: waiters, subscriptions */
     unsigned nwaiters;              /* LOCK calls currently waiting */
     struct hmap holds;              /* struct px_hold by (name, owner) */
     unsigned nholds;                /* holds tracked */

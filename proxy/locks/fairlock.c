@@ -281,7 +281,7 @@ static void fair_give_up(struct px_server *srv, const struct px_acq *a)
 }
 
 static const struct px_lock_kind fair_kind = {
-    "", &fair_hold, fair_acquire, fair_unlock, fair_channel, fair_give_up, false,
+    "", &fair_hold, fair_acquire, fair_unlock, fair_channel, fair_give_up, false, false,
 };
 
 /* ---- commands ---------------------------------------------------------------------- */

@@ -184,7 +184,7 @@ struct px_hold *px_hold_acquired_kind(struct px_server *srv, struct px_client *c
         if (!h)
             return NULL;
         h->cl = cl;
-        list_add_tail(&cl->holds, &h->client_node);
+        list_add_tail(&cl->locks.holds, &h->client_node);
     }
     h->kind = kind;
     h->count = count;
@@ -395,7 +395,7 @@ void px_hold_client_gone(struct px_client *cl)
     struct px_server *srv = cl->srv;
     struct list *n, *t;
 
-    list_for_each_safe(n, t, &cl->holds)
+    list_for_each_safe(n, t, &cl->locks.holds)
     {
         struct px_hold *h = LP_CONTAINER_OF(n, struct px_hold, client_node);
 

@@ -19,6 +19,7 @@
 #include "common/hmap.h"
 #include "common/list.h"
 #include "pool/pool.h"
+#include "proxy/locks/locks.h"
 #include "sched/timer-t.h"
 
 #ifdef __cplusplus
@@ -30,7 +31,6 @@ struct px_client;
 
 #define PX_HOLD_TOMBSTONE_MS 60000u /* how long UNLOCK can still report LOCKLOST */
 #define PX_RENEW_BATCH       100u   /* keys per renew script (Redisson's default) */
-#define PX_OWNER_MAX         128u   /* owner string capacity */
 
 /* How one kind of hold is kept alive and let go in Redis. Static, one per
  * kind, defined by the module that owns the kind. */
@@ -50,7 +50,7 @@ extern const struct px_hold_kind px_hold_plain;
 
 struct px_hold {
     struct hmap_node node;           /* in srv->holds while live or tombstoned */
-    struct list client_node;         /* in cl->holds of the acquiring connection */
+    struct list client_node;         /* in cl->locks.holds of the acquiring connection */
     struct list due_node;            /* in srv->renew_due while a renewal is due */
     struct px_server *srv;           /* borrowed */
     struct px_client *cl;            /* borrowed: acquiring connection, NULL once gone */

@@ -301,11 +301,11 @@ static int write_unlock(struct px_server *srv, const struct px_acq *a, pool_repl
 }
 
 static const struct px_lock_kind read_kind = {
-    "", &read_hold, read_acquire, read_unlock, rw_channel, NULL, false,
+    "", &read_hold, read_acquire, read_unlock, rw_channel, NULL, false, false,
 };
 
 static const struct px_lock_kind write_kind = {
-    RW_WRITE_SUFFIX, &write_hold, write_acquire, write_unlock, rw_channel, NULL, true,
+    RW_WRITE_SUFFIX, &write_hold, write_acquire, write_unlock, rw_channel, NULL, true, false,
 };
 
 /* ---- commands ---------------------------------------------------------------------- */
