@@ -318,9 +318,18 @@ static size_t lockop_channel(const struct px_wait_op *w, char *out, size_t cap)
     return op->kind->channel(&op->acq, out, cap);
 }
 
+/* Queue behind this proxy's waiters, unless the caller holds the lock: its
+ * re-entry is granted at once, and waiting behind the others would wait
+ * for itself (until WAIT runs out, or the re-poll at its own lease end). */
 static bool lockop_queue_behind(const struct px_wait_op *w)
 {
-    return lockop_of(w)->kind->queue_behind;
+    const struct px__lockop *op = lockop_of(w);
+    const struct px_hold *h;
+
+    if (!op->kind->queue_behind)
+        return false;
+    h = px_hold_find(w->srv, op->acq.name, op->acq.nlen, op->acq.owner, op->acq.olen);
+    return !h || h->lost;
 }
 
 static int lockop_send(struct px_wait_op *w)
