@@ -39,7 +39,7 @@ table_fixture make_holds(size_t n)
     px_locks_client_init(&f.cl->locks);
     for (size_t i = 0; i < n; i++) {
         size_t nl = (size_t)snprintf(name, sizeof(name), "orders:%zu", i);
-        size_t ol = px_owner_format(f.srv, i + 1, nullptr, 0, owner);
+        size_t ol = px_owner_format(f.srv, i + 1, nullptr, nullptr, 0, owner);
 
         px_hold_acquired(f.srv, f.cl, name, nl, owner, ol, 1, 30000, true);
         f.keys.emplace_back(std::string(name, nl), std::string(owner, ol));
@@ -77,7 +77,7 @@ void BM_HoldAcquireDrop(benchmark::State &state)
 {
     table_fixture f = make_holds(static_cast<size_t>(state.range(0)));
     char owner[PX_OWNER_MAX];
-    size_t ol = px_owner_format(f.srv, 999999999, nullptr, 0, owner);
+    size_t ol = px_owner_format(f.srv, 999999999, nullptr, nullptr, 0, owner);
 
     for (auto _ : state) {
         struct px_hold *h = px_hold_acquired(f.srv, f.cl, "hot", 3, owner, ol, 1, 30000, true);

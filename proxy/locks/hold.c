@@ -40,11 +40,15 @@ static uint64_t hold_hash(const char *name, size_t nlen, const char *owner, size
     return hash_bytes(name, nlen) ^ (hash_bytes(owner, olen) * 31u);
 }
 
-size_t px_owner_format(const struct px_server *srv, uint64_t id, const char *token, size_t tlen,
-                       char *out)
+size_t px_owner_format(const struct px_server *srv, uint64_t id, const char *user,
+                       const char *token, size_t tlen, char *out)
 {
     int n;
 
+    if (token && user && strcmp(user, PX_OWNER_DEFAULT_USER) != 0) {
+        n = snprintf(out, PX_OWNER_MAX, "%s:%s:%.*s", srv->uuid, user, (int)tlen, token);
+        return (size_t)n;
+    }
     if (token) {
         n = snprintf(out, PX_OWNER_MAX, "%s:%.*s", srv->uuid, (int)tlen, token);
         return (size_t)n;

@@ -111,10 +111,17 @@ void px_hold_client_gone(struct px_client *cl);
 void px_hold_release_orphan(struct px_server *srv, const struct px_hold_kind *kind,
                             const char *name, size_t nlen, const char *owner, size_t olen);
 
-/* Writes "<uuid>:<id>" or "<uuid>:<token>" into out (PX_OWNER_MAX bytes).
- * Returns the length. */
-size_t px_owner_format(const struct px_server *srv, uint64_t id, const char *token, size_t tlen,
-                       char *out);
+#define PX_OWNER_DEFAULT_USER "default" /* the user whose tokens are not prefixed */
+
+/* Writes the owner field into out (PX_OWNER_MAX bytes) and returns its
+ * length: "<uuid>:<id>" for connection id (no token); with an OWNER token
+ * (tlen bytes of [A-Za-z0-9_.-]), "<uuid>:<user>:<token>" for a logged-in
+ * ACL user (user not NULL) other than "default", else "<uuid>:<token>".
+ * So a token names one holder within one user: two users' "worker-1" are
+ * two owners. The forms cannot collide: the token has no ':' and is not
+ * all digits, and only the user form has two colons after the uuid. */
+size_t px_owner_format(const struct px_server *srv, uint64_t id, const char *user,
+                       const char *token, size_t tlen, char *out);
 
 #ifdef __cplusplus
 }

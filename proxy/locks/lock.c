@@ -29,6 +29,7 @@
 #include "common/util.h"
 #include "pool/pool.h"
 #include "proxy/args.h"
+#include "proxy/auth.h"
 #include "proxy/client.h"
 #include "proxy/locks/hold.h"
 #include "proxy/locks/lock-int.h"
@@ -273,7 +274,8 @@ int px__lock_parse_args(struct px_req *req, unsigned allow, struct px__lock_args
 size_t px__lock_owner(struct px_req *req, const struct px__lock_args *a,
                       const struct px_lock_kind *kind, char *out, size_t *base_len)
 {
-    size_t n = px_owner_format(req->cl->srv, req->cl->id, a->token ? a->token->p : NULL,
+    const char *user = req->cl->user ? req->cl->user->name : NULL;
+    size_t n = px_owner_format(req->cl->srv, req->cl->id, user, a->token ? a->token->p : NULL,
                                a->token ? a->token->len : 0, out);
     size_t slen = strlen(kind->owner_suffix);
 

@@ -21,7 +21,7 @@ struct px_client;
 struct px_server;
 
 #define PX_NAME_MAX    4096u                             /* longest object name accepted */
-#define PX_OWNER_MAX   128u                              /* owner field capacity (with ":write") */
+#define PX_OWNER_MAX   256u                              /* owner field capacity (with ":write") */
 #define PX_CHANNEL_MAX (PX_NAME_MAX + PX_OWNER_MAX + 64) /* channel and aux key capacity */
 
 /* Something a connection took that must go back when it closes (semaphore

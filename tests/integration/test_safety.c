@@ -192,4 +192,34 @@ TEST(safety_reentry_not_queued)
     each_backend(scenario_reentry, NULL);
 }
 
-TEST_MAIN(TEST_CASE(safety_reentry_not_queued))
+/* ---- 8. an OWNER token names a holder within one user ---------------------- */
+
+static void scenario_owner_per_user(struct pu_env *e)
+{
+    redisContext *u1 = ou_client_auth(e, "u1", "p1"), *u2 = ou_client_auth(e, "u2", "p2");
+    struct pu_lockinfo li;
+    char uuid[64], want[256];
+
+    PU_OK(u1, "LOCK %s OWNER %s", "n1", "worker-1");
+    PU_NIL(u2, "LOCK %s OWNER %s WAIT 0", "n1", "worker-1");
+    PU_ERR(u2, "NOTOWNER", "UNLOCK %s OWNER %s", "n1", "worker-1");
+    pu_lockinfo(u1, &li, "LOCK.INFO %s OWNER %s", "n1", "worker-1");
+    ASSERT_EQ(li.hold_count, 1);
+    pu_proxy_uuid(u1, uuid, sizeof(uuid));
+    snprintf(want, sizeof(want), "%s:u1:worker-1", uuid);
+    ASSERT_STREQ(li.owner, want);
+    PU_INT(u1, 1, "UNLOCK %s OWNER %s", "n1", "worker-1");
+    PU_OK(u2, "LOCK %s OWNER %s WAIT 0", "n1", "worker-1");
+    PU_INT(u2, 1, "UNLOCK %s OWNER %s", "n1", "worker-1");
+    redisFree(u2);
+    redisFree(u1);
+}
+
+TEST(safety_owner_token_per_user)
+{
+    static const char *const extra[] = {"--user", "u1 on >p1 ~n*", "--user", "u2 on >p2 ~n*", NULL};
+
+    each_backend(scenario_owner_per_user, extra);
+}
+
+TEST_MAIN(TEST_CASE(safety_reentry_not_queued), TEST_CASE(safety_owner_token_per_user))
