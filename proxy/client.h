@@ -33,26 +33,26 @@ struct px_server;
 struct px_user;
 
 struct px_client {
-    struct sched_conn conn;       /* the socket (first member: 8-aligned) */
-    struct px_server *srv;        /* borrowed */
-    uint64_t id;                  /* CLIENT ID, also the owner id */
-    struct list client_node;      /* in srv->clients */
-    struct px_parser parser;      /* owned: request parser */
-    struct list queued;           /* struct px_req not yet dispatched (FIFO) */
-    struct list running;          /* struct px_req dispatched, in order */
-    unsigned nreqs;               /* queued + running */
-    struct px_req *barrier;       /* running blocking request, or NULL */
-    struct px_client_locks locks; /* what it waits for and holds (proxy/locks/) */
-    unsigned upstream_refs;       /* pool callbacks outstanding */
-    bool closing;                 /* connection is going away */
-    bool conn_released;           /* sched on_release delivered */
-    bool quit;                    /* close after the replies are sent */
-    char name[64];                /* CLIENT SETNAME */
-    bool authed;                  /* AUTH passed, or no auth was configured at connect */
-    const struct px_user *user;   /* borrowed from srv->opts.auth: logged-in user, or NULL */
-    uint64_t barrier_ms;          /* when the current barrier request was dispatched */
-    struct px_req *mark_req;      /* borrowed: request whose reply starts at conn.out[mark] */
-    size_t mark;                  /* conn.out write offset where mark_req's reply starts */
+    struct sched_conn conn;     /* the socket (first member: 8-aligned) */
+    struct px_server *srv;      /* borrowed */
+    uint64_t id;                /* CLIENT ID, also the owner id */
+    struct list client_node;    /* in srv->clients */
+    struct px_parser parser;    /* owned: request parser */
+    struct list queued;         /* struct px_req not yet dispatched (FIFO) */
+    struct list running;        /* struct px_req dispatched, in order */
+    unsigned nreqs;             /* queued + running */
+    struct px_req *barrier;     /* running blocking request, or NULL */
+    struct px_cl_locks locks;   /* what it waits for and holds (proxy/locks/) */
+    unsigned upstream_refs;     /* pool callbacks outstanding */
+    bool closing;               /* connection is going away */
+    bool conn_released;         /* sched on_release delivered */
+    bool quit;                  /* close after the replies are sent */
+    char name[64];              /* CLIENT SETNAME */
+    bool authed;                /* AUTH passed, or no auth was configured at connect */
+    const struct px_user *user; /* borrowed from srv->opts.auth: logged-in user, or NULL */
+    uint64_t barrier_ms;        /* when the current barrier request was dispatched */
+    struct px_req *mark_req;    /* borrowed: request whose reply starts at conn.out[mark] */
+    size_t mark;                /* conn.out write offset where mark_req's reply starts */
 };
 
 /* Adopts an accepted socket. Returns 0 or -errno (fd closed). */

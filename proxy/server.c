@@ -25,6 +25,7 @@
 #include "proxy/cmd.h"
 #include "proxy/config.h"
 #include "proxy/http.h"
+#include "proxy/locks/jobs.h"
 #include "proxy/locks/locks.h"
 #include "proxy/locks/scripts.h"
 #include "proxy/metrics.h"
@@ -240,7 +241,8 @@ static void server_drain(struct px_server *srv)
     do {
         sched_loop_run_once(srv->loop, 10);
         pool_get_stats(srv->pool, &st);
-    } while ((st.inflight > 0 || srv->nclients > 0) && clock_mono_ms() < until);
+    } while ((st.inflight > 0 || srv->nclients > 0 || px_jobs_busy(srv)) &&
+             clock_mono_ms() < until);
     pool_stop(srv->pool);
     while (!pool_is_stopped(srv->pool) && clock_mono_ms() < until + PX_DRAIN_MS)
         sched_loop_run_once(srv->loop, 10);

@@ -102,7 +102,8 @@ static void latch_simple(struct px_req *req, enum latch_script s, int nkeys, con
         argv[argc] = arg;
         lens[argc++] = alen;
     }
-    px_call_script(req, req->cl->id, script_id(s), nkeys, argc, argv, lens, px_call_reply_int);
+    px_call_script(req, px_route_hint(name->p, name->len), script_id(s), nkeys, argc, argv, lens,
+                   px_call_reply_int);
 }
 
 static void latch_cmd_trysetcount(struct px_req *req)
@@ -147,7 +148,8 @@ static int latchop_send(struct px_wait_op *w)
     const char *argv[1] = {name->p};
     size_t lens[1] = {name->len};
 
-    return px_wait_eval(w, w->req->cl->id, script_id(LATCH_COUNT), 1, 1, argv, lens);
+    return px_wait_eval(w, px_route_hint(name->p, name->len), script_id(LATCH_COUNT), 1, 1, argv,
+                        lens);
 }
 
 /* Count above 0: wait; else the latch is open (+OK). Never a grant. */

@@ -81,6 +81,7 @@ extern const struct px_wait_kind px__lock_wait_kind;
 struct px__lockop {
     struct px_wait_op wait;          /* the engine's part */
     const struct px_lock_kind *kind; /* borrowed: static */
+    struct px_hold *hold;            /* reference: the pair's ledger entry (hold.h) */
     struct px_acq acq;               /* what attempts send (owner points below) */
     bool watchdog;                   /* no LEASE: renew while the connection lives */
     bool fenced;                     /* reply with the fencing token */

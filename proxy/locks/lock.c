@@ -331,17 +331,47 @@ static bool lockop_queue_behind(const struct px_wait_op *w)
     if (!op->kind->queue_behind)
         return false;
     h = px_hold_find(w->srv, op->acq.name, op->acq.nlen, op->acq.owner, op->acq.olen);
-    return !h || h->lost;
+    return !h || !px_hold_is_held(h);
+}
+
+/* The pair's hold, for a new attempt: a RELEASING or DEAD one (the pair
+ * was released since: a closed connection shared the OWNER token) is
+ * replaced by the live one, so the attempt goes after that release. */
+static struct px_hold *lockop_hold(struct px__lockop *op)
+{
+    struct px_hold *h = op->hold;
+    const struct px_acq *a = &op->acq;
+
+    if (h->state != PX_HOLD_RELEASING && h->state != PX_HOLD_DEAD)
+        return h;
+    h = px_hold_use(op->wait.srv, op->kind->hold, a->name, a->nlen, a->owner, a->olen, true);
+    if (h) {
+        px_hold_put(op->hold);
+        op->hold = h;
+    }
+    return op->hold;
 }
 
 static int lockop_send(struct px_wait_op *w)
 {
     struct px__lockop *op = lockop_of(w);
-    int rc = op->kind->acquire(w->srv, &op->acq, px_wait_on_reply, w);
+    struct px_hold *h = lockop_hold(op);
+    int rc;
 
-    if (rc == 0 && op->acq.waiting)
+    px_hold_begin(h);
+    rc = op->kind->acquire(w->srv, &op->acq, px_wait_on_reply, w);
+    if (rc < 0) {
+        px_hold_end(h);
+        return rc;
+    }
+    if (op->acq.waiting)
         op->queued = true;
-    return rc;
+    return 0;
+}
+
+static void lockop_attempt_done(struct px_wait_op *w)
+{
+    px_hold_end(lockop_of(w)->hold);
 }
 
 static bool acquire_reply_ok(const redisReply *r)
@@ -382,6 +412,12 @@ static enum px_wait_res lockop_reply(struct px_wait_op *w, const redisReply *r, 
     op->queued = false; /* the acquire took the op out of any queue */
     op->count = r->element[1]->integer;
     op->token = r->elements == 3 ? r->element[2]->integer : -1;
+    if (op->hold->state == PX_HOLD_RELEASING || op->hold->state == PX_HOLD_DEAD) {
+        /* The pair's release, sent after this attempt, takes it back: the
+         * next attempt goes after the release. */
+        *repoll = 1;
+        return PX_WAIT_CONTENDED;
+    }
     return PX_WAIT_GRANTED;
 }
 
@@ -389,41 +425,47 @@ static void lockop_granted(struct px_wait_op *w)
 {
     struct px__lockop *op = lockop_of(w);
     struct px_req *req = w->req;
-    const struct px_acq *a = &op->acq;
-    struct px_hold *h;
 
     w->srv->stats.acquired++;
     px_metrics_observe_wait(w->srv, req);
-    h = px_hold_acquired_kind(w->srv, req->cl, op->kind->hold, a->name, a->nlen, a->owner, a->olen,
-                              (uint64_t)op->count, a->lease_ms, op->watchdog);
-    if (h && op->token >= 0)
-        h->token = op->token;
+    px_hold_granted(op->hold, op->kind->hold, req->cl, (uint64_t)op->count, op->acq.lease_ms,
+                    op->watchdog, w->sent_ms);
+    if (op->token >= 0)
+        op->hold->token = op->token;
     if (op->fenced)
         px_reply_int(px_req_out(req), op->token);
     else
         px_reply_status(px_req_out(req), "OK");
 }
 
+/* A grant nobody may use, or an attempt whose reply was lost: the pair's
+ * hold settles back to the count clients were told (hold.h), which undoes
+ * exactly this acquisition if Redis applied it. A connection that closed
+ * meanwhile: the same under --on-disconnect release (its holds are being
+ * released anyway), nothing under expire (left to expire, as its holds). */
 static void lockop_undo(struct px_wait_op *w, enum px_undo_why why)
 {
     struct px__lockop *op = lockop_of(w);
-    const struct px_acq *a = &op->acq;
 
-    if (why == PX_UNDO_GONE && w->srv->opts.on_disc == PX_DISCONNECT_RELEASE)
-        px_hold_release_orphan(w->srv, op->kind->hold, a->name, a->nlen, a->owner, a->olen);
+    if (why == PX_UNDO_GONE && w->srv->opts.on_disc != PX_DISCONNECT_RELEASE)
+        return;
+    px_hold_settle(op->hold, w->sent_ms + op->acq.lease_ms);
 }
 
 static void lockop_give_up(struct px_wait_op *w)
 {
     struct px__lockop *op = lockop_of(w);
 
-    if (op->queued && op->kind->give_up)
-        op->kind->give_up(w->srv, &op->acq);
+    if (op->queued && op->kind->queue_wait)
+        px_hold_dequeue(op->hold, op->kind->queue_wait(&op->acq));
 }
 
 static void lockop_destroy(struct px_wait_op *w)
 {
-    free(lockop_of(w));
+    struct px__lockop *op = lockop_of(w);
+
+    px_hold_put(op->hold);
+    free(op);
 }
 
 const struct px_wait_kind px__lock_wait_kind = {
@@ -433,7 +475,7 @@ const struct px_wait_kind px__lock_wait_kind = {
     .channel = lockop_channel,
     .queue_behind = lockop_queue_behind,
     .send = lockop_send,
-    .attempt_done = NULL,
+    .attempt_done = lockop_attempt_done,
     .reply = lockop_reply,
     .granted = lockop_granted,
     .undo = lockop_undo,
@@ -466,9 +508,16 @@ static void acquire_start(struct px_req *req, const struct px_lock_kind *kind, u
     op->acq.olen = px__lock_owner(req, &a, op->kind, op->owner, &op->acq.base_olen);
     op->acq.wait_ms = a.wait_ms;
     op->acq.waiting = px_wait_may_wait(&op->wait);
-    op->acq.hint = req->cl->id;
+    op->acq.hint = px_route_hint(a.name->p, a.name->len);
     op->watchdog = a.lease_ms < 0;
     op->acq.lease_ms = op->watchdog ? srv->opts.watchdog_ms : (uint64_t)a.lease_ms;
+    op->hold =
+        px_hold_use(srv, op->kind->hold, a.name->p, a.name->len, op->owner, op->acq.olen, true);
+    if (!op->hold) {
+        free(op);
+        px_reply_error(px_req_out(req), "ERR out of memory");
+        return px_req_done(req);
+    }
     px_wait_start(&op->wait);
 }
 

@@ -64,9 +64,11 @@ struct px_lock_kind {
     int (*unlock)(struct px_server *srv, const struct px_acq *a, pool_reply_fn *cb, void *arg);
     /* Writes the channel a waiter subscribes to; returns its length. */
     px_lock_channel_fn *channel;
-    /* A waiting command ended without the lock: undo what waiting left in
-     * Redis (a fair lock's queue entry). Fire-and-forget; NULL: nothing. */
-    void (*give_up)(struct px_server *srv, const struct px_acq *a);
+    /* A kind whose waiting attempts queue the waiter in Redis (a fair
+     * lock): how long an entry of a outlives its waiter (threadWaitTime).
+     * A waiter that ends without the lock leaves the queue (its hold's
+     * settle, hold.h). NULL: waiting leaves nothing in Redis. */
+    uint64_t (*queue_wait)(const struct px_acq *a);
     /* A waiter of this kind excludes the other waiters of its channel: a
      * "1" message wakes only the first (px_waitset_member.exclusive). */
     bool exclusive;

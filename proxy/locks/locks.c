@@ -4,10 +4,11 @@
 
 #include "proxy/client.h"
 #include "proxy/locks/hold.h"
+#include "proxy/locks/jobs.h"
 #include "proxy/locks/wait.h"
 #include "proxy/locks/waitset.h"
 
-void px_locks_client_init(struct px_client_locks *l)
+void px_locks_client_init(struct px_cl_locks *l)
 {
     list_init(&l->waits);
     list_init(&l->holds);
@@ -34,6 +35,7 @@ int px_locks_init(struct px_server *srv)
 
     if (rc < 0)
         return rc;
+    px_jobs_init(srv);
     rc = px_hold_init(srv);
     if (rc < 0)
         px_waitset_deinit(srv);
@@ -42,6 +44,7 @@ int px_locks_init(struct px_server *srv)
 
 void px_locks_deinit(struct px_server *srv)
 {
+    px_jobs_deinit(srv); /* what still waits for Redis is given up (logged) */
     px_hold_deinit(srv);
     px_waitset_deinit(srv);
 }

@@ -1,6 +1,6 @@
 /* Lock semantics as the rest of the proxy sees them: start-up and
  * shut-down of the lock modules, what a connection holds or waits for
- * (struct px_client_locks, embedded in struct px_client), and the one
+ * (struct px_cl_locks, embedded in struct px_client), and the one
  * clean-up path when a connection goes.
  *
  * Also the limits every lock module shares (name, owner and channel
@@ -34,14 +34,14 @@ struct px_claim {
 };
 
 /* What one connection waits for and holds. */
-struct px_client_locks {
+struct px_cl_locks {
     struct list waits;  /* struct px_wait_op: its waiting commands (wait.c) */
     struct list holds;  /* struct px_hold: locks it acquired (hold.c) */
     struct list claims; /* struct px_claim: permits to give back */
 };
 
 /* Empty lists for a new connection. */
-void px_locks_client_init(struct px_client_locks *l);
+void px_locks_client_init(struct px_cl_locks *l);
 
 /* The connection is closing: its waits end (replies dropped; those in
  * flight when their reply comes), its holds are released or left to

@@ -24,6 +24,7 @@
 #include "proxy/args.h"
 #include "proxy/client.h"
 #include "proxy/locks/call.h"
+#include "proxy/locks/jobs.h"
 #include "proxy/locks/locks.h"
 #include "proxy/locks/sem-int.h"
 #include "proxy/locks/semaphore.h"
@@ -48,32 +49,10 @@ static struct hmap *held_map(void)
     return &held_map_storage;
 }
 
-/* Fire-and-forget return of a permit: failures are only logged. */
-static void return_on_reply(void *arg, const redisReply *r, int err)
+static void psem_send_return(struct px_server *srv, const char *name, size_t len,
+                             const unsigned char *id, uint64_t until, bool rollback)
 {
-    (void)arg;
-    if (err < 0)
-        log_msg(LOG_LVL_WARN, "returning a semaphore permit failed: %s", strerror(-err));
-    else if (r->type == REDIS_REPLY_ERROR)
-        log_msg(LOG_LVL_WARN, "returning a semaphore permit failed: %.*s", (int)r->len, r->str);
-}
-
-static void psem_send_return(struct px_server *srv, uint64_t hint, const char *name, size_t len,
-                             const unsigned char *id)
-{
-    struct px__sem_keys k;
-    char now[24];
-    int nk = px__sem_keys_fill(&k, name, len, true);
-
-    px__sem_keys_arg(&k, nk, (const char *)id, PX__PSEM_ID_LEN);
-    px__sem_keys_arg(
-        &k, nk + 1, now,
-        (size_t)snprintf(now, sizeof(now), "%llu", (unsigned long long)clock_wall_ms()));
-    if (px_metrics_eval(srv, hint, px__sem_script(PX__PSEM_RELEASE), nk, nk + 2, k.argv, k.lens,
-                        return_on_reply, NULL) < 0)
-        log_msg(LOG_LVL_WARN, "cannot return a semaphore permit: Redis unavailable");
-    else
-        px__sem_stats.psem_returned++;
+    px__sem_return(srv, name, len, 1, id, until, rollback);
 }
 
 struct psem_held {
@@ -81,6 +60,7 @@ struct psem_held {
     struct px_claim claim;             /* in cl->locks.claims: return the permit on close */
     struct sched_timer lease_end;      /* leased permit: forget it once expired */
     struct px_server *srv;             /* borrowed */
+    uint64_t until;                    /* monotonic ms its lease ends, or PX_JOB_NO_END */
     unsigned char id[PX__PSEM_ID_LEN]; /* raw permit id */
     size_t nlen;                       /* name length */
     char name[];                       /* owned: the semaphore name */
@@ -119,7 +99,8 @@ static void psem_held_gone(struct px_claim *o, struct px_client *cl)
 {
     struct psem_held *h = LP_CONTAINER_OF(o, struct psem_held, claim);
 
-    psem_send_return(h->srv, cl->id, h->name, h->nlen, h->id);
+    (void)cl;
+    psem_send_return(h->srv, h->name, h->nlen, h->id, h->until, false);
     psem_held_free(h);
 }
 
@@ -128,10 +109,12 @@ static void psem_held_on_lease_end(struct sched_timer *t)
     psem_held_free(LP_CONTAINER_OF(t, struct psem_held, lease_end));
 }
 
-/* cl took permit id of name (lease_ms < 0: no lease). */
+/* cl took permit id of name; its lease ends at until (monotonic ms,
+ * counted from the acquire's send), or PX_JOB_NO_END. */
 static void psem_held_add(struct px_client *cl, const char *name, size_t len,
-                          const unsigned char *id, int64_t lease_ms)
+                          const unsigned char *id, uint64_t until)
 {
+    uint64_t now = sched_loop_now_ms(cl->srv->loop);
     struct psem_held *h = held_map() ? calloc(1, sizeof(*h) + len + 1) : NULL;
 
     if (!h)
@@ -141,9 +124,10 @@ static void psem_held_add(struct px_client *cl, const char *name, size_t len,
     h->nlen = len;
     memcpy(h->name, name, len);
     h->claim.gone = psem_held_gone;
+    h->until = until;
     sched_timer_init(&h->lease_end, psem_held_on_lease_end);
-    if (lease_ms >= 0)
-        sched_loop_timer_in(cl->srv->loop, &h->lease_end, (uint64_t)lease_ms);
+    if (until != PX_JOB_NO_END)
+        sched_loop_timer_in(cl->srv->loop, &h->lease_end, until > now ? until - now : 0);
     hmap_insert(held_map(), &h->node, psem_held_hash(name, len, id));
     list_add_tail(&cl->locks.claims, &h->claim.node);
     px__sem_stats.psem_tracked++;
@@ -231,8 +215,15 @@ static int psemop_send(struct px_wait_op *w)
                                           (unsigned long long)(now + (uint64_t)p->lease_ms)));
     px__sem_keys_arg(&k, nk + 2, (const char *)p->id, PX__PSEM_ID_LEN);
     px__sem_keys_arg(&k, nk + 3, PX__PSEM_SENTINEL, strlen(PX__PSEM_SENTINEL));
-    return px_wait_eval(w, w->req->cl->id, px__sem_script(PX__PSEM_ACQUIRE), nk, nk + 4, k.argv,
-                        k.lens);
+    return px_wait_eval(w, px_route_hint(name->p, name->len), px__sem_script(PX__PSEM_ACQUIRE), nk,
+                        nk + 4, k.argv, k.lens);
+}
+
+/* When the permit asked for by the attempt in flight runs out: its lease,
+ * counted from the send, or never. */
+static uint64_t psemop_until(const struct psemop *p)
+{
+    return p->lease_ms < 0 ? PX_JOB_NO_END : p->wait.sent_ms + (uint64_t)p->lease_ms;
 }
 
 /* Whether a permit of p is returned when its connection closes. */
@@ -273,18 +264,24 @@ static void psemop_granted(struct px_wait_op *w)
     char hex[2 * PX__PSEM_ID_LEN + 1];
 
     if (psem_returnable(p))
-        psem_held_add(w->req->cl, name->p, name->len, p->id, p->lease_ms);
+        psem_held_add(w->req->cl, name->p, name->len, p->id, psemop_until(p));
     hex_encode(p->id, hex);
     px_reply_bulk(px_req_out(w->req), hex, 2 * PX__PSEM_ID_LEN);
 }
 
+/* The permit id is unique, so releasing it by id undoes exactly this
+ * acquisition, whether it was applied (late, gone, or maybe: unknown) or
+ * not (Redis answers "unknown id"). A retry asks with a new id. */
 static void psemop_undo(struct px_wait_op *w, enum px_undo_why why)
 {
     struct psemop *p = psemop_of(w);
     const struct px_arg *name = &w->req->argv[1];
 
-    if (why == PX_UNDO_GONE && psem_returnable(p))
-        psem_send_return(w->srv, w->req->cl->id, name->p, name->len, p->id);
+    if (why == PX_UNDO_GONE && !psem_returnable(p))
+        return; /* KEEP, or a leased permit under --on-disconnect expire */
+    psem_send_return(w->srv, name->p, name->len, p->id, psemop_until(p), why != PX_UNDO_GONE);
+    if (why == PX_UNDO_LATE && getrandom(p->id, PX__PSEM_ID_LEN, 0) != (ssize_t)PX__PSEM_ID_LEN)
+        p->id[0] ^= 0x5a; /* never reuse the id given back */
 }
 
 static void psemop_destroy(struct px_wait_op *w)
@@ -350,7 +347,8 @@ static void psem_simple(struct px_req *req, enum px__sem_script s, const char *a
         px__sem_keys_arg(&k, argc++, a1, l1);
     if (a2)
         px__sem_keys_arg(&k, argc++, a2, l2);
-    px_call_script(req, req->cl->id, px__sem_script(s), nk, argc, k.argv, k.lens, fmt);
+    px_call_script(req, px_route_hint(req->argv[1].p, req->argv[1].len), px__sem_script(s), nk,
+                   argc, k.argv, k.lens, fmt);
 }
 
 void px__psem_cmd_trysetpermits(struct px_req *req)

@@ -18,6 +18,7 @@ extern "C" {
 #endif
 
 struct px_req;
+struct px_server;
 
 #define PX__PSEM_SENTINEL "922337203685477" /* score of a permit without lease */
 #define PX__PSEM_ID_LEN   16u               /* raw permit id bytes */
@@ -81,11 +82,23 @@ void px__sem_reply_notinit(struct px_req *req);
 /* may_block of the acquire commands: false for WAIT 0. */
 bool px__sem_may_block(const struct px_req *req);
 
+/* Gives back what a closed connection took: permits of a SEM (id NULL),
+ * or the permit id of a PSEM. A retried job (jobs.h): a PSEM release by
+ * id is sent again until Redis answers or until passes (the permit's lease
+ * end, or PX_JOB_NO_END); a SEM return is an INCRBY, so it is sent again
+ * only when it never reached Redis (a lost reply could have been applied:
+ * returning twice would make permits out of nothing). rollback: it undoes
+ * an acquisition no client was told of (counted as rolled back when Redis
+ * had it), not a closed connection's permits. */
+void px__sem_return(struct px_server *srv, const char *name, size_t nlen, int64_t permits,
+                    const unsigned char *id, uint64_t until, bool rollback);
+
 /* Figures for INFO "sync". */
 struct px__sem_stats {
     uint64_t sem_acquired;  /* permits taken by SEM.(TRY)ACQUIRE */
     uint64_t sem_returned;  /* permits returned for closed connections */
     int64_t sem_tracked;    /* permits tracked for connections now */
+    uint64_t sem_unknown;   /* SEM.ACQUIREs whose outcome is unknown (not rolled back) */
     uint64_t psem_acquired; /* permits taken by PSEM.(TRY)ACQUIRE */
     uint64_t psem_returned; /* permits returned for closed connections */
     int64_t psem_tracked;   /* permit ids tracked for connections now */

@@ -21,6 +21,7 @@
 #include "proxy/args.h"
 #include "proxy/client.h"
 #include "proxy/locks/call.h"
+#include "proxy/locks/jobs.h"
 #include "proxy/locks/locks.h"
 #include "proxy/locks/sem-int.h"
 #include "proxy/locks/semaphore.h"
@@ -28,6 +29,7 @@
 #include "proxy/metrics.h"
 #include "proxy/reply.h"
 #include "proxy/server.h"
+#include "sched/loop.h"
 
 /* ---- permit tracking ------------------------------------------------------ */
 
@@ -45,31 +47,9 @@ static struct hmap *held_map(int which)
     return &held_map_storage;
 }
 
-/* Fire-and-forget return of permits: failures are only logged. */
-static void return_on_reply(void *arg, const redisReply *r, int err)
+static void sem_send_return(struct px_server *srv, const char *name, size_t len, int64_t permits)
 {
-    (void)arg;
-    if (err < 0)
-        log_msg(LOG_LVL_WARN, "returning semaphore permits failed: %s", strerror(-err));
-    else if (r->type == REDIS_REPLY_ERROR)
-        log_msg(LOG_LVL_WARN, "returning semaphore permits failed: %.*s", (int)r->len, r->str);
-}
-
-static void sem_send_return(struct px_server *srv, uint64_t hint, const char *name, size_t len,
-                            int64_t permits)
-{
-    struct px__sem_keys k;
-    char n[24];
-    int nk = px__sem_keys_fill(&k, name, len, false);
-
-    px__sem_keys_arg(&k, nk, n, (size_t)snprintf(n, sizeof(n), "%lld", (long long)permits));
-    px__sem_keys_arg(&k, nk + 1, "1", 1);
-    if (px_metrics_eval(srv, hint, px__sem_script(PX__SEM_RELEASE), nk, nk + 2, k.argv, k.lens,
-                        return_on_reply, NULL) < 0)
-        log_msg(LOG_LVL_WARN, "cannot return %lld semaphore permits: Redis unavailable",
-                (long long)permits);
-    else
-        px__sem_stats.sem_returned += (uint64_t)permits;
+    px__sem_return(srv, name, len, permits, NULL, PX_JOB_NO_END, false);
 }
 
 struct sem_held {
@@ -113,8 +93,9 @@ static void sem_held_gone(struct px_claim *o, struct px_client *cl)
 {
     struct sem_held *h = LP_CONTAINER_OF(o, struct sem_held, claim);
 
+    (void)cl;
     if (h->permits > 0)
-        sem_send_return(h->srv, cl->id, h->name, h->nlen, h->permits);
+        sem_send_return(h->srv, h->name, h->nlen, h->permits);
     sem_held_free(h);
 }
 
@@ -170,7 +151,8 @@ static void sem_simple(struct px_req *req, enum px__sem_script s, int nkeys, con
         px__sem_keys_arg(&k, argc++, a1, l1);
     if (a2)
         px__sem_keys_arg(&k, argc++, a2, l2);
-    px_call_script(req, req->cl->id, px__sem_script(s), nk, argc, k.argv, k.lens, fmt);
+    px_call_script(req, px_route_hint(req->argv[1].p, req->argv[1].len), px__sem_script(s), nk,
+                   argc, k.argv, k.lens, fmt);
 }
 
 void px__sem_cmd_trysetpermits(struct px_req *req)
@@ -262,7 +244,8 @@ static int semop_send(struct px_wait_op *w)
     size_t lens[2] = {name->len, 0};
 
     lens[1] = (size_t)snprintf(n, sizeof(n), "%lld", (long long)s->permits);
-    return px_wait_eval(w, w->req->cl->id, px__sem_script(PX__SEM_ACQUIRE), 1, 2, argv, lens);
+    return px_wait_eval(w, px_route_hint(name->p, name->len), px__sem_script(PX__SEM_ACQUIRE), 1, 2,
+                        argv, lens);
 }
 
 static enum px_wait_res semop_reply(struct px_wait_op *w, const redisReply *r, uint64_t *repoll)
@@ -294,14 +277,28 @@ static void semop_granted(struct px_wait_op *w)
 }
 
 /* Permits have no lease (never LATE). A grant for a closed connection goes
- * back; an unknown outcome cannot be told (the count has no owner). */
+ * back. An unknown outcome cannot be told: the count has no owner, and
+ * returning permits that were not taken would make permits out of
+ * nothing, so the proxy takes the safe side (they stay taken until
+ * someone releases them), and counts and logs it. */
 static void semop_undo(struct px_wait_op *w, enum px_undo_why why)
 {
+    static struct px_ratelog rl;
     struct semop *s = semop_of(w);
     const struct px_arg *name = &w->req->argv[1];
+    uint64_t quiet;
 
     if (why == PX_UNDO_GONE && !s->keep)
-        sem_send_return(w->srv, w->req->cl->id, name->p, name->len, s->permits);
+        sem_send_return(w->srv, name->p, name->len, s->permits);
+    if (why != PX_UNDO_UNKNOWN)
+        return;
+    px__sem_stats.sem_unknown++;
+    if (px_ratelog_allow(&rl, sched_loop_now_ms(w->srv->loop), &quiet))
+        log_msg(LOG_LVL_WARN,
+                "SEM.ACQUIRE of %lld permits of '%.*s': outcome unknown; if Redis applied it, "
+                "the permits stay taken until released (%llu similar not logged)",
+                (long long)s->permits, (int)LP_MIN(name->len, 200u), name->p,
+                (unsigned long long)quiet);
 }
 
 static void semop_destroy(struct px_wait_op *w)

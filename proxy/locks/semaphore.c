@@ -17,12 +17,17 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/clock.h"
+#include "common/log.h"
+#include "pool/pool.h"
 #include "proxy/args.h"
 #include "proxy/client.h"
 #include "proxy/locks/call.h"
+#include "proxy/locks/jobs.h"
 #include "proxy/locks/scripts.h"
 #include "proxy/locks/sem-int.h"
 #include "proxy/locks/wait.h"
+#include "proxy/metrics.h"
 #include "proxy/reply.h"
 #include "proxy/server.h"
 
@@ -159,6 +164,117 @@ void px__sem_keys_arg(struct px__sem_keys *k, int i, const char *p, size_t len)
     k->lens[i] = len;
 }
 
+/* ---- returns for closed connections ------------------------------------------ */
+
+struct sem_return {
+    struct px_job job;                 /* the retried return */
+    int64_t permits;                   /* how many (PSEM: 1) */
+    bool psem;                         /* a PSEM permit id, not SEM permits */
+    bool rollback;                     /* undoes an unconfirmed acquisition */
+    unsigned char id[PX__PSEM_ID_LEN]; /* PSEM: the permit id */
+    size_t nlen;                       /* name length */
+    char name[];                       /* owned: the semaphore name */
+};
+
+static int return_send(struct px_job *j, pool_reply_fn *cb, void *arg)
+{
+    struct sem_return *t = LP_CONTAINER_OF(j, struct sem_return, job);
+    struct px__sem_keys k;
+    char a1[24], now[24];
+    int nk = px__sem_keys_fill(&k, t->name, t->nlen, t->psem);
+    unsigned script = px__sem_script(t->psem ? PX__PSEM_RELEASE : PX__SEM_RELEASE);
+
+    if (t->psem) {
+        px__sem_keys_arg(&k, nk, (const char *)t->id, PX__PSEM_ID_LEN);
+        px__sem_keys_arg(
+            &k, nk + 1, now,
+            (size_t)snprintf(now, sizeof(now), "%llu", (unsigned long long)clock_wall_ms()));
+    } else {
+        px__sem_keys_arg(&k, nk, a1,
+                         (size_t)snprintf(a1, sizeof(a1), "%lld", (long long)t->permits));
+        px__sem_keys_arg(&k, nk + 1, "1", 1); /* only if the semaphore still exists */
+    }
+    return px_metrics_eval(j->srv, px_route_hint(t->name, t->nlen), script, nk, nk + 2, k.argv,
+                           k.lens, cb, arg);
+}
+
+/* SEM: {1, count} returned, {0, 0} the semaphore is gone; PSEM: 1 or 0
+ * (it had expired) returned, -1 unknown (reclaimed already). */
+static void return_done(struct px_job *j, const redisReply *r)
+{
+    struct sem_return *t = LP_CONTAINER_OF(j, struct sem_return, job);
+    long long status, value;
+
+    if (r->type == REDIS_REPLY_ERROR)
+        log_msg(LOG_LVL_WARN, "returning permits of '%.*s' failed: %.*s",
+                (int)LP_MIN(t->nlen, 200u), t->name, (int)LP_MIN(r->len, 200u), r->str);
+    else if (t->psem && r->type == REDIS_REPLY_INTEGER && r->integer >= 0 && t->rollback)
+        j->srv->stats.rolled_back++;
+    else if (t->psem && r->type == REDIS_REPLY_INTEGER && r->integer >= 0)
+        px__sem_stats.psem_returned++;
+    else if (!t->psem && px__sem_pair_reply(r, &status, &value) && status == 1)
+        px__sem_stats.sem_returned += (uint64_t)t->permits;
+    free(t);
+}
+
+static void return_dropped(struct px_job *j, enum px_job_drop why)
+{
+    (void)why;
+    free(LP_CONTAINER_OF(j, struct sem_return, job));
+}
+
+static const struct px_job_ops sem_return_ops = {
+    .what = "return of a closed connection's semaphore permits",
+    .group = PX_JOB_RELEASE,
+    .idempotent = false,
+    .ready = NULL,
+    .send = return_send,
+    .done = return_done,
+    .dropped = return_dropped,
+};
+
+static const struct px_job_ops psem_return_ops = {
+    .what = "return of a closed connection's semaphore permit",
+    .group = PX_JOB_RELEASE,
+    .idempotent = true,
+    .ready = NULL,
+    .send = return_send,
+    .done = return_done,
+    .dropped = return_dropped,
+};
+
+static const struct px_job_ops psem_rollback_ops = {
+    .what = "roll-back of an unconfirmed semaphore permit",
+    .group = PX_JOB_ROLLBACK,
+    .idempotent = true,
+    .ready = NULL,
+    .send = return_send,
+    .done = return_done,
+    .dropped = return_dropped,
+};
+
+void px__sem_return(struct px_server *srv, const char *name, size_t nlen, int64_t permits,
+                    const unsigned char *id, uint64_t until, bool rollback)
+{
+    struct sem_return *t = calloc(1, sizeof(*t) + nlen + 1);
+
+    if (!t) {
+        log_msg(LOG_LVL_WARN, "cannot return permits of '%.*s': out of memory",
+                (int)LP_MIN(nlen, 200u), name);
+        return;
+    }
+    t->permits = permits;
+    t->psem = id != NULL;
+    t->rollback = rollback;
+    if (id)
+        memcpy(t->id, id, PX__PSEM_ID_LEN);
+    t->nlen = nlen;
+    memcpy(t->name, name, nlen);
+    px_job_init(&t->job, srv,
+                t->psem ? (rollback ? &psem_rollback_ops : &psem_return_ops) : &sem_return_ops);
+    px_job_submit(&t->job, until);
+}
+
 /* ---- replies and arguments ------------------------------------------------ */
 
 void px__sem_reply_notinit(struct px_req *req)
@@ -265,19 +381,22 @@ void px_sync_info(struct px_server *srv, struct buf *o)
     const struct px__sem_stats *s = &px__sem_stats;
 
     (void)srv;
-    buf_appendf(
-        o,
-        "# Sync\r\nsem_waiters:%llu\r\nsem_acquired:%llu\r\nsem_wait_timeouts:%llu\r\n"
-        "sem_permits_tracked:%lld\r\nsem_permits_returned:%llu\r\n"
-        "psem_waiters:%llu\r\npsem_acquired:%llu\r\npsem_wait_timeouts:%llu\r\n"
-        "psem_permits_tracked:%lld\r\npsem_permits_returned:%llu\r\n"
-        "latch_waiters:%llu\r\nlatch_wait_timeouts:%llu\r\n\r\n",
-        (unsigned long long)px_wait_waiting(PX_WAIT_STAT_SEM), (unsigned long long)s->sem_acquired,
-        (unsigned long long)px_wait_timeouts(PX_WAIT_STAT_SEM), (long long)s->sem_tracked,
-        (unsigned long long)s->sem_returned, (unsigned long long)px_wait_waiting(PX_WAIT_STAT_PSEM),
-        (unsigned long long)s->psem_acquired,
-        (unsigned long long)px_wait_timeouts(PX_WAIT_STAT_PSEM), (long long)s->psem_tracked,
-        (unsigned long long)s->psem_returned,
-        (unsigned long long)px_wait_waiting(PX_WAIT_STAT_LATCH),
-        (unsigned long long)px_wait_timeouts(PX_WAIT_STAT_LATCH));
+    buf_appendf(o,
+                "# Sync\r\nsem_waiters:%llu\r\nsem_acquired:%llu\r\nsem_wait_timeouts:%llu\r\n"
+                "sem_permits_tracked:%lld\r\nsem_permits_returned:%llu\r\n"
+                "sem_unknown_outcomes:%llu\r\n",
+                (unsigned long long)px_wait_waiting(PX_WAIT_STAT_SEM),
+                (unsigned long long)s->sem_acquired,
+                (unsigned long long)px_wait_timeouts(PX_WAIT_STAT_SEM), (long long)s->sem_tracked,
+                (unsigned long long)s->sem_returned, (unsigned long long)s->sem_unknown);
+    buf_appendf(o,
+                "psem_waiters:%llu\r\npsem_acquired:%llu\r\npsem_wait_timeouts:%llu\r\n"
+                "psem_permits_tracked:%lld\r\npsem_permits_returned:%llu\r\n"
+                "latch_waiters:%llu\r\nlatch_wait_timeouts:%llu\r\n\r\n",
+                (unsigned long long)px_wait_waiting(PX_WAIT_STAT_PSEM),
+                (unsigned long long)s->psem_acquired,
+                (unsigned long long)px_wait_timeouts(PX_WAIT_STAT_PSEM), (long long)s->psem_tracked,
+                (unsigned long long)s->psem_returned,
+                (unsigned long long)px_wait_waiting(PX_WAIT_STAT_LATCH),
+                (unsigned long long)px_wait_timeouts(PX_WAIT_STAT_LATCH));
 }

@@ -47,28 +47,20 @@ typedef bool unlock_apply_fn(struct px_req *req, struct unlockop *u, const redis
 struct unlockop {
     struct px_req *req;       /* borrowed */
     unlock_apply_fn *apply;   /* borrowed: static; formats the reply */
-    struct px_hold *hold;     /* reference: the caller's hold when sent, or NULL */
+    struct px_hold *hold;     /* reference: the pair's hold when an UNLOCK was sent (its
+                                 request is counted in flight), or NULL */
     struct px__lockop *next;  /* borrowed: the waiter a hand-off goes to, or NULL */
     uint64_t lease_ms;        /* the caller's lease (a hand-off that finds it held) */
+    uint64_t sent_ms;         /* monotonic ms the script was sent */
     size_t olen;              /* owner length */
     char owner[PX_OWNER_MAX]; /* owned: owner field string */
 };
 
-/* The hold found when the UNLOCK was sent, unless dropped since. */
-static struct px_hold *unlockop_hold(const struct unlockop *u)
-{
-    return u->hold && !u->hold->dead ? u->hold : NULL;
-}
-
 static void unlock_nil(struct px_req *req, struct unlockop *u)
 {
     const struct px_arg *name = &req->argv[1];
-    struct px_hold *h = unlockop_hold(u);
 
-    if (h) {
-        if (!h->lost)
-            req->cl->srv->stats.leases_lost++;
-        px_hold_drop(h);
+    if (u->hold && px_hold_not_held(u->hold)) {
         px_reply_error(px_req_out(req),
                        "LOCKLOST lease on '%.*s' was lost (expired or taken) "
                        "before UNLOCK; it was not held any more",
@@ -79,10 +71,12 @@ static void unlock_nil(struct px_req *req, struct unlockop *u)
     }
 }
 
+/* The hold follows the reply first (px_hold_end() after it, so a settle
+ * that became due keeps the count this reply left). */
 static bool unlock_apply(struct px_req *req, struct unlockop *u, const redisReply *r)
 {
     struct px_server *srv = req->cl->srv;
-    struct px_hold *h = unlockop_hold(u);
+    struct px_hold *h = u->hold;
 
     if (r->type == REDIS_REPLY_NIL) {
         unlock_nil(req, u);
@@ -93,12 +87,20 @@ static bool unlock_apply(struct px_req *req, struct unlockop *u, const redisRepl
     if (r->integer == 1) {
         srv->stats.released++;
         if (h)
-            px_hold_drop(h);
+            px_hold_released(h);
     } else if (h) {
-        px_hold_unlocked_one(h);
+        px_hold_unlocked_one(h, u->sent_ms);
     }
     px_reply_int(px_req_out(req), r->integer);
     return true;
+}
+
+static void unlockop_free(struct unlockop *u)
+{
+    if (u->hold && u->apply == unlock_apply)
+        px_hold_end(u->hold);
+    px_hold_put(u->hold);
+    free(u);
 }
 
 static void unlockop_on_reply(void *arg, const redisReply *r, int err)
@@ -107,11 +109,12 @@ static void unlockop_on_reply(void *arg, const redisReply *r, int err)
     struct px_req *req = u->req;
     struct px_client *cl = req->cl;
 
+    if (err < 0 && u->hold && u->apply == unlock_apply)
+        px_hold_unlock_unknown(u->hold); /* did it run? the settle finds out */
     if (!px__lock_reply_failed(req, r, err) && !u->apply(req, u, r))
         px_args_reply_upstream(req, -EPROTO);
     req->op = NULL;
-    px_hold_put(u->hold);
-    free(u);
+    unlockop_free(u);
     px_req_done(req);
     px_client_put(cl);
 }
@@ -140,6 +143,7 @@ static struct unlockop *unlockop_create(struct px_req *req, const struct px_lock
     u->apply = apply;
     u->hold = NULL;
     u->next = NULL;
+    u->sent_ms = sched_loop_now_ms(req->cl->srv->loop);
     u->olen = px__lock_owner(req, &a, kind, u->owner, base_olen);
     return u;
 }
@@ -153,8 +157,7 @@ static void unlockop_sent(struct unlockop *u, int rc)
         req->op = u;
         return;
     }
-    px_hold_put(u->hold);
-    free(u);
+    unlockop_free(u);
 }
 
 /* ---- local hand-off ------------------------------------------------------- */
@@ -247,24 +250,31 @@ void px_lock_cmd_release(struct px_req *req, const struct px_lock_kind *kind)
     u = unlockop_create(req, kind, unlock_apply, &acq.base_olen);
     if (!u)
         return;
-    h = px_hold_find(srv, name->p, name->len, u->owner, u->olen);
-    u->hold = px_hold_get(h); /* the reply acts on this hold: no second lookup */
+    /* The reply acts on this hold (no second lookup); Redis runs this
+     * unlock after every request about the pair sent before it. */
+    h = u->hold = px_hold_use(srv, kind->hold, name->p, name->len, u->owner, u->olen, false);
     acq.name = name->p;
     acq.nlen = name->len;
     acq.owner = u->owner;
     acq.olen = u->olen;
-    acq.lease_ms = h ? h->lease_ms : srv->opts.watchdog_ms;
+    acq.lease_ms = h && px_hold_is_held(h) ? h->lease_ms : srv->opts.watchdog_ms;
     acq.wait_ms = -1;
     acq.waiting = false;
-    acq.hint = req->cl->id;
-    if (kind == &px__lock_plain_kind && h && h->count == 1 && !h->lost && srv->locks.count > 0)
+    acq.hint = px_route_hint(name->p, name->len);
+    if (h)
+        px_hold_begin(h);
+    if (kind == &px__lock_plain_kind && h && px_hold_is_held(h) && h->count == 1 &&
+        srv->locks.count > 0)
         u->next = grant_candidate(srv, &acq);
     if (!u->next)
         return unlockop_sent(u, kind->unlock(srv, &acq, unlockop_on_reply, u));
     u->lease_ms = acq.lease_ms;
+    px_hold_begin(u->next->hold);
     rc = grant_send(srv, &acq, u);
     if (rc == 0)
         px_wait_grant_begin(&u->next->wait, sched_loop_now_ms(srv->loop));
+    else
+        px_hold_end(u->next->hold);
     unlockop_sent(u, rc);
 }
 
@@ -332,8 +342,9 @@ void px__lock_cmd_forceunlock(struct px_req *req)
         return px_req_done(req);
     }
     force_args_fill(f, a.name);
-    rc = px_metrics_eval(req->cl->srv, req->cl->id, px__lock_script(PX__LK_FORCE), 5, 7, f->argv,
-                         f->lens, force_on_reply, req);
+    rc =
+        px_metrics_eval(req->cl->srv, px_route_hint(f->argv[0], f->lens[0]),
+                        px__lock_script(PX__LK_FORCE), 5, 7, f->argv, f->lens, force_on_reply, req);
     free(f);
     px__lock_script_sent(req, rc);
 }
@@ -349,7 +360,7 @@ static bool info_apply(struct px_req *req, struct unlockop *u, const redisReply 
 
     if (r->type != REDIS_REPLY_ARRAY || r->elements != 3)
         return false;
-    held = h && !h->lost && r->element[1]->integer > 0;
+    held = h && px_hold_is_held(h) && r->element[1]->integer > 0;
     px_reply_array(b, 12);
     px_reply_cstr(b, "locked");
     px_reply_int(b, r->element[0]->integer);
@@ -379,6 +390,6 @@ void px__lock_cmd_info(struct px_req *req)
     lens[0] = req->argv[1].len;
     argv[1] = u->owner;
     lens[1] = u->olen;
-    unlockop_sent(u, px_metrics_eval(req->cl->srv, req->cl->id, PX_SCRIPT_INFO, 1, 2, argv, lens,
-                                     unlockop_on_reply, u));
+    unlockop_sent(u, px_metrics_eval(req->cl->srv, px_route_hint(argv[0], lens[0]), PX_SCRIPT_INFO,
+                                     1, 2, argv, lens, unlockop_on_reply, u));
 }

@@ -354,8 +354,10 @@ void px_wait_on_reply(void *arg, const redisReply *r, int err)
     if (op->kind->attempt_done)
         op->kind->attempt_done(op);
     if (err < 0) {
-        if (op->kind->undo)
+        if (op->kind->undo) {
+            op->srv->stats.unknown_acqs++;
             op->kind->undo(op, PX_UNDO_UNKNOWN);
+        }
         wait_fail(op, err);
     } else if (r->type == REDIS_REPLY_ERROR) {
         px_args_reply_redis_error(op->req, r);

@@ -192,6 +192,222 @@ TEST(safety_reentry_not_queued)
     each_backend(scenario_reentry, NULL);
 }
 
+/* ---- 3. acquire and release pipelined in one write ------------------------- */
+
+/* Sends acquire and release in one write; checks both replies. */
+static void pipelined_pair(redisContext *c, const char *acq, const char *rel, const char *name,
+                           enum pu_kind kind)
+{
+    redisReply *r;
+
+    ASSERT_EQ(redisAppendCommand(c, acq, name), REDIS_OK);
+    ASSERT_EQ(redisAppendCommand(c, rel, name), REDIS_OK);
+    r = pu_recv(c);
+    if (kind == PU_K_INT) /* a fencing token */
+        ASSERT_TRUE(r->type == REDIS_REPLY_INTEGER && r->integer > 0);
+    else
+        PU_CHECK(r, kind, 0, "OK");
+    freeReplyObject(r);
+    r = pu_recv(c);
+    PU_CHECK(r, PU_K_INT, 1, NULL);
+    freeReplyObject(r);
+}
+
+static void scenario_pipelined(struct pu_env *e)
+{
+    redisContext *c = pu_client(e), *c1 = pu_client(e), *c2 = pu_client(e);
+    redisContext *rc = pu_redis_client(e);
+    redisReply *r;
+    int i;
+
+    pipelined_pair(c, "LOCK %s WAIT 0", "UNLOCK %s", "q1", PU_K_STATUS);
+    pipelined_pair(c, "TRYLOCK %s", "UNLOCK %s", "q2", PU_K_STATUS);
+    pipelined_pair(c, "TRYLOCK %s LEASE 5000", "UNLOCK %s", "q3", PU_K_STATUS);
+    pipelined_pair(c, "LOCK %s FENCED WAIT 0", "UNLOCK %s", "q4", PU_K_INT);
+    pipelined_pair(c, "RLOCK %s WAIT 0", "RUNLOCK %s", "q5", PU_K_STATUS);
+    pipelined_pair(c, "WLOCK %s WAIT 0", "WUNLOCK %s", "q6", PU_K_STATUS);
+    pipelined_pair(c, "FAIRLOCK %s WAIT 0", "FAIRUNLOCK %s", "q7", PU_K_STATUS);
+    /* Re-entry: two acquires, two releases. */
+    for (i = 0; i < 2; i++)
+        ASSERT_EQ(redisAppendCommand(c, "LOCK %s WAIT 0", "q8"), REDIS_OK);
+    for (i = 0; i < 2; i++)
+        ASSERT_EQ(redisAppendCommand(c, "UNLOCK %s", "q8"), REDIS_OK);
+    for (i = 0; i < 4; i++) {
+        r = pu_recv(c);
+        if (i < 2)
+            PU_CHECK(r, PU_K_STATUS, 0, "OK");
+        else
+            PU_CHECK(r, PU_K_INT, i - 2, NULL);
+        freeReplyObject(r);
+    }
+    /* One OWNER token on two connections, the release sent before the
+     * acquire's reply came: whatever Redis decided, the proxy agrees. */
+    for (i = 0; i < 40; i++) {
+        pu_send(c1, "LOCK %s OWNER %s WAIT 0", "q9", "tok");
+        pu_send(c2, "UNLOCK %s OWNER %s", "q9", "tok");
+        r = pu_recv(c1);
+        PU_CHECK(r, PU_K_STATUS, 0, "OK");
+        freeReplyObject(r);
+        r = pu_recv(c2);
+        if (r->type == REDIS_REPLY_ERROR) /* NOTOWNER: it ran first */
+            PU_INT(c2, 1, "UNLOCK %s OWNER %s", "q9", "tok");
+        else
+            PU_CHECK(r, PU_K_INT, 1, NULL);
+        freeReplyObject(r);
+    }
+    pu_sleep_ms(1000); /* five renewal periods */
+    ASSERT_EQ(pu_info_int(c, "leases_lost"), 0);
+    ASSERT_EQ(pu_info_int(c, "locks_held"), 0);
+    ASSERT_EQ(pu_dbsize(rc), 1); /* q4's fencing counter only */
+    redisFree(rc);
+    redisFree(c2);
+    redisFree(c1);
+    redisFree(c);
+}
+
+TEST(safety_pipelined_acquire_release)
+{
+    static const char *const extra[] = {"--lock-watchdog-timeout", "600", NULL};
+
+    each_backend(scenario_pipelined, extra);
+}
+
+/* ---- 5. releases of closed connections survive a reconnect ------------------- */
+
+/* Redis drops the proxy's command connections, and a client holding
+ * something closes at once: what it held comes back anyway. */
+static void kill_and_close(redisContext *rc, redisContext *c)
+{
+    redisReply *r = pu_cmd(rc, "CLIENT KILL TYPE %s SKIPME %s", "normal", "yes");
+
+    ASSERT_TRUE(r->type == REDIS_REPLY_INTEGER && r->integer >= 1);
+    freeReplyObject(r);
+    redisFree(c);
+}
+
+static void scenario_disconnect_release(struct pu_env *e)
+{
+    redisContext *rc = pu_redis_client(e), *o = pu_client(e), *c;
+    char name[32];
+    int i;
+
+    for (i = 0; i < 5; i++) {
+        snprintf(name, sizeof(name), "dx%d", i);
+        c = pu_client(e);
+        PU_OK(c, "LOCK %s", name);
+        kill_and_close(rc, c);
+        PU_EVENTUALLY(!pu_exists(rc, name), 8000);
+    }
+    PU_INT(o, 1, "SEM.TRYSETPERMITS %s %d", "ds", 2);
+    c = pu_client(e);
+    PU_OK(c, "SEM.ACQUIRE %s", "ds");
+    kill_and_close(rc, c);
+    PU_EVENTUALLY(pu_get_int(rc, "ds") == 2, 8000);
+    PU_INT(o, 1, "PSEM.TRYSETPERMITS %s %d", "dp", 1);
+    c = pu_client(e);
+    freeReplyObject(pu_cmd(c, "PSEM.ACQUIRE %s", "dp"));
+    kill_and_close(rc, c);
+    PU_EVENTUALLY(pu_get_int(rc, "dp") == 1, 8000);
+    ASSERT_TRUE(pu_info_int(o, "disconnect_releases") >= 5);
+    redisFree(o);
+    redisFree(rc);
+}
+
+TEST(safety_disconnect_release_retried)
+{
+    each_backend(scenario_disconnect_release, NULL);
+}
+
+/* ---- 6. an acquire whose outcome is unknown is rolled back ----------------- */
+
+/* Sends cmd on c and checks it fails as "outcome unknown". */
+static void expect_unknown(redisContext *c)
+{
+    redisReply *r = pu_recv(c);
+    char d[256];
+
+    if (!pu_is_err(r, "UPSTREAM") || !strstr(r->str, "outcome unknown"))
+        TEST_FAIL("expected -UPSTREAM ... outcome unknown, got %s", pu_describe(r, d, sizeof(d)));
+    freeReplyObject(r);
+}
+
+/* Runs cmd until it is not an UPSTREAM error (Redis is back); returns it. */
+static redisReply *retry_cmd(redisContext *c, const char *cmd, const char *name)
+{
+    long long deadline = pu_now_ms() + 15000;
+
+    for (;;) {
+        redisReply *r = pu_cmd(c, cmd, name);
+
+        if (!pu_is_err(r, "UPSTREAM"))
+            return r;
+        freeReplyObject(r);
+        if (pu_now_ms() > deadline)
+            TEST_FAIL("%s %s: Redis did not come back", cmd, name);
+        pu_sleep_ms(50);
+    }
+}
+
+static long long zcard(redisContext *rc, const char *key)
+{
+    return pu_int_reply(rc, "ZCARD", key);
+}
+
+static void scenario_unknown_outcome(struct pu_env *e)
+{
+    static const char *const cmds[] = {"LOCK %s",       "LOCK %s",     "RLOCK %s",
+                                       "WLOCK %s",      "FAIRLOCK %s", "PSEM.ACQUIRE %s",
+                                       "LOCK %s FENCED"};
+    static const char *const names[] = {"uk", "uk2", "ur", "uw", "uf", "up", "ut"};
+    enum { N = 7 };
+    redisContext *rc = pu_redis_client(e), *o = pu_client(e), *c[N], *h, *s;
+    redisReply *r;
+    int i;
+
+    PU_INT(o, 1, "PSEM.TRYSETPERMITS %s %d", "up", 1);
+    h = pu_client(e);
+    PU_OK(h, "LOCK %s", "uh"); /* held: its re-entry will be unknown */
+    for (i = 0; i < N; i++) {
+        c[i] = pu_client(e);
+        PU_STR(c[i], "PONG", "PING");
+    }
+    s = redis_sleep(e, "1.5");
+    for (i = 0; i < N; i++)
+        pu_send(c[i], cmds[i], names[i]);
+    pu_send(h, "LOCK %s", "uh");
+    for (i = 0; i < N; i++)
+        expect_unknown(c[i]);
+    expect_unknown(h);
+    /* The client retries at once: it must get the lock with one hold. */
+    r = retry_cmd(c[0], "LOCK %s", "uk");
+    PU_CHECK(r, PU_K_STATUS, 0, "OK");
+    freeReplyObject(r);
+    PU_INT(c[0], 1, "UNLOCK %s", "uk");
+    /* The holder's unknown re-entry is undone: one UNLOCK frees it. */
+    PU_INT(h, 1, "UNLOCK %s", "uh");
+    /* Nobody retries the others: they are rolled back all the same, long
+     * before a 30 s lease ends. */
+    /* Left: the semaphore's count and the fencing counter. */
+    PU_EVENTUALLY(pu_dbsize(rc) == 2, 10000);
+    ASSERT_EQ(pu_get_int(rc, "up"), 1);
+    ASSERT_EQ(zcard(rc, "{up}:timeout"), 0);
+    PU_EVENTUALLY(!pu_exists(rc, "uh") && !pu_exists(rc, "uk"), 5000);
+    ASSERT_TRUE(pu_info_int(o, "unknown_outcomes_rolled_back") >= 7);
+    for (i = 0; i < N; i++)
+        redisFree(c[i]);
+    redisFree(h);
+    redisFree(s);
+    redisFree(o);
+    redisFree(rc);
+}
+
+TEST(safety_unknown_outcome_rolled_back)
+{
+    static const char *const extra[] = {"--upstream-timeout", "500", NULL};
+
+    each_backend(scenario_unknown_outcome, extra);
+}
+
 /* ---- 8. an OWNER token names a holder within one user ---------------------- */
 
 static void scenario_owner_per_user(struct pu_env *e)
@@ -222,4 +438,6 @@ TEST(safety_owner_token_per_user)
     each_backend(scenario_owner_per_user, extra);
 }
 
-TEST_MAIN(TEST_CASE(safety_reentry_not_queued), TEST_CASE(safety_owner_token_per_user))
+TEST_MAIN(TEST_CASE(safety_reentry_not_queued), TEST_CASE(safety_pipelined_acquire_release),
+          TEST_CASE(safety_disconnect_release_retried),
+          TEST_CASE(safety_unknown_outcome_rolled_back), TEST_CASE(safety_owner_token_per_user))
