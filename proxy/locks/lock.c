@@ -511,6 +511,7 @@ static void acquire_start(struct px_req *req, const struct px_lock_kind *kind, u
     op->acq.hint = px_route_hint(a.name->p, a.name->len);
     op->watchdog = a.lease_ms < 0;
     op->acq.lease_ms = op->watchdog ? srv->opts.watchdog_ms : (uint64_t)a.lease_ms;
+    op->wait.lease_ms = op->acq.lease_ms; /* a grant with too little of it left is refused */
     op->hold =
         px_hold_use(srv, op->kind->hold, a.name->p, a.name->len, op->owner, op->acq.olen, true);
     if (!op->hold) {

@@ -320,6 +320,8 @@ static void psem_acquire_start(struct px_req *req, bool wait_ok)
     p->lease_ms = a.lease_ms;
     p->keep = a.keep;
     px_wait_init(&p->wait, &psemop_kind, req, wait_ok ? a.wait_ms : 0);
+    if (a.lease_ms > 0) /* a permit with too little of its lease left is refused */
+        p->wait.lease_ms = (uint64_t)a.lease_ms;
     px_wait_start(&p->wait);
 }
 

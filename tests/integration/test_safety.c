@@ -128,6 +128,80 @@ __attribute__((unused)) static void recv_str(redisContext *c, int ms, char *buf,
     freeReplyObject(r);
 }
 
+/* ---- 1. a grant that arrives after its lease ran out ------------------------ */
+
+/* Clients of proxy P0 ask for k (LOCK), w (WLOCK), f (FAIRLOCK) and a permit
+ * of p (PSEM, LEASE) while Redis sleeps; P0 is stopped before Redis wakes and
+ * grants them. Their leases run out while P0 is stopped, clients of P1 take
+ * every one, and P0 is resumed: its clients must not be told they hold
+ * what P1's clients hold. They keep waiting, and get it once P1's let go. */
+static void scenario_late_grant(struct pu_env *e)
+{
+    static const char *const acq[4] = {"LOCK %s", "WLOCK %s", "FAIRLOCK %s", "PSEM.ACQUIRE %s"};
+    static const char *const other[4] = {"LOCK %s WAIT %d", "WLOCK %s WAIT %d",
+                                         "FAIRLOCK %s WAIT %d", "PSEM.ACQUIRE %s WAIT %d"};
+    static const char *const names[4] = {"k", "w", "f", "p"};
+    struct pu_proxy p1;
+    redisContext *a[4], *b[4], *s, *c0, *c1;
+    char permit[64], lease[16];
+    int i;
+
+    second_proxy(e, &p1);
+    c0 = pu_client(e);
+    c1 = pu_connect(p1.port);
+    PU_INT(c0, 1, "PSEM.TRYSETPERMITS %s %d", "p", 1);
+    for (i = 0; i < 4; i++) {
+        a[i] = pu_client(e);
+        b[i] = pu_connect(p1.port);
+        PU_STR(a[i], "PONG", "PING");
+    }
+    snprintf(lease, sizeof(lease), "%d", LEASE_MS);
+    s = redis_sleep(e, "1");
+    for (i = 0; i < 3; i++)
+        pu_send(a[i], acq[i], names[i]);
+    pu_send(a[3], "PSEM.ACQUIRE %s LEASE %s", names[3], lease);
+    pu_sleep_ms(300); /* P0 has sent them to Redis */
+    ASSERT_EQ(kill(e->proxy.pid, SIGSTOP), 0);
+    /* Redis wakes and grants P0's clients; their leases run out; P1's
+     * clients get everything. */
+    for (i = 0; i < 3; i++)
+        PU_OK(b[i], other[i], names[i], 8000);
+    pu_send(b[3], other[3], names[3], 8000);
+    recv_str(b[3], 10000, permit, sizeof(permit));
+    pu_sleep_ms(300);
+    ASSERT_EQ(kill(e->proxy.pid, SIGCONT), 0);
+    for (i = 0; i < 4; i++)
+        expect_no_reply(a[i], i == 0 ? 1500 : 100, names[i]);
+    ASSERT_TRUE(pu_info_int(c0, "late_grants_refused") >= 4);
+    /* They are still waiting, and get it once P1's clients let go. */
+    PU_INT(b[0], 1, "UNLOCK %s", "k");
+    PU_INT(b[1], 1, "WUNLOCK %s", "w");
+    PU_INT(b[2], 1, "FAIRUNLOCK %s", "f");
+    PU_INT(b[3], 1, "PSEM.RELEASE %s %s", "p", permit);
+    for (i = 0; i < 3; i++)
+        expect_reply(a[i], 10000, PU_K_STATUS, "OK");
+    recv_str(a[3], 10000, permit, sizeof(permit));
+    PU_INT(a[0], 1, "UNLOCK %s", "k");
+    PU_INT(a[1], 1, "WUNLOCK %s", "w");
+    PU_INT(a[2], 1, "FAIRUNLOCK %s", "f");
+    PU_INT(a[3], 1, "PSEM.RELEASE %s %s", "p", permit);
+    for (i = 0; i < 4; i++) {
+        redisFree(a[i]);
+        redisFree(b[i]);
+    }
+    redisFree(s);
+    redisFree(c1);
+    redisFree(c0);
+    pu_proxy_stop(&p1);
+}
+
+TEST(safety_late_grant_refused)
+{
+    static const char *const extra[] = {"--lock-watchdog-timeout", "1500", NULL};
+
+    each_backend(scenario_late_grant, extra);
+}
+
 /* ---- 2. a holder's re-entry does not queue behind waiters ------------------- */
 
 /* One variant: the commands of the holder a and the waiter b (hiredis
@@ -438,6 +512,6 @@ TEST(safety_owner_token_per_user)
     each_backend(scenario_owner_per_user, extra);
 }
 
-TEST_MAIN(TEST_CASE(safety_reentry_not_queued), TEST_CASE(safety_pipelined_acquire_release),
-          TEST_CASE(safety_disconnect_release_retried),
+TEST_MAIN(TEST_CASE(safety_late_grant_refused), TEST_CASE(safety_reentry_not_queued),
+          TEST_CASE(safety_pipelined_acquire_release), TEST_CASE(safety_disconnect_release_retried),
           TEST_CASE(safety_unknown_outcome_rolled_back), TEST_CASE(safety_owner_token_per_user))
