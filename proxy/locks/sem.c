@@ -1,15 +1,34 @@
 /* SEM.*: Redisson's RSemaphore (spec section 6): a STRING count at the raw
  * name, woken on redisson_sc:{name}.
  *
- * Permits taken through the proxy are tracked per connection (who frees
- * what: the tracking entries are owned by this module, linked on the
- * connection's claims and in the module's table): (connection id, name)
- * -> permits taken and not released by that connection; SEM.RELEASE on the
- * same connection lowers it (never below 0: releasing more than you took
- * is allowed, as in Redisson, but only tracked permits are returned). When
- * the connection closes, its entries are returned with the release script
- * (only if the key still exists, so a deleted semaphore is not re-created)
- * and freed. KEEP on an acquire skips the tracking. */
+ * Design: permits taken through the proxy are tracked, so that those of a
+ * connection that closes go back (Redisson leaks them). Who frees what:
+ * this module owns the tracking, one struct sem_name per semaphore with
+ * takers and one struct sem_taker per (connection, semaphore), linked on
+ * the connection's claims and, oldest first, on its sem_name.
+ *
+ * A semaphore has no owner: anyone may release permits, also permits
+ * someone else took (as in Redisson). The rule that keeps this safe:
+ *
+ *     available + tracked <= permits set
+ *
+ * (tracked: permits that takers of this proxy hold and would return on
+ * close). Acquiring n moves n from available to tracked. Releasing n
+ * through this proxy adds n to available, so n come off tracked: first the
+ * releaser's own, then other takers', oldest first (their permits were
+ * given back for them: they are gone, and are not returned a second time
+ * when their connection closes). A close returns exactly what its taker
+ * still has. So permits in use never exceed the count, whatever the mix of
+ * releases by others and disconnects. SEM.DRAIN and SEM.ADDPERMITS leave
+ * tracked as it is (drained permits are no one's; a negative ADDPERMITS
+ * lowers both sides). What the proxy cannot see, it cannot count: a
+ * release by a Redisson client or through another proxy of permits a
+ * client of this proxy took still leaves them tracked here. Use KEEP (no
+ * tracking) for permits meant to be released elsewhere.
+ *
+ * A return goes only to a semaphore that still exists (a deleted one is
+ * not re-created); it is a retried job (semaphore.c). KEEP on an acquire
+ * skips the tracking. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,104 +52,149 @@
 
 /* ---- permit tracking ------------------------------------------------------ */
 
-static struct hmap held_map_storage; /* struct sem_held by (connection, name) */
-static bool held_map_ready;
+static struct hmap names_storage; /* struct sem_name by name */
+static bool names_ready;
 
-static struct hmap *held_map(int which)
+static struct hmap *names_map(void)
 {
-    (void)which;
-    if (!held_map_ready) {
-        if (hmap_init(&held_map_storage, 64) < 0)
+    if (!names_ready) {
+        if (hmap_init(&names_storage, 64) < 0)
             return NULL;
-        held_map_ready = true;
+        names_ready = true;
     }
-    return &held_map_storage;
+    return &names_storage;
+}
+
+/* A semaphore with takers. */
+struct sem_name {
+    struct hmap_node node; /* in names_map(), by name */
+    struct list takers;    /* struct sem_taker, oldest first */
+    size_t nlen;           /* name length */
+    char name[];           /* owned: the semaphore name */
+};
+
+/* The permits one connection took of one semaphore. */
+struct sem_taker {
+    struct list name_node; /* in sem->takers */
+    struct px_claim claim; /* in cl->locks.claims: return the permits on close */
+    struct sem_name *sem;  /* borrowed: freed with its last taker */
+    struct px_server *srv; /* borrowed */
+    struct px_client *cl;  /* borrowed: the taking connection (the claim ends first) */
+    int64_t permits;       /* taken and not released since (> 0) */
+};
+
+static struct sem_name *sem_name_find(const char *name, size_t len, bool create)
+{
+    struct hmap *m = names_map();
+    uint64_t hash = hash_bytes(name, len);
+    struct hmap_node *n = m ? hmap_first(m, hash) : NULL;
+    struct sem_name *sn;
+
+    for (; n; n = hmap_next(n)) {
+        sn = LP_CONTAINER_OF(n, struct sem_name, node);
+        if (sn->nlen == len && memcmp(sn->name, name, len) == 0)
+            return sn;
+    }
+    if (!create || !m || !(sn = calloc(1, sizeof(*sn) + len + 1)))
+        return NULL;
+    list_init(&sn->takers);
+    sn->nlen = len;
+    memcpy(sn->name, name, len);
+    hmap_insert(m, &sn->node, hash);
+    return sn;
+}
+
+static struct sem_taker *taker_find(struct sem_name *sn, const struct px_client *cl)
+{
+    struct list *n;
+
+    for (n = sn->takers.next; n != &sn->takers; n = n->next) {
+        struct sem_taker *t = LP_CONTAINER_OF(n, struct sem_taker, name_node);
+
+        if (t->cl == cl)
+            return t;
+    }
+    return NULL;
+}
+
+static void taker_free(struct sem_taker *t)
+{
+    struct sem_name *sn = t->sem;
+
+    px__sem_stats.sem_tracked -= t->permits;
+    list_del_init(&t->name_node);
+    list_del_init(&t->claim.node);
+    free(t);
+    if (list_empty(&sn->takers)) {
+        hmap_remove(names_map(), &sn->node);
+        free(sn);
+    }
+}
+
+/* Takes up to n of t's permits off its tracking; returns how many. */
+static int64_t taker_sub(struct sem_taker *t, int64_t n)
+{
+    int64_t k = LP_MIN(n, t->permits);
+
+    t->permits -= k;
+    px__sem_stats.sem_tracked -= k;
+    if (t->permits == 0)
+        taker_free(t);
+    return k;
+}
+
+static void taker_gone(struct px_claim *c, struct px_client *cl)
+{
+    struct sem_taker *t = LP_CONTAINER_OF(c, struct sem_taker, claim);
+
+    (void)cl;
+    px__sem_return(t->srv, t->sem->name, t->sem->nlen, t->permits, NULL, PX_JOB_NO_END, false);
+    taker_free(t);
+}
+
+/* cl took n permits of name. On -ENOMEM they are simply not tracked. */
+static void sem_track_add(struct px_client *cl, const char *name, size_t len, int64_t n)
+{
+    struct sem_name *sn = sem_name_find(name, len, true);
+    struct sem_taker *t = sn ? taker_find(sn, cl) : NULL;
+
+    if (sn && !t && (t = calloc(1, sizeof(*t)))) {
+        t->sem = sn;
+        t->srv = cl->srv;
+        t->cl = cl;
+        t->claim.gone = taker_gone;
+        list_add_tail(&sn->takers, &t->name_node);
+        list_add_tail(&cl->locks.claims, &t->claim.node);
+    }
+    if (!t) {
+        if (sn && list_empty(&sn->takers)) {
+            hmap_remove(names_map(), &sn->node);
+            free(sn);
+        }
+        return;
+    }
+    t->permits += n;
+    px__sem_stats.sem_tracked += n;
+}
+
+/* cl releases n permits of name: n come off the tracking, cl's own first,
+ * then other takers', oldest first (see the design block). */
+static void sem_track_release(struct px_client *cl, const char *name, size_t len, int64_t n)
+{
+    struct sem_name *sn = sem_name_find(name, len, false);
+    struct sem_taker *t = sn ? taker_find(sn, cl) : NULL;
+
+    if (t)
+        n -= taker_sub(t, n);
+    while (n > 0 && (sn = sem_name_find(name, len, false)) != NULL) {
+        t = LP_CONTAINER_OF(sn->takers.next, struct sem_taker, name_node);
+        n -= taker_sub(t, n);
+    }
 }
 
 static void sem_send_return(struct px_server *srv, const char *name, size_t len, int64_t permits)
 {
     px__sem_return(srv, name, len, permits, NULL, PX_JOB_NO_END, false);
-}
-
-struct sem_held {
-    struct hmap_node node; /* in held_map(0), by (cl_id, name) */
-    struct px_claim claim; /* in cl->locks.claims: return the permits on close */
-    struct px_server *srv; /* borrowed */
-    uint64_t cl_id;        /* the connection that took the permits */
-    int64_t permits;       /* taken and not released by that connection */
-    size_t nlen;           /* name length */
-    char name[];           /* owned: the semaphore name */
-};
-
-static uint64_t sem_held_hash(uint64_t cl_id, const char *name, size_t len)
-{
-    return hash_bytes(name, len) ^ (cl_id * 0x9e3779b97f4a7c15ull);
-}
-
-static struct sem_held *sem_held_find(uint64_t cl_id, const char *name, size_t len)
-{
-    struct hmap *m = held_map(0);
-    struct hmap_node *n = m ? hmap_first(m, sem_held_hash(cl_id, name, len)) : NULL;
-
-    for (; n; n = hmap_next(n)) {
-        struct sem_held *h = LP_CONTAINER_OF(n, struct sem_held, node);
-
-        if (h->cl_id == cl_id && h->nlen == len && memcmp(h->name, name, len) == 0)
-            return h;
-    }
-    return NULL;
-}
-
-static void sem_held_free(struct sem_held *h)
-{
-    px__sem_stats.sem_tracked -= h->permits;
-    hmap_remove(held_map(0), &h->node);
-    list_del_init(&h->claim.node);
-    free(h);
-}
-
-static void sem_held_gone(struct px_claim *o, struct px_client *cl)
-{
-    struct sem_held *h = LP_CONTAINER_OF(o, struct sem_held, claim);
-
-    (void)cl;
-    if (h->permits > 0)
-        sem_send_return(h->srv, h->name, h->nlen, h->permits);
-    sem_held_free(h);
-}
-
-/* cl took n permits of name. On -ENOMEM they are simply not tracked. */
-static void sem_held_add(struct px_client *cl, const char *name, size_t len, int64_t n)
-{
-    struct sem_held *h = sem_held_find(cl->id, name, len);
-
-    if (!h) {
-        h = held_map(0) ? calloc(1, sizeof(*h) + len + 1) : NULL;
-        if (!h)
-            return;
-        h->srv = cl->srv;
-        h->cl_id = cl->id;
-        h->nlen = len;
-        memcpy(h->name, name, len);
-        h->claim.gone = sem_held_gone;
-        hmap_insert(held_map(0), &h->node, sem_held_hash(cl->id, name, len));
-        list_add_tail(&cl->locks.claims, &h->claim.node);
-    }
-    h->permits += n;
-    px__sem_stats.sem_tracked += n;
-}
-
-/* cl releases n permits of name: fewer are tracked (never below 0). */
-static void sem_held_sub(struct px_client *cl, const char *name, size_t len, int64_t n)
-{
-    struct sem_held *h = sem_held_find(cl->id, name, len);
-
-    if (!h)
-        return;
-    if (n >= h->permits)
-        return sem_held_free(h);
-    h->permits -= n;
-    px__sem_stats.sem_tracked -= n;
 }
 
 /* ---- SEM.TRYSETPERMITS / ADDPERMITS / RELEASE / AVAILABLE / DRAIN ---------- */
@@ -196,7 +260,7 @@ void px__sem_cmd_release(struct px_req *req)
     if (px_args_check_name(req, "name") < 0 ||
         (req->argc > 2 && px_args_parse_count(req, 2, "permits", 1, &n) < 0))
         return px_req_done(req);
-    sem_held_sub(req->cl, name->p, name->len, n);
+    sem_track_release(req->cl, name->p, name->len, n);
     sem_simple(req, PX__SEM_RELEASE, 2, nbuf,
                (size_t)snprintf(nbuf, sizeof(nbuf), "%lld", (long long)n), "0", 1,
                sem_reply_release);
@@ -272,7 +336,7 @@ static void semop_granted(struct px_wait_op *w)
     const struct px_arg *name = &w->req->argv[1];
 
     if (!s->keep)
-        sem_held_add(w->req->cl, name->p, name->len, s->permits);
+        sem_track_add(w->req->cl, name->p, name->len, s->permits);
     px_reply_status(px_req_out(w->req), "OK");
 }
 

@@ -30,8 +30,7 @@
 
 /* Redis with DEBUG enabled, then the proxy with --io backend, --log-level
  * debug and extra. */
-__attribute__((unused)) static void env_start(struct pu_env *e, const char *backend,
-                                              const char *const *extra)
+static void env_start(struct pu_env *e, const char *backend, const char *const *extra)
 {
     const char *level = getenv("LP_IT_LOG_LEVEL");
     const char *args[PU_MAX_ARGS];
@@ -50,8 +49,7 @@ __attribute__((unused)) static void env_start(struct pu_env *e, const char *back
 }
 
 /* pu_each_backend with env_start. */
-__attribute__((unused)) static void each_backend(void (*scenario)(struct pu_env *e),
-                                                 const char *const *extra)
+static void each_backend(void (*scenario)(struct pu_env *e), const char *const *extra)
 {
     static const char *const backends[] = {"epoll", "uring"};
     const char *only = getenv("LP_IT_BACKENDS");
@@ -76,7 +74,7 @@ __attribute__((unused)) static void each_backend(void (*scenario)(struct pu_env 
 }
 
 /* A second proxy on the same Redis, with the first one's flags. */
-__attribute__((unused)) static void second_proxy(struct pu_env *e, struct pu_proxy *p2)
+static void second_proxy(struct pu_env *e, struct pu_proxy *p2)
 {
     memset(p2, 0, sizeof(*p2));
     snprintf(p2->upstream, sizeof(p2->upstream), "%s", e->proxy.upstream);
@@ -86,7 +84,7 @@ __attribute__((unused)) static void second_proxy(struct pu_env *e, struct pu_pro
 
 /* Freezes Redis for secs seconds (DEBUG SLEEP sent on its own connection,
  * reply not awaited); returns that connection, to free afterwards. */
-__attribute__((unused)) static redisContext *redis_sleep(struct pu_env *e, const char *secs)
+static redisContext *redis_sleep(struct pu_env *e, const char *secs)
 {
     redisContext *s = pu_redis_client(e);
 
@@ -96,7 +94,7 @@ __attribute__((unused)) static redisContext *redis_sleep(struct pu_env *e, const
 }
 
 /* Fails the test if a reply arrives on c within ms (c waits on). */
-__attribute__((unused)) static void expect_no_reply(redisContext *c, int ms, const char *what)
+static void expect_no_reply(redisContext *c, int ms, const char *what)
 {
     redisReply *r = pu_try_recv(c, ms);
     char d[256];
@@ -105,8 +103,7 @@ __attribute__((unused)) static void expect_no_reply(redisContext *c, int ms, con
         TEST_FAIL("%s: got %s while another client holds it", what, pu_describe(r, d, sizeof(d)));
 }
 
-__attribute__((unused)) static void expect_reply(redisContext *c, int ms, enum pu_kind kind,
-                                                 const char *s)
+static void expect_reply(redisContext *c, int ms, enum pu_kind kind, const char *s)
 {
     redisReply *r = pu_try_recv(c, ms);
 
@@ -117,7 +114,7 @@ __attribute__((unused)) static void expect_reply(redisContext *c, int ms, enum p
 }
 
 /* The reply of c's earlier command: a bulk string (e.g. a permit id), copied. */
-__attribute__((unused)) static void recv_str(redisContext *c, int ms, char *buf, size_t n)
+static void recv_str(redisContext *c, int ms, char *buf, size_t n)
 {
     redisReply *r = pu_try_recv(c, ms);
     char d[256];
@@ -482,6 +479,41 @@ TEST(safety_unknown_outcome_rolled_back)
     each_backend(scenario_unknown_outcome, extra);
 }
 
+/* ---- 7. permits released by another connection are not returned twice ------ */
+
+static void scenario_sem_release_by_other(struct pu_env *e)
+{
+    redisContext *a = pu_client(e), *b = pu_client(e), *o = pu_client(e);
+    redisContext *rc = pu_redis_client(e);
+    long long until;
+
+    PU_INT(o, 1, "SEM.TRYSETPERMITS %s %d", "s", 3);
+    PU_OK(a, "SEM.ACQUIRE %s %d", "s", 2);
+    PU_INT(b, 3, "SEM.RELEASE %s %d", "s", 2);
+    redisFree(a);
+    for (until = pu_now_ms() + 1000; pu_now_ms() < until; pu_sleep_ms(20))
+        ASSERT_LE(pu_get_int(rc, "s"), 3);
+    ASSERT_EQ(pu_get_int(rc, "s"), 3);
+
+    /* Two takers, a third releases: the oldest taking is what went back. */
+    a = pu_client(e);
+    PU_OK(a, "SEM.ACQUIRE %s %d", "s", 2);
+    PU_OK(b, "SEM.ACQUIRE %s %d", "s", 1);
+    PU_INT(o, 2, "SEM.RELEASE %s %d", "s", 2);
+    redisFree(a);
+    redisFree(b);
+    for (until = pu_now_ms() + 1000; pu_now_ms() < until; pu_sleep_ms(20))
+        ASSERT_LE(pu_get_int(rc, "s"), 3);
+    ASSERT_EQ(pu_get_int(rc, "s"), 3);
+    redisFree(rc);
+    redisFree(o);
+}
+
+TEST(safety_sem_release_by_other)
+{
+    each_backend(scenario_sem_release_by_other, NULL);
+}
+
 /* ---- 8. an OWNER token names a holder within one user ---------------------- */
 
 static void scenario_owner_per_user(struct pu_env *e)
@@ -514,4 +546,5 @@ TEST(safety_owner_token_per_user)
 
 TEST_MAIN(TEST_CASE(safety_late_grant_refused), TEST_CASE(safety_reentry_not_queued),
           TEST_CASE(safety_pipelined_acquire_release), TEST_CASE(safety_disconnect_release_retried),
-          TEST_CASE(safety_unknown_outcome_rolled_back), TEST_CASE(safety_owner_token_per_user))
+          TEST_CASE(safety_unknown_outcome_rolled_back), TEST_CASE(safety_sem_release_by_other),
+          TEST_CASE(safety_owner_token_per_user))
