@@ -509,11 +509,15 @@ void px_hold_client_gone(struct px_client *cl)
 
         if (h->state == PX_HOLD_HELD && srv->opts.on_disc == PX_DISCONNECT_RELEASE) {
             px_hold_release(h, h->expires_ms);
-        } else {
-            hold_unhold(h);
-            h->cl = NULL;
-            hold_maybe_free(h);
+            continue;
         }
+        /* Left to expire: a due settle would now keep 0 and release early. */
+        if (h->state == PX_HOLD_HELD)
+            px_job_cancel(&h->job);
+        h->settle_again = false;
+        hold_unhold(h);
+        h->cl = NULL;
+        hold_maybe_free(h);
     }
 }
 
