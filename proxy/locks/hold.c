@@ -111,7 +111,7 @@ static int plain_settle(struct px_server *srv, const char *name, size_t nlen, co
                            arg);
 }
 
-const struct px_hold_kind px_hold_plain = {"lock", plain_renew_script, plain_settle};
+const struct px_hold_kind px_hold_plain = {"lock", plain_renew_script, plain_settle, true};
 
 /* ---- the table ---------------------------------------------------------------- */
 
@@ -274,6 +274,8 @@ void px_hold_unlocked_one(struct px_hold *h, uint64_t sent_ms)
         return;
     if (h->count > 1)
         h->count--; /* Redis said "still held": never below 1 */
+    if (!h->kind->unlock_resets_lease)
+        return;
     h->expires_ms = sent_ms + h->lease_ms;
     if (!h->watchdog)
         px_hold_arm(h);
@@ -393,8 +395,6 @@ static int settle_send(struct px_job *j, pool_reply_fn *cb, void *arg)
     int rc;
 
     h->settle.keep = h->state == PX_HOLD_HELD ? h->count : 0;
-    if (h->state == PX_HOLD_RELEASING)
-        h->settle.dequeue = false; /* the connection's waiter left its queue already */
     rc = h->kind->settle(h->srv, h->key, h->nlen, h->owner, h->olen, &h->settle, cb, arg);
     if (rc == 0)
         h->settle.dequeue = false; /* asked for; a later give-up asks again */
@@ -456,7 +456,9 @@ static void settle_done(struct px_job *j, const redisReply *r)
         hold_remove(h);
     } else if (h->settle_again || h->state == PX_HOLD_RELEASING) {
         h->settle_again = false;
-        hold_want_settle(h, h->state == PX_HOLD_RELEASING ? h->expires_ms : PX_JOB_NO_END);
+        hold_want_settle(h, h->state == PX_HOLD_RELEASING
+                                ? h->expires_ms + h->srv->opts.upstream_timeout_ms
+                                : PX_JOB_NO_END);
     }
     hold_maybe_free(h);
 }
@@ -508,7 +510,9 @@ void px_hold_client_gone(struct px_client *cl)
         struct px_hold *h = LP_CONTAINER_OF(n, struct px_hold, client_node);
 
         if (h->state == PX_HOLD_HELD && srv->opts.on_disc == PX_DISCONNECT_RELEASE) {
-            px_hold_release(h, h->expires_ms);
+            /* expires_ms counts from the send; Redis started the lease when
+             * it ran the request, up to an upstream timeout later. */
+            px_hold_release(h, h->expires_ms + srv->opts.upstream_timeout_ms);
             continue;
         }
         /* Left to expire: a due settle would now keep 0 and release early. */

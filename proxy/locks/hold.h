@@ -64,6 +64,9 @@ struct px_hold_kind {
      * the count before, or an error. */
     int (*settle)(struct px_server *srv, const char *name, size_t nlen, const char *owner,
                   size_t olen, const struct px_settle *s, pool_reply_fn *cb, void *arg);
+    /* An unlock that leaves the hold resets its lease (RLock's PEXPIRE);
+     * false for read holds, whose timeout keys keep theirs. */
+    bool unlock_resets_lease;
 };
 
 /* Reentrant (RLock) holds: HEXISTS -> PEXPIRE renewal; settle by HSET, or
@@ -94,7 +97,6 @@ struct px_hold {
     uint64_t lease_ms;               /* lease set at every acquire/renewal */
     uint64_t expires_ms;             /* monotonic ms the lease ends by, from the send of the
                                         request that set it (acquire or renewal) */
-    uint64_t settle_until;           /* when an unconfirmed acquisition runs out anyway */
     unsigned inflight;               /* requests about the pair in flight (acquire, unlock) */
     unsigned refs;                   /* references (ops, renewal batches) */
     unsigned unknown_unlocks;        /* unlocks with a lost reply since the last settle */
@@ -144,7 +146,9 @@ void px_hold_granted(struct px_hold *h, const struct px_hold_kind *kind, struct 
 /* Redis may hold more of the pair than count: an acquisition nobody may
  * use (late), or a request whose reply was lost (unknown; unlock: it was
  * an unlock). Settles once nothing is in flight; gives up at until (when
- * an acquisition with no confirmed count would have run out anyway). */
+ * an acquisition with no confirmed count would have run out anyway, or
+ * PX_JOB_NO_END), never while the hold is HELD (renewal would keep an
+ * extra count alive). */
 void px_hold_settle(struct px_hold *h, uint64_t until);
 void px_hold_unlock_unknown(struct px_hold *h);
 

@@ -38,6 +38,7 @@
 #include "proxy/metrics.h"
 #include "proxy/reply.h"
 #include "proxy/server.h"
+#include "sched/loop.h"
 
 #define LOCK_CHANNEL_PREFIX "redisson_lock__channel:"
 
@@ -442,14 +443,20 @@ static void lockop_granted(struct px_wait_op *w)
  * hold settles back to the count clients were told (hold.h), which undoes
  * exactly this acquisition if Redis applied it. A connection that closed
  * meanwhile: the same under --on-disconnect release (its holds are being
- * released anyway), nothing under expire (left to expire, as its holds). */
+ * released anyway), nothing under expire (left to expire, as its holds).
+ * Worth doing until the lease ends: a grant that came back ran before its
+ * reply, so its lease ends by now + lease; a lost reply says nothing about
+ * when Redis ran it (maybe not yet: a stalled Redis runs it when it wakes,
+ * before it answers anything sent after), so that one is settled whenever
+ * Redis answers. */
 static void lockop_undo(struct px_wait_op *w, enum px_undo_why why)
 {
     struct px__lockop *op = lockop_of(w);
+    uint64_t now = sched_loop_now_ms(w->srv->loop);
 
     if (why == PX_UNDO_GONE && w->srv->opts.on_disc != PX_DISCONNECT_RELEASE)
         return;
-    px_hold_settle(op->hold, w->sent_ms + op->acq.lease_ms);
+    px_hold_settle(op->hold, why == PX_UNDO_UNKNOWN ? PX_JOB_NO_END : now + op->acq.lease_ms);
 }
 
 static void lockop_give_up(struct px_wait_op *w)

@@ -11,9 +11,21 @@
  * lease it asked for, and the end of a wait when its connection closes.
  *
  * Usage by a kind: embed struct px_wait_op in the command's state, call
- * px_wait_init(), set lease_ms (and exclusive) when they apply, then
+ * px_wait_init(), set lease_ms (and member.exclusive) when they apply, then
  * px_wait_start(). The engine calls the kind back and, at the end,
- * kind->destroy() frees the embedding structure. */
+ * kind->destroy() frees the embedding structure.
+ *
+ * Shaped for what comes next: an attempt is whatever the kind sends, as
+ * long as it reports one combined outcome (px_wait_on_reply), and an undo
+ * is whatever the kind does. So a Redis Cluster attempt routes per slot
+ * (px_route_hint is per name already; channels live on the owning shard,
+ * which is the waitset's business); --sync-replicas N is an attempt of
+ * EVALSHA + WAIT whose outcome is "granted" only once replicated (else the
+ * kind undoes it); MULTILOCK is an all-or-none attempt over several names
+ * with an undo of all of them; REDLOCK is N parallel requests to N masters
+ * folded into one outcome (majority), and the validity check it needs, the
+ * lease minus the time since the attempt was sent minus the drift margin,
+ * is the engine's, for every kind. */
 #ifndef LP_PROXY_LOCKS_WAIT_H
 #define LP_PROXY_LOCKS_WAIT_H
 
