@@ -20,8 +20,9 @@ extern "C" {
 struct px_req;
 struct px_server;
 
-#define PX__PSEM_SENTINEL "922337203685477" /* score of a permit without lease */
-#define PX__PSEM_ID_LEN   16u               /* raw permit id bytes */
+#define PX__PSEM_SENTINEL        "922337203685477" /* score of a permit without lease */
+#define PX__PSEM_ID_LEN          16u               /* raw permit id bytes */
+#define PX__SEM_RETURN_WINDOW_MS 60000u            /* a SEM return is resent this long at most */
 
 /* The semaphore scripts (one set for SEM and PSEM). */
 enum px__sem_script {
@@ -35,7 +36,9 @@ enum px__sem_script {
     PX__PSEM_ACQUIRE = 7,   /* ... ARGV now, expiry, id, sentinel -> {1,left} | {0,next} | {-1,0} */
     PX__PSEM_RELEASE = 8,   /* ... ARGV id, now -> 1 | 0 expired | -1 unknown */
     PX__PSEM_AVAILABLE = 9, /* ... ARGV now -> count */
-    PX__SEM_NSCRIPTS = 10,
+    PX__SEM_RETURN =
+        10, /* KEYS name, chan, marker; ARGV n, marker ttl -> {1,new} | {0,0} | {2,0} */
+    PX__SEM_NSCRIPTS = 11,
 };
 
 /* Pool id of a semaphore script. */

@@ -30,6 +30,7 @@
 #include "proxy/metrics.h"
 #include "proxy/reply.h"
 #include "proxy/server.h"
+#include "sched/loop.h"
 
 #define SEM_CHANNEL_PREFIX "redisson_sc:"
 
@@ -74,6 +75,17 @@ static const char sem_release_lua[] =
               "local v = redis.call('incrby', KEYS[1], ARGV[1]); "
               "if v > 0 then redis.call('publish', KEYS[2], v); end; "
               "return {1, v};";
+
+/* A closed connection's permits back (sem.c): as a release that only goes
+ * to an existing semaphore, but at most once per marker (KEYS[3], set NX
+ * with the TTL ARGV[2]), so that a resend after a lost reply does not
+ * return them twice. */
+static const char sem_return_lua[] = SEM_CHECK
+    "if not cur then return {0, 0}; end; "
+    "if not redis.call('set', KEYS[3], '1', 'NX', 'PX', ARGV[2]) then return {2, 0}; end; "
+    "local v = redis.call('incrby', KEYS[1], ARGV[1]); "
+    "if v > 0 then redis.call('publish', KEYS[2], v); end; "
+    "return {1, v};";
 
 static const char sem_available_lua[] = SEM_CHECK "return tonumber(cur or '0');";
 
@@ -124,6 +136,7 @@ static const struct pool_script sem_scripts[PX__SEM_NSCRIPTS] = {
     {"sem_available", sem_available_lua}, {"sem_drain", sem_drain_lua},
     {"psem_tryset", psem_tryset_lua},     {"psem_acquire", psem_acquire_lua},
     {"psem_release", psem_release_lua},   {"psem_available", psem_available_lua},
+    {"sem_return", sem_return_lua},
 };
 
 static unsigned sem_script_base;
@@ -166,11 +179,14 @@ void px__sem_keys_arg(struct px__sem_keys *k, int i, const char *p, size_t len)
 
 /* ---- returns for closed connections ------------------------------------------ */
 
+static uint64_t return_seq; /* last SEM return marker number */
+
 struct sem_return {
     struct px_job job;                 /* the retried return */
     int64_t permits;                   /* how many (PSEM: 1) */
     bool psem;                         /* a PSEM permit id, not SEM permits */
     bool rollback;                     /* undoes an unconfirmed acquisition */
+    uint64_t seq;                      /* SEM: the marker's number */
     unsigned char id[PX__PSEM_ID_LEN]; /* PSEM: the permit id */
     size_t nlen;                       /* name length */
     char name[];                       /* owned: the semaphore name */
@@ -180,26 +196,33 @@ static int return_send(struct px_job *j, pool_reply_fn *cb, void *arg)
 {
     struct sem_return *t = LP_CONTAINER_OF(j, struct sem_return, job);
     struct px__sem_keys k;
-    char a1[24], now[24];
+    char a1[24], a2[24], marker[PX_CHANNEL_MAX + 96];
     int nk = px__sem_keys_fill(&k, t->name, t->nlen, t->psem);
-    unsigned script = px__sem_script(t->psem ? PX__PSEM_RELEASE : PX__SEM_RELEASE);
+    uint64_t hint = px_route_hint(t->name, t->nlen);
+    size_t n;
 
     if (t->psem) {
         px__sem_keys_arg(&k, nk, (const char *)t->id, PX__PSEM_ID_LEN);
         px__sem_keys_arg(
-            &k, nk + 1, now,
-            (size_t)snprintf(now, sizeof(now), "%llu", (unsigned long long)clock_wall_ms()));
-    } else {
-        px__sem_keys_arg(&k, nk, a1,
-                         (size_t)snprintf(a1, sizeof(a1), "%lld", (long long)t->permits));
-        px__sem_keys_arg(&k, nk + 1, "1", 1); /* only if the semaphore still exists */
+            &k, nk + 1, a2,
+            (size_t)snprintf(a2, sizeof(a2), "%llu", (unsigned long long)clock_wall_ms()));
+        return px_metrics_eval(j->srv, hint, px__sem_script(PX__PSEM_RELEASE), nk, nk + 2, k.argv,
+                               k.lens, cb, arg);
     }
-    return px_metrics_eval(j->srv, px_route_hint(t->name, t->nlen), script, nk, nk + 2, k.argv,
-                           k.lens, cb, arg);
+    n = px_channel_name(marker, PX_CHANNEL_MAX, "", t->name, t->nlen);
+    n += (size_t)snprintf(marker + n, sizeof(marker) - n, ":lp-return:%s:%llu", j->srv->uuid,
+                          (unsigned long long)t->seq);
+    px__sem_keys_arg(&k, 2, marker, n);
+    px__sem_keys_arg(&k, 3, a1, (size_t)snprintf(a1, sizeof(a1), "%lld", (long long)t->permits));
+    px__sem_keys_arg(&k, 4, a2,
+                     (size_t)snprintf(a2, sizeof(a2), "%u", 2 * PX__SEM_RETURN_WINDOW_MS));
+    return px_metrics_eval(j->srv, hint, px__sem_script(PX__SEM_RETURN), 3, 5, k.argv, k.lens, cb,
+                           arg);
 }
 
-/* SEM: {1, count} returned, {0, 0} the semaphore is gone; PSEM: 1 or 0
- * (it had expired) returned, -1 unknown (reclaimed already). */
+/* SEM: {1, count} returned, {0, 0} the semaphore is gone, {2, 0} returned
+ * by an earlier send whose reply was lost; PSEM: 1 or 0 (it had expired)
+ * returned, -1 unknown (reclaimed already). */
 static void return_done(struct px_job *j, const redisReply *r)
 {
     struct sem_return *t = LP_CONTAINER_OF(j, struct sem_return, job);
@@ -212,7 +235,7 @@ static void return_done(struct px_job *j, const redisReply *r)
         j->srv->stats.rolled_back++;
     else if (t->psem && r->type == REDIS_REPLY_INTEGER && r->integer >= 0)
         px__sem_stats.psem_returned++;
-    else if (!t->psem && px__sem_pair_reply(r, &status, &value) && status == 1)
+    else if (!t->psem && px__sem_pair_reply(r, &status, &value) && status >= 1)
         px__sem_stats.sem_returned += (uint64_t)t->permits;
     free(t);
 }
@@ -226,7 +249,7 @@ static void return_dropped(struct px_job *j, enum px_job_drop why)
 static const struct px_job_ops sem_return_ops = {
     .what = "return of a closed connection's semaphore permits",
     .group = PX_JOB_RELEASE,
-    .idempotent = false,
+    .idempotent = true, /* the marker makes a resend harmless */
     .ready = NULL,
     .send = return_send,
     .done = return_done,
@@ -266,12 +289,15 @@ void px__sem_return(struct px_server *srv, const char *name, size_t nlen, int64_
     t->permits = permits;
     t->psem = id != NULL;
     t->rollback = rollback;
+    t->seq = ++return_seq;
     if (id)
         memcpy(t->id, id, PX__PSEM_ID_LEN);
     t->nlen = nlen;
     memcpy(t->name, name, nlen);
     px_job_init(&t->job, srv,
                 t->psem ? (rollback ? &psem_rollback_ops : &psem_return_ops) : &sem_return_ops);
+    if (!t->psem) /* within the marker's lifetime */
+        until = LP_MIN(until, sched_loop_now_ms(srv->loop) + PX__SEM_RETURN_WINDOW_MS);
     px_job_submit(&t->job, until);
 }
 
