@@ -98,13 +98,14 @@ void px__sem_return(struct px_server *srv, const char *name, size_t nlen, int64_
 
 /* Figures for INFO "sync". */
 struct px__sem_stats {
-    uint64_t sem_acquired;  /* permits taken by SEM.(TRY)ACQUIRE */
-    uint64_t sem_returned;  /* permits returned for closed connections */
-    int64_t sem_tracked;    /* permits tracked for connections now */
-    uint64_t sem_unknown;   /* SEM.ACQUIREs whose outcome is unknown (not rolled back) */
-    uint64_t psem_acquired; /* permits taken by PSEM.(TRY)ACQUIRE */
-    uint64_t psem_returned; /* permits returned for closed connections */
-    int64_t psem_tracked;   /* permit ids tracked for connections now */
+    uint64_t sem_acquired;            /* permits taken by SEM.(TRY)ACQUIRE */
+    uint64_t sem_returned;            /* permits returned for closed connections */
+    int64_t sem_tracked;              /* permits tracked for connections now */
+    uint64_t sem_unknown;             /* SEM.ACQUIREs whose outcome is unknown (not rolled back) */
+    uint64_t sem_released_for_others; /* tracked permits given back by another connection */
+    uint64_t psem_acquired;           /* permits taken by PSEM.(TRY)ACQUIRE */
+    uint64_t psem_returned;           /* permits returned for closed connections */
+    int64_t psem_tracked;             /* permit ids tracked for connections now */
 };
 extern struct px__sem_stats px__sem_stats;
 

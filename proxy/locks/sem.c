@@ -184,11 +184,15 @@ static void sem_track_release(struct px_client *cl, const char *name, size_t len
     struct sem_name *sn = sem_name_find(name, len, false);
     struct sem_taker *t = sn ? taker_find(sn, cl) : NULL;
 
+    int64_t k;
+
     if (t)
         n -= taker_sub(t, n);
     while (n > 0 && (sn = sem_name_find(name, len, false)) != NULL) {
         t = LP_CONTAINER_OF(sn->takers.next, struct sem_taker, name_node);
-        n -= taker_sub(t, n);
+        k = taker_sub(t, n);
+        px__sem_stats.sem_released_for_others += (uint64_t)k;
+        n -= k;
     }
 }
 

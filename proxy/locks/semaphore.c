@@ -410,11 +410,12 @@ void px_sync_info(struct px_server *srv, struct buf *o)
     buf_appendf(o,
                 "# Sync\r\nsem_waiters:%llu\r\nsem_acquired:%llu\r\nsem_wait_timeouts:%llu\r\n"
                 "sem_permits_tracked:%lld\r\nsem_permits_returned:%llu\r\n"
-                "sem_unknown_outcomes:%llu\r\n",
+                "sem_unknown_outcomes:%llu\r\nsem_permits_released_for_others:%llu\r\n",
                 (unsigned long long)px_wait_waiting(PX_WAIT_STAT_SEM),
                 (unsigned long long)s->sem_acquired,
                 (unsigned long long)px_wait_timeouts(PX_WAIT_STAT_SEM), (long long)s->sem_tracked,
-                (unsigned long long)s->sem_returned, (unsigned long long)s->sem_unknown);
+                (unsigned long long)s->sem_returned, (unsigned long long)s->sem_unknown,
+                (unsigned long long)s->sem_released_for_others);
     buf_appendf(o,
                 "psem_waiters:%llu\r\npsem_acquired:%llu\r\npsem_wait_timeouts:%llu\r\n"
                 "psem_permits_tracked:%lld\r\npsem_permits_returned:%llu\r\n"

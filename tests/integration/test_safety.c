@@ -535,6 +535,7 @@ static void scenario_sem_release_by_other(struct pu_env *e)
     for (until = pu_now_ms() + 1000; pu_now_ms() < until; pu_sleep_ms(20))
         ASSERT_LE(pu_get_int(rc, "s"), 3);
     ASSERT_EQ(pu_get_int(rc, "s"), 3);
+    ASSERT_EQ(pu_info_int(o, "sem_permits_released_for_others"), 2);
 
     /* Two takers, a third releases: the oldest taking is what went back. */
     a = pu_client(e);
