@@ -52,7 +52,7 @@ static void usage(FILE *f)
     fprintf(
         f,
         "usage: lockproxy-torture [options]\n"
-        "  --short               preset: 24 clients, 2 proxies, 55 s, each fault once (default)\n"
+        "  --short               preset: 24 clients, 2 proxies, 50 s, each fault once (default)\n"
         "  --long                preset: 24 clients, 2 proxies, 20 min, faults in cycles\n"
         "  --duration S          length of the fault phase\n"
         "  --clients N           workload clients (1-%d)\n"
@@ -101,7 +101,7 @@ static unsigned parse_faults(const char *list)
 static void defaults(struct tt_config *c)
 {
     memset(c, 0, sizeof(*c));
-    c->duration_s = 55;
+    c->duration_s = 50;
     c->clients = 24;
     c->proxies = 2;
     c->seed = 1;
@@ -240,11 +240,12 @@ static void fault_phase(struct run *r)
     tt_rng_seed(&rng, r->cfg.seed ^ 0xfa017ull);
     n = tt_faults_plan(&r->cfg, &rng, end - t0, r->plan, TT_MAX_PLANNED);
     for (int i = 0; i < n && r->nfaults < MAX_FAULTS; i++) {
-        struct tt_fault *f = &r->faults[r->nfaults++];
+        struct tt_fault *f;
 
         idle_until(r, t0 + r->plan[i].at_ms);
         if (r->cfg.long_run && pu_now_ms() > end - 4000)
             break;
+        f = &r->faults[r->nfaults++];
         tt_fault_inject(&r->env, &r->plan[i], &rng, f);
         printf("[%7.2fs] %-17s %s%s\n", since_s(r), tt_fault_name(f->kind), f->note,
                f->triggered ? "" : " (NOT INJECTED)");

@@ -63,13 +63,14 @@ struct tt_report {
     long long max_bound_overrun_us;  /* worst (answer - allowance); > 0 is a violation */
     long long fifo_pairs;            /* fair-lock pairs checked */
     long long fifo_inversions;
-    long long unanswered;     /* ops with no reply at the end */
-    long long sem_leak_bound; /* permits faults may have leaked (see tt_live.c) */
-    long long stuck_watchdog; /* releases answered "still held", no LEASE */
-    long long stuck_episodes; /* of which the first of a client and name: violations */
-    long long stuck_leased;   /* the same with a LEASE: held until it ends (documented) */
-    long long idle_checked;   /* nil answers checked for an idle lock (tt_live.c) */
-    long long idle_starved;   /* of which the lock was free long enough: violations */
+    long long unanswered;      /* ops with no reply at the end */
+    long long sem_leak_bound;  /* permits faults may have leaked (see tt_live.c) */
+    long long stuck_watchdog;  /* releases answered "still held", no LEASE */
+    long long stuck_episodes;  /* of which the first of a client and name: violations */
+    long long stuck_leased;    /* the same with a LEASE: held until it ends (documented) */
+    long long idle_checked;    /* nil answers checked for an idle lock (tt_live.c) */
+    long long idle_starved;    /* of which the lock was free long enough: violations */
+    long long idle_max_gap_us; /* longest free stretch such a waiter saw */
     /* Resource (filled by the driver from the resource Redis). */
     long long unfenced_writes, unfenced_lost;
     long long fenced_writes, fenced_lost, fenced_rejected;

@@ -83,7 +83,7 @@ int tt_faults_plan(const struct tt_config *cfg, struct tt_rng *rng, long long ph
     int kinds[TT_F_COUNT + 3], nk = 0, n = 0, nth[TT_F_COUNT] = {0};
     /* The short run ends with a quiet stretch, where the liveness checks
      * (tt_live.c) can judge idle locks without a fault near. */
-    long long warm = 3000, tail = cfg->long_run ? 6000 : 14000, t = warm;
+    long long warm = 3000, tail = cfg->long_run ? 6000 : 12000, t = warm;
 
     for (int k = 0; k < TT_F_COUNT; k++) {
         if (cfg->faults & (1u << k))

@@ -192,27 +192,33 @@ static void collect_busy(const struct tt_history *h, const struct tt_check_param
     qsort(b->v, (size_t)b->n, sizeof(*b->v), busy_cmp);
 }
 
-/* The first idle stretch of at least gap in [from, to] for a waiter of
- * kind cmd; its start in *at, or false. */
-static bool find_idle(const struct busy_set *b, enum tt_cmd cmd, long long from, long long to,
-                      long long gap, long long *at)
+/* The longest idle stretch in [from, to] for a waiter of kind cmd (a
+ * reader minds only writers); its start in *at. */
+static long long longest_idle(const struct busy_set *b, enum tt_cmd cmd, long long from,
+                              long long to, long long *at)
 {
-    long long cursor = from;
+    long long cursor = from, best = 0;
 
+    *at = from;
     for (int i = 0; i < b->n && cursor < to; i++) {
         const struct busy *x = &b->v[i];
+        long long gap;
 
         if ((cmd == TT_RLOCK && !x->write) || x->to <= cursor)
             continue;
-        if (x->from > cursor && (x->from < to ? x->from : to) - cursor >= gap) {
+        gap = (x->from < to ? x->from : to) - cursor;
+        if (gap > best) {
+            best = gap;
             *at = cursor;
-            return true;
         }
         if (x->to > cursor)
             cursor = x->to;
     }
-    *at = cursor;
-    return to - cursor >= gap;
+    if (to - cursor > best) {
+        best = to - cursor;
+        *at = cursor;
+    }
+    return best;
 }
 
 static void check_idle(const struct tt_history *h, const struct tt_check_params *p,
@@ -220,7 +226,7 @@ static void check_idle(const struct tt_history *h, const struct tt_check_params 
 {
     const char *name = g[0].acq->name;
     struct busy_set b = {NULL, 0, 0};
-    long long at;
+    long long at, gap;
     char t[400];
 
     if (g[0].acq->cmd == TT_SEM_ACQ)
@@ -234,15 +240,18 @@ static void check_idle(const struct tt_history *h, const struct tt_check_params 
                 o->t_reply - o->t_send < p->idle_gap_us)
                 continue;
             r->idle_checked++;
-            if (!find_idle(&b, o->cmd, o->t_send, o->t_reply, p->idle_gap_us, &at))
+            gap = longest_idle(&b, o->cmd, o->t_send, o->t_reply, &at);
+            if (gap > r->idle_max_gap_us)
+                r->idle_max_gap_us = gap;
+            if (gap < p->idle_gap_us)
                 continue;
             r->idle_starved++;
             ck_op_text(h, o, t, sizeof(t));
             tt_report_add(r, "idle-starvation", name,
-                          "%s was free from %.3f for at least %.0f ms (no client held it, no "
-                          "acquire with an unknown outcome or lost holder could, no fault near) "
-                          "while this waiter waited, and it was answered nil\n    %s",
-                          name, ck_rel_s(h, at), (double)p->idle_gap_us / 1000, t);
+                          "%s was free from %.3f for %.0f ms (no client held it, no acquire "
+                          "with an unknown outcome or lost holder could, no fault near) while "
+                          "this waiter waited, and it was answered nil\n    %s",
+                          name, ck_rel_s(h, at), (double)gap / 1000, t);
         }
     }
     free(b.v);

@@ -73,10 +73,11 @@ void tt_report_print(const struct tt_config *c, const struct tt_report *r,
     fprintf(f, "fair FIFO: %lld pairs checked, %lld inversions\n", r->fifo_pairs,
             r->fifo_inversions);
     fprintf(f,
-            "liveness: %lld nil answers checked for an idle lock, %lld starved; releases "
-            "answered still-held: %lld without LEASE (%lld stuck holds), %lld with LEASE\n",
-            r->idle_checked, r->idle_starved, r->stuck_watchdog, r->stuck_episodes,
-            r->stuck_leased);
+            "liveness: %lld nil answers checked for an idle lock (longest free stretch %.0f ms), "
+            "%lld starved; releases answered still-held: %lld without LEASE (%lld stuck holds), "
+            "%lld with LEASE\n",
+            r->idle_checked, (double)r->idle_max_gap_us / 1000, r->idle_starved, r->stuck_watchdog,
+            r->stuck_episodes, r->stuck_leased);
     fprintf(f,
             "end: %lld leftover keys, semaphore %lld/%d permits (faults may leak %lld), proxy "
             "peak RSS",
@@ -203,10 +204,11 @@ void tt_report_json(const struct tt_config *c, const struct tt_report *r,
             max_ms(r->max_wait_overrun_us), max_ms(r->max_bound_overrun_us), r->unanswered,
             r->fifo_pairs, r->fifo_inversions);
     fprintf(f,
-            "  \"liveness\": {\"idle_checked\": %lld, \"idle_starved\": %lld, "
-            "\"stuck_watchdog\": %lld, \"stuck_episodes\": %lld, \"stuck_leased\": %lld},\n",
-            r->idle_checked, r->idle_starved, r->stuck_watchdog, r->stuck_episodes,
-            r->stuck_leased);
+            "  \"liveness\": {\"idle_checked\": %lld, \"idle_max_gap_ms\": %.1f, "
+            "\"idle_starved\": %lld, \"stuck_watchdog\": %lld, \"stuck_episodes\": %lld, "
+            "\"stuck_leased\": %lld},\n",
+            r->idle_checked, (double)r->idle_max_gap_us / 1000, r->idle_starved, r->stuck_watchdog,
+            r->stuck_episodes, r->stuck_leased);
     fprintf(f,
             "  \"end\": {\"leftover_keys\": %lld, \"semaphore_permits\": %lld, "
             "\"semaphore_leak_bound\": %lld, \"rss_peak_kb\": [%lld, %lld], "

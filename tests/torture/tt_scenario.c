@@ -167,7 +167,6 @@ void tt_scenarios_run(struct tt_env *e, struct tt_fault *faults, int *nfaults)
     late_grant(e, faults, nfaults, 5);
     pu_sleep_ms(GAP_MS);
     lease_lost_told(e, faults, nfaults, 7);
-    pu_sleep_ms(GAP_MS);
 }
 
 static void expect(struct tt_report *r, bool ok, const char *name, const char *what)
