@@ -44,7 +44,6 @@ struct run {
     struct tt_planned plan[TT_MAX_PLANNED];
     struct tt_scenario_result scen;
     long long t_start_us;
-    long long blind_silent; /* negative control: silent overlaps when checked blind */
 };
 
 static void usage(FILE *f)
@@ -282,8 +281,8 @@ static void check_blind(struct run *r, const struct tt_history *h, struct tt_che
     memset(&blind, 0, sizeof(blind));
     p.blind = true;
     tt_check_run(h, &p, &blind);
-    r->blind_silent = blind.overlaps[TT_OV_SILENT];
-    if (r->blind_silent == 0)
+    r->rep.blind_silent = blind.overlaps[TT_OV_SILENT];
+    if (r->rep.blind_silent == 0)
         tt_report_add(&r->rep, "negative-control", "",
                       "re-checked blind (no deadline, nobody told), the history shows no overlap "
                       "at all: the overlap detector does not see them");
@@ -382,9 +381,6 @@ static int run(struct run *r)
     if (r->cfg.negative)
         check_negative(r);
     tt_env_stop(&r->env);
-    if (r->cfg.negative)
-        printf("negative control: %lld overlaps when re-checked blind (all would be silent)\n",
-               r->blind_silent);
     tt_report_print(&r->cfg, &r->rep, r->faults, r->nfaults, &r->scen, stdout);
     if (r->cfg.json_path)
         tt_report_json(&r->cfg, &r->rep, r->faults, r->nfaults, &r->scen, r->t_start_us,

@@ -75,6 +75,7 @@ struct tt_report {
     long long unfenced_writes, unfenced_lost;
     long long fenced_writes, fenced_lost, fenced_rejected;
     /* End state (filled by the driver). */
+    long long blind_silent; /* negative control: silent overlaps when re-checked blind */
     long long leftover_keys;
     long long sem_count_end;
     long long rss_peak_kb[TT_MAX_PROXIES];

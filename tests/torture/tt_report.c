@@ -72,6 +72,9 @@ void tt_report_print(const struct tt_config *c, const struct tt_report *r,
             max_ms(r->max_bound_overrun_us), r->unanswered);
     fprintf(f, "fair FIFO: %lld pairs checked, %lld inversions\n", r->fifo_pairs,
             r->fifo_inversions);
+    if (c->negative)
+        fprintf(f, "negative control: %lld silent overlaps when re-checked blind\n",
+                r->blind_silent);
     fprintf(f,
             "liveness: %lld nil answers checked for an idle lock (longest free stretch %.0f ms), "
             "%lld starved; releases answered still-held: %lld without LEASE (%lld stuck holds), "
@@ -189,7 +192,8 @@ void tt_report_json(const struct tt_config *c, const struct tt_report *r,
             "  \"negative_control\": %s,\n",
             r->nviol ? "false" : "true", c->seed, c->io, c->clients, c->proxies, c->duration_s,
             c->long_run ? "true" : "false", c->negative ? "true" : "false");
-    fprintf(f, "  \"ops\": %lld,\n  \"resource_ops\": %lld,\n", r->ops, r->res_ops);
+    fprintf(f, "  \"ops\": %lld,\n  \"resource_ops\": %lld,\n  \"blind_silent\": %lld,\n", r->ops,
+            r->res_ops, r->blind_silent);
     json_counts(f, "grants", r->grants, TT_SEM_ACQ + 1, cmd_name);
     json_counts(f, "replies", r->by_res, TT_R_COUNT, res_name);
     json_counts(f, "overlaps", r->overlaps, TT_OV_COUNT, ov_name);
