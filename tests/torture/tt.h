@@ -127,6 +127,7 @@ struct tt_fault {
     long long end_us;   /* healed (restarted, resumed) */
     int param;          /* ms or bytes, per kind */
     bool triggered;     /* the fault actually happened (a target was found) */
+    bool scenario;      /* injected by a timed scenario, not by the schedule */
     char note[TT_TEXT_MAX];
 };
 

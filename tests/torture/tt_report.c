@@ -27,14 +27,16 @@ void tt_report_header(const struct tt_config *c, FILE *f)
 
 static void print_faults(const struct tt_fault *faults, int n, FILE *f)
 {
-    int count[TT_F_COUNT] = {0};
+    int count[TT_F_COUNT] = {0}, scen = 0;
 
-    for (int i = 0; i < n; i++)
-        count[faults[i].kind] += faults[i].triggered;
+    for (int i = 0; i < n; i++) {
+        scen += faults[i].scenario;
+        count[faults[i].kind] += faults[i].triggered && !faults[i].scenario;
+    }
     fprintf(f, "faults injected:");
     for (int k = 0; k < TT_F_COUNT; k++)
-        fprintf(f, " %s %d%s", tt_fault_name((enum tt_fault_kind)k), count[k],
-                k + 1 < TT_F_COUNT ? "," : "\n");
+        fprintf(f, " %s %d,", tt_fault_name((enum tt_fault_kind)k), count[k]);
+    fprintf(f, " and %d in the timed scenarios\n", scen);
 }
 
 static void print_ops(const struct tt_report *r, FILE *f)
@@ -154,9 +156,10 @@ static void json_faults(FILE *f, const struct tt_fault *faults, int n, long long
 
         fprintf(f,
                 "%s\n    {\"kind\": \"%s\", \"target\": %d, \"start_s\": %.3f, "
-                "\"duration_ms\": %.0f, \"injected\": %s, \"note\": ",
+                "\"duration_ms\": %.0f, \"injected\": %s, \"scenario\": %s, \"note\": ",
                 i ? "," : "", tt_fault_name(x->kind), x->target, (double)(x->start_us - t0) / 1e6,
-                (double)(x->end_us - x->start_us) / 1000, x->triggered ? "true" : "false");
+                (double)(x->end_us - x->start_us) / 1000, x->triggered ? "true" : "false",
+                x->scenario ? "true" : "false");
         json_str(f, x->note);
         fputc('}', f);
     }

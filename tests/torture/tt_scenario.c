@@ -75,6 +75,7 @@ static struct tt_fault *add_fault(struct tt_fault *faults, int *n, enum tt_fault
     f->kind = kind;
     f->target = target;
     f->triggered = true;
+    f->scenario = true;
     snprintf(f->note, sizeof(f->note), "scenario: %s", note);
     return f;
 }
