@@ -171,8 +171,6 @@ static bool parse_args(int argc, char **argv, struct tt_config *c)
             setenv("LP_PROXY_BIN", need(argc, argv, &i), 1);
         else if (strcmp(a, "--self-test") == 0)
             self_test = true;
-        else if (strcmp(a, "--verbose") == 0)
-            c->verbose = true;
         else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
             usage(stdout);
             exit(0);
@@ -216,7 +214,6 @@ static void fork_workload(struct run *r)
         cc->resource_port = r->env.res.port;
         cc->seed = r->cfg.seed;
         cc->negative = r->cfg.negative;
-        cc->sem_permits = r->cfg.sem_permits;
         tt_env_fork_client(&r->env, i);
     }
 }

@@ -149,18 +149,16 @@ struct tt_config {
     int upstream_timeout_ms; /* --upstream-timeout of the proxies */
     int linger_ms;           /* --subscription-linger of the proxies */
     int sem_permits;         /* permits of the semaphore */
-    bool verbose;
 };
 
 /* Where a client connects and what it runs. */
 struct tt_client_cfg {
-    int id;         /* 0.. workload, TT_SCRIPT_CLIENT.. scripted */
-    int proxy;      /* proxy index */
-    int proxy_port; /* its port (re-read from the shm on reconnect is not needed: ports persist) */
+    int id;            /* 0.. workload, TT_SCRIPT_CLIENT.. scripted */
+    int proxy;         /* proxy index */
+    int proxy_port;    /* its port (a restarted proxy keeps it) */
     int resource_port; /* resource Redis */
     unsigned seed;
     bool negative;
-    int sem_permits;
     char log_path[TT_PATH_MAX + 32];
     struct tt_shm *shm;   /* borrowed: shared page */
     struct tt_slot *slot; /* borrowed: this client's slot */

@@ -52,7 +52,6 @@ static int fork_script(struct tt_env *e, int k, const struct script *s)
     cc->proxy_port = e->proxy[s->proxy].port;
     cc->resource_port = e->res.port;
     cc->seed = e->cfg->seed;
-    cc->sem_permits = e->cfg->sem_permits;
     cc->script_cmd = s->cmd;
     cc->script_kind = s->kind;
     cc->script_at_ms = s->at_ms;
