@@ -107,8 +107,8 @@ static int plain_settle(struct px_server *srv, const char *name, size_t nlen, co
 
     lens[1] = px_channel_name(chan, sizeof(chan), "redisson_lock__channel:", name, nlen);
     lens[3] = util_u64_to_str(s->keep, keep);
-    return px_metrics_eval(srv, px_route_hint(name, nlen), PX_SCRIPT_SETTLE, 2, 4, argv, lens, cb,
-                           arg);
+    return px_script_eval(srv, px_route_hint(name, nlen), PX_SCRIPT_SETTLE, 2, 4, argv, lens, cb,
+                          arg);
 }
 
 const struct px_hold_kind px_hold_plain = {"lock", plain_renew_script, plain_settle, true};

@@ -23,6 +23,7 @@
 #include "common/util.h"
 #include "pool/pool.h"
 #include "proxy/locks/hold.h"
+#include "proxy/locks/scripts.h"
 #include "proxy/metrics.h"
 #include "proxy/server.h"
 #include "sched/loop.h"
@@ -142,8 +143,8 @@ static void batch_send(struct renew_batch *b)
     }
     b->srv->stats.renew_batches++;
     b->sent_ms = sched_loop_now_ms(b->srv->loop);
-    rc = px_metrics_eval(b->srv, 0, b->script, (int)b->n, (int)(2 * b->n + 1), argv, lens,
-                         batch_on_reply, b);
+    rc = px_script_eval(b->srv, 0, b->script, (int)b->n, (int)(2 * b->n + 1), argv, lens,
+                        batch_on_reply, b);
     if (rc < 0) {
         batch_retry(b);
         batch_put_holds(b);
