@@ -493,11 +493,13 @@ static void scenario_wakeups(struct cpx *x, bool sharded, const char *const *fla
 }
 
 static const char *const sharded_flags[] = {NULL}; /* AUTO: sharded on Redis 7 */
+static const char *const forced_sharded_flags[] = {"--cluster-pubsub", "sharded", NULL};
 static const char *const classic_flags[] = {"--cluster-pubsub", "classic", NULL};
 
+/* The proxy under test runs AUTO; its peer forces sharded: they must agree. */
 static void scenario_sharded(struct cpx *x)
 {
-    scenario_wakeups(x, true, sharded_flags);
+    scenario_wakeups(x, true, forced_sharded_flags);
     check_plain_moved(x);
 }
 
