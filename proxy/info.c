@@ -8,6 +8,7 @@
 #include "proxy/locks/semaphore.h"
 #include "proxy/metrics.h"
 #include "proxy/server.h"
+#include "proxy/upstream_nodes.h"
 #include "sched/loop.h"
 
 #ifndef LP_VERSION
@@ -118,6 +119,7 @@ static const struct info_section sections[] = {
     {"clients", info_clients},
     {"locks", info_locks},
     {"upstream", info_upstream},
+    {"cluster", px_upstream_nodes_info},
     {"stats", info_stats},
     {"sync", px_sync_info},
     {"commandstats", px_metrics_info_commands},

@@ -28,7 +28,9 @@ static const char usage_text[] =
     "  --listen ADDR              client address, HOST:PORT or unix:///path\n"
     "                             (default 127.0.0.1:7379)\n"
     "  --upstream URL             Redis: redis://[user:password@]HOST:PORT[/db]\n"
-    "                             or unix:///path (default redis://127.0.0.1:6379)\n"
+    "                             or unix:///path (default redis://127.0.0.1:6379);\n"
+    "                             a Redis Cluster: redis-cluster://[user:password@]\n"
+    "                             HOST:PORT[,HOST:PORT...] (seed nodes)\n"
     "  --pool-size N              pipelined upstream connections (default 2)\n"
     "  --lock-watchdog-timeout MS lease of locks taken without LEASE, renewed\n"
     "                             every MS/3 while the connection lives (default 30000)\n"
@@ -71,6 +73,10 @@ static const char usage_text[] =
     "                             repeatable; clients AUTH NAME PASSWORD\n"
     "  --metrics HOST:PORT        serve Prometheus /metrics, /healthz and /livez over\n"
     "                             HTTP on HOST:PORT (default off)\n"
+    "  --cluster-pubsub MODE      Redis Cluster pub/sub: auto (sharded on Redis 7+,\n"
+    "                             as Redisson's shardedSubscriptionMode), sharded\n"
+    "                             (SSUBSCRIBE/SPUBLISH) or classic (SUBSCRIBE/\n"
+    "                             PUBLISH); match your Redisson fleet (default auto)\n"
     "  --help                     print this help and exit\n"
     "  --version                  print the version and exit\n";
 
@@ -148,9 +154,47 @@ static int parse_hostport(const char *s, struct px_addr *a)
     return 0;
 }
 
+/* Parses the seeds of "redis-cluster://" (s is past it, and past the
+ * user info): "host:port[,host:port...]", each as parse_hostport takes it
+ * but without a /db (a cluster has only database 0). */
+static int parse_cluster_seeds(const char *s, struct px_addr *a)
+{
+    struct px_addr seed;
+    const char *p = s;
+    size_t len = strlen(s);
+
+    if (len == 0 || len >= sizeof(a->seeds) || strchr(s, '/'))
+        return -EINVAL;
+    while (*p) {
+        const char *comma = strchr(p, ',');
+        size_t n = comma ? (size_t)(comma - p) : strlen(p);
+        char one[300];
+
+        if (n == 0 || n >= sizeof(one))
+            return -EINVAL;
+        memcpy(one, p, n);
+        one[n] = '\0';
+        memset(&seed, 0, sizeof(seed));
+        if (parse_hostport(one, &seed) < 0)
+            return -EINVAL;
+        if (p == s) {
+            memcpy(a->host, seed.host, sizeof(a->host));
+            a->port = seed.port;
+        }
+        p += n + (comma ? 1 : 0);
+        if (comma && !*p)
+            return -EINVAL;
+    }
+    a->cluster = true;
+    memcpy(a->seeds, s, len + 1);
+    return 0;
+}
+
 int px_addr_parse(const char *s, struct px_addr *out)
 {
     memset(out, 0, sizeof(*out));
+    if (strncmp(s, "redis-cluster://", 16) == 0)
+        return parse_cluster_seeds(parse_userinfo(s + 16, out), out);
     if (strncmp(s, "unix://", 7) == 0) {
         if (s[7] != '/' || strlen(s + 7) >= sizeof(out->path))
             return -EINVAL;
@@ -188,6 +232,7 @@ struct opt_key {
 static const char *const disc_names[] = {"release", "expire", NULL};
 static const char *const io_names[] = {"auto", "uring", "epoll", NULL};
 static const char *const level_names[] = {"error", "warn", "info", "debug", NULL};
+static const char *const pubsub_names[] = {"auto", "sharded", "classic", NULL}; /* pool.h order */
 
 #define NUM(field)   offsetof(struct px_opts, field), sizeof(((struct px_opts *)0)->field)
 #define FIELD(field) offsetof(struct px_opts, field), 0
@@ -213,6 +258,7 @@ static const struct opt_key keys[] = {
     {"unixsocketperm", OPT_MODE, NUM(unix_perm), 0, 0777, NULL, false},
     {"log-level", OPT_ENUM, FIELD(log_level), 0, 0, level_names, true},
     {"metrics", OPT_METRICS, FIELD(metrics), 0, 0, NULL, false},
+    {"cluster-pubsub", OPT_ENUM, FIELD(cluster_pubsub), 0, 0, pubsub_names, false},
     {"requirepass", OPT_PASS, FIELD(auth), 0, 0, NULL, true},
     {"user", OPT_USER, FIELD(auth), 0, 0, NULL, true},
     {"config", OPT_CONFIG, FIELD(config), 0, 0, NULL, false},
@@ -296,6 +342,10 @@ static int set_addr(struct px_opts *o, const struct opt_key *k, const char *v, c
     }
     if (px_addr_parse(v, a) < 0 || (k->kind == OPT_METRICS && strncmp(v, "redis://", 8) == 0)) {
         snprintf(why, n, "cannot parse address '%.200s'", v);
+        return -EINVAL;
+    }
+    if (a->cluster && strcmp(k->name, "upstream") != 0) {
+        snprintf(why, n, "redis-cluster:// is for --upstream only, got '%.200s'", v);
         return -EINVAL;
     }
     return 0;

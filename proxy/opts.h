@@ -34,6 +34,8 @@ struct px_addr {
     char user[128];     /* upstream AUTH user, "" for none */
     char password[256]; /* upstream AUTH password, "" for none */
     int db;             /* upstream SELECT db */
+    bool cluster;       /* redis-cluster://: host and port are the first seed */
+    char seeds[1024];   /* redis-cluster:// seeds "host:port[,host:port...]", else "" */
 };
 
 struct px_opts {
@@ -57,6 +59,7 @@ struct px_opts {
     unsigned keepalive_s;            /* TCP keepalive idle seconds on clients, 0 off */
     unsigned unix_perm;              /* mode of created Unix sockets, 0: as the umask leaves it */
     struct px_addr metrics;          /* --metrics HTTP address; port 0 and no path: off */
+    int cluster_pubsub;              /* --cluster-pubsub: enum pool_pubsub_mode (0 auto) */
     struct px_auth *auth;            /* owned reference: requirepass and users, NULL: none */
     char config[PX_CONFIG_PATH_MAX]; /* --config file, "" for none */
     int argc;                        /* command line, re-applied over the file on reload */
@@ -97,8 +100,9 @@ int px_opts_wants_help(int argc, char **argv);
 size_t px_opts_diff_restart(const struct px_opts *a, const struct px_opts *b, const char **out,
                             size_t max);
 
-/* Parses "redis://[user:password@]host:port[/db]", "host:port" or
- * "unix:///path". Returns 0 or -EINVAL. */
+/* Parses "redis://[user:password@]host:port[/db]", "host:port",
+ * "unix:///path" or "redis-cluster://[user:password@]host:port[,host:port
+ * ...]" (seeds of a Redis Cluster; no /db). Returns 0 or -EINVAL. */
 int px_addr_parse(const char *s, struct px_addr *out);
 
 /* Parses argv. Returns 0 to run, 1 when --help/--version was printed (exit

@@ -163,6 +163,22 @@ static int server_extras(struct px_server *srv)
     return 0;
 }
 
+/* A Redis Cluster upstream (redis-cluster://): its seeds and pub/sub mode.
+ * Any upstream reports master changes to the lock modules, which
+ * re-verify the holds of the slots that changed (a failover may have lost
+ * them). */
+static void server_pool_cluster(struct px_server *srv, struct pool_opts *po)
+{
+    const struct px_addr *u = &srv->opts.upstream;
+
+    po->on_topology = px_locks_on_topology;
+    po->topology_arg = srv;
+    if (!u->cluster)
+        return;
+    po->cluster_seeds = u->seeds;
+    po->pubsub_mode = (enum pool_pubsub_mode)srv->opts.cluster_pubsub;
+}
+
 static int server_pool(struct px_server *srv)
 {
     const struct px_addr *u = &srv->opts.upstream;
@@ -180,6 +196,7 @@ static int server_pool(struct px_server *srv)
     po.db = u->db;
     po.size = srv->opts.pool_size;
     po.request_timeout_ms = srv->opts.upstream_timeout_ms;
+    server_pool_cluster(srv, &po);
     nscripts = px_scripts_build(&scripts);
     rc = pool_create(&srv->pool, srv->loop, &po, scripts, nscripts);
     if (rc < 0)

@@ -48,36 +48,44 @@ struct px_stats {
     uint64_t output_closes; /* clients closed past --client-output-hard-limit */
     uint64_t idle_closes;   /* clients closed by --timeout */
     uint64_t auth_closes;   /* clients closed by --auth-timeout */
+    /* Upstream topology (locks/watchdog.c): master changes of some slots
+     * (failover, migration), holds of those slots checked at once, and
+     * of those found lost. */
+    uint64_t topology_changes;
+    uint64_t topology_verified;
+    uint64_t topology_leases_lost;
 };
 
 struct px_server {
-    struct px_opts opts;            /* configuration (copied) */
-    struct sched_loop *loop;        /* owned: the event loop */
-    struct pool *pool;              /* owned: upstream Redis */
-    struct sched_listener listener; /* accepting socket */
-    int listen_fd;                  /* owned: bound socket until accepting starts, else -1 */
-    char uuid[37];                  /* this process's owner prefix */
-    struct list clients;            /* struct px_client, by client_node */
-    unsigned nclients;              /* connected clients */
-    unsigned nclients_out_paused;   /* clients whose reading waits for their replies to go */
-    uint64_t next_client_id;        /* CLIENT ID of the next connection */
-    struct hmap locks;              /* struct px_waitset by channel: waiters, subscriptions */
-    unsigned nwaiters;              /* LOCK calls currently waiting */
-    struct hmap holds;              /* struct px_hold by (name, owner) */
-    unsigned nholds;                /* holds tracked */
-    struct list renew_due;          /* struct px_hold whose renewal is due */
-    struct sched_hook renew_hook;   /* sends renew_due in batches */
-    struct px_jobs jobs;            /* upstream jobs retried until Redis answers (locks/jobs.c) */
-    uint64_t start_ms;              /* monotonic start time */
-    struct px_stats stats;          /* counters for INFO */
-    struct px_metrics *metrics;     /* owned: histograms and per-command counters */
-    struct px_http *http;           /* owned: the --metrics HTTP listener, or NULL */
-    struct sched_hook signal_hook;  /* applies flags set by signal handlers */
-    volatile sig_atomic_t reload;   /* SIGHUP seen, reload not yet done */
-    uint64_t auth_log_ms;           /* when an auth failure was last logged */
-    uint64_t auth_log_quiet;        /* auth failures not logged since then */
-    uint64_t limit_log_ms;          /* when an output-limit close was last logged */
-    uint64_t limit_log_quiet;       /* output-limit closes not logged since then */
+    struct px_opts opts;             /* configuration (copied) */
+    struct sched_loop *loop;         /* owned: the event loop */
+    struct pool *pool;               /* owned: upstream Redis */
+    struct sched_listener listener;  /* accepting socket */
+    int listen_fd;                   /* owned: bound socket until accepting starts, else -1 */
+    char uuid[37];                   /* this process's owner prefix */
+    struct list clients;             /* struct px_client, by client_node */
+    unsigned nclients;               /* connected clients */
+    unsigned nclients_out_paused;    /* clients whose reading waits for their replies to go */
+    uint64_t next_client_id;         /* CLIENT ID of the next connection */
+    struct hmap locks;               /* struct px_waitset by channel: waiters, subscriptions */
+    unsigned nwaiters;               /* LOCK calls currently waiting */
+    struct hmap holds;               /* struct px_hold by (name, owner) */
+    unsigned nholds;                 /* holds tracked */
+    struct list renew_due;           /* struct px_hold whose renewal is due */
+    struct sched_hook renew_hook;    /* sends renew_due in batches */
+    struct list verify_retry;        /* struct px_hold: checks after a topology change to retry */
+    struct sched_timer verify_timer; /* moves verify_retry to renew_due */
+    struct px_jobs jobs;             /* upstream jobs retried until Redis answers (locks/jobs.c) */
+    uint64_t start_ms;               /* monotonic start time */
+    struct px_stats stats;           /* counters for INFO */
+    struct px_metrics *metrics;      /* owned: histograms and per-command counters */
+    struct px_http *http;            /* owned: the --metrics HTTP listener, or NULL */
+    struct sched_hook signal_hook;   /* applies flags set by signal handlers */
+    volatile sig_atomic_t reload;    /* SIGHUP seen, reload not yet done */
+    uint64_t auth_log_ms;            /* when an auth failure was last logged */
+    uint64_t auth_log_quiet;         /* auth failures not logged since then */
+    uint64_t limit_log_ms;           /* when an output-limit close was last logged */
+    uint64_t limit_log_quiet;        /* output-limit closes not logged since then */
 };
 
 /* Creates the loop, the pool, the listening socket and the metrics

@@ -6,6 +6,7 @@
 
 #include "proxy/args.h"
 #include "proxy/client.h"
+#include "proxy/locks/scripts.h"
 #include "proxy/locks/wait.h"
 #include "proxy/metrics.h"
 #include "proxy/reply.h"
@@ -47,7 +48,7 @@ void px_call_script(struct px_req *req, uint64_t hint, unsigned script, int numk
     }
     c->req = req;
     c->fmt = fmt;
-    rc = px_metrics_eval(req->cl->srv, hint, script, numkeys, argc, argv, lens, call_on_reply, c);
+    rc = px_script_eval(req->cl->srv, hint, script, numkeys, argc, argv, lens, call_on_reply, c);
     if (rc < 0) {
         free(c);
         px_wait_reply_upstream(req, rc);

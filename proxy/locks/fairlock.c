@@ -46,6 +46,7 @@
 #include "pool/pool.h"
 #include "proxy/locks/hold.h"
 #include "proxy/locks/lock.h"
+#include "proxy/locks/lua_scripts.h"
 #include "proxy/locks/scripts.h"
 #include "proxy/locks/wait.h"
 #include "proxy/metrics.h"
@@ -65,83 +66,10 @@ enum fair_script {
     FAIR_COUNT = 3,
 };
 
-#define FAIR_MODE_CHECK                                                               \
-    "if (redis.call('hexists', KEYS[1], 'mode') == 1) then return redis.error_reply(" \
-    "'WRONGTYPE the name holds a read-write lock (use RLOCK/WLOCK)'); end; "
-
-#define FAIR_CLEANUP PX_FAIR_CLEANUP_LUA("KEYS[2]", "KEYS[3]", "ARGV[1]")
-
-/* Lua: "0" to the queue head's own channel. */
-#define FAIR_WAKE_HEAD                             \
-    "local h = redis.call('lindex', KEYS[2], 0); " \
-    "if (h) then redis.call('publish', ARGV[3] .. ':' .. h, '0'); end; "
-
-/* Redisson's tryLock (waiting variant when ARGV[6] is 1): take the free
- * lock if the queue is empty or headed by us (then every remaining
- * deadline moves up by our threadWaitTime), re-enter, or queue up behind
- * the last waiter. Not taken: {0, ms until a re-poll is worthwhile}. */
-static const char acquire_lua[] = FAIR_MODE_CHECK FAIR_CLEANUP /* then: */
-    "local now = tonumber(ARGV[1]); local wt = tonumber(ARGV[5]); "
-    "if (redis.call('exists', KEYS[1]) == 0) then local h = redis.call('lindex', KEYS[2], 0); "
-    "if (h == false or h == ARGV[2]) then if (h) then redis.call('lpop', KEYS[2]); end; "
-    "redis.call('zrem', KEYS[3], ARGV[2]); "
-    "for _, w in ipairs(redis.call('zrange', KEYS[3], 0, -1)) do "
-    "redis.call('zincrby', KEYS[3], -wt, w); end; "
-    "redis.call('hset', KEYS[1], ARGV[2], 1); redis.call('pexpire', KEYS[1], ARGV[4]); "
-    "return {1, 1}; end; end; "
-    "if (redis.call('hexists', KEYS[1], ARGV[2]) == 1) then "
-    "local c = redis.call('hincrby', KEYS[1], ARGV[2], 1); "
-    "redis.call('pexpire', KEYS[1], ARGV[4]); return {1, c}; end; "
-    "local ttl = redis.call('pttl', KEYS[1]); "
-    "if (ARGV[6] == '0') then return {0, ttl}; end; "
-    "if (redis.call('zscore', KEYS[3], ARGV[2]) == false) then "
-    "local last = redis.call('lindex', KEYS[2], -1); local base = ttl; "
-    "local ls = (last and last ~= ARGV[2]) and redis.call('zscore', KEYS[3], last); "
-    "if (ls) then base = tonumber(ls) - now; end; "
-    "redis.call('zadd', KEYS[3], base + wt + now, ARGV[2]); "
-    "redis.call('lrem', KEYS[2], 0, ARGV[2]); redis.call('rpush', KEYS[2], ARGV[2]); end; "
-    "if (ttl ~= -2) then return {0, ttl}; end; "
-    "local h = redis.call('lindex', KEYS[2], 0); "
-    "local hs = h and redis.call('zscore', KEYS[3], h); "
-    "if (hs) then return {0, math.max(tonumber(hs) - now, 1)}; end; "
-    "return {0, 1};";
-
-/* Redisson's fair unlock (no latch); a lock found gone still wakes the
- * head, but answers nil (not held). */
-static const char unlock_lua[] = FAIR_MODE_CHECK FAIR_CLEANUP /* then: */
-    "if (redis.call('hexists', KEYS[1], ARGV[2]) == 0) then "
-    "if (redis.call('exists', KEYS[1]) == 0) then " FAIR_WAKE_HEAD "end; return nil; end; "
-    "local c = redis.call('hincrby', KEYS[1], ARGV[2], -1); "
-    "if (c > 0) then redis.call('pexpire', KEYS[1], ARGV[4]); "
-    "return 0; end; "
-    "redis.call('del', KEYS[1]); " FAIR_WAKE_HEAD "return 1;";
-
-/* Settles one owner (hold.h): a count above ARGV[4] becomes ARGV[4] (at 0
- * the lock goes and the queue head is woken); with ARGV[5] = 1 the owner
- * also leaves the queue as Redisson's acquireFailed does: later waiters'
- * deadlines move up by its threadWaitTime (ARGV[6]), then ZREM + LREM, and
- * if it was the head of a free lock, the new head is woken (it would
- * otherwise wait for its re-poll). Replies the count before. */
-static const char settle_lua[] = FAIR_CLEANUP /* then: */
-    "local c = 0; if (redis.call('hexists', KEYS[1], 'mode') == 0) then "
-    "c = tonumber(redis.call('hget', KEYS[1], ARGV[2]) or '0'); end; "
-    "if (c > tonumber(ARGV[4])) then if (ARGV[4] == '0') then "
-    "redis.call('del', KEYS[1]); " FAIR_WAKE_HEAD
-    "else redis.call('hset', KEYS[1], ARGV[2], ARGV[4]); end; end; "
-    "if (ARGV[5] == '1') then "
-    "local q = redis.call('lrange', KEYS[2], 0, -1); local i = 1; "
-    "while (i <= #q and q[i] ~= ARGV[2]) do i = i + 1; end; "
-    "redis.call('zrem', KEYS[3], ARGV[2]); "
-    "if (i <= #q) then "
-    "for k = i + 1, #q do redis.call('zincrby', KEYS[3], -tonumber(ARGV[6]), q[k]); end; "
-    "redis.call('lrem', KEYS[2], 0, ARGV[2]); "
-    "if (i == 1 and redis.call('exists', KEYS[1]) == 0) then " FAIR_WAKE_HEAD "end; end; end; "
-    "return c;";
-
-static const struct pool_script fair_scripts[FAIR_COUNT] = {
-    {"fair_acquire", acquire_lua},
-    {"fair_unlock", unlock_lua},
-    {"fair_settle", settle_lua},
+static const struct px_lua *const fair_scripts[FAIR_COUNT] = {
+    &px_lua_fair_acquire,
+    &px_lua_fair_unlock,
+    &px_lua_fair_settle,
 };
 
 static unsigned fair_script_base;
@@ -196,8 +124,8 @@ static void fair_args_init(struct fair_args *f, const char *name, size_t nlen, c
 static int fair_send(struct px_server *srv, uint64_t hint, unsigned script,
                      const struct fair_args *f, pool_reply_fn *cb, void *arg)
 {
-    return px_metrics_eval(srv, hint, fair_script_base + script, 3, f->argc, f->argv, f->lens, cb,
-                           arg);
+    return px_script_eval(srv, hint, fair_script_base + script, 3, f->argc, f->argv, f->lens, cb,
+                          arg);
 }
 
 /* threadWaitTime: WAIT when given (and not 0), else fairLockWaitTimeout. */

@@ -16,16 +16,6 @@ extern "C" {
 
 #define PX_FAIR_WAIT_DEFAULT_MS 300000u /* threadWaitTime without WAIT (fairLockWaitTimeout) */
 
-/* Lua: Redisson's stale-waiter cleanup. While the queue q has a head whose
- * deadline in the zset z is at or before now (or missing: a half-written
- * entry), drop it. q, z and now are Lua expressions. */
-#define PX_FAIR_CLEANUP_LUA(q, z, now)                                      \
-    "while true do local h = redis.call('lindex', " q ", 0); "              \
-    "if (h == false) then break; end; "                                     \
-    "local s = redis.call('zscore', " z ", h); "                            \
-    "if (s ~= false and tonumber(s) > tonumber(" now ")) then break; end; " \
-    "redis.call('zrem', " z ", h); redis.call('lpop', " q "); end; "
-
 /* FAIRLOCK, FAIRUNLOCK. */
 extern const struct px_cmd_set px_fairlock_cmd_set;
 

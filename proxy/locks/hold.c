@@ -107,8 +107,8 @@ static int plain_settle(struct px_server *srv, const char *name, size_t nlen, co
 
     lens[1] = px_channel_name(chan, sizeof(chan), "redisson_lock__channel:", name, nlen);
     lens[3] = util_u64_to_str(s->keep, keep);
-    return px_metrics_eval(srv, px_route_hint(name, nlen), PX_SCRIPT_SETTLE, 2, 4, argv, lens, cb,
-                           arg);
+    return px_script_eval(srv, px_route_hint(name, nlen), PX_SCRIPT_SETTLE, 2, 4, argv, lens, cb,
+                          arg);
 }
 
 const struct px_hold_kind px_hold_plain = {"lock", plain_renew_script, plain_settle, true};
@@ -240,6 +240,8 @@ static void hold_unhold(struct px_hold *h)
     list_del_init(&h->due_node);
     h->count = 0;
     h->watchdog = false;
+    h->verify = false;
+    h->epoch++;
 }
 
 void px_hold_granted(struct px_hold *h, const struct px_hold_kind *kind, struct px_client *cl,
@@ -258,6 +260,7 @@ void px_hold_granted(struct px_hold *h, const struct px_hold_kind *kind, struct 
         px_metrics_hold_begin(srv, h);
     }
     h->kind = kind;
+    h->epoch++;
     h->count = count;
     h->lease_ms = lease_ms;
     h->watchdog = watchdog;
@@ -272,6 +275,7 @@ void px_hold_unlocked_one(struct px_hold *h, uint64_t sent_ms)
 {
     if (h->state != PX_HOLD_HELD)
         return;
+    h->epoch++;
     if (h->count > 1)
         h->count--; /* Redis said "still held": never below 1 */
     if (!h->kind->unlock_resets_lease)
@@ -310,6 +314,7 @@ void px_hold_mark_lost(struct px_hold *h)
     h->state = PX_HOLD_LOST;
     h->count = 0;
     h->watchdog = false;
+    h->verify = false;
     list_del_init(&h->due_node);
     sched_loop_timer_in(srv->loop, &h->timer, PX_HOLD_TOMBSTONE_MS);
 }

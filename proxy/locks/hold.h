@@ -102,6 +102,9 @@ struct px_hold {
     unsigned unknown_unlocks;        /* unlocks with a lost reply since the last settle */
     bool in_table;                   /* in srv->holds (a newer hold may replace a RELEASING one) */
     bool watchdog;                   /* renewed by this proxy */
+    bool verify;                     /* a check after a topology change is due (watchdog.c) */
+    unsigned epoch;                  /* bumped by every grant and unlock: a renewal or check
+                                        answered "not held" after a change is not proof */
     bool settle_again;               /* settle once more when the one in flight is answered */
     struct px_settle settle;         /* what the next (or the in-flight) settle asks */
     size_t nlen;                     /* name length */
@@ -193,9 +196,16 @@ void px_hold_arm(struct px_hold *h);
 /* h's timer (set up by hold.c): renewal due, lease ended, tombstone over. */
 void px_watchdog_on_timer(struct sched_timer *t);
 
-/* h's lease was found lost (renewal answered "not held"), or a fixed lease
- * ran out: a tombstone, counted. */
+/* h's lease was found lost (renewal or a check after a failover answered
+ * "not held", a settle found less than confirmed), or a fixed lease ran
+ * out: a tombstone, counted (UNLOCK answers LOCKLOST). The one place a
+ * HELD hold becomes LOST. */
 void px_hold_mark_lost(struct px_hold *h);
+
+/* The holds of the slots set in ev->slots are checked on their (new)
+ * master at once: watchdog holds by an immediate renewal, the others by a
+ * check that changes nothing; "not held" marks them lost. */
+void px_watchdog_topology(struct px_server *srv, const struct pool_topology_event *ev);
 
 int px_watchdog_init(struct px_server *srv);
 void px_watchdog_deinit(struct px_server *srv);

@@ -14,6 +14,7 @@
 
 #include "common/log.h"
 #include "common/util.h"
+#include "pool/pool.h"
 #include "proxy/locks/locks.h"
 #include "proxy/server.h"
 #include "sched/loop.h"
@@ -149,18 +150,23 @@ void px_job_cancel(struct px_job *j)
 }
 
 /* Sends what is ready, drops what expired; stops at the first refused
- * send (Redis is not taking requests: the rest would fail as well). */
+ * send (Redis is not taking requests: the rest would fail as well),
+ * except with a Redis Cluster, where a refusal (-ENOTCONN: that slot has
+ * no master just now, a failover is under way) says nothing of the other
+ * slots' jobs: they are sent, and the refused ones wait for the next
+ * retry with the longer back-off. */
 static void jobs_on_timer(struct sched_timer *t)
 {
     struct px_server *srv = LP_CONTAINER_OF(t, struct px_server, jobs.timer);
     struct px_jobs *q = &srv->jobs;
     uint64_t now = sched_loop_now_ms(srv->loop);
-    struct list *n = q->due.next;
-    bool refused = false;
+    struct list *n = q->due.next, *last = q->due.prev; /* refused jobs go behind last */
+    bool refused = false, cluster = pool_is_cluster(srv->pool), done = n == &q->due;
 
-    while (n != &q->due && !refused) {
+    while (!done && (!refused || cluster)) {
         struct px_job *j = LP_CONTAINER_OF(n, struct px_job, node);
 
+        done = n == last;
         n = n->next;
         if (j->until != PX_JOB_NO_END && now >= j->until) {
             job_unlink(j);

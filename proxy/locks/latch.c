@@ -22,6 +22,8 @@
 #include "proxy/client.h"
 #include "proxy/locks/call.h"
 #include "proxy/locks/locks.h"
+#include "proxy/locks/lua_scripts.h"
+#include "proxy/locks/scripts.h"
 #include "proxy/locks/semaphore.h"
 #include "proxy/locks/wait.h"
 #include "proxy/reply.h"
@@ -36,29 +38,10 @@ enum latch_script {
     LATCH_NSCRIPTS = 3,
 };
 
-#define LATCH_CHECK PX_LUA_CHECK_COUNT("latch")
-
-static const char latch_tryset_lua[] = LATCH_CHECK "if cur then return 0; end; "
-                                                   "redis.call('set', KEYS[1], ARGV[1]); "
-                                                   "redis.call('publish', KEYS[2], '1'); "
-                                                   "return 1;";
-
-/* countDown; a latch that is not set stays absent (nothing to count). */
-static const char latch_countdown_lua[] = LATCH_CHECK "if not cur then return 0; end; "
-                                                      "local v = redis.call('decr', KEYS[1]); "
-                                                      "if v <= 0 then redis.call('del', KEYS[1]); "
-                                                      "end; "
-                                                      "if v == 0 then "
-                                                      "redis.call('publish', KEYS[2], '0'); end; "
-                                                      "if v < 0 then return 0; end; "
-                                                      "return v;";
-
-static const char latch_count_lua[] = LATCH_CHECK "return tonumber(cur or '0');";
-
-static const struct pool_script latch_scripts[LATCH_NSCRIPTS] = {
-    {"latch_tryset", latch_tryset_lua},
-    {"latch_countdown", latch_countdown_lua},
-    {"latch_count", latch_count_lua},
+static const struct px_lua *const latch_scripts[LATCH_NSCRIPTS] = {
+    &px_lua_latch_tryset,
+    &px_lua_latch_countdown,
+    &px_lua_latch_count,
 };
 
 static unsigned latch_script_base;
@@ -111,21 +94,22 @@ static void latch_cmd_trysetcount(struct px_req *req)
     int64_t n;
     char nb[24];
 
-    if (px_args_check_name(req, "name") < 0 || px_args_parse_count(req, 2, "count", 1, &n) < 0)
+    if (px_name_check(req, "name", PX_NAME_BRACED) < 0 ||
+        px_args_parse_count(req, 2, "count", 1, &n) < 0)
         return px_req_done(req);
     latch_simple(req, LATCH_TRYSET, 2, nb, (size_t)snprintf(nb, sizeof(nb), "%lld", (long long)n));
 }
 
 static void latch_cmd_countdown(struct px_req *req)
 {
-    if (px_args_check_name(req, "name") < 0)
+    if (px_name_check(req, "name", PX_NAME_BRACED) < 0)
         return px_req_done(req);
     latch_simple(req, LATCH_COUNTDOWN, 2, NULL, 0);
 }
 
 static void latch_cmd_count(struct px_req *req)
 {
-    if (px_args_check_name(req, "name") < 0)
+    if (px_name_check(req, "name", PX_NAME_BRACED) < 0)
         return px_req_done(req);
     latch_simple(req, LATCH_COUNT, 1, NULL, 0);
 }
@@ -192,7 +176,7 @@ static void latch_cmd_await(struct px_req *req)
     int64_t wait_ms = -1;
     struct latchop *l;
 
-    if (px_args_check_name(req, "name") < 0)
+    if (px_name_check(req, "name", PX_NAME_BRACED) < 0)
         return px_req_done(req);
     if (req->argc == 3 || (req->argc == 4 && !px_args_is(&req->argv[2], "WAIT"))) {
         px_args_reply_syntax(req, &req->argv[2]);

@@ -33,6 +33,7 @@
 #include "proxy/client.h"
 #include "proxy/locks/hold.h"
 #include "proxy/locks/lock-int.h"
+#include "proxy/locks/lua_scripts.h"
 #include "proxy/locks/scripts.h"
 #include "proxy/locks/wait.h"
 #include "proxy/metrics.h"
@@ -44,76 +45,13 @@
 
 /* ---- scripts ---------------------------------------------------------------- */
 
-#define LK_RWLOCK_ERROR \
-    "return redis.error_reply('WRONGTYPE the name holds a read-write lock (use RLOCK/WLOCK)'); "
-
-/* A free name costs Redisson's three calls (EXISTS, HINCRBY, PEXPIRE); only
- * an existing hash is checked for a read-write lock's 'mode' field (whose
- * read owner fields look like ours). HEXISTS fails with WRONGTYPE on other
- * types. */
-#define LK_FREE_OR_MINE                                                                           \
-    "local free = redis.call('exists', KEYS[1]) == 0; "                                           \
-    "if (not free and redis.call('hexists', KEYS[1], 'mode') == 1) then " LK_RWLOCK_ERROR "end; " \
-    "if free or (redis.call('hexists', KEYS[1], ARGV[2]) == 1) then "
-
-/* Redisson's acquire, refusing a read-write lock's hash. */
-static const char acquire_lua[] = LK_FREE_OR_MINE /* then Redisson's acquire: */
-    "local c = redis.call('hincrby', KEYS[1], ARGV[2], 1); "
-    "redis.call('pexpire', KEYS[1], ARGV[1]); return {1, c}; end; "
-    "return {0, redis.call('pttl', KEYS[1])};";
-
-/* RedissonFencedLock's acquire: every success, re-entry included, takes
- * the next token from redisson_lock_token:{name} (which never expires). */
-static const char fenced_lua[] = LK_FREE_OR_MINE /* then: */
-    "local t = redis.call('incr', KEYS[2]); "
-    "local c = redis.call('hincrby', KEYS[1], ARGV[2], 1); "
-    "redis.call('pexpire', KEYS[1], ARGV[1]); return {1, c, t}; end; "
-    "return {0, redis.call('pttl', KEYS[1])};";
-
-/* Redisson's unlock, refusing a read-write lock's hash: one HMGET reads
- * 'mode' and the owner's count (Redisson's HEXISTS), so the check is free. */
-static const char unlock_lua[] =
-    "local v = redis.call('hmget', KEYS[1], 'mode', ARGV[2]); "
-    "if (v[1]) then " LK_RWLOCK_ERROR "end; "
-    "if (not v[2]) then return nil; end; " /* then Redisson's unlock: */
-    "local c = redis.call('hincrby', KEYS[1], ARGV[2], -1); "
-    "if (c > 0) then redis.call('pexpire', KEYS[1], ARGV[1]); return 0; end; "
-    "redis.call('del', KEYS[1]); redis.call('publish', KEYS[2], '0'); return 1;";
-
-/* Unlock and hand-off in one step: when the caller's last hold goes, the
- * lock goes straight to a waiter of this proxy (a fresh hold of 1 with
- * its lease), without a PUBLISH: nobody else could have taken it. 2 =
- * released and granted; nil and 0 as in unlock_lua (nothing granted). */
-static const char grant_lua[] =
-    "local v = redis.call('hmget', KEYS[1], 'mode', ARGV[2]); "
-    "if (v[1]) then " LK_RWLOCK_ERROR "end; "
-    "if (not v[2]) then return nil; end; "
-    "local c = redis.call('hincrby', KEYS[1], ARGV[2], -1); "
-    "if (c > 0) then redis.call('pexpire', KEYS[1], ARGV[1]); return 0; end; "
-    "redis.call('del', KEYS[1]); redis.call('hincrby', KEYS[1], ARGV[4], 1); "
-    "redis.call('pexpire', KEYS[1], ARGV[3]); return 2;";
-
-#define LK_FORCE_CLEANUP PX_FAIR_CLEANUP_LUA("KEYS[4]", "KEYS[5]", "ARGV[2]")
-
-/* forceUnlock of any lock kind: a read-write lock wakes all its waiters
- * ("1" on its channel); otherwise "0" on the lock channel and, after
- * Redisson's stale-waiter cleanup, on the fair queue head's channel. */
-static const char force_lua[] =
-    "local t = redis.call('type', KEYS[1])['ok']; "
-    "if (t == 'none') then return 0; end; "
-    "if (t ~= 'hash') then return redis.error_reply("
-    "'WRONGTYPE the name holds a ' .. t .. ', not a lock'); end; "
-    "local mode = redis.call('hget', KEYS[1], 'mode'); "
-    "redis.call('del', KEYS[1]); "
-    "if (mode) then redis.call('publish', KEYS[3], '1'); return 1; end; "
-    "redis.call('publish', KEYS[2], '0'); " LK_FORCE_CLEANUP /* then the fair head: */
-    "local h = redis.call('lindex', KEYS[4], 0); "
-    "if (h) then redis.call('publish', ARGV[1] .. ':' .. h, '0'); end; "
-    "return 1;";
-
-static const struct pool_script lock_scripts[PX__LK_COUNT] = {
-    {"lock_acquire", acquire_lua}, {"lock_acquire_fenced", fenced_lua}, {"lock_unlock", unlock_lua},
-    {"lock_force", force_lua},     {"lock_unlock_grant", grant_lua},
+/* The scripts (lua/lock_*.lua): a mode-checked acquire and unlock (a name
+ * holding a read-write lock gets WRONGTYPE instead of having a read count
+ * bumped or its hash deleted), the fenced acquire, FORCEUNLOCK of any
+ * kind, and the local hand-off's unlock-and-grant. */
+static const struct px_lua *const lock_scripts[PX__LK_COUNT] = {
+    &px_lua_lock_acquire, &px_lua_lock_acquire_fenced, &px_lua_lock_unlock,
+    &px_lua_lock_force,   &px_lua_lock_unlock_grant,
 };
 
 static unsigned lock_script_base;
@@ -139,8 +77,8 @@ static int plain_acquire(struct px_server *srv, const struct px_acq *a, pool_rep
     size_t lens[3] = {a->nlen, 0, a->olen};
 
     lens[1] = util_u64_to_str(a->lease_ms, lease);
-    return px_metrics_eval(srv, a->hint, lock_script_base + PX__LK_ACQUIRE, 1, 3, argv, lens, cb,
-                           arg);
+    return px_script_eval(srv, a->hint, lock_script_base + PX__LK_ACQUIRE, 1, 3, argv, lens, cb,
+                          arg);
 }
 
 static int fenced_acquire(struct px_server *srv, const struct px_acq *a, pool_reply_fn *cb,
@@ -152,8 +90,8 @@ static int fenced_acquire(struct px_server *srv, const struct px_acq *a, pool_re
 
     lens[1] = px_channel_name(token, sizeof(token), "redisson_lock_token:", a->name, a->nlen);
     lens[2] = util_u64_to_str(a->lease_ms, lease);
-    return px_metrics_eval(srv, a->hint, lock_script_base + PX__LK_FENCED, 2, 4, argv, lens, cb,
-                           arg);
+    return px_script_eval(srv, a->hint, lock_script_base + PX__LK_FENCED, 2, 4, argv, lens, cb,
+                          arg);
 }
 
 int px_lock_eval_unlock(struct px_server *srv, const struct px_acq *a, unsigned script,
@@ -165,7 +103,7 @@ int px_lock_eval_unlock(struct px_server *srv, const struct px_acq *a, unsigned 
 
     lens[1] = channel(a, chan, sizeof(chan));
     lens[2] = util_u64_to_str(a->lease_ms, lease);
-    return px_metrics_eval(srv, a->hint, script, 2, 4, argv, lens, cb, arg);
+    return px_script_eval(srv, a->hint, script, 2, 4, argv, lens, cb, arg);
 }
 
 static int plain_unlock(struct px_server *srv, const struct px_acq *a, pool_reply_fn *cb, void *arg)
@@ -259,7 +197,7 @@ int px__lock_parse_args(struct px_req *req, unsigned allow, struct px__lock_args
     a->name = &req->argv[1];
     a->lease_ms = -1;
     a->wait_ms = -1;
-    if (px_args_check_name(req, "lock name") < 0)
+    if (px_name_check(req, "lock name", PX_NAME_PREFIXED) < 0)
         return -EINVAL;
     while (i < req->argc) {
         if (parse_option(req, &i, allow, a) < 0)

@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "common/list.h"
+#include "pool/pool.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -54,6 +55,12 @@ void px_locks_client_init(struct px_cl_locks *l);
  * flight when their reply comes), its holds are released or left to
  * expire (--on-disconnect), its permits go back. The one clean-up path. */
 void px_locks_client_gone(struct px_client *cl);
+
+/* The pool's topology callback (pool_topology_fn; arg is the server):
+ * the masters of some slots changed (a failover, a migration, a Sentinel
+ * switch), so the holds of those slots are verified on their new master
+ * at once (watchdog.c): one whose owner field is gone is marked lost. */
+void px_locks_on_topology(void *arg, const struct pool_topology_event *ev);
 
 /* Sets up and tears down the lock modules' server state (waitsets, holds
  * and the watchdog, retried jobs). */

@@ -26,6 +26,7 @@
 #include "proxy/locks/call.h"
 #include "proxy/locks/jobs.h"
 #include "proxy/locks/locks.h"
+#include "proxy/locks/scripts.h"
 #include "proxy/locks/sem-int.h"
 #include "proxy/locks/semaphore.h"
 #include "proxy/locks/wait.h"
@@ -358,7 +359,8 @@ void px__psem_cmd_trysetpermits(struct px_req *req)
     int64_t n;
     char nb[24];
 
-    if (px_args_check_name(req, "name") < 0 || px_args_parse_count(req, 2, "permits", 0, &n) < 0)
+    if (px_name_check(req, "name", PX_NAME_PREFIXED) < 0 ||
+        px_args_parse_count(req, 2, "permits", 0, &n) < 0)
         return px_req_done(req);
     psem_simple(req, PX__PSEM_TRYSET, nb, (size_t)snprintf(nb, sizeof(nb), "%lld", (long long)n),
                 NULL, 0, px_call_reply_int);
@@ -385,7 +387,7 @@ void px__psem_cmd_release(struct px_req *req)
     char now[24];
     size_t nlen;
 
-    if (px_args_check_name(req, "name") < 0)
+    if (px_name_check(req, "name", PX_NAME_PREFIXED) < 0)
         return px_req_done(req);
     if (hex_decode(&req->argv[2], id) < 0) {
         px_args_reply_bad(req, "permit id", "32 hex characters", &req->argv[2]);
@@ -404,7 +406,7 @@ void px__psem_cmd_available(struct px_req *req)
     char now[24];
     size_t nlen;
 
-    if (px_args_check_name(req, "name") < 0)
+    if (px_name_check(req, "name", PX_NAME_PREFIXED) < 0)
         return px_req_done(req);
     psem_now(now, sizeof(now), &nlen);
     psem_simple(req, PX__PSEM_AVAILABLE, now, nlen, NULL, 0, px_call_reply_int);

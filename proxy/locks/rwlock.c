@@ -42,6 +42,7 @@
 #include "pool/pool.h"
 #include "proxy/locks/hold.h"
 #include "proxy/locks/lock.h"
+#include "proxy/locks/lua_scripts.h"
 #include "proxy/locks/scripts.h"
 #include "proxy/locks/wait.h"
 #include "proxy/metrics.h"
@@ -62,125 +63,10 @@ enum rw_script {
     RW_COUNT = 7,
 };
 
-/* Lua: mode = the hash's mode; a hash without one is another lock kind. */
-#define RW_MODE                                                                                   \
-    "local mode = redis.call('hget', KEYS[1], 'mode'); "                                          \
-    "if (mode == false and redis.call('exists', KEYS[1]) == 1) then return redis.error_reply("    \
-    "'WRONGTYPE the name holds a lock that is not a read-write lock (use LOCK/FAIRLOCK)'); end; " \
-    "if (mode and mode ~= 'read' and mode ~= 'write') then return redis.error_reply("             \
-    "'WRONGTYPE the name holds a hash whose mode is neither read nor write'); end; "
-
-/* Lua: a read hold is gone; settle the hash as Redisson's read unlock does
- * (KEYS name, channel, -, {name}): while other holders remain, the hash
- * lives as long as the longest remaining read hold; with none left (or
- * only expired ones), it goes and "0" wakes a waiter. In write mode the
- * writer's lease rules: nothing changes. */
-#define RW_SETTLE                                                             \
-    "if (mode == 'write') then return r; end; "                               \
-    "if (redis.call('hlen', KEYS[1]) > 1) then local m = -3; "                \
-    "for _, f in ipairs(redis.call('hkeys', KEYS[1])) do "                    \
-    "local n = tonumber(redis.call('hget', KEYS[1], f)); "                    \
-    "if (n) then for i = n, 1, -1 do m = math.max(m, redis.call('pttl', "     \
-    "KEYS[4] .. ':' .. f .. ':rwlock_timeout:' .. i)); end; end; end; "       \
-    "if (m > 0) then redis.call('pexpire', KEYS[1], m); return r; end; end; " \
-    "redis.call('del', KEYS[1]); redis.call('publish', KEYS[2], '0'); return r;"
-
-/* Free: take it as read. Read mode, or write mode held by this owner's
- * write hold (downgrade): one more read hold. Else report the PTTL. */
-static const char read_acquire_lua[] = RW_MODE /* then: */
-    "if (mode == false) then "
-    "redis.call('hset', KEYS[1], 'mode', 'read', ARGV[2], 1); "
-    "redis.call('set', KEYS[2] .. ':1', 1, 'px', ARGV[1]); "
-    "redis.call('pexpire', KEYS[1], ARGV[1]); return {1, 1}; end; "
-    "if (mode == 'read' or redis.call('hexists', KEYS[1], ARGV[3]) == 1) then "
-    "local n = redis.call('hincrby', KEYS[1], ARGV[2], 1); "
-    "redis.call('set', KEYS[2] .. ':' .. n, 1, 'px', ARGV[1]); "
-    "redis.call('pexpire', KEYS[1], math.max(redis.call('pttl', KEYS[1]), "
-    "tonumber(ARGV[1]))); return {1, n}; end; "
-    "return {0, redis.call('pttl', KEYS[1])};";
-
-/* Free: take it as write. Write mode held by this owner: re-enter. A
- * reader of the lock asking for it: error (it would wait for itself). */
-static const char write_acquire_lua[] = RW_MODE /* then: */
-    "if (mode == false) then "
-    "redis.call('hset', KEYS[1], 'mode', 'write', ARGV[2], 1); "
-    "redis.call('pexpire', KEYS[1], ARGV[1]); return {1, 1}; end; "
-    "if (mode == 'write' and redis.call('hexists', KEYS[1], ARGV[2]) == 1) then "
-    "local n = redis.call('hincrby', KEYS[1], ARGV[2], 1); "
-    "redis.call('pexpire', KEYS[1], ARGV[1]); return {1, n}; end; "
-    "if (mode == 'read' and redis.call('hexists', KEYS[1], ARGV[3]) == 1) then "
-    "return redis.error_reply('ERR upgrade from read to write lock is not supported; "
-    "RUNLOCK first'); end; "
-    "return {0, redis.call('pttl', KEYS[1])};";
-
-/* Redisson's read unlock (no latch); replies 1 when this owner's last read
- * hold went, 0 while it has more. */
-static const char read_unlock_lua[] = RW_MODE /* then: */
-    "if (mode == false) then redis.call('publish', KEYS[2], '0'); return nil; end; "
-    "if (redis.call('hexists', KEYS[1], ARGV[1]) == 0) then return nil; end; "
-    "local c = redis.call('hincrby', KEYS[1], ARGV[1], -1); "
-    "if (c == 0) then redis.call('hdel', KEYS[1], ARGV[1]); end; "
-    "redis.call('del', KEYS[3] .. ':' .. (c + 1)); "
-    "local r = 0; if (c == 0) then r = 1; end; " RW_SETTLE;
-
-/* Redisson's write unlock (no latch). */
-static const char write_unlock_lua[] = RW_MODE /* then: */
-    "if (mode == false) then redis.call('publish', KEYS[2], '1'); return nil; end; "
-    "if (mode ~= 'write' or redis.call('hexists', KEYS[1], ARGV[2]) == 0) then "
-    "return nil; end; "
-    "local c = redis.call('hincrby', KEYS[1], ARGV[2], -1); "
-    "if (c > 0) then redis.call('pexpire', KEYS[1], ARGV[1]); return 0; end; "
-    "redis.call('hdel', KEYS[1], ARGV[2]); "
-    "if (redis.call('hlen', KEYS[1]) == 1) then redis.call('del', KEYS[1]); "
-    "else redis.call('hset', KEYS[1], 'mode', 'read'); end; "
-    "redis.call('publish', KEYS[2], '1'); return 1;";
-
-/* Settles one reader (hold.h): read holds above ARGV[2] go (their timeout
- * keys with them); at 0 the reader leaves, and the hash is settled as a
- * read unlock does. Replies the count before. */
-static const char read_settle_lua[] =
-    "local mode = redis.call('hget', KEYS[1], 'mode'); if (mode == false) then return 0; end; "
-    "local n = tonumber(redis.call('hget', KEYS[1], ARGV[1])); if (n == nil) then return 0; end; "
-    "local keep = tonumber(ARGV[2]); if (n <= keep) then return n; end; "
-    "for i = keep + 1, n do redis.call('del', KEYS[3] .. ':' .. i); end; "
-    "if (keep == 0) then redis.call('hdel', KEYS[1], ARGV[1]); "
-    "else redis.call('hset', KEYS[1], ARGV[1], keep); end; local r = n; " RW_SETTLE;
-
-/* Settles one writer: a write count above ARGV[2] becomes ARGV[2]; at 0 the
- * write hold goes as a write unlock's last one does ("1": readers go).
- * Replies the count before. */
-static const char write_settle_lua[] =
-    "if (redis.call('hget', KEYS[1], 'mode') ~= 'write') then return 0; end; "
-    "local n = tonumber(redis.call('hget', KEYS[1], ARGV[1]) or '0'); "
-    "if (n <= tonumber(ARGV[2])) then return n; end; "
-    "if (ARGV[2] ~= '0') then redis.call('hset', KEYS[1], ARGV[1], ARGV[2]); return n; end; "
-    "redis.call('hdel', KEYS[1], ARGV[1]); "
-    "if (redis.call('hlen', KEYS[1]) == 1) then redis.call('del', KEYS[1]); "
-    "else redis.call('hset', KEYS[1], 'mode', 'read'); end; "
-    "redis.call('publish', KEYS[2], '1'); return n;";
-
-/* Batched ReadLockTask: for each (name, reader) still holding reads,
- * extend every one of its timeout keys and the hash (never shortening it).
- * The {name} rule is applied here, as px_channel_name() does. pcall keeps
- * one odd key from failing the batch. */
-static const char read_renew_lua[] =
-    "local r = {}; "
-    "for i = 1, #KEYS do local v = redis.pcall('hget', KEYS[i], ARGV[i + 1]); "
-    "local n = (type(v) == 'string') and tonumber(v); "
-    "if (n and n > 0) then local p = KEYS[i]; "
-    "if (not string.find(p, '{', 1, true)) then p = '{' .. p .. '}'; end; "
-    "for k = n, 1, -1 do redis.call('pexpire', p .. ':' .. ARGV[i + 1] .. "
-    "':rwlock_timeout:' .. k, ARGV[1]); end; "
-    "if (redis.call('pttl', KEYS[i]) < tonumber(ARGV[1])) then "
-    "redis.call('pexpire', KEYS[i], ARGV[1]); end; r[i] = 1; "
-    "else r[i] = 0; end; end; "
-    "return r;";
-
-static const struct pool_script rw_scripts[RW_COUNT] = {
-    {"rw_read_acquire", read_acquire_lua}, {"rw_write_acquire", write_acquire_lua},
-    {"rw_read_unlock", read_unlock_lua},   {"rw_write_unlock", write_unlock_lua},
-    {"rw_read_settle", read_settle_lua},   {"rw_write_settle", write_settle_lua},
-    {"rw_read_renew", read_renew_lua},
+static const struct px_lua *const rw_scripts[RW_COUNT] = {
+    &px_lua_rw_read_acquire, &px_lua_rw_write_acquire, &px_lua_rw_read_unlock,
+    &px_lua_rw_write_unlock, &px_lua_rw_read_settle,   &px_lua_rw_write_settle,
+    &px_lua_rw_read_renew,
 };
 
 static unsigned rw_script_base;
@@ -233,7 +119,7 @@ static int send_read_keys(struct px_server *srv, uint64_t hint, unsigned script,
     lens[3] = k.klen;
     argv[4] = reader;
     lens[4] = rlen;
-    return px_metrics_eval(srv, hint, rw_script_base + script, 4, 5, argv, lens, cb, arg);
+    return px_script_eval(srv, hint, rw_script_base + script, 4, 5, argv, lens, cb, arg);
 }
 
 /* ---- hold kinds ------------------------------------------------------------------ */
@@ -261,8 +147,8 @@ static int read_settle(struct px_server *srv, const char *name, size_t nlen, con
     lens[2] = k.tlen;
     lens[3] = k.klen;
     lens[5] = util_u64_to_str(st->keep, keep);
-    return px_metrics_eval(srv, px_route_hint(name, nlen), rw_script_base + RW_READ_SETTLE, 4, 6,
-                           argv, lens, cb, arg);
+    return px_script_eval(srv, px_route_hint(name, nlen), rw_script_base + RW_READ_SETTLE, 4, 6,
+                          argv, lens, cb, arg);
 }
 
 static int write_settle(struct px_server *srv, const char *name, size_t nlen, const char *owner,
@@ -274,14 +160,13 @@ static int write_settle(struct px_server *srv, const char *name, size_t nlen, co
 
     lens[1] = px_channel_name(chan, sizeof(chan), RW_CHANNEL_PREFIX, name, nlen);
     lens[3] = util_u64_to_str(st->keep, keep);
-    return px_metrics_eval(srv, px_route_hint(name, nlen), rw_script_base + RW_WRITE_SETTLE, 2, 4,
-                           argv, lens, cb, arg);
+    return px_script_eval(srv, px_route_hint(name, nlen), rw_script_base + RW_WRITE_SETTLE, 2, 4,
+                          argv, lens, cb, arg);
 }
 
-static const struct px_hold_kind read_hold = {"read lock", read_renew_script, read_settle,
-                                               false};
+static const struct px_hold_kind read_hold = {"read lock", read_renew_script, read_settle, false};
 static const struct px_hold_kind write_hold = {"write lock", write_renew_script, write_settle,
-                                                true};
+                                               true};
 
 /* ---- lock kinds ------------------------------------------------------------------ */
 
@@ -297,8 +182,8 @@ static int read_acquire(struct px_server *srv, const struct px_acq *a, pool_repl
     lens[2] = util_u64_to_str(a->lease_ms, lease);
     lens[4] =
         (size_t)snprintf(writer, sizeof(writer), "%.*s" RW_WRITE_SUFFIX, (int)a->olen, a->owner);
-    return px_metrics_eval(srv, a->hint, rw_script_base + RW_READ_ACQUIRE, 2, 5, argv, lens, cb,
-                           arg);
+    return px_script_eval(srv, a->hint, rw_script_base + RW_READ_ACQUIRE, 2, 5, argv, lens, cb,
+                          arg);
 }
 
 static int write_acquire(struct px_server *srv, const struct px_acq *a, pool_reply_fn *cb,
@@ -309,8 +194,8 @@ static int write_acquire(struct px_server *srv, const struct px_acq *a, pool_rep
     size_t lens[4] = {a->nlen, 0, a->olen, a->base_olen}; /* the reader: owner minus ":write" */
 
     lens[1] = util_u64_to_str(a->lease_ms, lease);
-    return px_metrics_eval(srv, a->hint, rw_script_base + RW_WRITE_ACQUIRE, 1, 4, argv, lens, cb,
-                           arg);
+    return px_script_eval(srv, a->hint, rw_script_base + RW_WRITE_ACQUIRE, 1, 4, argv, lens, cb,
+                          arg);
 }
 
 static int read_unlock(struct px_server *srv, const struct px_acq *a, pool_reply_fn *cb, void *arg)

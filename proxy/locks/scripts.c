@@ -1,47 +1,85 @@
-/* The script sets of every module, the Lua scripts shared by RLock-layout
- * holds (Redisson semantics, sections 2-3 of the compatibility spec), and
- * the channel-name rule. */
+/* The script sets of every module, the publish command, and the naming
+ * rules of side keys and channels; see scripts.h. The scripts themselves
+ * are in lua/. */
 #include "proxy/locks/scripts.h"
 
+#include <errno.h>
 #include <string.h>
 
 #include "common/compiler.h"
+#include "common/util.h"
+#include "pool/pool.h"
+#include "proxy/args.h"
+#include "proxy/client.h"
 #include "proxy/locks/latch.h"
 #include "proxy/locks/lock.h"
+#include "proxy/locks/locks.h"
+#include "proxy/locks/lua_scripts.h"
 #include "proxy/locks/semaphore.h"
+#include "proxy/metrics.h"
+#include "proxy/reply.h"
+#include "proxy/request.h"
+#include "proxy/server.h"
 
-/* Settles one owner (hold.h): a count above ARGV[2] becomes ARGV[2]; at 0
- * the hold goes and "0" wakes a waiter (what a release on disconnect, and
- * the roll-back of an unconfirmed acquisition, need). Replies the count
- * before. */
-static const char settle_lua[] = "local c = tonumber(redis.call('hget', KEYS[1], ARGV[1]) or '0'); "
-                                 "if (c <= tonumber(ARGV[2])) then return c; end; "
-                                 "if (ARGV[2] == '0') then redis.call('del', KEYS[1]); "
-                                 "redis.call('publish', KEYS[2], '0'); return c; end; "
-                                 "redis.call('hset', KEYS[1], ARGV[1], ARGV[2]); return c;";
+#define SCRIPTS_MAX 128u /* pool table capacity */
 
-/* Batched watchdog renewal: extend only where the owner field is still
- * ours, never blindly. pcall keeps one odd key from failing the batch. */
-static const char renew_lua[] =
-    "local r = {}; "
-    "for i = 1, #KEYS do "
-    "local ok = redis.pcall('hexists', KEYS[i], ARGV[i + 1]); "
-    "if (ok == 1) then redis.call('pexpire', KEYS[i], ARGV[1]); r[i] = 1; "
-    "else r[i] = 0; end; end; "
-    "return r;";
-
-/* State of a lock as seen by one owner. */
-static const char info_lua[] = "local e = redis.call('exists', KEYS[1]); "
-                               "local c = 0; "
-                               "if (e == 1) then local v = redis.call('hget', KEYS[1], ARGV[1]); "
-                               "if v then c = tonumber(v); end; end; "
-                               "return {e, c, redis.call('pttl', KEYS[1])};";
-
-static const struct pool_script lock_scripts[PX_SCRIPT_COUNT] = {
-    {"settle", settle_lua},
-    {"renew", renew_lua},
-    {"info", info_lua},
+static const struct px_lua *const lock_scripts[PX_SCRIPT_COUNT] = {
+    &px_lua_settle,
+    &px_lua_renew,
+    &px_lua_info,
+    &px_lua_verify,
 };
+
+static unsigned lock_script_base;
+static const struct px_script_set lock_script_set = {lock_scripts, PX_SCRIPT_COUNT,
+                                                     &lock_script_base};
+
+/* One line per module; the reentrant lock stays first (its ids are base 0). */
+const struct px_script_set *const px_script_sets[] = {
+    &lock_script_set,        &px_lock_script_set,  &px_rwlock_script_set,
+    &px_fairlock_script_set, /* lock family: lock.h */
+    &px_sem_script_set,      &px_latch_script_set, NULL,
+};
+
+static bool script_publishes[SCRIPTS_MAX]; /* by pool id */
+
+size_t px_scripts_build(const struct pool_script **out)
+{
+    static struct pool_script table[SCRIPTS_MAX];
+    size_t n = 0, i, k;
+
+    for (i = 0; px_script_sets[i]; i++) {
+        const struct px_script_set *set = px_script_sets[i];
+
+        LP_BUG_ON(n + set->n > LP_ARRAY_SIZE(table));
+        *set->base = (unsigned)n;
+        for (k = 0; k < set->n; k++) {
+            table[n].name = set->scripts[k]->name;
+            table[n].text = set->scripts[k]->text;
+            script_publishes[n++] = set->scripts[k]->publishes;
+        }
+    }
+    *out = table;
+    return n;
+}
+
+int px_script_eval(struct px_server *srv, uint64_t hint, unsigned script, int numkeys, int argc,
+                   const char *const *argv, const size_t *lens, pool_reply_fn *cb, void *arg)
+{
+    const char *av[PX_SCRIPT_PUBLISH_ARGS + 1];
+    size_t lv[PX_SCRIPT_PUBLISH_ARGS + 1];
+    bool sharded;
+
+    if (script >= SCRIPTS_MAX || !script_publishes[script])
+        return px_metrics_eval(srv, hint, script, numkeys, argc, argv, lens, cb, arg);
+    LP_BUG_ON(argc < 0 || argc > (int)PX_SCRIPT_PUBLISH_ARGS);
+    memcpy(av, argv, (size_t)argc * sizeof(*av));
+    memcpy(lv, lens, (size_t)argc * sizeof(*lv));
+    sharded = pool_pubsub_sharded(srv->pool);
+    av[argc] = sharded ? "spublish" : "publish";
+    lv[argc] = sharded ? 8 : 7;
+    return px_metrics_eval(srv, hint, script, numkeys, argc + 1, av, lv, cb, arg);
+}
 
 size_t px_channel_name(char *dst, size_t cap, const char *prefix, const char *name, size_t len)
 {
@@ -62,30 +100,53 @@ size_t px_channel_name(char *dst, size_t cap, const char *prefix, const char *na
     return plen;
 }
 
-static unsigned lock_script_base;
-static const struct px_script_set lock_script_set = {lock_scripts, PX_SCRIPT_COUNT,
-                                                     &lock_script_base};
-
-/* One line per module; the reentrant lock stays first (its ids are base 0). */
-const struct px_script_set *const px_script_sets[] = {
-    &lock_script_set,        &px_lock_script_set,  &px_rwlock_script_set,
-    &px_fairlock_script_set, /* lock family: lock.h */
-    &px_sem_script_set,      &px_latch_script_set, NULL,
-};
-
-size_t px_scripts_build(const struct pool_script **out)
+/* The slot of prefix + "{" name "}" (braced) or of px_channel_name(). The
+ * prefixes carry no braces, so the prefix never changes the hash tag: one
+ * representative prefix stands for every side key and channel. */
+static uint16_t side_slot(const char *name, size_t len, enum px_name_rule rule)
 {
-    static struct pool_script table[128];
-    size_t n = 0, i, k;
+    char buf[PX_CHANNEL_MAX];
+    size_t n;
 
-    for (i = 0; px_script_sets[i]; i++) {
-        const struct px_script_set *set = px_script_sets[i];
-
-        LP_BUG_ON(n + set->n > LP_ARRAY_SIZE(table));
-        *set->base = (unsigned)n;
-        for (k = 0; k < set->n; k++)
-            table[n++] = set->scripts[k];
+    if (rule == PX_NAME_BRACED) {
+        buf[0] = 'x';
+        buf[1] = '{';
+        memcpy(buf + 2, name, len);
+        buf[len + 2] = '}';
+        return pool_slot(buf, len + 3);
     }
-    *out = table;
-    return n;
+    n = px_channel_name(buf, sizeof(buf), "x", name, len);
+    return pool_slot(buf, n);
+}
+
+bool px_name_slot_ok(const struct px_server *srv, const char *name, size_t len,
+                     enum px_name_rule rule)
+{
+    if (!pool_is_cluster(srv->pool) || len > PX_NAME_MAX)
+        return true;
+    return side_slot(name, len, rule) == pool_slot(name, len);
+}
+
+int px_name_check(struct px_req *req, const char *what, enum px_name_rule rule)
+{
+    const struct px_arg *name = &req->argv[1];
+
+    if (px_args_check_name(req, what) < 0)
+        return -EINVAL;
+    if (px_name_slot_ok(req->cl->srv, name->p, name->len, rule))
+        return 0;
+    if (rule == PX_NAME_BRACED)
+        px_reply_error(px_req_out(req),
+                       "ERR name '%.*s' cannot be used with Redis Cluster: a latch's channel "
+                       "adds braces around the name, so a name with '{' or '}' hashes to "
+                       "another slot (CROSSSLOT); use a name without braces",
+                       (int)LP_MIN(name->len, 200u), name->p);
+    else
+        px_reply_error(px_req_out(req),
+                       "ERR name '%.*s' cannot be used with Redis Cluster: its channel and "
+                       "side keys would hash to another slot than the name (CROSSSLOT); use "
+                       "a name without '{' and '}', or one with a non-empty hash tag such "
+                       "as '{tag}rest'",
+                       (int)LP_MIN(name->len, 200u), name->p);
+    return -EINVAL;
 }

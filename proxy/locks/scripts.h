@@ -1,15 +1,38 @@
-/* The Lua scripts lockproxy runs in Redis. Each module owns a set of
- * scripts; px_scripts_build() concatenates every set into the table handed
- * to the pool and tells each set its base id (pool id = base + index).
+/* The Lua scripts lockproxy runs in Redis, and the one path every lock
+ * module sends them through.
+ *
+ * The scripts are the files of proxy/locks/lua/ (each states its KEYS and
+ * ARGV at the top), joined from fragments and embedded at build time
+ * (lua/scripts.cmake, cmake/lua_embed.cmake) as struct px_lua values. Each
+ * module owns a set of scripts; px_scripts_build() concatenates every set
+ * into the table handed to the pool and tells each set its base id (pool
+ * id = base + index).
  *
  * This file's set comes first (base 0), so its PX_SCRIPT_* values are pool
  * ids: the scripts shared by every RLock-layout hold (settle, batched
- * renewal, LOCK.INFO). The acquire and unlock scripts
- * of each lock kind live with the kind (lock.c, rwlock.c, fairlock.c). */
+ * renewal and verification, LOCK.INFO). The acquire and unlock scripts of
+ * each lock kind live with the kind (lock.c, rwlock.c, fairlock.c, ...).
+ *
+ * Publishing: a script that publishes takes the command, PUBLISH or
+ * SPUBLISH, as its last ARGV, as Redisson's scripts do (spec 13.3):
+ * px_script_eval() appends it, SPUBLISH while the pool subscribes with
+ * SSUBSCRIBE (pool_pubsub_sharded(), read at every send, so a mode the
+ * pool learns after start applies from then on), else PUBLISH. So a
+ * proxy and a Redisson fleet in the same mode wake each other.
+ *
+ * Names in a Redis Cluster: every key and channel of an object must hash
+ * to the slot of its name (a script's keys must share a slot, and a
+ * sharded channel lives on its slot's shard). Redisson's "{name}" rule
+ * (px_channel_name) guarantees it except for names with a '{' that opens
+ * no non-empty hash tag, or a '}' without a '{'; a latch's channel always
+ * adds braces, so a latch name must have neither. px_name_check_slot()
+ * refuses those names up front in cluster mode. */
 #ifndef LP_PROXY_LOCKS_SCRIPTS_H
 #define LP_PROXY_LOCKS_SCRIPTS_H
 
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "pool/pool.h"
 
@@ -17,18 +40,29 @@
 extern "C" {
 #endif
 
+struct px_req;
+struct px_server;
+
+/* One embedded script (generated: lua_scripts.h). */
+struct px_lua {
+    const char *name; /* for logs */
+    const char *text; /* Lua source */
+    bool publishes;   /* takes the publish command as its last ARGV */
+};
+
 enum px_script {
-    PX_SCRIPT_SETTLE = 0, /* KEYS name, channel; ARGV owner, keep -> count before */
-    PX_SCRIPT_RENEW = 1,  /* KEYS k1..kN; ARGV lease, o1..oN -> {0|1,...} */
-    PX_SCRIPT_INFO = 2,   /* KEYS name; ARGV owner -> {exists, count, pttl} */
-    PX_SCRIPT_COUNT = 3,
+    PX_SCRIPT_SETTLE = 0, /* lua/settle.lua */
+    PX_SCRIPT_RENEW = 1,  /* lua/renew.lua */
+    PX_SCRIPT_INFO = 2,   /* lua/info.lua */
+    PX_SCRIPT_VERIFY = 3, /* lua/verify.lua */
+    PX_SCRIPT_COUNT = 4,
 };
 
 /* A module's scripts. */
 struct px_script_set {
-    const struct pool_script *scripts; /* borrowed: the module's scripts */
-    size_t n;                          /* how many */
-    unsigned *base;                    /* out: pool id of scripts[0] */
+    const struct px_lua *const *scripts; /* borrowed: the module's scripts */
+    size_t n;                            /* how many */
+    unsigned *base;                      /* out: pool id of scripts[0] */
 };
 
 /* Every module's set, in order (defined in scripts.c, one line each). */
@@ -38,11 +72,36 @@ extern const struct px_script_set *const px_script_sets[];
  * sets each base. Returns the script count. */
 size_t px_scripts_build(const struct pool_script **out);
 
+/* Most arguments (keys included) of a script that publishes. */
+#define PX_SCRIPT_PUBLISH_ARGS 15
+
+/* EVALSHA of script (a pool id) through the metrics (px_metrics_eval),
+ * with the publish command appended when the script publishes. Same
+ * contract as pool_eval. */
+int px_script_eval(struct px_server *srv, uint64_t hint, unsigned script, int numkeys, int argc,
+                   const char *const *argv, const size_t *lens, pool_reply_fn *cb, void *arg);
+
 /* Writes Redisson's "{name}" form of name for aux keys and channels:
  * prefix + "{" name "}" unless name already contains '{', in which case the
  * name goes in as-is. Returns the length written (always < cap), or 0 when
  * cap is too small. */
 size_t px_channel_name(char *dst, size_t cap, const char *prefix, const char *name, size_t len);
+
+/* How an object's channel is named from its name. */
+enum px_name_rule {
+    PX_NAME_PREFIXED = 0, /* Redisson's prefixName: px_channel_name() */
+    PX_NAME_BRACED = 1,   /* braces always added (RCountDownLatch's channel) */
+};
+
+/* True when, with rule, every side key and channel of name hashes to the
+ * slot of name itself (always true for a single Redis). */
+bool px_name_slot_ok(const struct px_server *srv, const char *name, size_t len,
+                     enum px_name_rule rule);
+
+/* Checks req's name (argv[1]): its length (px_args_check_name, what
+ * names it in the error), then px_name_slot_ok(). On a bad name, replies
+ * an error that says why and returns -EINVAL. */
+int px_name_check(struct px_req *req, const char *what, enum px_name_rule rule);
 
 #ifdef __cplusplus
 }

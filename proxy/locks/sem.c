@@ -42,6 +42,7 @@
 #include "proxy/locks/call.h"
 #include "proxy/locks/jobs.h"
 #include "proxy/locks/locks.h"
+#include "proxy/locks/scripts.h"
 #include "proxy/locks/sem-int.h"
 #include "proxy/locks/semaphore.h"
 #include "proxy/locks/wait.h"
@@ -228,7 +229,8 @@ void px__sem_cmd_trysetpermits(struct px_req *req)
     int64_t n;
     char nb[24];
 
-    if (px_args_check_name(req, "name") < 0 || px_args_parse_count(req, 2, "permits", 0, &n) < 0)
+    if (px_name_check(req, "name", PX_NAME_PREFIXED) < 0 ||
+        px_args_parse_count(req, 2, "permits", 0, &n) < 0)
         return px_req_done(req);
     sem_simple(req, PX__SEM_TRYSET, 2, nb, (size_t)snprintf(nb, sizeof(nb), "%lld", (long long)n),
                NULL, 0, px_call_reply_int);
@@ -239,7 +241,7 @@ void px__sem_cmd_addpermits(struct px_req *req)
     int64_t n;
     char nb[24];
 
-    if (px_args_check_name(req, "name") < 0 ||
+    if (px_name_check(req, "name", PX_NAME_PREFIXED) < 0 ||
         px_args_parse_count(req, 2, "permits", -(int64_t)PX_ARGS_MAX_COUNT, &n) < 0)
         return px_req_done(req);
     sem_simple(req, PX__SEM_ADD, 2, nb, (size_t)snprintf(nb, sizeof(nb), "%lld", (long long)n),
@@ -261,7 +263,7 @@ void px__sem_cmd_release(struct px_req *req)
     int64_t n = 1;
     char nbuf[24];
 
-    if (px_args_check_name(req, "name") < 0 ||
+    if (px_name_check(req, "name", PX_NAME_PREFIXED) < 0 ||
         (req->argc > 2 && px_args_parse_count(req, 2, "permits", 1, &n) < 0))
         return px_req_done(req);
     sem_track_release(req->cl, name->p, name->len, n);
@@ -272,14 +274,14 @@ void px__sem_cmd_release(struct px_req *req)
 
 void px__sem_cmd_available(struct px_req *req)
 {
-    if (px_args_check_name(req, "name") < 0)
+    if (px_name_check(req, "name", PX_NAME_PREFIXED) < 0)
         return px_req_done(req);
     sem_simple(req, PX__SEM_AVAILABLE, 1, NULL, 0, NULL, 0, px_call_reply_int);
 }
 
 void px__sem_cmd_drain(struct px_req *req)
 {
-    if (px_args_check_name(req, "name") < 0)
+    if (px_name_check(req, "name", PX_NAME_PREFIXED) < 0)
         return px_req_done(req);
     sem_simple(req, PX__SEM_DRAIN, 1, NULL, 0, NULL, 0, px_call_reply_int);
 }

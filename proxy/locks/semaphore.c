@@ -24,6 +24,7 @@
 #include "proxy/client.h"
 #include "proxy/locks/call.h"
 #include "proxy/locks/jobs.h"
+#include "proxy/locks/lua_scripts.h"
 #include "proxy/locks/scripts.h"
 #include "proxy/locks/sem-int.h"
 #include "proxy/locks/wait.h"
@@ -38,105 +39,10 @@ struct px__sem_stats px__sem_stats;
 
 /* ---- scripts ---------------------------------------------------------------- */
 
-#define SEM_CHECK PX_LUA_CHECK_COUNT("semaphore")
-
-/* Also refuses a "{name}:timeout" that is not a ZSET. */
-#define PSEM_CHECK                                                              \
-    SEM_CHECK "local tt = redis.call('type', KEYS[2])['ok']; "                  \
-              "if tt ~= 'none' and tt ~= 'zset' then return redis.error_reply(" \
-              "'WRONGTYPE the permit set of the name holds a ' .. tt .. ', not a zset'); end; "
-
-/* Lazy reclaim: permits whose lease ended (score <= now, ARGV[1]) go back. */
-#define PSEM_RECLAIM                                                     \
-    "local gone = redis.call('zremrangebyscore', KEYS[2], 0, ARGV[1]); " \
-    "if gone > 0 then local v = redis.call('incrby', KEYS[1], gone); "   \
-    "if v > 0 then redis.call('publish', KEYS[3], v); end; cur = tostring(v); end; "
-
-static const char sem_tryset_lua[] = SEM_CHECK "if cur then return 0; end; "
-                                               "redis.call('set', KEYS[1], ARGV[1]); "
-                                               "redis.call('publish', KEYS[2], ARGV[1]); "
-                                               "return 1;";
-
-/* Redisson's addPermits: the count may go down (and below 0); only an
- * increase publishes, and only a positive count. */
-static const char sem_add_lua[] =
-    SEM_CHECK "local v = redis.call('incrby', KEYS[1], ARGV[1]); "
-              "if tonumber(ARGV[1]) > 0 and v > 0 then redis.call('publish', KEYS[2], v); end; "
-              "return v;";
-
-static const char sem_acquire_lua[] =
-    SEM_CHECK "if not cur then return {-1, 0}; end; "
-              "if tonumber(cur) >= tonumber(ARGV[1]) then "
-              "return {1, redis.call('decrby', KEYS[1], ARGV[1])}; end; "
-              "return {0, tonumber(cur)};";
-
-static const char sem_release_lua[] =
-    SEM_CHECK "if ARGV[2] == '1' and not cur then return {0, 0}; end; "
-              "local v = redis.call('incrby', KEYS[1], ARGV[1]); "
-              "if v > 0 then redis.call('publish', KEYS[2], v); end; "
-              "return {1, v};";
-
-/* A closed connection's permits back (sem.c): as a release that only goes
- * to an existing semaphore, but at most once per marker (KEYS[3], set NX
- * with the TTL ARGV[2]), so that a resend after a lost reply does not
- * return them twice. */
-static const char sem_return_lua[] = SEM_CHECK
-    "if not cur then return {0, 0}; end; "
-    "if not redis.call('set', KEYS[3], '1', 'NX', 'PX', ARGV[2]) then return {2, 0}; end; "
-    "local v = redis.call('incrby', KEYS[1], ARGV[1]); "
-    "if v > 0 then redis.call('publish', KEYS[2], v); end; "
-    "return {1, v};";
-
-static const char sem_available_lua[] = SEM_CHECK "return tonumber(cur or '0');";
-
-/* drainPermits: takes every available permit (DECRBY keeps a TTL). */
-static const char sem_drain_lua[] = SEM_CHECK "local v = tonumber(cur or '0'); "
-                                              "if v <= 0 then return 0; end; "
-                                              "redis.call('decrby', KEYS[1], v); "
-                                              "return v;";
-
-static const char psem_tryset_lua[] = PSEM_CHECK "if cur then return 0; end; "
-                                                 "redis.call('set', KEYS[1], ARGV[1]); "
-                                                 "redis.call('publish', KEYS[3], ARGV[1]); "
-                                                 "return 1;";
-
-/* tryAcquire(1, lease): take one permit and record its id with its expiry
- * (the sentinel for none); the ZSET follows the count's TTL. Otherwise
- * report the earliest expiry (the time worth re-checking at). */
-static const char psem_acquire_lua[] =
-    PSEM_CHECK PSEM_RECLAIM "if not cur then return {-1, 0}; end; "
-                            "if tonumber(cur) >= 1 then "
-                            "local v = redis.call('decrby', KEYS[1], 1); "
-                            "redis.call('zadd', KEYS[2], ARGV[2], ARGV[3]); "
-                            "local ttl = redis.call('pttl', KEYS[1]); "
-                            "if ttl > 0 then redis.call('pexpire', KEYS[2], ttl); end; "
-                            "return {1, v}; end; "
-                            "local e = redis.call('zrange', KEYS[2], 0, 0, 'withscores'); "
-                            "if e[2] and tonumber(e[2]) ~= tonumber(ARGV[4]) then "
-                            "return {0, tonumber(e[2])}; end; "
-                            "return {0, -1};";
-
-/* release(id): unknown -> -1; else the permit (and any expired one) goes
- * back; 0 if it had expired before the release, else 1. */
-static const char psem_release_lua[] =
-    PSEM_CHECK "local s = redis.call('zscore', KEYS[2], ARGV[1]); "
-               "if not s then return -1; end; "
-               "redis.call('zrem', KEYS[2], ARGV[1]); "
-               "local n = 1 + redis.call('zremrangebyscore', KEYS[2], 0, ARGV[2]); "
-               "local v = redis.call('incrby', KEYS[1], n); "
-               "if v > 0 then redis.call('publish', KEYS[3], v); end; "
-               "if tonumber(s) <= tonumber(ARGV[2]) then return 0; end; "
-               "return 1;";
-
-static const char psem_available_lua[] = PSEM_CHECK PSEM_RECLAIM "return tonumber(cur or '0');";
-
-static const struct pool_script sem_scripts[PX__SEM_NSCRIPTS] = {
-    {"sem_tryset", sem_tryset_lua},       {"sem_add", sem_add_lua},
-    {"sem_acquire", sem_acquire_lua},     {"sem_release", sem_release_lua},
-    {"sem_available", sem_available_lua}, {"sem_drain", sem_drain_lua},
-    {"psem_tryset", psem_tryset_lua},     {"psem_acquire", psem_acquire_lua},
-    {"psem_release", psem_release_lua},   {"psem_available", psem_available_lua},
-    {"sem_return", sem_return_lua},
+static const struct px_lua *const sem_scripts[PX__SEM_NSCRIPTS] = {
+    &px_lua_sem_tryset,    &px_lua_sem_add,        &px_lua_sem_acquire, &px_lua_sem_release,
+    &px_lua_sem_available, &px_lua_sem_drain,      &px_lua_psem_tryset, &px_lua_psem_acquire,
+    &px_lua_psem_release,  &px_lua_psem_available, &px_lua_sem_return,
 };
 
 static unsigned sem_script_base;
@@ -206,8 +112,8 @@ static int return_send(struct px_job *j, pool_reply_fn *cb, void *arg)
         px__sem_keys_arg(
             &k, nk + 1, a2,
             (size_t)snprintf(a2, sizeof(a2), "%llu", (unsigned long long)clock_wall_ms()));
-        return px_metrics_eval(j->srv, hint, px__sem_script(PX__PSEM_RELEASE), nk, nk + 2, k.argv,
-                               k.lens, cb, arg);
+        return px_script_eval(j->srv, hint, px__sem_script(PX__PSEM_RELEASE), nk, nk + 2, k.argv,
+                              k.lens, cb, arg);
     }
     n = px_channel_name(marker, PX_CHANNEL_MAX, "", t->name, t->nlen);
     n += (size_t)snprintf(marker + n, sizeof(marker) - n, ":lp-return:%s:%llu", j->srv->uuid,
@@ -216,8 +122,8 @@ static int return_send(struct px_job *j, pool_reply_fn *cb, void *arg)
     px__sem_keys_arg(&k, 3, a1, (size_t)snprintf(a1, sizeof(a1), "%lld", (long long)t->permits));
     px__sem_keys_arg(&k, 4, a2,
                      (size_t)snprintf(a2, sizeof(a2), "%u", 2 * PX__SEM_RETURN_WINDOW_MS));
-    return px_metrics_eval(j->srv, hint, px__sem_script(PX__SEM_RETURN), 3, 5, k.argv, k.lens, cb,
-                           arg);
+    return px_script_eval(j->srv, hint, px__sem_script(PX__SEM_RETURN), 3, 5, k.argv, k.lens, cb,
+                          arg);
 }
 
 /* SEM: {1, count} returned, {0, 0} the semaphore is gone, {2, 0} returned
@@ -370,7 +276,7 @@ int px__sem_parse_acquire(struct px_req *req, bool count_ok, bool wait_ok, bool 
     a->wait_ms = -1;
     a->lease_ms = -1;
     a->keep = false;
-    if (px_args_check_name(req, "name") < 0)
+    if (px_name_check(req, "name", PX_NAME_PREFIXED) < 0)
         return -EINVAL;
     if (count_ok && req->argc > 2 && !is_keyword(&req->argv[2])) {
         if (px_args_parse_count(req, 2, "permits", 1, &a->permits) < 0)

@@ -18,18 +18,6 @@ extern "C" {
 
 struct px_server;
 
-/* Lua prelude for scripts on a STRING count at KEYS[1] (semaphore,
- * latch): refuses any other type, or a string that is not an integer,
- * with WRONGTYPE before anything is written, and leaves the value (or
- * false) in the local "cur". what names the object in the error. */
-#define PX_LUA_CHECK_COUNT(what)                                                  \
-    "local t = redis.call('type', KEYS[1])['ok']; "                               \
-    "if t ~= 'none' and t ~= 'string' then return redis.error_reply("             \
-    "'WRONGTYPE the name holds a ' .. t .. ', not a " what "'); end; "            \
-    "local cur = redis.call('get', KEYS[1]); "                                    \
-    "if cur and not string.match(cur, '^%-?%d+$') then return redis.error_reply(" \
-    "'WRONGTYPE the name holds a string that is not a count, not a " what "'); end; "
-
 /* SEM.* and PSEM.* commands; their scripts. */
 extern const struct px_cmd_set px_sem_cmd_set;
 extern const struct px_script_set px_sem_script_set;

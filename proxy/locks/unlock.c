@@ -210,8 +210,8 @@ static int grant_send(struct px_server *srv, const struct px_acq *a, struct unlo
 
     lens[1] = util_u64_to_str(a->lease_ms, lease);
     lens[3] = util_u64_to_str(b->lease_ms, next_lease);
-    return px_metrics_eval(srv, a->hint, px__lock_script(PX__LK_GRANT), 1, 5, argv, lens,
-                           grant_on_reply, u);
+    return px_script_eval(srv, a->hint, px__lock_script(PX__LK_GRANT), 1, 5, argv, lens,
+                          grant_on_reply, u);
 }
 
 /* One reply, two answers: the UNLOCK gets :1 when the lock was handed
@@ -342,8 +342,7 @@ void px__lock_cmd_forceunlock(struct px_req *req)
         return px_req_done(req);
     }
     force_args_fill(f, a.name);
-    rc =
-        px_metrics_eval(req->cl->srv, px_route_hint(f->argv[0], f->lens[0]),
+    rc = px_script_eval(req->cl->srv, px_route_hint(f->argv[0], f->lens[0]),
                         px__lock_script(PX__LK_FORCE), 5, 7, f->argv, f->lens, force_on_reply, req);
     free(f);
     px__lock_script_sent(req, rc);
@@ -390,6 +389,6 @@ void px__lock_cmd_info(struct px_req *req)
     lens[0] = req->argv[1].len;
     argv[1] = u->owner;
     lens[1] = u->olen;
-    unlockop_sent(u, px_metrics_eval(req->cl->srv, px_route_hint(argv[0], lens[0]), PX_SCRIPT_INFO,
-                                     1, 2, argv, lens, unlockop_on_reply, u));
+    unlockop_sent(u, px_script_eval(req->cl->srv, px_route_hint(argv[0], lens[0]), PX_SCRIPT_INFO,
+                                    1, 2, argv, lens, unlockop_on_reply, u));
 }

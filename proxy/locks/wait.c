@@ -76,6 +76,7 @@
 #include "proxy/args.h"
 #include "proxy/client.h"
 #include "proxy/locks/locks.h"
+#include "proxy/locks/scripts.h"
 #include "proxy/metrics.h"
 #include "proxy/reply.h"
 #include "proxy/server.h"
@@ -381,7 +382,7 @@ void px_wait_on_reply(void *arg, const redisReply *r, int err)
 int px_wait_eval(struct px_wait_op *op, uint64_t hint, unsigned script, int numkeys, int argc,
                  const char *const *argv, const size_t *lens)
 {
-    return px_metrics_eval(op->srv, hint, script, numkeys, argc, argv, lens, px_wait_on_reply, op);
+    return px_script_eval(op->srv, hint, script, numkeys, argc, argv, lens, px_wait_on_reply, op);
 }
 
 /* ---- start ------------------------------------------------------------------- */

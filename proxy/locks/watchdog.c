@@ -1,5 +1,6 @@
-/* The watchdog: renewal of holds taken without LEASE, and the lease end of
- * holds taken with one; see hold.h.
+/* The watchdog: renewal of holds taken without LEASE, the lease end of
+ * holds taken with one, and the check of holds after a topology change;
+ * see hold.h.
  *
  * Timer use: a hold's timer is armed from its lease end, which is counted
  * from the send of the request that set the lease (the acquire, or the
@@ -7,13 +8,26 @@
  * of its lease has passed since then, a fixed lease hold becomes a
  * tombstone at its end, and a tombstone is dropped after
  * PX_HOLD_TOMBSTONE_MS. A due renewal queues the hold on srv->renew_due;
- * the per-iteration hook turns the queue into renew scripts of up to
- * PX_RENEW_BATCH keys (one EVALSHA each), one batch per renew script in
- * use (plain, fair and write locks share batches; read locks have their
- * own). The next renewal is scheduled from the batch's reply (as Redisson
- * does), so a slow Redis never accumulates renewals. Renewal checks that
- * the owner field is still ours (never a blind PEXPIRE); "not held" makes
- * the hold a tombstone (LOCKLOST on UNLOCK), logged and counted. */
+ * the per-iteration hook turns the queue into scripts of up to
+ * PX_RENEW_BATCH keys (one EVALSHA each), one batch per (script, cluster
+ * slot): plain, fair and write locks share the renew script, read locks
+ * have their own, and a multi-key script must keep to one slot in a
+ * Redis Cluster (else CROSSSLOT). A single Redis has one slot here. The
+ * next renewal is scheduled from the batch's reply (as Redisson does), so
+ * a slow Redis never accumulates renewals. Renewal checks that the owner
+ * field is still ours (never a blind PEXPIRE); "not held" makes the hold
+ * a tombstone (LOCKLOST on UNLOCK), logged and counted.
+ *
+ * After a topology change (pool_topology_fn: a failover, a slot migration,
+ * a Sentinel master switch), the holds of the changed slots are queued at
+ * once with `verify` set: a watchdog hold is renewed right away (which
+ * checks it), any other is checked by the verify script (HEXISTS only:
+ * its fixed lease must not be extended). Replication is asynchronous, so
+ * a grant that had not reached the replica is gone on the new master:
+ * "not held" marks it lost now, not at the next renewal (or never, for a
+ * fixed lease). An answer about a hold whose grant or unlock changed it
+ * after the batch was sent (its epoch), or that has a request in flight,
+ * proves nothing and is ignored (the renewal is retried soon). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,18 +37,23 @@
 #include "common/util.h"
 #include "pool/pool.h"
 #include "proxy/locks/hold.h"
+#include "proxy/locks/scripts.h"
 #include "proxy/metrics.h"
 #include "proxy/server.h"
 #include "sched/loop.h"
 
-#define RENEW_GROUPS 4u /* batches open at once in one hook run (distinct renew scripts) */
+#define RENEW_GROUPS    16u  /* batches open at once in one hook run (distinct script, slot) */
+#define VERIFY_RETRY_MS 200u /* a check after a topology change that failed goes again */
 
 struct renew_batch {
     struct px_server *srv;                 /* borrowed */
-    unsigned script;                       /* pool id of the renew script */
+    unsigned script;                       /* pool id of the renew (or verify) script */
+    int slot;                              /* cluster slot of every key, 0 for a single node */
     unsigned n;                            /* holds in the batch */
     uint64_t sent_ms;                      /* monotonic ms it was sent */
     struct px_hold *holds[PX_RENEW_BATCH]; /* each holds a ref */
+    unsigned epochs[PX_RENEW_BATCH];       /* each hold's epoch when queued */
+    bool verifying[PX_RENEW_BATCH];        /* queued by a topology change */
 };
 
 void px_hold_arm(struct px_hold *h)
@@ -64,6 +83,11 @@ void px_watchdog_on_timer(struct sched_timer *t)
 
 /* ---- renewal batches ------------------------------------------------------ */
 
+static bool batch_renews(const struct renew_batch *b)
+{
+    return b->script != PX_SCRIPT_VERIFY;
+}
+
 static void batch_put_holds(struct renew_batch *b)
 {
     unsigned i;
@@ -72,7 +96,31 @@ static void batch_put_holds(struct renew_batch *b)
         px_hold_put(b->holds[i]);
 }
 
-/* Renewal could not be confirmed: try again soon (the lease is 3x the period). */
+/* A check that could not be made (no master yet, a lost reply) is made
+ * again VERIFY_RETRY_MS later: a fixed-lease hold has no renewal timer to
+ * carry it. */
+static void verify_later(struct px_hold *h)
+{
+    struct px_server *srv = h->srv;
+
+    list_add_tail(&srv->verify_retry, &h->due_node);
+    if (!sched_timer_is_pending(&srv->verify_timer))
+        sched_loop_timer_in(srv->loop, &srv->verify_timer, VERIFY_RETRY_MS);
+}
+
+static void verify_on_timer(struct sched_timer *t)
+{
+    struct px_server *srv = LP_CONTAINER_OF(t, struct px_server, verify_timer);
+    struct list *n;
+
+    while ((n = list_first(&srv->verify_retry)) != NULL) {
+        list_del_init(n);
+        list_add_tail(&srv->renew_due, n);
+    }
+}
+
+/* Renewal could not be confirmed: try again soon (the lease is 3x the
+ * period). A check that could not be made is made again as well. */
 static void batch_retry(struct renew_batch *b)
 {
     unsigned i;
@@ -80,9 +128,32 @@ static void batch_retry(struct renew_batch *b)
     for (i = 0; i < b->n; i++) {
         struct px_hold *h = b->holds[i];
 
-        if (h->state == PX_HOLD_HELD && h->watchdog)
+        if (h->state != PX_HOLD_HELD)
+            continue;
+        if (b->verifying[i])
+            h->verify = true;
+        if (h->watchdog)
             sched_loop_timer_in(b->srv->loop, &h->timer, LP_MIN(h->lease_ms / 3, 1000u));
+        else if (b->verifying[i] && !list_is_linked(&h->due_node))
+            verify_later(h);
     }
+}
+
+static void batch_lost(struct renew_batch *b, unsigned i)
+{
+    struct px_hold *h = b->holds[i];
+
+    if (b->verifying[i]) {
+        b->srv->stats.topology_leases_lost++;
+        log_msg(LOG_LVL_WARN,
+                "lease lost: %s '%.*s' owner %.*s is not held on its master after a "
+                "topology change (failover or migration)",
+                h->kind->name, (int)LP_MIN(h->nlen, 200u), h->key, (int)h->olen, h->owner);
+    } else {
+        log_msg(LOG_LVL_WARN, "lease lost: %s '%.*s' owner %.*s is no longer held", h->kind->name,
+                (int)LP_MIN(h->nlen, 200u), h->key, (int)h->olen, h->owner);
+    }
+    px_hold_mark_lost(h);
 }
 
 static void batch_apply(struct renew_batch *b, const redisReply *r)
@@ -92,18 +163,26 @@ static void batch_apply(struct renew_batch *b, const redisReply *r)
     for (i = 0; i < b->n; i++) {
         struct px_hold *h = b->holds[i];
         const redisReply *e = r->element[i];
+        bool held = e->type == REDIS_REPLY_INTEGER && e->integer == 1;
 
-        if (h->state != PX_HOLD_HELD || !h->watchdog)
+        if (h->state != PX_HOLD_HELD || (batch_renews(b) && !h->watchdog))
             continue;
-        if (e->type == REDIS_REPLY_INTEGER && e->integer == 1) {
-            b->srv->stats.renewals++;
-            h->expires_ms = b->sent_ms + h->lease_ms;
-            px_hold_arm(h);
+        if (!held && (h->epoch != b->epochs[i] || h->inflight > 0)) {
+            /* No proof either way: what changed it, or is in flight, tells
+             * (an unlock answers nil: LOCKLOST); a renewal goes again. */
+            if (h->watchdog)
+                sched_loop_timer_in(b->srv->loop, &h->timer, 10);
             continue;
         }
-        log_msg(LOG_LVL_WARN, "lease lost: %s '%.*s' owner %.*s is no longer held", h->kind->name,
-                (int)LP_MIN(h->nlen, 200u), h->key, (int)h->olen, h->owner);
-        px_hold_mark_lost(h);
+        if (!held) {
+            batch_lost(b, i);
+            continue;
+        }
+        if (!batch_renews(b))
+            continue; /* still held; its fixed lease runs on */
+        b->srv->stats.renewals++;
+        h->expires_ms = b->sent_ms + h->lease_ms;
+        px_hold_arm(h);
     }
 }
 
@@ -114,7 +193,8 @@ static void batch_on_reply(void *arg, const redisReply *r, int err)
     if (err == 0 && r->type == REDIS_REPLY_ARRAY && r->elements == b->n) {
         batch_apply(b, r);
     } else {
-        log_msg(LOG_LVL_WARN, "watchdog: renewal of %u locks failed (%s); retrying", b->n,
+        log_msg(LOG_LVL_WARN, "watchdog: %s of %u locks failed (%s); retrying",
+                batch_renews(b) ? "renewal" : "check", b->n,
                 err ? strerror(-err) : (r->type == REDIS_REPLY_ERROR ? r->str : "bad reply"));
         batch_retry(b);
     }
@@ -122,7 +202,7 @@ static void batch_on_reply(void *arg, const redisReply *r, int err)
     free(b);
 }
 
-/* Sends one renew script for the holds in b. */
+/* Sends one renew (or verify) script for the holds in b. */
 static void batch_send(struct renew_batch *b)
 {
     const char *argv[2 * PX_RENEW_BATCH + 1];
@@ -140,10 +220,11 @@ static void batch_send(struct renew_batch *b)
         argv[b->n + 1 + i] = b->holds[i]->owner;
         lens[b->n + 1 + i] = b->holds[i]->olen;
     }
-    b->srv->stats.renew_batches++;
+    if (batch_renews(b))
+        b->srv->stats.renew_batches++;
     b->sent_ms = sched_loop_now_ms(b->srv->loop);
-    rc = px_metrics_eval(b->srv, 0, b->script, (int)b->n, (int)(2 * b->n + 1), argv, lens,
-                         batch_on_reply, b);
+    rc = px_script_eval(b->srv, (uint64_t)b->slot, b->script, (int)b->n, (int)(2 * b->n + 1), argv,
+                        lens, batch_on_reply, b);
     if (rc < 0) {
         batch_retry(b);
         batch_put_holds(b);
@@ -151,30 +232,43 @@ static void batch_send(struct renew_batch *b)
     }
 }
 
-/* Slot in open[] of the batch being filled for script: the open one, or a
- * new one (the oldest open batch is sent to make room). -ENOMEM if none
- * can be allocated. */
-static int batch_slot(struct px_server *srv, struct renew_batch **open, unsigned script)
+/* Index in open[] of the batch being filled for (script, slot): the open
+ * one, or a new one (the oldest open batch is sent to make room). -ENOMEM
+ * if none can be allocated. */
+static int batch_find(struct px_server *srv, struct renew_batch **open, unsigned script, int slot)
 {
-    int i, slot = -1;
+    int i, free_at = -1;
 
     for (i = 0; i < (int)RENEW_GROUPS; i++) {
-        if (open[i] && open[i]->script == script)
+        if (open[i] && open[i]->script == script && open[i]->slot == slot)
             return i;
-        if (!open[i] && slot < 0)
-            slot = i;
+        if (!open[i] && free_at < 0)
+            free_at = i;
     }
-    if (slot < 0) {
+    if (free_at < 0) {
         batch_send(open[0]);
-        slot = 0;
+        free_at = 0;
     }
-    open[slot] = malloc(sizeof(*open[slot]));
-    if (!open[slot])
+    open[free_at] = malloc(sizeof(*open[free_at]));
+    if (!open[free_at])
         return -ENOMEM;
-    open[slot]->srv = srv;
-    open[slot]->script = script;
-    open[slot]->n = 0;
-    return slot;
+    open[free_at]->srv = srv;
+    open[free_at]->script = script;
+    open[free_at]->slot = slot;
+    open[free_at]->n = 0;
+    return free_at;
+}
+
+/* The script a due hold goes out with: its kind's renewal when the
+ * watchdog renews it, else (a check after a topology change) verify. */
+static unsigned hold_script(const struct px_hold *h)
+{
+    return h->watchdog ? h->kind->renew_script() : PX_SCRIPT_VERIFY;
+}
+
+static int hold_slot(const struct px_server *srv, const struct px_hold *h)
+{
+    return pool_is_cluster(srv->pool) ? (int)pool_slot(h->key, h->nlen) : 0;
 }
 
 static void renew_hook(struct sched_hook *hook)
@@ -186,16 +280,19 @@ static void renew_hook(struct sched_hook *hook)
 
     while ((n = list_first(&srv->renew_due)) != NULL) {
         struct px_hold *h = LP_CONTAINER_OF(n, struct px_hold, due_node);
-        int slot = batch_slot(srv, open, h->kind->renew_script());
+        int at = batch_find(srv, open, hold_script(h), hold_slot(srv, h));
         struct renew_batch *b;
 
-        if (slot < 0)
+        if (at < 0)
             break; /* the rest waits for the next iteration */
-        b = open[slot];
+        b = open[at];
         list_del_init(n);
+        b->epochs[b->n] = h->epoch;
+        b->verifying[b->n] = h->verify;
+        h->verify = false;
         b->holds[b->n++] = px_hold_get(h);
         if (b->n == PX_RENEW_BATCH) {
-            open[slot] = NULL;
+            open[at] = NULL;
             batch_send(b);
         }
     }
@@ -205,9 +302,50 @@ static void renew_hook(struct sched_hook *hook)
     }
 }
 
+/* ---- topology changes ---------------------------------------------------------- */
+
+void px_watchdog_topology(struct px_server *srv, const struct pool_topology_event *ev)
+{
+    unsigned queued = 0;
+    size_t i;
+
+    for (i = 0; i < srv->holds.nbuckets; i++) {
+        struct hmap_node *n;
+
+        for (n = srv->holds.buckets[i]; n; n = n->next) {
+            struct px_hold *h = LP_CONTAINER_OF(n, struct px_hold, node);
+
+            if (h->state != PX_HOLD_HELD ||
+                !pool_slot_bitmap_has(ev->slots, pool_slot(h->key, h->nlen)))
+                continue;
+            h->verify = true;
+            queued++;
+            if (!list_is_linked(&h->due_node))
+                list_add_tail(&srv->renew_due, &h->due_node);
+        }
+    }
+    srv->stats.topology_verified += queued;
+    log_msg(LOG_LVL_INFO,
+            "upstream topology changed: %u slots moved (%u masters, %u slots served); "
+            "checking %u holds of those slots",
+            ev->nchanged, ev->masters, ev->slots_served, queued);
+}
+
+void px_locks_on_topology(void *arg, const struct pool_topology_event *ev)
+{
+    struct px_server *srv = arg;
+
+    if (ev->initial || ev->nchanged == 0)
+        return; /* the first map: nothing was held before it */
+    srv->stats.topology_changes++;
+    px_watchdog_topology(srv, ev);
+}
+
 int px_watchdog_init(struct px_server *srv)
 {
     list_init(&srv->renew_due);
+    list_init(&srv->verify_retry);
+    sched_timer_init(&srv->verify_timer, verify_on_timer);
     srv->renew_hook.fn = renew_hook;
     sched_loop_hook_add(srv->loop, &srv->renew_hook);
     return 0;
@@ -215,5 +353,6 @@ int px_watchdog_init(struct px_server *srv)
 
 void px_watchdog_deinit(struct px_server *srv)
 {
+    sched_loop_timer_del(srv->loop, &srv->verify_timer);
     sched_loop_hook_del(srv->loop, &srv->renew_hook);
 }

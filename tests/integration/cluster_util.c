@@ -501,3 +501,18 @@ int rcluster_kill_master(struct rcluster *c, int m)
     rcluster_wait_owner(c, slot, r);
     return r;
 }
+
+void rcluster_restart_replica(struct rcluster *c, int i)
+{
+    uint64_t end = clock_mono_ms() + WAIT_MS;
+    int port = 0;
+    bool up = false;
+
+    ASSERT_OK(predis_start(&c->node[i]));
+    while (!(role_is(c, i, "slave", &port, &up) && up)) {
+        if (clock_mono_ms() > end)
+            TEST_FAIL("node %d did not come back as a linked replica", i);
+        usleep(POLL_US);
+    }
+    wait_settled(c);
+}

@@ -102,6 +102,11 @@ void rcluster_failover(const struct rcluster *c, int r);
  * running node agrees (cluster_state:ok). Returns the new master. */
 int rcluster_kill_master(struct rcluster *c, int m);
 
+/* Starts node i again (killed by rcluster_kill_master: same port, dir
+ * and nodes.conf); it rejoins as a replica of the master that replaced
+ * it. Waits until it is linked and the cluster settled. */
+void rcluster_restart_replica(struct rcluster *c, int i);
+
 #ifdef __cplusplus
 }
 #endif

@@ -23,12 +23,14 @@
 #include "tt_report.h"
 #include "tt_scenario.h"
 
-#define MAX_FAULTS      (TT_MAX_PLANNED + 16)
-#define MAX_LEASE_MS    4500 /* longest LEASE of the workload (tt_client.c) */
-#define CLIENT_STOP_MS  40000
-#define FIFO_MARGIN_MS  500
-#define FAULT_SETTLE_MS 2000
-#define IDLE_GAP_MS     1000
+#define MAX_FAULTS        (TT_MAX_PLANNED + 16)
+#define MAX_LEASE_MS      4500 /* longest LEASE of the workload (tt_client.c) */
+#define CLIENT_STOP_MS    40000
+#define FIFO_MARGIN_MS    500
+#define FAULT_SETTLE_MS   2000
+#define IDLE_GAP_MS       1000
+#define RECOVERY_BOUND_MS 5000 /* cluster faults: a new acquire is served within this of healing \
+                                */
 #ifdef TT_SANITIZED
 #define DEFAULT_RSS_MB 400 /* the proxy's ASan quarantine (256 MB) is in its RSS */
 #else
@@ -53,6 +55,10 @@ static void usage(FILE *f)
         "usage: lockproxy-torture [options]\n"
         "  --short               preset: 24 clients, 2 proxies, 50 s, each fault once (default)\n"
         "  --long                preset: 24 clients, 2 proxies, 20 min, faults in cycles\n"
+        "  --cluster             the lock Redis is a 6-node Redis Cluster (3 masters, 3\n"
+        "                        replicas); preset: 16 clients, 2 proxies, 45 s, cluster\n"
+        "                        faults (slot-migrate, cluster-failover, master-kill) twice\n"
+        "                        each, no timed scenarios; combines with --long\n"
         "  --duration S          length of the fault phase\n"
         "  --clients N           workload clients (1-%d)\n"
         "  --proxies N           1 or 2 (the timed scenarios need 2)\n"
@@ -105,7 +111,7 @@ static void defaults(struct tt_config *c)
     c->proxies = 2;
     c->seed = 1;
     c->io = "epoll";
-    c->faults = (1u << TT_F_COUNT) - 1;
+    c->faults = TT_F_SINGLE_MASK;
     c->scenarios = true;
     c->rss_limit_mb = DEFAULT_RSS_MB;
     c->watchdog_ms = 1500;
@@ -127,12 +133,22 @@ static const char *need(int argc, char **argv, int *i)
 static bool parse_args(int argc, char **argv, struct tt_config *c)
 {
     bool self_test = false;
+    unsigned mode_mask;
 
     defaults(c);
+    for (int i = 1; i < argc; i++) { /* --cluster's preset, then --long's duration */
+        if (strcmp(argv[i], "--cluster") == 0)
+            c->duration_s = 45;
+    }
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--long") == 0) {
             c->duration_s = 1200;
             c->long_run = true;
+        } else if (strcmp(argv[i], "--cluster") == 0) {
+            c->cluster = true;
+            c->clients = 16;
+            c->faults = TT_F_CLUSTER_MASK;
+            c->scenarios = false;
         } else if (strcmp(argv[i], "--negative-control") == 0) {
             c->negative = true;
             c->duration_s = 15;
@@ -145,7 +161,7 @@ static bool parse_args(int argc, char **argv, struct tt_config *c)
         const char *a = argv[i];
 
         if (strcmp(a, "--short") == 0 || strcmp(a, "--long") == 0 ||
-            strcmp(a, "--negative-control") == 0)
+            strcmp(a, "--negative-control") == 0 || strcmp(a, "--cluster") == 0)
             continue;
         else if (strcmp(a, "--duration") == 0)
             c->duration_s = atoi(need(argc, argv, &i));
@@ -180,6 +196,19 @@ static bool parse_args(int argc, char **argv, struct tt_config *c)
             exit(2);
         }
     }
+    mode_mask = c->cluster ? TT_F_CLUSTER_MASK : TT_F_SINGLE_MASK;
+    if (c->faults == (1u << TT_F_COUNT) - 1) /* "all": all of this mode */
+        c->faults = mode_mask;
+    if (c->faults & ~mode_mask) {
+        fprintf(stderr, "%s\n",
+                c->cluster ? "--cluster takes only the cluster fault kinds"
+                           : "the cluster fault kinds need --cluster");
+        exit(2);
+    }
+    if (c->cluster && c->scenarios) {
+        fprintf(stderr, "--cluster runs no timed scenarios (they fault a single Redis)\n");
+        c->scenarios = false;
+    }
     if (c->clients < 1 || c->clients > TT_MAX_CLIENTS || c->proxies < 1 ||
         c->proxies > TT_MAX_PROXIES || c->duration_s < 5 ||
         (strcmp(c->io, "uring") != 0 && strcmp(c->io, "epoll") != 0)) {
@@ -194,9 +223,25 @@ static double since_s(const struct run *r)
     return (double)(tt_now_us() - r->t_start_us) / 1e6;
 }
 
+/* A proxy on a cluster serves requests once it knows every slot's master. */
+static void wait_cluster_map(struct run *r)
+{
+    for (int i = 0; i < r->env.nproxies && r->cfg.cluster; i++) {
+        redisContext *c = pu_connect(r->env.proxy[i].port);
+        char v[32];
+
+        PU_EVENTUALLY(
+            pu_info_str(c, "cluster_slots_served", v, sizeof(v)) && strcmp(v, "16384") == 0, 15000);
+        redisFree(c);
+    }
+}
+
 static void init_semaphore(struct run *r)
 {
-    redisContext *c = pu_connect(r->env.proxy[0].port);
+    redisContext *c;
+
+    wait_cluster_map(r);
+    c = pu_connect(r->env.proxy[0].port);
 
     PU_INT(c, 1, "SEM.TRYSETPERMITS %s %d", TT_SEM_NAME, r->cfg.sem_permits);
     redisFree(c);
@@ -296,6 +341,7 @@ static void check_history(struct run *r)
         .idle_gap_us = IDLE_GAP_MS * 1000ll,
         .live_settle_us = (MAX_LEASE_MS + 1000) * 1000ll,
         .watchdog_us = r->cfg.watchdog_ms * 1000ll,
+        .recovery_bound_us = RECOVERY_BOUND_MS * 1000ll,
         .faults = r->faults,
         .nfaults = r->nfaults,
     };

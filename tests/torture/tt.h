@@ -116,8 +116,18 @@ enum tt_fault_kind {
     TT_F_CLIENT_STOP_LEASE, /* a client stops itself holding a LEASE'd lock, past the lease */
     TT_F_CLIENT_RESET,      /* a client resets its connection (RST) while waiting or holding */
     TT_F_SLOW_READER,       /* a client pipelines requests and never reads */
+    /* --cluster only (the lock Redis is a 6-node Redis Cluster): */
+    TT_F_SLOT_MIGRATE,     /* move the slot of a workload name to another master */
+    TT_F_CLUSTER_FAILOVER, /* CLUSTER FAILOVER on the replica of a workload name's master */
+    TT_F_MASTER_KILL,      /* kill -9 a workload name's master; its replica takes over; the
+                              killed node comes back as a replica */
     TT_F_COUNT,
 };
+
+/* The fault kinds of a single lock Redis, and of a cluster (--cluster). */
+#define TT_F_SINGLE_MASK ((1u << TT_F_SLOT_MIGRATE) - 1)
+#define TT_F_CLUSTER_MASK \
+    ((1u << TT_F_SLOT_MIGRATE) | (1u << TT_F_CLUSTER_FAILOVER) | (1u << TT_F_MASTER_KILL))
 
 /* One injected fault, as the checker sees it. */
 struct tt_fault {
@@ -126,6 +136,8 @@ struct tt_fault {
     long long start_us; /* monotonic */
     long long end_us;   /* healed (restarted, resumed) */
     int param;          /* ms or bytes, per kind */
+    unsigned names;     /* cluster faults: workload names on the slots or master touched
+                           (bit i: tt_workload_names[i]) */
     bool triggered;     /* the fault actually happened (a target was found) */
     bool scenario;      /* injected by a timed scenario, not by the schedule */
     char note[TT_TEXT_MAX];
@@ -149,6 +161,7 @@ struct tt_config {
     int upstream_timeout_ms; /* --upstream-timeout of the proxies */
     int linger_ms;           /* --subscription-linger of the proxies */
     int sem_permits;         /* permits of the semaphore */
+    bool cluster;            /* the lock Redis is a Redis Cluster (redis-cluster://) */
 };
 
 /* Where a client connects and what it runs. */
@@ -174,6 +187,10 @@ struct tt_client_cfg {
 #define TT_RW_NAMES   1 /* tt:rw:0 */
 #define TT_FAIR_NAMES 2 /* tt:fair:0..1 */
 #define TT_SEM_NAME   "tt:sem:0"
+
+/* Every lock name of the workload (the cluster faults pick among them). */
+#define TT_WORKLOAD_NAMES 6
+extern const char *const tt_workload_names[TT_WORKLOAD_NAMES];
 
 /* Monotonic microseconds (one clock for every process of the run). */
 long long tt_now_us(void);

@@ -33,6 +33,18 @@ static bool conflict(const struct ck_hold *x, const struct ck_hold *y)
     return !(x->acq->cmd == TT_RLOCK && y->acq->cmd == TT_RLOCK);
 }
 
+/* A master was killed from X's grant to Y's (the failover-lost class). */
+static bool master_killed(const struct tt_check_params *p, long long from, long long to)
+{
+    for (int i = 0; i < p->nfaults; i++) {
+        const struct tt_fault *f = &p->faults[i];
+
+        if (f->triggered && f->kind == TT_F_MASTER_KILL && f->start_us >= from && f->start_us <= to)
+            return true;
+    }
+    return false;
+}
+
 static enum tt_overlap_class classify(const struct tt_check_params *p, const struct ck_hold *x,
                                       const struct ck_hold *y)
 {
@@ -40,6 +52,9 @@ static enum tt_overlap_class classify(const struct tt_check_params *p, const str
         return TT_OV_SILENT;
     if (y->start > x->deadline || y->start > y->deadline)
         return TT_OV_PAST_DEADLINE;
+    if ((x->told == TT_OV_TOLD_LOST || x->told == TT_OV_TOLD_ERROR) &&
+        master_killed(p, x->start, y->start))
+        return TT_OV_FAILOVER_LOST;
     return x->told;
 }
 
@@ -245,6 +260,70 @@ static void count_and_bound(const struct tt_history *h, const struct tt_check_pa
     }
 }
 
+/* ---- service after cluster faults ------------------------------------------------------- */
+
+static bool touched(const struct tt_fault *f, const char *name)
+{
+    for (int i = 0; i < TT_WORKLOAD_NAMES; i++) {
+        if ((f->names & (1u << i)) && strcmp(tt_workload_names[i], name) == 0)
+            return true;
+    }
+    return false;
+}
+
+/* The first acquire of a touched name sent after f healed: when it was
+ * answered, and how. NULL if none was sent. */
+static const struct ck_op *first_after(const struct tt_history *h, const struct tt_fault *f)
+{
+    const struct ck_op *best = NULL;
+
+    for (int c = 0; c < h->n; c++) {
+        for (int i = 0; i < h->cl[c].n; i++) {
+            const struct ck_op *o = &h->cl[c].ops[i];
+
+            if (!tt_cmd_is_acquire(o->cmd) || o->t_send < f->end_us || !touched(f, o->name))
+                continue;
+            if (!best || o->t_send < best->t_send)
+                best = o;
+            break; /* this client's later ops come later */
+        }
+    }
+    return best;
+}
+
+static void check_recovery(const struct tt_history *h, const struct tt_check_params *p,
+                           struct tt_report *r)
+{
+    for (int i = 0; i < p->nfaults; i++) {
+        const struct tt_fault *f = &p->faults[i];
+        const struct ck_op *o;
+        long long rec;
+        char t[400];
+
+        if (!f->triggered || f->kind < TT_F_SLOT_MIGRATE || f->names == 0)
+            continue;
+        r->cluster_faults++;
+        if (f->end_us - f->start_us > r->cluster_outage_max_us)
+            r->cluster_outage_max_us = f->end_us - f->start_us;
+        o = first_after(h, f);
+        if (!o || o->t_reply < 0)
+            continue; /* no acquire after it (unanswered ops are reported anyway) */
+        rec = o->t_reply - f->end_us;
+        if (ck_granted(o) && rec > r->cluster_recovery_max_us)
+            r->cluster_recovery_max_us = rec;
+        if (o->res == TT_R_NIL && o->wait >= 0)
+            continue; /* contended: it waited its WAIT out (idle locks are judged apart) */
+        if (ck_granted(o) && rec <= p->recovery_bound_us)
+            continue;
+        ck_op_text(h, o, t, sizeof(t));
+        tt_report_add(r, "recovery", o->name,
+                      "after %s (healed at %.3f), the first acquire of a name it touched got "
+                      "%s %.0f ms later (bound %.0f ms)\n    %s",
+                      tt_fault_name(f->kind), ck_rel_s(h, f->end_us), tt_res_name(o->res),
+                      (double)rec / 1000, (double)p->recovery_bound_us / 1000, t);
+    }
+}
+
 /* ---- entry ------------------------------------------------------------------------------- */
 
 void tt_check_run(const struct tt_history *h, const struct tt_check_params *p, struct tt_report *r)
@@ -257,6 +336,7 @@ void tt_check_run(const struct tt_history *h, const struct tt_check_params *p, s
     if (n > 0)
         qsort(holds, (size_t)n, sizeof(*holds), hold_cmp);
     ck_check_live(h, p, r, holds, n);
+    check_recovery(h, p, r);
     for (int i = 1; i <= n; i++) {
         if (i < n && strcmp(holds[i].acq->name, holds[from].acq->name) == 0)
             continue;

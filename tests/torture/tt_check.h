@@ -15,11 +15,20 @@
  *   while another holder was never told otherwise. That Y is told later
  *   (its own release gets LOCKLOST) does not excuse it: at Y's grant, X
  *   still held the lock, so the grant itself was wrong (the late grant).
+ * - failover-lost (--cluster): X was told (told-lost or told-error) and a
+ *   master was killed between X's grant and Y's: replication is
+ *   asynchronous, so the grant (or a renewal) the replica had not received
+ *   was gone on the new master, which gave the lock to Y. Allowed and
+ *   documented (README: failover guarantees); counted apart.
  * Semaphores have no LEASE: at each grant, holders that were not told
  * must number at most the permits.
  *
  * Also: every answer within its WAIT + bound + the time its client or its
- * proxy was stopped; fair-lock FIFO (see tt_check.c); every op answered. */
+ * proxy was stopped; fair-lock FIFO (see tt_check.c); every op answered;
+ * after each cluster fault, service back on the names it touched: the
+ * first acquire of such a name sent after the fault healed (the new owner
+ * serves the slot) is granted within recovery_bound (if granted at all:
+ * a nil or an error then is a violation as well). */
 #ifndef LP_TESTS_TORTURE_TT_CHECK_H
 #define LP_TESTS_TORTURE_TT_CHECK_H
 
@@ -32,6 +41,7 @@ enum tt_overlap_class {
     TT_OV_TOLD_CONN,
     TT_OV_TOLD_NOEND,
     TT_OV_PAST_DEADLINE,
+    TT_OV_FAILOVER_LOST,
     TT_OV_COUNT,
 };
 
@@ -71,6 +81,10 @@ struct tt_report {
     long long idle_checked;    /* nil answers checked for an idle lock (tt_live.c) */
     long long idle_starved;    /* of which the lock was free long enough: violations */
     long long idle_max_gap_us; /* longest free stretch such a waiter saw */
+    /* Cluster faults: the longest outage as the injector saw it (start to
+     * healed), and the longest time from healed to the first grant of a
+     * name the fault touched, among acquires sent after it healed. */
+    long long cluster_faults, cluster_outage_max_us, cluster_recovery_max_us;
     /* Resource (filled by the driver from the resource Redis). */
     long long unfenced_writes, unfenced_lost;
     long long fenced_writes, fenced_lost, fenced_rejected;
@@ -95,7 +109,8 @@ struct tt_check_params {
     long long
         live_settle_us;    /* after a fault, waiters may sleep this long (re-poll at lease end) */
     long long watchdog_us; /* the proxies' watchdog lease */
-    bool blind;            /* class every overlap silent (the negative control's proof) */
+    long long recovery_bound_us; /* cluster faults: service back within this of healing */
+    bool blind;                  /* class every overlap silent (the negative control's proof) */
     const struct tt_fault *faults;
     int nfaults;
 };

@@ -59,8 +59,13 @@ static const char *const res_names[TT_R_COUNT] = {
 };
 
 static const char *const fault_names[TT_F_COUNT] = {
-    "redis-kill", "redis-sleep", "kill-cmd-conn",     "kill-pubsub-conn", "proxy-stop",
-    "proxy-kill", "client-stop", "client-stop-lease", "client-reset",     "slow-reader",
+    "redis-kill",   "redis-sleep",      "kill-cmd-conn",     "kill-pubsub-conn", "proxy-stop",
+    "proxy-kill",   "client-stop",      "client-stop-lease", "client-reset",     "slow-reader",
+    "slot-migrate", "cluster-failover", "master-kill",
+};
+
+const char *const tt_workload_names[TT_WORKLOAD_NAMES] = {
+    "tt:lock:0", "tt:lock:1", "tt:rw:0", "tt:fair:0", "tt:fair:1", TT_SEM_NAME,
 };
 
 const char *tt_cmd_name(enum tt_cmd c)

@@ -67,19 +67,12 @@ static void describe_key(redisContext *c, const char *key, char *d)
         freeReplyObject(p);
 }
 
-/* True when the lock Redis holds only what may stay; d lists the rest. */
-static bool keys_clean(struct tt_env *e, char *d, long long *count, long long *sem)
+/* Adds the keys of one Redis (c) that may not stay to d and *count. */
+static bool node_keys_clean(redisContext *c, char *d, long long *count)
 {
-    redisContext *c = tt_env_admin(e);
     char cursor[32] = "0";
     bool clean = true;
 
-    *count = 0;
-    if (!c) {
-        append(d, "\n    lock Redis unreachable");
-        return false;
-    }
-    *sem = get_int(c, TT_SEM_NAME);
     do {
         redisReply *r = redisCommand(c, "SCAN %s COUNT 1000", cursor);
 
@@ -104,6 +97,41 @@ static bool keys_clean(struct tt_env *e, char *d, long long *count, long long *s
         freeReplyObject(r);
     } while (strcmp(cursor, "0") != 0);
     return clean;
+}
+
+/* --cluster: every master's keys; the semaphore on its owner. */
+static bool cluster_keys_clean(struct tt_env *e, char *d, long long *count, long long *sem)
+{
+    bool clean = true;
+
+    for (int i = 0; i < RCLUSTER_NODES; i++) {
+        redisContext *c;
+
+        if (!rcluster_is_master(e->cluster, i) || !(c = rcluster_connect(e->cluster, i)))
+            continue;
+        if (i == tt_env_owner(e, TT_SEM_NAME))
+            *sem = get_int(c, TT_SEM_NAME);
+        clean = node_keys_clean(c, d, count) && clean;
+        redisFree(c);
+    }
+    return clean;
+}
+
+/* True when the lock Redis holds only what may stay; d lists the rest. */
+static bool keys_clean(struct tt_env *e, char *d, long long *count, long long *sem)
+{
+    redisContext *c;
+
+    *count = 0;
+    if (e->cluster)
+        return cluster_keys_clean(e, d, count, sem);
+    c = tt_env_admin(e);
+    if (!c) {
+        append(d, "\n    lock Redis unreachable");
+        return false;
+    }
+    *sem = get_int(c, TT_SEM_NAME);
+    return node_keys_clean(c, d, count);
 }
 
 /* True when proxy i has nothing left but our own connection. */

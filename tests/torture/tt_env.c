@@ -12,6 +12,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "pool/pool.h"
+
 static struct tt_env *g_env; /* for the exit handler */
 
 static void kill_clients(int status, void *arg)
@@ -35,11 +37,29 @@ const char *tt_env_dir(void)
     return pu_tmpdir();
 }
 
+static void start_cluster(struct tt_env *e)
+{
+    e->cluster = calloc(1, sizeof(*e->cluster));
+    if (!e->cluster)
+        TEST_FAIL("out of memory");
+    if (!rcluster_available())
+        TEST_SKIP("%s or %s not installed", PREDIS_BIN, RCLUSTER_CLI);
+    rcluster_start(e->cluster);
+    pu_redis_start(&e->res);
+}
+
+int tt_env_owner(struct tt_env *e, const char *name)
+{
+    return e->cluster ? rcluster_owner(e->cluster, pool_slot(name, strlen(name))) : -1;
+}
+
 static void start_redis(struct tt_env *e)
 {
     const char **a = e->lock.extra;
     int i = 0;
 
+    if (e->cfg->cluster)
+        return start_cluster(e);
     /* AOF with appendfsync always: Redis writes and fsyncs the AOF before
      * it sends the replies, so a kill -9 loses nothing it acknowledged.
      * (With everysec a slow fsync can postpone the write past the reply,
@@ -76,8 +96,13 @@ static void proxy_args(struct tt_env *e, int i)
     a[n++] = "--subscription-linger";
     a[n++] = e->numbuf[2];
     a[n] = NULL;
-    snprintf(e->proxy[i].upstream, sizeof(e->proxy[i].upstream), "redis://127.0.0.1:%d",
-             e->lock.port);
+    if (e->cluster)
+        snprintf(e->proxy[i].upstream, sizeof(e->proxy[i].upstream),
+                 "redis-cluster://127.0.0.1:%d,127.0.0.1:%d", e->cluster->node[0].port,
+                 e->cluster->node[3].port);
+    else
+        snprintf(e->proxy[i].upstream, sizeof(e->proxy[i].upstream), "redis://127.0.0.1:%d",
+                 e->lock.port);
 }
 
 void tt_env_start(struct tt_env *e, const struct tt_config *cfg, struct tt_report *report)
@@ -112,6 +137,10 @@ void tt_env_stop(struct tt_env *e)
         pu_proxy_stop(&e->proxy[i]);
     pu_redis_kill(&e->lock);
     pu_redis_kill(&e->res);
+    if (e->cluster)
+        rcluster_cleanup(e->cluster);
+    free(e->cluster);
+    e->cluster = NULL;
     munmap(e->shm, sizeof(*e->shm));
     e->shm = NULL;
     g_env = NULL;

@@ -9,6 +9,7 @@
 
 #include <hiredis/hiredis.h>
 
+#include "cluster_util.h"
 #include "proxy_util.h"
 #include "tt.h"
 #include "tt_check.h"
@@ -18,7 +19,8 @@
 
 struct tt_env {
     const struct tt_config *cfg; /* borrowed */
-    struct pu_redis lock;        /* the faulted lock Redis */
+    struct pu_redis lock;        /* the faulted lock Redis (not started with --cluster) */
+    struct rcluster *cluster;    /* owned: --cluster: the lock Redis Cluster, else NULL */
     struct pu_redis res;         /* the resource Redis, never faulted */
     struct pu_proxy proxy[TT_MAX_PROXIES];
     int nproxies;
@@ -43,6 +45,9 @@ void tt_env_stop(struct tt_env *e);
  * is down. tt_env_admin_drop forgets it (after a kill). */
 redisContext *tt_env_admin(struct tt_env *e);
 void tt_env_admin_drop(struct tt_env *e);
+
+/* --cluster: the master owning name's slot now, or -1. */
+int tt_env_owner(struct tt_env *e, const char *name);
 
 /* kill -9 proxy i and reap it; start it again on its port. */
 void tt_env_proxy_kill(struct tt_env *e, int i);

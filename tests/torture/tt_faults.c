@@ -22,7 +22,19 @@
  *                      for 2 s without reading a byte, then resets: ECHO
  *                      of 1 KB (replies pile up), PINGs queued behind a
  *                      LOCK that waits, or LOCK.INFO (each one a script
- *                      sent upstream, so requests pile up in flight). */
+ *                      sent upstream, so requests pile up in flight).
+ * With --cluster (the lock Redis is a 6-node Redis Cluster, cluster_util):
+ *   slot-migrate       move the slot of a random workload name (its keys
+ *                      held and contended) to another master: IMPORTING /
+ *                      MIGRATING, MIGRATE key by key under load (the
+ *                      proxies see ASK and TRYAGAIN), SETSLOT NODE;
+ *   cluster-failover   CLUSTER FAILOVER on the replica of a random
+ *                      workload name's master (graceful: nothing lost);
+ *   master-kill        kill -9 a random workload name's master, wait for
+ *                      its replica to take over, then start the killed
+ *                      node again: it rejoins as a replica. Replication is
+ *                      asynchronous: a grant the replica had not received
+ *                      is lost (see tt_check.c, failover-lost). */
 #include "tt_faults.h"
 
 #include <arpa/inet.h>
@@ -40,6 +52,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+#include "pool/pool.h"
 
 #define SLOW_READER_MS    2000
 #define SLOW_READER_CAP   (256ll << 20) /* bytes sent at most */
@@ -81,7 +95,7 @@ static int param_for(const struct tt_config *cfg, struct tt_rng *rng, enum tt_fa
 int tt_faults_plan(const struct tt_config *cfg, struct tt_rng *rng, long long phase_ms,
                    struct tt_planned *out, int max)
 {
-    int kinds[TT_F_COUNT + 3], nk = 0, n = 0, nth[TT_F_COUNT] = {0};
+    int kinds[TT_F_COUNT + 6], nk = 0, n = 0, nth[TT_F_COUNT] = {0};
     /* The short run ends with a quiet stretch, where the liveness checks
      * (tt_live.c) can judge idle locks without a fault near. */
     long long warm = 3000, tail = cfg->long_run ? 6000 : 12000, t = warm;
@@ -94,6 +108,10 @@ int tt_faults_plan(const struct tt_config *cfg, struct tt_rng *rng, long long ph
         return 0;
     if (cfg->faults & (1u << TT_F_CLIENT_RESET))
         kinds[nk++] = TT_F_CLIENT_RESET; /* both variants */
+    for (int k = TT_F_SLOT_MIGRATE; k <= TT_F_MASTER_KILL; k++) {
+        if (cfg->faults & (1u << k))
+            kinds[nk++] = k; /* twice each: the faults move state, a second run meets that */
+    }
     if (cfg->faults & (1u << TT_F_SLOW_READER)) {
         kinds[nk++] = TT_F_SLOW_READER; /* all three variants */
         kinds[nk++] = TT_F_SLOW_READER;
@@ -148,6 +166,74 @@ static int find_client(struct tt_env *e, struct tt_rng *rng, int st, int ms)
         pu_sleep_ms(2);
     } while (pu_now_ms() < deadline);
     return -1;
+}
+
+/* ---- cluster faults ----------------------------------------------------------------- */
+
+/* The workload names whose slot is slot (slot >= 0), or owned by master m. */
+static unsigned names_on(struct tt_env *e, int slot, int m)
+{
+    unsigned mask = 0;
+
+    for (int i = 0; i < TT_WORKLOAD_NAMES; i++) {
+        const char *n = tt_workload_names[i];
+
+        if ((slot >= 0 && pool_slot(n, strlen(n)) == slot) || (slot < 0 && tt_env_owner(e, n) == m))
+            mask |= 1u << i;
+    }
+    return mask;
+}
+
+static void slot_migrate(struct tt_env *e, struct tt_rng *rng, struct tt_fault *f)
+{
+    const char *name = tt_workload_names[tt_rng_range(rng, 0, TT_WORKLOAD_NAMES - 1)];
+    int slot = pool_slot(name, strlen(name)), from = tt_env_owner(e, name);
+    int to = rcluster_other_master(e->cluster, from);
+
+    if (from < 0 || to < 0)
+        return note(f, "no master for %s", name);
+    f->names = names_on(e, slot, -1);
+    f->start_us = tt_now_us();
+    rcluster_migrate(e->cluster, slot, to);
+    f->end_us = tt_now_us();
+    f->triggered = true;
+    note(f, "slot %d (%s) from node %d to node %d", slot, name, from, to);
+}
+
+static void cluster_failover(struct tt_env *e, struct tt_rng *rng, struct tt_fault *f)
+{
+    const char *name = tt_workload_names[tt_rng_range(rng, 0, TT_WORKLOAD_NAMES - 1)];
+    int m = tt_env_owner(e, name), r = m >= 0 ? rcluster_replica_of(e->cluster, m) : -1;
+
+    if (r < 0)
+        return note(f, "no replica for the master of %s", name);
+    f->names = names_on(e, -1, m);
+    f->start_us = tt_now_us();
+    rcluster_failover(e->cluster, r);
+    f->end_us = tt_now_us();
+    f->triggered = true;
+    note(f, "node %d took over from node %d (master of %s)", r, m, name);
+}
+
+static void master_kill(struct tt_env *e, struct tt_rng *rng, struct tt_fault *f)
+{
+    const char *name = tt_workload_names[tt_rng_range(rng, 0, TT_WORKLOAD_NAMES - 1)];
+    int m = tt_env_owner(e, name), r = m >= 0 ? rcluster_replica_of(e->cluster, m) : -1;
+    long long up_us;
+
+    if (r < 0)
+        return note(f, "no replica for the master of %s", name);
+    f->names = names_on(e, -1, m);
+    f->start_us = tt_now_us();
+    rcluster_kill_master(e->cluster, m);
+    f->end_us = tt_now_us(); /* the replica serves the slots */
+    rcluster_restart_replica(e->cluster, m);
+    up_us = tt_now_us();
+    f->triggered = true;
+    note(f,
+         "node %d (master of %s) killed, node %d took over in %.2f s; back as a replica "
+         "in %.2f s",
+         m, name, r, (double)(f->end_us - f->start_us) / 1e6, (double)(up_us - f->end_us) / 1e6);
 }
 
 /* ---- Redis faults ------------------------------------------------------------------ */
@@ -538,6 +624,15 @@ void tt_fault_inject(struct tt_env *e, const struct tt_planned *pl, struct tt_rn
         break;
     case TT_F_SLOW_READER:
         slow_reader(e, pl, out);
+        break;
+    case TT_F_SLOT_MIGRATE:
+        slot_migrate(e, rng, out);
+        break;
+    case TT_F_CLUSTER_FAILOVER:
+        cluster_failover(e, rng, out);
+        break;
+    case TT_F_MASTER_KILL:
+        master_kill(e, rng, out);
         break;
     default:
         break;

@@ -13,7 +13,8 @@
 #define LINE_MAX_LEN 512
 
 static const char *const class_names[TT_OV_COUNT] = {
-    "silent", "told-lost", "told-error", "told-conn", "told-noend", "past-deadline",
+    "silent",     "told-lost",     "told-error",    "told-conn",
+    "told-noend", "past-deadline", "failover-lost",
 };
 
 const char *tt_overlap_class_name(enum tt_overlap_class c)
