@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what lockproxy needs to build and test on Debian 12: the
-# toolchain, the libraries (hiredis, liburing, jemalloc, Google Benchmark),
+# toolchain, the libraries (hiredis, liburing, jemalloc, OpenSSL, Google
+# Benchmark), openssl (the command, to make certificates by hand),
 # redis-server for the integration tests and iproute2 (`ip`: the keepalive
 # test puts a client in a network namespace of its own). Idempotent and quiet: it only
 # runs apt-get (update + install) when a package is missing, with sudo only
@@ -8,7 +9,7 @@
 set -euo pipefail
 
 PACKAGES=(build-essential cmake pkg-config libhiredis-dev liburing-dev libjemalloc-dev
-    libbenchmark-dev redis-server redis-tools iproute2)
+    libssl-dev libbenchmark-dev redis-server redis-tools iproute2 openssl)
 
 missing=()
 for pkg in "${PACKAGES[@]}"; do
