@@ -98,6 +98,8 @@ struct pool {
     uint64_t batches;             /* stats: writes to command connections */
     uint64_t noscript_retries;    /* stats: NOSCRIPT retries */
     char last_error[128];         /* last connection error text, or "" */
+    struct sched_tls_ctx *tls;    /* owned reference: upstream TLS (tls.c), NULL: plain */
+    char *tls_server_name;        /* owned: name to verify instead of the host, or NULL */
 };
 
 /* Node that serves key (today always the single node). */
@@ -118,6 +120,18 @@ void pool__set_error(struct pool *p, const char *fmt, ...) __attribute__((format
 
 /* Uniform pseudo-random number in [0, n] for jitter. */
 uint64_t pool__rand(struct pool *p, uint64_t n);
+
+/* tls.c: with TLS on, makes c (just connecting towards host) a TLS
+ * connection: on_connect then reports the end of the handshake. Returns 0
+ * or -errno (then c must be closed). */
+int pool__tls_start(struct pool *p, struct sched_conn *c, const char *host);
+
+/* tls.c: records why c's TLS layer failed it in last_error ("TLS: ...");
+ * false when the failure was not TLS's. */
+bool pool__tls_report(struct pool *p, const struct sched_conn *c);
+
+/* tls.c: drops the TLS context (pool_destroy). */
+void pool__tls_deinit(struct pool *p);
 
 /* pubsub.c: the pub/sub connection became READY: subscribe every channel. */
 void pool__pubsub_up(struct pool *p);

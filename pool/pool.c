@@ -290,6 +290,7 @@ void pool_destroy(struct pool *p)
     free_reqs(p);
     free(p->node.conns);
     free(p->scripts);
+    pool__tls_deinit(p);
     opts_free(&p->opts);
     free(p);
 }

@@ -35,6 +35,7 @@ extern "C" {
 
 struct pool;
 struct sched_loop;
+struct sched_tls_ctx;
 
 /* Reply callback. err == 0: r is the reply (possibly REDIS_REPLY_ERROR),
  * borrowed for the call. err < 0: r is NULL (-ECONNRESET, -ETIMEDOUT,
@@ -68,6 +69,17 @@ struct pool_script {
  * script id for pool_eval(). Returns 0 or -ENOMEM / -EINVAL. */
 int pool_create(struct pool **out, struct sched_loop *loop, const struct pool_opts *opts,
                 const struct pool_script *scripts, size_t nscripts);
+
+/* Upstream TLS (rediss://), set before pool_start() or at any time after
+ * (a reload): every connection made from then on runs a TLS handshake with
+ * ctx (a SCHED_TLS_CLIENT context; the pool takes a reference; NULL turns
+ * TLS off) before its AUTH, and the server's certificate must name
+ * server_name, or the host the connection goes to when server_name is
+ * NULL or "". Connections already up keep their session. A failed
+ * handshake is a failed connect: backoff and retry, last_error "TLS:
+ * <OpenSSL's reason>", requests fail fast meanwhile. Returns 0, -EINVAL
+ * (a unix socket upstream) or -ENOMEM (nothing changed). */
+int pool_set_tls(struct pool *p, struct sched_tls_ctx *ctx, const char *server_name);
 
 /* Starts connecting (command and pub/sub connections). Returns 0 or -errno
  * (e.g. the host does not resolve). */

@@ -12,6 +12,9 @@
  *     CONNECTING | HANDSHAKE | READY --error, hangup, timeout, stop--> CLOSING
  *     CLOSING --on_release--> DISCONNECTED (+ backoff timer unless stopping)
  *
+ *     With upstream TLS (tls.c) CONNECTING includes the TLS handshake:
+ *     on_connect comes once it is done, or with its failure.
+ *
  *     DISCONNECTED  timer = backoff before the next attempt (idle once stopped)
  *     CONNECTING,
  *     HANDSHAKE     timer = connect deadline (connect_timeout_ms covers both)
@@ -315,6 +318,13 @@ static void rconn_connect(struct pool__rconn *rc)
         return;
     }
     rc->state = POOL__RCONN_CONNECTING;
+    err = pool__tls_start(p, &rc->conn, p->opts.host);
+    if (err < 0) { /* on_release backs off */
+        rconn_report(rc, "TLS setup", err);
+        rc->state = POOL__RCONN_CLOSING;
+        sched_conn_close(&rc->conn, false);
+        return;
+    }
     rconn_arm(rc, p->opts.connect_timeout_ms);
 }
 
@@ -518,7 +528,10 @@ static void rconn_on_connect(struct sched_conn *c, int err)
 
     if (err < 0) {
         rc->pool->addrlen = 0; /* re-resolve on the next attempt */
-        rconn_report(rc, "connect", err);
+        if (pool__tls_report(rc->pool, c))
+            rconn_log_failure(rc, false);
+        else
+            rconn_report(rc, "connect", err);
         rconn_drop(rc, -ECONNRESET);
         return;
     }
@@ -535,10 +548,12 @@ static void rconn_on_hangup(struct sched_conn *c, int err)
 {
     struct pool__rconn *rc = rconn_of(c);
 
-    if (err == 0)
-        pool__set_error(rc->pool, "connection closed by server");
-    else
-        pool__set_error(rc->pool, "read: %s", strerror(-err));
+    if (!pool__tls_report(rc->pool, c)) {
+        if (err == 0)
+            pool__set_error(rc->pool, "connection closed by server");
+        else
+            pool__set_error(rc->pool, "read: %s", strerror(-err));
+    }
     rconn_log_failure(rc, rc->state == POOL__RCONN_READY);
     rconn_drop(rc, -ECONNRESET);
 }
