@@ -113,6 +113,7 @@ struct sched_tls {
     struct buf wq;               /* owned: records waiting for `sending` */
     struct sched_timer deadline; /* server: handshake deadline */
     char err[192];               /* why the TLS layer failed the connection, "" if it did not */
+    char peer[64];               /* the peer's "ip:port", taken when TLS started ("?": unknown) */
 };
 
 /* ---- the BIO: reads the bytes being fed, writes to wq ------------------ */
@@ -230,7 +231,11 @@ static void tls_send_alert(struct sched_conn *c)
 static void tls_fail(struct sched_conn *c, int err)
 {
     struct sched_tls *t = c->tls;
-    bool handshake = t->state == SCHED_TLS_HANDSHAKE;
+    /* A TLS 1.3 client's handshake is over before the server has checked
+     * its certificate: a refusal then arrives as an alert on the open
+     * session, before any data, and counts as the handshake's failure. */
+    bool handshake =
+        t->state == SCHED_TLS_HANDSHAKE || (t->ctx->role == SCHED_TLS_CLIENT && c->bytes_in == 0);
 
     t->state = SCHED_TLS_FAILED;
     sched_loop_timer_del(c->loop, &t->deadline);
@@ -442,6 +447,30 @@ void sched__tls_free(struct sched_conn *c)
 
 /* ---- sessions ------------------------------------------------------------ */
 
+/* The peer's address, kept for failure reports: once the peer has reset
+ * the connection, getpeername() no longer knows it. */
+static void tls_note_peer(struct sched_tls *t, int fd)
+{
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof(ss);
+    char ip[INET6_ADDRSTRLEN];
+
+    snprintf(t->peer, sizeof(t->peer), "?");
+    if (getpeername(fd, (struct sockaddr *)&ss, &len) < 0)
+        return;
+    if (ss.ss_family == AF_INET) {
+        const struct sockaddr_in *in = (const struct sockaddr_in *)&ss;
+
+        if (inet_ntop(AF_INET, &in->sin_addr, ip, sizeof(ip)))
+            snprintf(t->peer, sizeof(t->peer), "%s:%u", ip, (unsigned)ntohs(in->sin_port));
+    } else if (ss.ss_family == AF_INET6) {
+        const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)&ss;
+
+        if (inet_ntop(AF_INET6, &in6->sin6_addr, ip, sizeof(ip)))
+            snprintf(t->peer, sizeof(t->peer), "[%s]:%u", ip, (unsigned)ntohs(in6->sin6_port));
+    }
+}
+
 static bool is_ip_literal(const char *s)
 {
     unsigned char a[16];
@@ -511,6 +540,8 @@ int sched_conn_start_tls(struct sched_conn *c, struct sched_tls_ctx *ctx, const 
         return rc;
     }
     c->tls = t;
+    if (!client)
+        tls_note_peer(t, c->fd);
     if (!client && ctx->handshake_timeout_ms > 0)
         sched_loop_timer_in(c->loop, &t->deadline, ctx->handshake_timeout_ms);
     return 0;
@@ -524,6 +555,11 @@ bool sched_conn_tls_established(const struct sched_conn *c)
 const char *sched_conn_tls_error(const struct sched_conn *c)
 {
     return c->tls && c->tls->err[0] ? c->tls->err : NULL;
+}
+
+const char *sched_conn_tls_peer(const struct sched_conn *c)
+{
+    return c->tls && c->tls->peer[0] ? c->tls->peer : "?";
 }
 
 const char *sched_conn_tls_cipher(const struct sched_conn *c, char *buf, size_t n)

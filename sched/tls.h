@@ -106,6 +106,11 @@ bool sched_conn_tls_established(const struct sched_conn *c);
  * connection, or a failure of the socket itself). Valid until on_release. */
 const char *sched_conn_tls_error(const struct sched_conn *c);
 
+/* The peer's address of an accepted TLS connection, "ip:port" or
+ * "[ip6]:port", as it was when TLS started (still known after a reset);
+ * "?" when unknown. */
+const char *sched_conn_tls_peer(const struct sched_conn *c);
+
 /* The negotiated protocol and cipher ("TLSv1.3 TLS_AES_256_GCM_SHA384"),
  * or NULL before the handshake completed. */
 const char *sched_conn_tls_cipher(const struct sched_conn *c, char *buf, size_t n);
