@@ -8,6 +8,7 @@
 #include "proxy/metrics.h"
 #include "proxy/semaphore.h"
 #include "proxy/server.h"
+#include "proxy/tls.h"
 #include "sched/loop.h"
 
 #ifndef LP_VERSION
@@ -108,6 +109,7 @@ static const struct info_section sections[] = {
     {"upstream", info_upstream},
     {"stats", info_stats},
     {"sync", px_sync_info},
+    {"tls", px_tls_info},
     {"commandstats", px_metrics_info_commands},
     {"latencystats", px_metrics_info_latency},
 };

@@ -47,6 +47,7 @@
 #include "proxy/cmd.h"
 #include "proxy/request.h"
 #include "proxy/server.h"
+#include "proxy/tls.h"
 #include "sched/loop.h"
 
 #ifndef LP_VERSION
@@ -471,6 +472,7 @@ void px_metrics_write(struct px_server *srv, struct buf *out)
     write_hist(out, "lockproxy_lock_hold_seconds", "Time a lock was held through this proxy.",
                &m->hold);
     write_upstream(srv, out);
+    px_tls_metrics(srv, out);
     write_hist(out, "lockproxy_upstream_latency_seconds",
                "Time from submitting a script to Redis to its reply.", &m->upstream);
 }

@@ -13,6 +13,7 @@
 #include "common/list.h"
 #include "proxy/opts.h"
 #include "proxy/request.h"
+#include "proxy/tls.h"
 #include "sched/loop.h"
 
 #ifdef __cplusplus
@@ -46,34 +47,44 @@ struct px_stats {
     uint64_t auth_closes;   /* clients closed by --auth-timeout */
 };
 
+/* One --listen address. */
+struct px_listener {
+    struct sched_listener ls; /* accepting socket */
+    struct px_server *srv;    /* borrowed: the server */
+    int fd;                   /* owned: bound socket until accepting starts, else -1 */
+    bool tls;                 /* tls://: connections start TLS with srv->tls.cur.server */
+    bool accepting;           /* ls was started (and not yet stopped) */
+};
+
 struct px_server {
-    struct px_opts opts;            /* configuration (copied) */
-    struct sched_loop *loop;        /* owned: the event loop */
-    struct pool *pool;              /* owned: upstream Redis */
-    struct sched_listener listener; /* accepting socket */
-    int listen_fd;                  /* owned: bound socket until accepting starts, else -1 */
-    char uuid[37];                  /* this process's owner prefix */
-    struct list clients;            /* struct px_client, by client_node */
-    unsigned nclients;              /* connected clients */
-    unsigned nclients_out_paused;   /* clients whose reading waits for their replies to go */
-    uint64_t next_client_id;        /* CLIENT ID of the next connection */
-    struct hmap locks;              /* struct px_lock by name: waiters, subscriptions */
-    unsigned nwaiters;              /* LOCK calls currently waiting */
-    struct hmap holds;              /* struct px_hold by (name, owner) */
-    unsigned nholds;                /* holds tracked */
-    struct list renew_due;          /* struct px_hold whose renewal is due */
-    struct sched_hook renew_hook;   /* sends renew_due in batches */
-    uint64_t start_ms;              /* monotonic start time */
-    struct px_stats stats;          /* counters for INFO */
-    struct px_metrics *metrics;     /* owned: histograms and per-command counters */
-    struct px_http *http;           /* owned: the --metrics HTTP listener, or NULL */
-    struct sched_hook signal_hook;  /* applies flags set by signal handlers */
-    volatile sig_atomic_t reload;   /* SIGHUP seen, reload not yet done */
-    uint64_t auth_log_ms;           /* when an auth failure was last logged */
-    uint64_t auth_log_quiet;        /* auth failures not logged since then */
-    uint64_t limit_log_ms;          /* when an output-limit close was last logged */
-    uint64_t limit_log_quiet;       /* output-limit closes not logged since then */
-    struct px_reader_pool readers;  /* request readers lent to clients' parsers */
+    struct px_opts opts;                         /* configuration (copied) */
+    struct sched_loop *loop;                     /* owned: the event loop */
+    struct pool *pool;                           /* owned: upstream Redis */
+    struct px_listener listeners[PX_LISTEN_MAX]; /* one per opts.listen[] */
+    unsigned nlisteners;                         /* opts.nlisten once bound */
+    struct px_tls_state tls;                     /* TLS contexts in use and counters */
+    char uuid[37];                               /* this process's owner prefix */
+    struct list clients;                         /* struct px_client, by client_node */
+    unsigned nclients;                           /* connected clients */
+    unsigned nclients_out_paused;  /* clients whose reading waits for their replies to go */
+    uint64_t next_client_id;       /* CLIENT ID of the next connection */
+    struct hmap locks;             /* struct px_lock by name: waiters, subscriptions */
+    unsigned nwaiters;             /* LOCK calls currently waiting */
+    struct hmap holds;             /* struct px_hold by (name, owner) */
+    unsigned nholds;               /* holds tracked */
+    struct list renew_due;         /* struct px_hold whose renewal is due */
+    struct sched_hook renew_hook;  /* sends renew_due in batches */
+    uint64_t start_ms;             /* monotonic start time */
+    struct px_stats stats;         /* counters for INFO */
+    struct px_metrics *metrics;    /* owned: histograms and per-command counters */
+    struct px_http *http;          /* owned: the --metrics HTTP listener, or NULL */
+    struct sched_hook signal_hook; /* applies flags set by signal handlers */
+    volatile sig_atomic_t reload;  /* SIGHUP seen, reload not yet done */
+    uint64_t auth_log_ms;          /* when an auth failure was last logged */
+    uint64_t auth_log_quiet;       /* auth failures not logged since then */
+    uint64_t limit_log_ms;         /* when an output-limit close was last logged */
+    uint64_t limit_log_quiet;      /* output-limit closes not logged since then */
+    struct px_reader_pool readers; /* request readers lent to clients' parsers */
 };
 
 /* Creates the loop, the pool, the listening socket and the metrics
@@ -92,8 +103,8 @@ void px_server_stop(struct px_server *srv);
 void px_server_request_reload(struct px_server *srv);
 
 /* Opens a listening socket on a (TCP host:port or unix path; a unix
- * socket gets mode perm unless it is 0). Returns the non-blocking fd or
- * -errno (a message has been logged). */
+ * socket gets mode perm unless it is 0; a.tls is not looked at). Returns
+ * the non-blocking fd or -errno (a message has been logged). */
 int px_server_listen_fd(const struct px_addr *a, unsigned perm);
 
 /* Raises RLIMIT_NOFILE so max_clients connections fit (best effort; logs
