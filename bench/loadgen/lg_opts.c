@@ -93,6 +93,10 @@ static const char help_text[] =
     "                     domain socket (lockproxy --listen unix:///PATH)\n"
     "  --redis HOST:PORT  Redis for direct targets and for the Redis statistics\n"
     "                     of every target (default 127.0.0.1:6379); or unix:PATH\n"
+    "  --tls-ca-cert-file FILE\n"
+    "                     the proxy target's clients speak TLS to --proxy (a\n"
+    "                     lockproxy tls:// listener with --tls-auth-clients no),\n"
+    "                     verifying its certificate with FILE and its host\n"
     "  --proxy-pid PID    lockproxy's pid, to report its CPU time (/proc/PID/stat);\n"
     "                     without it proxy CPU is n/a\n"
     "  --direct-shared-sub  make 'direct' behave as 'direct-shared'\n"
@@ -406,6 +410,10 @@ static int parse_valued(struct lg_opts *o, const char *opt, const char *val)
     }
     if (strcmp(opt, "--kv") == 0) {
         o->kv_path = val;
+        return 0;
+    }
+    if (strcmp(opt, "--tls-ca-cert-file") == 0) {
+        o->tls_ca = val;
         return 0;
     }
     if (strcmp(opt, "--prefix") == 0) {
