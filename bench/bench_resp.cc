@@ -1,6 +1,6 @@
 // Microbenchmarks of the RESP paths on every request: parsing a client
-// request (hiredis reader with lockproxy's object functions), encoding the
-// replies, and encoding the upstream EVALSHA batch.
+// request (proxy/request.c), encoding the replies, and encoding the upstream
+// EVALSHA batch.
 #include "common/buf.h"
 #include "pool/resp.h"
 #include "proxy/reply.h"
@@ -18,20 +18,19 @@ const char lock_req[] = "*4\r\n$4\r\nLOCK\r\n$12\r\norders:12345\r\n$4\r\nWAIT\r
 // One LOCK request fed and parsed, as a client with one request in flight.
 void BM_ParseLock(benchmark::State &state)
 {
-    struct px_reader_pool rp = {};
     struct px_parser p;
     struct px_req *req;
 
-    px_parser_init(&p, &rp, 64, 65536);
+    px_parser_init(&p, 64, 65536);
     for (auto _ : state) {
-        px_parser_feed(&p, lock_req, sizeof(lock_req) - 1);
-        px_parser_next(&p, &req);
+        const char *in = lock_req;
+        size_t len = sizeof(lock_req) - 1;
+
+        px_parser_next(&p, &in, &len, &req);
         benchmark::DoNotOptimize(req->argv[1].p);
         px_req_free(req);
-        px_parser_next(&p, &req); // needs more input: the reader goes back to rp
     }
     px_parser_deinit(&p);
-    px_reader_pool_deinit(&rp);
     state.SetItemsProcessed(state.iterations());
 }
 BENCHMARK(BM_ParseLock);
@@ -40,21 +39,21 @@ BENCHMARK(BM_ParseLock);
 void BM_ParsePipeline(benchmark::State &state)
 {
     std::string in;
-    struct px_reader_pool rp = {};
     struct px_parser p;
     struct px_req *req;
     const int n = static_cast<int>(state.range(0));
 
     for (int i = 0; i < n; i++)
         in += lock_req;
-    px_parser_init(&p, &rp, 64, 1 << 20);
+    px_parser_init(&p, 64, 1 << 20);
     for (auto _ : state) {
-        px_parser_feed(&p, in.data(), in.size());
-        while (px_parser_next(&p, &req) == 1)
+        const char *data = in.data();
+        size_t len = in.size();
+
+        while (px_parser_next(&p, &data, &len, &req) == 1)
             px_req_free(req);
     }
     px_parser_deinit(&p);
-    px_reader_pool_deinit(&rp);
     state.SetItemsProcessed(state.iterations() * n);
 }
 BENCHMARK(BM_ParsePipeline)->Arg(16)->Arg(64);

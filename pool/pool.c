@@ -1,19 +1,20 @@
-/* The pool object: options, scripts, the upstream node and its command
- * connections, routing (key -> node, hint -> connection), the request
- * record free list, address resolution and stats. Connections live in
- * rconn.c, the channel table in pubsub.c.
+/* The pool object: options, scripts, life cycle, routing (key -> node,
+ * hint -> connection), submission, the request record free list and
+ * stats. Request records live in req.c, a node and its connections in
+ * node.c and rconn.c, the
+ * channel table in pubsub.c, a cluster's topology in cluster.c and its
+ * redirects in redirect.c.
  *
- * Routing is two-step so that a Cluster or Sentinel upstream changes only
- * this file: pool__route() maps a key to the node that owns it (today the
- * one master), then the caller's hint picks one of that node's connections
- * so that one client's requests stay ordered on one pipeline. */
+ * Routing is two-step: route() maps a request to the node that owns its
+ * key, then the caller's hint picks one of that node's connections so
+ * that one client's requests stay ordered on one pipeline. A single node
+ * owns every key and the first step costs nothing: no slot is computed,
+ * no command is kept for a re-send (single-node requests are never
+ * re-sent elsewhere). A cluster computes the key's slot, indexes the slot
+ * map, and keeps the formatted command in the request for MOVED/ASK. */
 #include "pool/pool.h"
 
-#include <sys/socket.h>
-#include <sys/un.h>
-
 #include <errno.h>
-#include <netdb.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,10 +25,7 @@
 #include "common/log.h"
 #include "pool/pool-int.h"
 #include "pool/rconn.h"
-
-/* Recycled request records kept beyond this are freed: a burst of
- * in-flight requests should not pin its memory forever. */
-#define POOL_FREE_REQS_MAX 4096
+#include "sched/loop.h"
 
 void pool_opts_default(struct pool_opts *o)
 {
@@ -39,9 +37,27 @@ void pool_opts_default(struct pool_opts *o)
     o->request_timeout_ms = 3000;
     o->backoff_min_ms = 50;
     o->backoff_max_ms = 2000;
+    o->pubsub_mode = POOL_PUBSUB_AUTO;
+    o->cluster_refresh_ms = 1000;
 }
 
 /* ---- creation ------------------------------------------------------------ */
+
+/* A cluster has only database 0 and needs a refresh period; sharded
+ * pub/sub exists only in a cluster. */
+static int opts_validate_upstream(const struct pool_opts *o)
+{
+    if (o->pubsub_mode != POOL_PUBSUB_AUTO && o->pubsub_mode != POOL_PUBSUB_SHARDED &&
+        o->pubsub_mode != POOL_PUBSUB_CLASSIC)
+        return -EINVAL;
+    if (o->cluster_seeds)
+        return o->db == 0 && o->cluster_refresh_ms > 0 && o->cluster_seeds[0] ? 0 : -EINVAL;
+    if (o->pubsub_mode == POOL_PUBSUB_SHARDED)
+        return -EINVAL;
+    if (!o->unix_path && (!o->host || o->port <= 0 || o->port > 65535))
+        return -EINVAL;
+    return 0;
+}
 
 /* Rejects options that could never work: no address, no connection, a
  * zero timeout or backoff (a zero backoff would reconnect in a busy loop),
@@ -51,9 +67,7 @@ static int opts_validate(const struct pool_opts *o, const struct pool_script *sc
 {
     size_t i;
 
-    if (o->size < 1 || o->size > 1024 || o->db < 0)
-        return -EINVAL;
-    if (!o->unix_path && (!o->host || o->port <= 0 || o->port > 65535))
+    if (o->size < 1 || o->size > 1024 || o->db < 0 || opts_validate_upstream(o) < 0)
         return -EINVAL;
     if (!o->connect_timeout_ms || !o->request_timeout_ms || !o->backoff_min_ms)
         return -EINVAL;
@@ -81,6 +95,7 @@ static void opts_free(struct pool_opts *o)
     free_str(o->unix_path);
     free_str(o->user);
     free_str(o->password);
+    free_str(o->cluster_seeds);
 }
 
 /* Duplicates s into *dst (NULL stays NULL). */
@@ -93,16 +108,20 @@ static int dup_str(const char **dst, const char *s)
     return *dst ? 0 : -ENOMEM;
 }
 
-/* Deep copy; a unix path wins over host, which is then not kept. On
- * failure nothing is left allocated. */
+/* Deep copy; seeds win over a unix path, which wins over host; what is
+ * not used is not kept. On failure nothing is left allocated. */
 static int opts_copy(struct pool_opts *dst, const struct pool_opts *src)
 {
+    bool cluster = src->cluster_seeds != NULL;
     int err;
 
     *dst = *src;
-    err = dup_str(&dst->host, src->unix_path ? NULL : src->host);
+    dst->unix_path = dst->user = dst->password = dst->cluster_seeds = NULL;
+    err = dup_str(&dst->host, cluster || src->unix_path ? NULL : src->host);
     if (err == 0)
-        err = dup_str(&dst->unix_path, src->unix_path);
+        err = dup_str(&dst->unix_path, cluster ? NULL : src->unix_path);
+    if (err == 0)
+        err = dup_str(&dst->cluster_seeds, src->cluster_seeds);
     if (err == 0)
         err = dup_str(&dst->user, src->user);
     if (err == 0)
@@ -133,35 +152,40 @@ static int scripts_init(struct pool *p, const struct pool_script *scripts, size_
     return 0;
 }
 
-/* The single master and its opts.size idle command connections. */
-static int node_init(struct pool *p)
-{
-    struct pool_node *n = &p->node;
-    unsigned i;
-
-    n->pool = p;
-    n->nconns = p->opts.size;
-    n->conns = calloc(n->nconns, sizeof(*n->conns));
-    if (!n->conns)
-        return -ENOMEM;
-    for (i = 0; i < n->nconns; i++)
-        pool__rconn_init(&n->conns[i], p, POOL__RCONN_CMD, i);
-    return 0;
-}
-
 /* Everything that cannot fail. */
 static void pool_init_rest(struct pool *p)
 {
-    const struct pool_opts *o = &p->opts;
-
-    pool__rconn_init(&p->pubsub, p, POOL__RCONN_PUBSUB, 0);
-    list_init(&p->chan_list);
+    list_init(&p->nodes);
+    list_init(&p->homeless);
     list_init(&p->free_reqs);
     p->rng = (clock_mono_ns() ^ (uint64_t)(uintptr_t)p) | 1;
-    if (o->unix_path)
-        snprintf(p->where, sizeof(p->where), "%s", o->unix_path);
-    else
-        snprintf(p->where, sizeof(p->where), "%s:%d", o->host, o->port);
+    p->sharded = p->opts.pubsub_mode == POOL_PUBSUB_SHARDED;
+    p->pubsub_known = !p->opts.cluster_seeds || p->opts.pubsub_mode != POOL_PUBSUB_AUTO;
+}
+
+/* The single master (a plain pool) or the cluster state (whose nodes come
+ * with the first topology). */
+static int pool_init_upstream(struct pool *p)
+{
+    const struct pool_opts *o = &p->opts;
+
+    if (o->cluster_seeds)
+        return pool__cluster_create(p);
+    p->single = pool__node_create(p, o->host, o->port, o->unix_path);
+    return p->single ? 0 : -ENOMEM;
+}
+
+/* Frees whatever pool_init_upstream() made (nothing is running yet). */
+static void pool_deinit_upstream(struct pool *p)
+{
+    struct list *pos, *tmp;
+
+    list_for_each_safe(pos, tmp, &p->nodes)
+    {
+        pool__node_destroy(list_entry(pos, struct pool_node, link));
+    }
+    if (p->cl)
+        pool__cluster_destroy(p);
 }
 
 int pool_create(struct pool **out, struct sched_loop *loop, const struct pool_opts *opts,
@@ -186,19 +210,18 @@ int pool_create(struct pool **out, struct sched_loop *loop, const struct pool_op
     err = scripts_init(p, scripts, nscripts);
     if (err < 0)
         goto err_opts;
-    err = node_init(p);
+    pool_init_rest(p);
+    err = pool_init_upstream(p);
     if (err < 0)
-        goto err_scripts;
+        goto err_upstream;
     err = hmap_init(&p->chans, 64);
     if (err < 0)
-        goto err_node;
-    pool_init_rest(p);
+        goto err_upstream;
     *out = p;
     return 0;
 
-err_node:
-    free(p->node.conns);
-err_scripts:
+err_upstream:
+    pool_deinit_upstream(p);
     free(p->scripts);
 err_opts:
     opts_free(&p->opts);
@@ -209,29 +232,42 @@ err_free:
 
 /* ---- life cycle ------------------------------------------------------------ */
 
-/* Resolves first so that a bad host fails here, synchronously; every
- * later connect failure is retried with backoff instead. */
+/* A single node resolves first, blocking (start-up only), so that a bad
+ * host fails here, synchronously; every later connect failure is retried
+ * with backoff, and later lookups never block the loop (addr.c). A
+ * cluster resolves its seeds the same way. */
+static int pool_start_single(struct pool *p)
+{
+    struct pool_node *n = p->single;
+    char msg[160];
+    int err = pool__addr_resolve_now(&n->addr, msg, sizeof(msg));
+
+    if (err < 0) {
+        pool__set_error(p, "%s", msg);
+        log_msg(LOG_LVL_ERROR, "pool: %s", p->last_error);
+        return err;
+    }
+    p->started = true;
+    log_msg(LOG_LVL_INFO, "pool: connecting to %s (%u command connections, 1 pub/sub)",
+            n->addr.where, n->nconns);
+    pool__node_start(n);
+    return 0;
+}
+
 int pool_start(struct pool *p)
 {
-    unsigned i;
     int err;
 
     if (p->started)
         return -EALREADY;
     if (p->stopping)
         return -ESHUTDOWN;
-    err = pool__resolve(p);
-    if (err < 0) {
-        log_msg(LOG_LVL_ERROR, "pool: %s", p->last_error);
-        return err;
-    }
-    p->started = true;
-    log_msg(LOG_LVL_INFO, "pool: connecting to %s (%u command connections, 1 pub/sub)", p->where,
-            p->node.nconns);
-    for (i = 0; i < p->node.nconns; i++)
-        pool__rconn_start(&p->node.conns[i]);
-    pool__rconn_start(&p->pubsub);
-    return 0;
+    if (!p->cl)
+        return pool_start_single(p);
+    err = pool__cluster_start(p);
+    if (err == 0)
+        p->started = true;
+    return err;
 }
 
 /* stopping is set before any connection is closed: callbacks fired from
@@ -239,56 +275,41 @@ int pool_start(struct pool *p)
  * with -ENOTCONN instead of landing on a connection about to be closed. */
 void pool_stop(struct pool *p)
 {
-    unsigned i;
+    struct list *pos;
 
     if (p->stopping)
         return;
     p->stopping = true;
-    log_msg(LOG_LVL_INFO, "pool: stopping (%s)", p->where);
-    for (i = 0; i < p->node.nconns; i++)
-        pool__rconn_stop(&p->node.conns[i]);
-    pool__rconn_stop(&p->pubsub);
+    log_msg(LOG_LVL_INFO, "pool: stopping (%s)",
+            p->cl ? p->opts.cluster_seeds : p->single->addr.where);
+    if (p->cl)
+        pool__cluster_stop(p);
+    for (pos = p->nodes.next; pos != &p->nodes; pos = pos->next)
+        pool__node_stop(list_entry(pos, struct pool_node, link));
 }
 
 bool pool_is_stopped(const struct pool *p)
 {
-    unsigned i;
+    const struct list *pos;
 
     if (!p->started)
         return true;
-    if (!p->stopping || p->pubsub.state != POOL__RCONN_DISCONNECTED)
+    if (!p->stopping || (p->cl && !pool__cluster_is_stopped(p)))
         return false;
-    for (i = 0; i < p->node.nconns; i++) {
-        if (p->node.conns[i].state != POOL__RCONN_DISCONNECTED)
+    for (pos = p->nodes.next; pos != &p->nodes; pos = pos->next) {
+        if (!pool__node_is_idle(list_entry(pos, struct pool_node, link)))
             return false;
     }
     return true;
 }
 
-/* Frees the recycled request records (in-flight ones are gone by now). */
-static void free_reqs(struct pool *p)
-{
-    struct list *pos, *tmp;
-
-    list_for_each_safe(pos, tmp, &p->free_reqs)
-    {
-        list_del_init(pos);
-        free(list_entry(pos, struct pool__req, node));
-    }
-}
-
 void pool_destroy(struct pool *p)
 {
-    unsigned i;
-
     /* Connections are registered with the loop until released. */
     LP_BUG_ON(!pool_is_stopped(p));
-    for (i = 0; i < p->node.nconns; i++)
-        pool__rconn_deinit(&p->node.conns[i]);
-    pool__rconn_deinit(&p->pubsub);
     pool__pubsub_deinit(p);
-    free_reqs(p);
-    free(p->node.conns);
+    pool_deinit_upstream(p);
+    pool__req_free_all(p);
     free(p->scripts);
     pool__tls_deinit(p);
     opts_free(&p->opts);
@@ -297,31 +318,24 @@ void pool_destroy(struct pool *p)
 
 /* ---- routing and submission ------------------------------------------------ */
 
-struct pool_node *pool__route(struct pool *p, const char *key, size_t len)
+bool pool_is_cluster(const struct pool *p)
 {
-    /* One master today; a Cluster upstream would hash key to a slot here. */
-    (void)key;
-    (void)len;
-    return &p->node;
+    return p->cl != NULL;
 }
 
-/* The hinted connection, or the next ready one, or NULL. Falling back
- * keeps a client served while its connection reconnects. The price: when
- * the hinted connection comes back, that client's next request goes to it
- * and may overtake one still in flight on the fallback connection, so
- * per-hint order holds only while the hinted connection stays up (a client
- * that waits for each reply is never affected). */
-static struct pool__rconn *node_pick(struct pool_node *n, uint64_t hint)
+const char *pool_slot_owner(const struct pool *p, unsigned slot)
 {
-    unsigned first = (unsigned)(hint % n->nconns), i;
+    const struct pool_node *n;
 
-    for (i = 0; i < n->nconns; i++) {
-        struct pool__rconn *rc = &n->conns[(first + i) % n->nconns];
+    if (slot >= POOL_SLOTS)
+        return NULL;
+    n = p->cl ? pool__cluster_owner(p, (int)slot) : p->single;
+    return n ? n->addr.where : NULL;
+}
 
-        if (pool__rconn_is_ready(rc))
-            return rc;
-    }
-    return NULL;
+bool pool_pubsub_sharded(const struct pool *p)
+{
+    return p->sharded;
 }
 
 static size_t arg_len(const char *const *argv, const size_t *lens, int i)
@@ -331,172 +345,116 @@ static size_t arg_len(const char *const *argv, const size_t *lens, int i)
 
 bool pool_is_ready(const struct pool *p)
 {
-    unsigned i;
+    const struct list *pos;
 
-    for (i = 0; i < p->node.nconns; i++) {
-        if (pool__rconn_is_ready(&p->node.conns[i]))
+    for (pos = p->nodes.next; pos != &p->nodes; pos = pos->next) {
+        const struct pool_node *n = list_entry(pos, struct pool_node, link);
+
+        if (n->state == POOL__NODE_ACTIVE && pool__node_is_up(n))
             return true;
     }
     return false;
 }
 
+/* A ready connection of the node that serves slot (-1: any node; a
+ * single node serves all), or NULL. No slot is computed for a single
+ * node: its callers pass -1. */
+static struct pool__rconn *route(struct pool *p, int slot, uint64_t hint)
+{
+    struct pool_node *n;
+
+    if (!p->cl)
+        n = p->single;
+    else if (slot < 0)
+        n = pool__cluster_any(p, hint);
+    else
+        n = pool__cluster_owner(p, slot);
+    return n ? pool__node_pick(n, hint) : NULL;
+}
+
+/* A request record for a caller; a cluster request also keeps what a
+ * re-send needs (its slot, hint and age). */
+static struct pool__req *req_new(struct pool *p, int slot, uint64_t hint, pool_reply_fn *cb,
+                                 void *arg)
+{
+    struct pool__req *req = pool__req_get(p);
+
+    if (!req)
+        return NULL;
+    req->cb = cb;
+    req->arg = arg;
+    if (p->cl) {
+        req->slot = slot;
+        req->hint = hint;
+        req->born_ms = sched_loop_now_ms(p->loop);
+    }
+    return req;
+}
+
+static int command_at(struct pool *p, uint64_t hint, int slot, int argc, const char *const *argv,
+                      const size_t *lens, pool_reply_fn *cb, void *arg)
+{
+    struct pool__rconn *rc;
+    struct pool__req *req;
+
+    if (p->stopping)
+        return -ENOTCONN;
+    rc = route(p, slot, hint);
+    if (!rc)
+        return -ENOTCONN;
+    req = req_new(p, slot, hint, cb, arg);
+    if (!req)
+        return -ENOMEM;
+    return pool__rconn_command(rc, req, argc, argv, lens, p->cl != NULL);
+}
+
 /* argv[1] is the key for the commands the proxy sends (GET, PUBLISH...):
- * what a Cluster pool__route() would hash. lens may be NULL for
- * NUL-terminated arguments. */
+ * what a cluster routes by. lens may be NULL for NUL-terminated
+ * arguments. */
 int pool_command(struct pool *p, uint64_t hint, int argc, const char *const *argv,
                  const size_t *lens, pool_reply_fn *cb, void *arg)
 {
-    struct pool_node *node;
-    struct pool__rconn *rc;
+    int slot = -1;
 
     if (argc < 1 || !argv || !cb)
         return -EINVAL;
-    if (p->stopping)
-        return -ENOTCONN;
-    if (argc > 1)
-        node = pool__route(p, argv[1], arg_len(argv, lens, 1));
-    else
-        node = pool__route(p, NULL, 0);
-    rc = node_pick(node, hint);
-    if (!rc)
-        return -ENOTCONN;
-    return pool__rconn_command(rc, argc, argv, lens, cb, arg);
+    if (p->cl && argc > 1)
+        slot = pool_slot(argv[1], arg_len(argv, lens, 1));
+    return command_at(p, hint, slot, argc, argv, lens, cb, arg);
+}
+
+int pool_command_slot(struct pool *p, uint64_t hint, int slot, int argc, const char *const *argv,
+                      const size_t *lens, pool_reply_fn *cb, void *arg)
+{
+    if (argc < 1 || !argv || !cb || slot < -1 || slot >= POOL_SLOTS)
+        return -EINVAL;
+    return command_at(p, hint, p->cl ? slot : -1, argc, argv, lens, cb, arg);
 }
 
 /* The first key routes (scripts touch keys of one slot by contract). */
 int pool_eval(struct pool *p, uint64_t hint, unsigned script, int numkeys, int argc,
               const char *const *argv, const size_t *lens, pool_reply_fn *cb, void *arg)
 {
-    struct pool_node *node;
     struct pool__rconn *rc;
+    struct pool__req *req;
+    int slot = -1;
 
     if (script >= p->nscripts || numkeys < 0 || argc < numkeys || !cb || (argc && !argv))
         return -EINVAL;
     if (p->stopping)
         return -ENOTCONN;
-    if (numkeys > 0)
-        node = pool__route(p, argv[0], arg_len(argv, lens, 0));
-    else
-        node = pool__route(p, NULL, 0);
-    rc = node_pick(node, hint);
+    if (p->cl && numkeys > 0)
+        slot = pool_slot(argv[0], arg_len(argv, lens, 0));
+    rc = route(p, slot, hint);
     if (!rc)
         return -ENOTCONN;
-    return pool__rconn_eval(rc, script, numkeys, argc, argv, lens, cb, arg);
-}
-
-/* ---- request records ------------------------------------------------------- */
-
-/* LIFO reuse keeps recently used (cache-warm) records in play; malloc only
- * when the free list is empty. */
-struct pool__req *pool__req_get(struct pool *p)
-{
-    struct list *n = list_first(&p->free_reqs);
-    struct pool__req *req;
-
-    if (n) {
-        list_del_init(n);
-        p->nfree_reqs--;
-        req = list_entry(n, struct pool__req, node);
-    } else {
-        req = malloc(sizeof(*req));
-        if (!req)
-            return NULL;
-        list_init(&req->node);
-    }
-    req->cb = NULL;
-    req->arg = NULL;
-    req->sent_ms = 0;
-    req->kind = POOL__REQ_CMD;
-    req->script = 0;
-    req->ntail = 0;
-    req->retried = false;
-    req->tail = NULL;
-    req->tail_len = 0;
-    return req;
-}
-
-/* A heap tail (long EVAL arguments) is freed at once; the record itself
- * is kept for reuse up to POOL_FREE_REQS_MAX. */
-void pool__req_put(struct pool *p, struct pool__req *req)
-{
-    if (req->tail != req->inl)
-        free(req->tail);
-    req->tail = NULL;
-    if (p->nfree_reqs >= POOL_FREE_REQS_MAX) {
-        free(req);
-        return;
-    }
-    p->nfree_reqs++;
-    list_add_head(&p->free_reqs, &req->node);
-}
-
-/* ---- address, errors, randomness ------------------------------------------ */
-
-static int resolve_unix(struct pool *p)
-{
-    struct sockaddr_un sun;
-    size_t n = strlen(p->opts.unix_path);
-
-    if (n >= sizeof(sun.sun_path)) {
-        pool__set_error(p, "resolve: unix socket path too long");
-        return -ENAMETOOLONG;
-    }
-    memset(&sun, 0, sizeof(sun));
-    sun.sun_family = AF_UNIX;
-    memcpy(sun.sun_path, p->opts.unix_path, n + 1);
-    memcpy(&p->addr, &sun, sizeof(sun));
-    p->addrlen = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n + 1);
-    return 0;
-}
-
-/* getaddrinfo() has its own error space; map it to -errno. Any "no such
- * name" flavour becomes -EHOSTUNREACH. */
-static int gai_errno(int rc, int saved_errno)
-{
-    if (rc == EAI_SYSTEM)
-        return -saved_errno;
-    if (rc == EAI_MEMORY)
+    req = req_new(p, slot, hint, cb, arg);
+    if (!req)
         return -ENOMEM;
-    if (rc == EAI_AGAIN)
-        return -EAGAIN;
-    return -EHOSTUNREACH;
+    return pool__rconn_eval(rc, req, script, numkeys, argc, argv, lens);
 }
 
-/* Blocking getaddrinfo(), on the loop thread: it runs at pool_start() and
- * again only after a failed connect (the cached address is dropped then,
- * so a moved DNS name is followed). An IP literal never blocks. The first
- * address is used. */
-static int resolve_tcp(struct pool *p)
-{
-    struct addrinfo hints, *res;
-    char port[16];
-    int rc;
-
-    memset(&hints, 0, sizeof(hints));
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    hints.ai_flags = AI_NUMERICSERV;
-    snprintf(port, sizeof(port), "%d", p->opts.port);
-    rc = getaddrinfo(p->opts.host, port, &hints, &res);
-    if (rc != 0) {
-        int saved = errno;
-
-        pool__set_error(p, "resolve %s: %s", p->opts.host,
-                        rc == EAI_SYSTEM ? strerror(saved) : gai_strerror(rc));
-        return gai_errno(rc, saved);
-    }
-    memcpy(&p->addr, res->ai_addr, res->ai_addrlen);
-    p->addrlen = res->ai_addrlen;
-    freeaddrinfo(res);
-    return 0;
-}
-
-int pool__resolve(struct pool *p)
-{
-    if (p->addrlen)
-        return 0;
-    return p->opts.unix_path ? resolve_unix(p) : resolve_tcp(p);
-}
+/* ---- errors, randomness ------------------------------------------------------ */
 
 void pool__set_error(struct pool *p, const char *fmt, ...)
 {
@@ -519,36 +477,64 @@ uint64_t pool__rand(struct pool *p, uint64_t n)
     return n ? (x * 0x2545F4914F6CDD1Dull) % (n + 1) : 0;
 }
 
-/* ---- stats ----------------------------------------------------------------- */
-
-/* "up" with a ready command connection; "connecting" while an attempt or
- * handshake is under way and none is ready; "down" otherwise (not started,
- * stopped, or every connection waiting out a backoff). */
-static const char *pool_state(const struct pool *p, unsigned ready)
+uint64_t pool__backoff_ms(struct pool *p, unsigned attempt)
 {
+    const struct pool_opts *o = &p->opts;
+    uint64_t d = o->backoff_min_ms;
     unsigned i;
 
+    for (i = 0; i < attempt && d < o->backoff_max_ms; i++)
+        d *= 2;
+    d = LP_MIN(d, (uint64_t)o->backoff_max_ms);
+    return d - pool__rand(p, d / 2);
+}
+
+/* ---- stats ----------------------------------------------------------------- */
+
+/* A single node: "up" with a ready command connection; "connecting"
+ * while an attempt or handshake is under way and none is ready; "down"
+ * otherwise (not started, stopped, or every connection waiting out a
+ * backoff). */
+static const char *single_state(const struct pool *p, unsigned ready)
+{
     if (ready)
         return "up";
     if (!p->started || p->stopping)
         return "down";
-    for (i = 0; i < p->node.nconns; i++) {
-        if (pool__rconn_is_connecting(&p->node.conns[i]))
-            return "connecting";
+    return pool__node_is_connecting(p->single) ? "connecting" : "down";
+}
+
+/* Sums over the active nodes (the single node of a plain pool). */
+static void stats_nodes(const struct pool *p, struct pool_stats *st)
+{
+    const struct list *pos;
+    bool pubsub_all = true;
+    unsigned i;
+
+    for (pos = p->nodes.next; pos != &p->nodes; pos = pos->next) {
+        const struct pool_node *n = list_entry(pos, struct pool_node, link);
+        bool up = false;
+
+        if (n->state != POOL__NODE_ACTIVE)
+            continue;
+        st->nodes++;
+        st->conns += n->nconns;
+        for (i = 0; i < n->nconns; i++) {
+            bool ready = pool__rconn_is_ready(&n->conns[i]);
+
+            st->conns_ready += ready;
+            up = up || ready;
+        }
+        st->nodes_ready += up;
+        pubsub_all = pubsub_all && pool__rconn_is_ready(&n->pubsub);
     }
-    return "down";
+    st->pubsub_ready = st->nodes > 0 && pubsub_all;
 }
 
 void pool_get_stats(const struct pool *p, struct pool_stats *st)
 {
-    unsigned i, ready = 0;
-
-    for (i = 0; i < p->node.nconns; i++)
-        ready += pool__rconn_is_ready(&p->node.conns[i]);
     memset(st, 0, sizeof(*st));
-    st->conns = p->node.nconns;
-    st->conns_ready = ready;
-    st->pubsub_ready = pool__rconn_is_ready(&p->pubsub);
+    stats_nodes(p, st);
     st->channels = p->nsubs;
     st->requests = p->requests;
     st->inflight = p->inflight;
@@ -556,6 +542,16 @@ void pool_get_stats(const struct pool *p, struct pool_stats *st)
     st->errors = p->errors;
     st->batches = p->batches;
     st->noscript_retries = p->noscript_retries;
-    st->state = pool_state(p, ready);
+    st->moved = p->moved;
+    st->ask = p->ask;
+    st->tryagain = p->tryagain;
     st->last_error = p->last_error;
+    st->upstream_is_cluster = p->upstream_is_cluster;
+    st->pubsub_mode = !p->pubsub_known ? "" : p->sharded ? "sharded" : "classic";
+    if (p->cl) {
+        pool__cluster_stats(p, st);
+    } else {
+        st->slots_served = POOL_SLOTS;
+        st->state = single_state(p, st->conns_ready);
+    }
 }

@@ -1,23 +1,34 @@
-/* The upstream Redis pool: a few pipelined command connections plus one
- * pub/sub connection, shared by every client of the proxy.
+/* The upstream Redis pool, shared by every client of the proxy: one node
+ * (a single Redis master) or, for a Redis Cluster upstream, one node per
+ * master; each node has a few pipelined command connections and one
+ * pub/sub connection.
  *
  * Requests are appended to a connection's output and go out with everything
  * else queued in the same loop iteration (one write per connection per
  * iteration). Replies are matched FIFO. Scripts registered at creation are
- * SCRIPT LOADed on every (re)connect and run with EVALSHA; a NOSCRIPT reply
- * reloads and retries once, invisibly to the caller.
+ * SCRIPT LOADed on every (re)connect of every node and run with EVALSHA; a
+ * NOSCRIPT reply reloads and retries once, invisibly to the caller.
  *
- * Shape: the pool routes by key to a node (today exactly one: a single Redis
- * master) and by hint to one of that node's connections, so a Cluster upstream
- * (one node per master, slot routing, MOVED/ASK) or a Sentinel-followed master
- * slots in behind pool_route() without changing this API.
+ * Shape: a request is routed by key to a node, then by hint to one of that
+ * node's connections (so one client's requests stay ordered on one
+ * pipeline). Single node: the one node, no slot computed. Cluster: the
+ * slot of the key (pool_slot()) indexes a slot map built from CLUSTER
+ * SHARDS (or CLUSTER SLOTS), refreshed periodically, on MOVED and when a
+ * node fails; MOVED and ASK are followed, TRYAGAIN/CLUSTERDOWN/LOADING
+ * retried with backoff, all within the request timeout and invisible to
+ * the caller. Pub/sub keeps one subscription per channel on the node that
+ * owns the channel's slot (SSUBSCRIBE in sharded mode, SUBSCRIBE in
+ * classic mode) and moves it when the slot moves.
  *
  * Failure contract: a request either gets exactly one callback, or the submit
  * call returns < 0 and no callback ever comes. Requests in flight when a
- * connection dies get err = -ECONNRESET; requests that wait longer than the
- * request timeout get -ETIMEDOUT (and the connection is recycled, since a
- * FIFO pipeline cannot skip a reply). While no connection is ready, submits
- * fail fast with -ENOTCONN. Reconnects use exponential backoff. */
+ * connection dies get err = -ECONNRESET (never re-sent: the command may have
+ * run); requests that wait longer than the request timeout get -ETIMEDOUT
+ * (and the connection is recycled, since a FIFO pipeline cannot skip a
+ * reply). While no connection to the key's node is ready, submits fail fast
+ * with -ENOTCONN. A cluster request whose redirect target never became
+ * ready within the request timeout gets -ENOTCONN in its callback: it was
+ * not executed. Reconnects use exponential backoff. */
 #ifndef LP_POOL_POOL_H
 #define LP_POOL_POOL_H
 
@@ -37,13 +48,48 @@ struct pool;
 struct sched_loop;
 struct sched_tls_ctx;
 
+/* Hash slots of a Redis Cluster. */
+#define POOL_SLOTS 16384
+
+/* Bytes of a slot bitmap (bit s of byte s / 8, least significant first). */
+#define POOL_SLOT_BITMAP_SIZE (POOL_SLOTS / 8)
+
+/* How channels are subscribed on a cluster (Redisson's
+ * shardedSubscriptionMode). A single-node pool is always classic. */
+enum pool_pubsub_mode {
+    POOL_PUBSUB_AUTO = 0,    /* sharded if PUBSUB SHARDNUMSUB works (Redis >= 7) */
+    POOL_PUBSUB_SHARDED = 1, /* SSUBSCRIBE on the shard owning the channel */
+    POOL_PUBSUB_CLASSIC = 2, /* SUBSCRIBE (on the channel's slot owner) */
+};
+
+/* A change of the cluster's slot map, reported after the pool applied it
+ * (routing and subscriptions already follow it). */
+struct pool_topology_event {
+    bool initial;          /* the first map since pool_start(): every slot "changed" */
+    unsigned nchanged;     /* slots whose owner changed */
+    const uint8_t *slots;  /* borrowed for the call: bitmap, bit set = owner changed */
+    unsigned masters;      /* masters serving slots now */
+    unsigned slots_served; /* slots with an owner now (16384 when fully covered) */
+};
+
+/* Called from the loop (never from inside a pool call) after each change
+ * of owner of one or more slots: a failover, a migration, a resharding.
+ * The callback may submit requests and start or stop subscriptions. */
+typedef void pool_topology_fn(void *arg, const struct pool_topology_event *ev);
+
+/* True when bit slot is set in a slot bitmap. */
+static inline bool pool_slot_bitmap_has(const uint8_t *bitmap, unsigned slot)
+{
+    return slot < POOL_SLOTS && (bitmap[slot >> 3] & (1u << (slot & 7))) != 0;
+}
+
 /* Reply callback. err == 0: r is the reply (possibly REDIS_REPLY_ERROR),
  * borrowed for the call. err < 0: r is NULL (-ECONNRESET, -ETIMEDOUT,
- * -ENOMEM, -EPROTO). */
+ * -ENOMEM, -EPROTO; cluster: -ENOTCONN, not executed, see above). */
 typedef void pool_reply_fn(void *arg, const redisReply *r, int err);
 
 struct pool_opts {
-    const char *host;            /* TCP host, or NULL when unix_path is set */
+    const char *host;            /* TCP host, or NULL when unix_path is set (single node) */
     int port;                    /* TCP port */
     const char *unix_path;       /* unix socket path, or NULL */
     const char *user;            /* AUTH user, or NULL */
@@ -54,9 +100,18 @@ struct pool_opts {
     unsigned request_timeout_ms; /* oldest in-flight reply age before recycling */
     unsigned backoff_min_ms;     /* first reconnect delay */
     unsigned backoff_max_ms;     /* reconnect delay cap */
+    /* Redis Cluster upstream: "host:port[,host:port...]" seed nodes (IPv6
+     * as "[addr]:port"). When set, host, port and unix_path are ignored,
+     * db must be 0 and size is per master. NULL: a single node. */
+    const char *cluster_seeds;
+    enum pool_pubsub_mode pubsub_mode; /* cluster only (AUTO or CLASSIC for a single node) */
+    unsigned cluster_refresh_ms;       /* periodic topology refresh (cluster) */
+    pool_topology_fn *on_topology;     /* borrowed: slot map changes (cluster), or NULL */
+    void *topology_arg;                /* borrowed: its argument */
 };
 
-/* Fills opts with defaults (localhost:6379, size 2, 1000/3000/50/2000 ms). */
+/* Fills opts with defaults (localhost:6379, size 2, 1000/3000/50/2000 ms,
+ * no cluster, pub/sub AUTO, refresh every 1000 ms). */
 void pool_opts_default(struct pool_opts *o);
 
 /* A script the pool keeps loaded. Text is borrowed for the pool's life. */
@@ -70,19 +125,24 @@ struct pool_script {
 int pool_create(struct pool **out, struct sched_loop *loop, const struct pool_opts *opts,
                 const struct pool_script *scripts, size_t nscripts);
 
-/* Upstream TLS (rediss://), set before pool_start() or at any time after
- * (a reload): every connection made from then on runs a TLS handshake with
- * ctx (a SCHED_TLS_CLIENT context; the pool takes a reference; NULL turns
- * TLS off) before its AUTH, and the server's certificate must name
- * server_name, or the host the connection goes to when server_name is
- * NULL or "". Connections already up keep their session. A failed
- * handshake is a failed connect: backoff and retry, last_error "TLS:
- * <OpenSSL's reason>", requests fail fast meanwhile. Returns 0, -EINVAL
- * (a unix socket upstream) or -ENOMEM (nothing changed). */
+/* Upstream TLS (rediss://, rediss-cluster://), set before pool_start() or
+ * at any time after (a reload): every connection made from then on (every
+ * node's, the topology connection's) runs a TLS handshake with ctx (a
+ * SCHED_TLS_CLIENT context; the pool takes a reference; NULL turns TLS
+ * off) before its AUTH, and the server's certificate must name
+ * server_name, or the host the connection goes to (a cluster node's
+ * announced host) when server_name is NULL or "". Connections already up
+ * keep their session. A failed handshake is a failed connect: backoff and
+ * retry, last_error "TLS: <OpenSSL's reason>" (a cluster: prefixed with
+ * the node), requests fail fast meanwhile. Returns 0, -EINVAL (a unix
+ * socket upstream) or -ENOMEM (nothing changed). */
 int pool_set_tls(struct pool *p, struct sched_tls_ctx *ctx, const char *server_name);
 
-/* Starts connecting (command and pub/sub connections). Returns 0 or -errno
- * (e.g. the host does not resolve). */
+/* Starts connecting (command and pub/sub connections; a cluster: the
+ * topology connection, the nodes follow its first answer). The host (the
+ * seeds) is resolved here, blocking: start-up only; later lookups never
+ * block the loop. Returns 0 or -errno (e.g. the host, or no seed,
+ * resolves). */
 int pool_start(struct pool *p);
 
 /* Closes every connection; pending requests get -ECONNRESET callbacks and
@@ -92,7 +152,8 @@ void pool_stop(struct pool *p);
 bool pool_is_stopped(const struct pool *p);
 void pool_destroy(struct pool *p);
 
-/* True when at least one command connection is ready (scripts loaded). */
+/* True when at least one command connection is ready (scripts loaded);
+ * a cluster: of at least one master. */
 bool pool_is_ready(const struct pool *p);
 
 /* Sends a command (argv borrowed for the call). hint picks the connection
@@ -101,17 +162,63 @@ bool pool_is_ready(const struct pool *p);
 int pool_command(struct pool *p, uint64_t hint, int argc, const char *const *argv,
                  const size_t *lens, pool_reply_fn *cb, void *arg);
 
+/* As pool_command(), routed to the owner of slot (cluster; 0 <= slot <
+ * POOL_SLOTS), or to any node when slot is -1, whatever argv[1] is (for
+ * commands whose first argument is not the key: PUBSUB SHARDNUMSUB ch,
+ * INFO). A single-node pool ignores slot. */
+int pool_command_slot(struct pool *p, uint64_t hint, int slot, int argc, const char *const *argv,
+                      const size_t *lens, pool_reply_fn *cb, void *arg);
+
 /* EVALSHA of script id with numkeys keys: argv holds keys then args.
- * NOSCRIPT is retried once with a reload. Same return contract. */
+ * NOSCRIPT is retried once with a reload. Same return contract. In a
+ * cluster the first key routes (the keys must share its slot, else Redis
+ * answers CROSSSLOT); numkeys == 0 goes to any node. */
 int pool_eval(struct pool *p, uint64_t hint, unsigned script, int numkeys, int argc,
               const char *const *argv, const size_t *lens, pool_reply_fn *cb, void *arg);
 
-/* Pub/sub: one upstream SUBSCRIBE per channel, one listener per channel.
- * Starting a sub copies the channel name. The listener gets POOL_SUB_READY
- * each time the subscription is confirmed (first time and after every
- * reconnect), POOL_SUB_MESSAGE per message, POOL_SUB_LOST when the pub/sub
- * connection dropped (messages may have been missed; READY follows once it
- * is back). Returns 0 or -ENOMEM / -EEXIST (channel has a listener). */
+/* The cluster hash slot of key (Redis's HASH_SLOT: CRC16 of the hash tag,
+ * the text between the first '{' and the first '}' after it when not
+ * empty, else of the whole key) modulo 16384. What pool_command() and
+ * pool_eval() route by; group multi-key scripts by it. */
+uint16_t pool_slot(const char *key, size_t len);
+
+/* Redisson's calcSlot(): the first '{' and the first '}' anywhere in the
+ * key. Differs from pool_slot() only when a '}' comes before the first '{'. */
+uint16_t pool_slot_redisson(const char *key, size_t len);
+
+/* CRC16/XMODEM of buf, as the cluster specification defines it. */
+uint16_t pool_crc16(const char *buf, size_t len);
+
+/* The address ("host:port") of the master serving slot (< POOL_SLOTS), or
+ * NULL when no master is known to; a single node: its address. Borrowed
+ * until the loop runs again. */
+const char *pool_slot_owner(const struct pool *p, unsigned slot);
+
+/* True for a Redis Cluster upstream (opts.cluster_seeds). */
+bool pool_is_cluster(const struct pool *p);
+
+/* True when channels are subscribed with SSUBSCRIBE, so publishers must
+ * use SPUBLISH for listeners to hear them; false for SUBSCRIBE/PUBLISH. In
+ * AUTO mode false until the first topology is known (pool_is_ready()). */
+bool pool_pubsub_sharded(const struct pool *p);
+
+/* A single-node pool whose upstream answers MOVED or ASK (it is a Redis
+ * Cluster node) delivers instead the error reply
+ *     UPSTREAM redis://HOST:PORT is a Redis Cluster node (it answered
+ *     MOVED <slot> <addr>): use redis-cluster://HOST:PORT
+ * (one line), logs it at ERROR once, keeps it as last_error and sets
+ * pool_stats.upstream_is_cluster. The reply starts with this code: */
+#define POOL_ERR_IS_CLUSTER_CODE "UPSTREAM"
+
+/* Pub/sub: one upstream SUBSCRIBE (SSUBSCRIBE) per channel, one listener
+ * per channel. Starting a sub copies the channel name. The listener gets
+ * POOL_SUB_READY each time the subscription is confirmed (first time and
+ * after every reconnect or move), POOL_SUB_MESSAGE per message,
+ * POOL_SUB_LOST when the subscription was lost (its node's pub/sub
+ * connection dropped, or, in a cluster, the channel's slot moved or its
+ * shard failed over: messages may have been missed; READY follows once it
+ * is subscribed again, on the new owner). Returns 0 or -ENOMEM / -EEXIST
+ * (channel has a listener). */
 int pool_sub_start(struct pool *p, struct pool_sub *s, const char *channel, size_t len,
                    pool_sub_fn *cb);
 
@@ -120,9 +227,9 @@ int pool_sub_start(struct pool *p, struct pool_sub *s, const char *channel, size
 void pool_sub_stop(struct pool *p, struct pool_sub *s);
 
 struct pool_stats {
-    unsigned conns;            /* command connections configured */
+    unsigned conns;            /* command connections configured (all masters) */
     unsigned conns_ready;      /* command connections ready */
-    bool pubsub_ready;         /* pub/sub connection subscribed-capable */
+    bool pubsub_ready;         /* pub/sub connection subscribed-capable (cluster: all masters') */
     uint64_t channels;         /* channels subscribed or subscribing */
     uint64_t requests;         /* requests sent */
     uint64_t inflight;         /* requests awaiting a reply */
@@ -130,10 +237,49 @@ struct pool_stats {
     uint64_t errors;           /* requests failed by connection loss or timeout */
     uint64_t batches;          /* writes (flushes) to command connections */
     uint64_t noscript_retries; /* NOSCRIPT reloads */
-    const char *state;         /* "up", "connecting", "down" */
+    const char *state;         /* "up", "connecting", "down"; cluster also "degraded" */
     const char *last_error;    /* last connection error text, or "" */
+    /* Cluster (zero for a single node unless noted). */
+    bool cluster;                /* a Redis Cluster upstream */
+    bool upstream_is_cluster;    /* single node: it answered MOVED/ASK (POOL_ERR_IS_CLUSTER_CODE) */
+    const char *pubsub_mode;     /* "classic", "sharded", "" (cluster, not yet detected) */
+    unsigned nodes;              /* masters in the node table (1 for a single node) */
+    unsigned nodes_ready;        /* of which with a ready command connection */
+    unsigned slots_served;       /* slots with a known owner */
+    uint64_t topology_refreshes; /* topology replies applied */
+    uint64_t topology_changes;   /* slot map changes reported (on_topology calls) */
+    uint64_t moved;              /* MOVED replies received (all nodes, ever) */
+    uint64_t ask;                /* ASK replies received */
+    uint64_t tryagain;           /* TRYAGAIN, CLUSTERDOWN, LOADING replies received */
 };
 void pool_get_stats(const struct pool *p, struct pool_stats *st);
+
+/* One node of the pool, for INFO and /metrics. Strings are borrowed until
+ * the loop runs again (a topology change may free the node). */
+struct pool_node_stats {
+    const char *addr;     /* "host:port" (or the unix socket path) */
+    const char *id;       /* cluster node id, "" if unknown (single node) */
+    const char *state;    /* "up", "connecting", "down", "draining" */
+    const char *role;     /* "master"; "replica" or "gone" while draining */
+    const char *health;   /* CLUSTER SHARDS health ("online", "failed", "loading"), or "" */
+    unsigned slots;       /* slots it owns in the map (16384 for a single node) */
+    unsigned conns;       /* command connections */
+    unsigned conns_ready; /* of which ready */
+    bool pubsub_ready;    /* its pub/sub connection is ready */
+    uint64_t channels;    /* subscriptions homed on it */
+    uint64_t requests;    /* caller requests sent to it (retries included) */
+    uint64_t errors;      /* requests failed on it by connection loss or timeout */
+    uint64_t moved;       /* MOVED replies it gave */
+    uint64_t ask;         /* ASK replies it gave */
+    uint64_t tryagain;    /* TRYAGAIN/CLUSTERDOWN/LOADING replies it gave */
+    uint64_t latency_us;  /* round trip, moving average (1/8) of sampled requests; 0: none yet */
+    uint64_t latency_last_us; /* the last sampled round trip */
+};
+
+/* Fills out[0..max) with the nodes' stats (active nodes first, each group
+ * in order of creation) and returns how many nodes there are (may exceed
+ * max). */
+size_t pool_get_node_stats(const struct pool *p, struct pool_node_stats *out, size_t max);
 
 #ifdef __cplusplus
 }

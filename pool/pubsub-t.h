@@ -15,11 +15,10 @@ struct pool_chan;
 enum pool_sub_event {
     POOL_SUB_READY = 1,   /* subscription confirmed: re-check state now */
     POOL_SUB_MESSAGE = 2, /* a message: msg/len hold the payload (borrowed) */
-    POOL_SUB_LOST = 3,    /* pub/sub connection lost: messages may be missed */
+    POOL_SUB_LOST = 3,    /* subscription lost (connection, slot moved): messages may be missed */
 };
 
-typedef void pool_sub_fn(struct pool_sub *s, enum pool_sub_event ev, const char *msg,
-                         size_t len);
+typedef void pool_sub_fn(struct pool_sub *s, enum pool_sub_event ev, const char *msg, size_t len);
 
 struct pool_sub {
     pool_sub_fn *cb;        /* borrowed: event callback */

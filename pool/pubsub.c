@@ -1,29 +1,56 @@
-/* The pool's pub/sub side: one upstream connection (an rconn of kind
- * PUBSUB) shared by every listener, one upstream SUBSCRIBE per channel, and
- * a channel table keyed by name.
+/* The pool's pub/sub side: one upstream subscription per channel, on the
+ * pub/sub connection (an rconn of kind PUBSUB) of the channel's home
+ * node, and a channel table keyed by name.
+ *
+ * Home: the single node of a plain pool; in a cluster the master that
+ * owns the channel's slot (pool_slot() of the name), in both modes:
+ * sharded (SSUBSCRIBE, which Redis accepts only there) and classic
+ * (SUBSCRIBE, which any node would take: the slot owner spreads channels
+ * over the masters and is a deterministic choice). A channel whose slot
+ * has no known owner is homeless (p->homeless) until the map has one.
  *
  * Channel record life (struct pool_chan, owned by the pool):
  *
- *     pool_sub_start --> SUBSCRIBING (SUBSCRIBE now if the connection is
- *                        READY, else in the batch sent when it gets READY)
+ *     pool_sub_start --> SUBSCRIBING (SUBSCRIBE now if the home's connection
+ *                        is READY, else in the batch sent when it gets READY)
  *     SUBSCRIBING --"subscribe" confirmation--> SUBSCRIBED, listener: READY
  *     SUBSCRIBING | SUBSCRIBED --pool_sub_stop--> UNSUBSCRIBING (UNSUBSCRIBE)
  *     UNSUBSCRIBING --"unsubscribe" confirmation--> freed; or, when a
  *                        listener attached again meanwhile, SUBSCRIBING with
  *                        a new SUBSCRIBE
- *     connection lost --> records without a listener are freed, the others
- *                        go back to SUBSCRIBING; listeners that had READY
- *                        get LOST; at READY all are re-subscribed,
- *                        SUBSCRIBE_BATCH channels per command, and each
- *                        listener gets READY again
+ *     home's connection lost --> records without a listener are freed, the
+ *                        others go back to SUBSCRIBING; listeners that had
+ *                        READY get LOST; at READY all are re-subscribed
+ *                        (classic: SUBSCRIBE_BATCH channels per command;
+ *                        sharded: one per command, as SSUBSCRIBE takes
+ *                        channels of one slot only) and each listener gets
+ *                        READY again
+ *     unsolicited "sunsubscribe" (Redis dropped the channel: its slot moved
+ *                        or its shard failed over) --> homeless,
+ *                        SUBSCRIBING, LOST if it had READY; a topology
+ *                        refresh is asked for and the record is re-homed
+ *                        on the slot's new owner when it answers
+ *     slot owner changed (pool__pubsub_rehome) --> SUBSCRIBING on the new
+ *                        owner (classic: UNSUBSCRIBE on the old one), LOST
+ *                        if it had READY; a record without a listener is
+ *                        freed
+ *     "-MOVED slot addr" on a pub/sub connection (a SSUBSCRIBE sent on a
+ *                        stale map) --> the map learns the owner and the
+ *                        slot's channels are re-homed there
  *
  * So each listener sees READY (MESSAGE*) LOST READY (MESSAGE*) ...: LOST
- * only ever follows a READY, however often a reconnect attempt fails.
+ * only ever follows a READY, however often a reconnect attempt fails or a
+ * channel moves.
  *
  * Invariants:
- *   - at most one record per name and one listener per record;
- *   - while the connection is not READY nothing is in flight, every record
- *     has a listener and is SUBSCRIBING (so a stop frees the record at once);
+ *   - at most one record per name and one listener per record; a record is
+ *     on exactly one list: its home's chans, p->homeless, or (while LOST is
+ *     being delivered) a local delivery list;
+ *   - while the home's connection is not READY nothing is in flight for its
+ *     records, every one has a listener and is SUBSCRIBING (so a stop frees
+ *     the record at once);
+ *   - only pushes from a record's home count: a confirmation or message
+ *     from a node the record has left is stale and ignored;
  *   - Redis answers in order, so a "subscribe" confirmation that arrives
  *     while UNSUBSCRIBING is stale and ignored: the "unsubscribe" follows;
  *   - MESSAGE is delivered only in SUBSCRIBED, i.e. after READY.
@@ -59,16 +86,34 @@ enum chan_state {
 
 struct pool_chan {
     struct hmap_node hnode; /* in pool.chans, by name */
-    struct list node;       /* in pool.chan_list, or a LOST delivery list */
+    struct list node;       /* in home->chans, pool.homeless, or a LOST delivery list */
+    struct pool_node *home; /* borrowed: node it is subscribed on, NULL when homeless */
     struct pool_sub *sub;   /* borrowed: the listener, or NULL once stopped */
     enum chan_state state;  /* see the file comment */
+    int slot;               /* cluster: pool_slot(name); -1 for a single node */
     size_t len;             /* name length */
     char name[];            /* owned: the name, NUL-terminated */
 };
 
-static bool pubsub_ready(const struct pool *p)
+static const char *verb_sub(const struct pool *p)
 {
-    return pool__rconn_is_ready(&p->pubsub);
+    return p->sharded ? "SSUBSCRIBE" : "SUBSCRIBE";
+}
+
+static const char *verb_unsub(const struct pool *p)
+{
+    return p->sharded ? "SUNSUBSCRIBE" : "UNSUBSCRIBE";
+}
+
+static bool home_ready(const struct pool_node *n)
+{
+    return n && pool__rconn_is_ready(&n->pubsub);
+}
+
+/* Where a channel of slot belongs now. */
+static struct pool_node *chan_owner(struct pool *p, int slot)
+{
+    return p->cl ? pool__cluster_owner(p, slot) : p->single;
 }
 
 static struct pool_chan *chan_find(const struct pool *p, const char *name, size_t len)
@@ -84,6 +129,13 @@ static struct pool_chan *chan_find(const struct pool *p, const char *name, size_
     return NULL;
 }
 
+/* Links ch into the list of home (the homeless list for NULL). */
+static void chan_link(struct pool *p, struct pool_chan *ch, struct pool_node *home)
+{
+    ch->home = home;
+    list_add_tail(home ? &home->chans : &p->homeless, &ch->node);
+}
+
 static struct pool_chan *chan_new(struct pool *p, const char *name, size_t len)
 {
     struct pool_chan *ch = malloc(sizeof(*ch) + len + 1);
@@ -92,12 +144,14 @@ static struct pool_chan *chan_new(struct pool *p, const char *name, size_t len)
         return NULL;
     ch->sub = NULL;
     ch->state = CHAN_SUBSCRIBING;
+    ch->slot = p->cl ? pool_slot(name, len) : -1;
     ch->len = len;
     memcpy(ch->name, name, len);
     ch->name[len] = '\0';
     /* A failed grow still inserts; the map just stays denser. */
     (void)hmap_insert(&p->chans, &ch->hnode, hash_bytes(name, len));
-    list_add_tail(&p->chan_list, &ch->node);
+    list_init(&ch->node);
+    chan_link(p, ch, chan_owner(p, ch->slot));
     return ch;
 }
 
@@ -108,13 +162,22 @@ static void chan_free(struct pool *p, struct pool_chan *ch)
     free(ch);
 }
 
-/* SUBSCRIBE or UNSUBSCRIBE one channel. Returns 0 or -ENOMEM. */
-static int chan_send(struct pool *p, const char *verb, const struct pool_chan *ch)
+/* SUBSCRIBE or UNSUBSCRIBE (sharded: the S forms) one channel on its
+ * home, which must be READY. Returns 0 or -ENOMEM. */
+static int chan_send_on(struct pool_node *n, const char *verb, const struct pool_chan *ch)
 {
     const char *argv[2] = {verb, ch->name};
     const size_t lens[2] = {strlen(verb), ch->len};
 
-    return pool__rconn_send(&p->pubsub, 2, argv, lens);
+    return pool__rconn_send(&n->pubsub, 2, argv, lens);
+}
+
+/* Subscribes ch on its home if that is READY; a failed append leaves the
+ * stream unsure, so the connection is recycled (and re-subscribes all). */
+static void chan_subscribe(struct pool *p, struct pool_chan *ch)
+{
+    if (home_ready(ch->home) && chan_send_on(ch->home, verb_sub(p), ch) < 0)
+        pool__rconn_recycle_later(&ch->home->pubsub);
 }
 
 int pool_sub_start(struct pool *p, struct pool_sub *s, const char *channel, size_t len,
@@ -132,7 +195,7 @@ int pool_sub_start(struct pool *p, struct pool_sub *s, const char *channel, size
     }
     /* An existing record without a listener is UNSUBSCRIBING: it is
      * re-subscribed when the unsubscribe is confirmed. */
-    if (fresh && pubsub_ready(p) && chan_send(p, "SUBSCRIBE", ch) < 0) {
+    if (fresh && home_ready(ch->home) && chan_send_on(ch->home, verb_sub(p), ch) < 0) {
         chan_free(p, ch);
         return -ENOMEM;
     }
@@ -152,21 +215,21 @@ void pool_sub_stop(struct pool *p, struct pool_sub *s)
     s->chan = NULL;
     ch->sub = NULL;
     p->nsubs--;
-    if (!pubsub_ready(p)) {
+    if (!home_ready(ch->home)) {
         chan_free(p, ch);
         return;
     }
     if (ch->state == CHAN_UNSUBSCRIBING)
         return;
     ch->state = CHAN_UNSUBSCRIBING;
-    if (chan_send(p, "UNSUBSCRIBE", ch) < 0)
-        pool__rconn_recycle_later(&p->pubsub);
+    if (chan_send_on(ch->home, verb_unsub(p), ch) < 0)
+        pool__rconn_recycle_later(&ch->home->pubsub);
 }
 
 /* One SUBSCRIBE for the k records starting at *pos; advances *pos. */
-static int subscribe_batch(struct pool *p, struct list **pos, size_t k)
+static int subscribe_batch(struct pool_node *n, struct list **pos, size_t k)
 {
-    struct buf *b = pool__rconn_out(&p->pubsub);
+    struct buf *b = pool__rconn_out(&n->pubsub);
     int err = pool__resp_array(b, k + 1);
     size_t i;
 
@@ -180,35 +243,98 @@ static int subscribe_batch(struct pool *p, struct list **pos, size_t k)
     return err;
 }
 
-void pool__pubsub_up(struct pool *p)
+/* Classic: SUBSCRIBE_BATCH channels per command. */
+static int subscribe_classic(struct pool_node *n, size_t count)
 {
-    size_t left = p->chans.count, k;
-    struct list *pos = p->chan_list.next;
+    struct list *pos = n->chans.next;
+    size_t left = count, k;
     int err = 0;
 
-    if (left == 0)
-        return;
-    log_msg(LOG_LVL_INFO, "pool: pubsub subscribing %zu channels", left);
     while (left > 0 && err == 0) {
         k = LP_MIN(left, (size_t)SUBSCRIBE_BATCH);
-        err = subscribe_batch(p, &pos, k);
+        err = subscribe_batch(n, &pos, k);
         left -= k;
     }
-    pool__rconn_flush(&p->pubsub);
+    return err;
+}
+
+/* Sharded: one SSUBSCRIBE per channel (one slot per command). Only
+ * records still SUBSCRIBING when only_pending (a retry after an error). */
+static int subscribe_each(struct pool *p, struct pool_node *n, bool only_pending)
+{
+    struct list *pos;
+    int err = 0;
+
+    for (pos = n->chans.next; pos != &n->chans && err == 0; pos = pos->next) {
+        const struct pool_chan *ch = list_entry(pos, struct pool_chan, node);
+
+        if (!only_pending || ch->state == CHAN_SUBSCRIBING)
+            err = chan_send_on(n, verb_sub(p), ch);
+    }
+    return err;
+}
+
+static size_t list_count(const struct list *head)
+{
+    const struct list *pos;
+    size_t k = 0;
+
+    for (pos = head->next; pos != head; pos = pos->next)
+        k++;
+    return k;
+}
+
+void pool__pubsub_up(struct pool_node *n)
+{
+    struct pool *p = n->pool;
+    size_t count = list_count(&n->chans);
+    int err;
+
+    if (count == 0)
+        return;
+    log_msg(LOG_LVL_INFO, "pool: pubsub %s subscribing %zu channels", n->addr.where, count);
+    err = p->sharded ? subscribe_each(p, n, false) : subscribe_classic(n, count);
+    pool__rconn_flush(&n->pubsub);
     if (err < 0) {
         /* A partial command may be queued: only a new connection is safe. */
-        pool__set_error(p, "pubsub: SUBSCRIBE: %s", strerror(-err));
-        pool__rconn_recycle_later(&p->pubsub);
+        pool__set_error(p, "pubsub: %s: %s", verb_sub(p), strerror(-err));
+        pool__rconn_recycle_later(&n->pubsub);
+    }
+}
+
+void pool__pubsub_retry(struct pool_node *n)
+{
+    n->resub = false;
+    if (!home_ready(n))
+        return;
+    if (subscribe_each(n->pool, n, true) < 0)
+        pool__rconn_recycle_later(&n->pubsub);
+}
+
+/* Delivers LOST to the records on todo (detached), one at a time: each
+ * goes back to its home's list first, so a callback that stops it (or
+ * any other) finds every record linked somewhere. */
+static void deliver_lost(struct pool *p, struct list *todo)
+{
+    struct list *n;
+
+    while ((n = list_first(todo))) {
+        struct pool_chan *ch = list_entry(n, struct pool_chan, node);
+
+        list_del_init(n);
+        chan_link(p, ch, ch->home);
+        if (ch->sub)
+            ch->sub->cb(ch->sub, POOL_SUB_LOST, NULL, 0);
     }
 }
 
 /* Records without a listener go; the rest wait for READY again. Returns
  * (in todo) the records whose listener had READY and must hear LOST. */
-static void pubsub_reset(struct pool *p, struct list *todo)
+static void pubsub_reset(struct pool *p, struct pool_node *home, struct list *todo)
 {
     struct list *pos, *tmp;
 
-    list_for_each_safe(pos, tmp, &p->chan_list)
+    list_for_each_safe(pos, tmp, &home->chans)
     {
         struct pool_chan *ch = list_entry(pos, struct pool_chan, node);
         bool told_ready = ch->state == CHAN_SUBSCRIBED;
@@ -225,20 +351,82 @@ static void pubsub_reset(struct pool *p, struct list *todo)
     }
 }
 
-void pool__pubsub_down(struct pool *p)
+void pool__pubsub_down(struct pool_node *n)
 {
-    struct list todo, *n;
+    struct list todo;
 
     list_init(&todo);
-    pubsub_reset(p, &todo);
-    while ((n = list_first(&todo))) {
-        struct pool_chan *ch = list_entry(n, struct pool_chan, node);
+    pubsub_reset(n->pool, n, &todo);
+    deliver_lost(n->pool, &todo);
+}
 
-        list_del_init(n);
-        list_add_tail(&p->chan_list, n);
-        if (ch->sub)
-            ch->sub->cb(ch->sub, POOL_SUB_LOST, NULL, 0);
+/* Moves ch from its home to want (NULL: homeless), subscribing there if
+ * READY. A record whose listener had READY goes to todo for its LOST. A
+ * classic subscription on the old node is dropped (it would keep
+ * receiving every PUBLISH); a sharded one is gone already or goes when
+ * that node learns it lost the slot. */
+static void chan_move(struct pool *p, struct pool_chan *ch, struct pool_node *want,
+                      struct list *todo)
+{
+    struct pool_node *old = ch->home;
+    bool told = ch->state == CHAN_SUBSCRIBED;
+
+    if (!ch->sub) {
+        chan_free(p, ch);
+        return;
     }
+    if (!p->sharded && home_ready(old) && ch->state != CHAN_UNSUBSCRIBING &&
+        chan_send_on(old, verb_unsub(p), ch) < 0)
+        pool__rconn_recycle_later(&old->pubsub);
+    list_del_init(&ch->node);
+    ch->state = CHAN_SUBSCRIBING;
+    chan_link(p, ch, want);
+    chan_subscribe(p, ch);
+    if (told) {
+        list_del_init(&ch->node);
+        list_add_tail(todo, &ch->node);
+    }
+}
+
+/* Moves the records of list whose home should be another node. */
+static void rehome_list(struct pool *p, struct list *head, struct list *todo)
+{
+    struct list *pos, *tmp;
+
+    list_for_each_safe(pos, tmp, head)
+    {
+        struct pool_chan *ch = list_entry(pos, struct pool_chan, node);
+        struct pool_node *want = chan_owner(p, ch->slot);
+
+        if (want != ch->home)
+            chan_move(p, ch, want, todo);
+    }
+}
+
+void pool__pubsub_rehome(struct pool *p)
+{
+    struct list todo, *pos;
+
+    list_init(&todo);
+    rehome_list(p, &p->homeless, &todo);
+    for (pos = p->nodes.next; pos != &p->nodes; pos = pos->next)
+        rehome_list(p, &list_entry(pos, struct pool_node, link)->chans, &todo);
+    deliver_lost(p, &todo);
+}
+
+uint64_t pool__pubsub_homeless(const struct pool *p)
+{
+    return list_count(&p->homeless);
+}
+
+uint64_t pool__pubsub_count(const struct pool_node *n)
+{
+    const struct list *pos;
+    uint64_t k = 0;
+
+    for (pos = n->chans.next; pos != &n->chans; pos = pos->next)
+        k += list_entry(pos, struct pool_chan, node)->sub != NULL;
+    return k;
 }
 
 static void on_subscribed(struct pool_chan *ch)
@@ -250,17 +438,45 @@ static void on_subscribed(struct pool_chan *ch)
         ch->sub->cb(ch->sub, POOL_SUB_READY, NULL, 0);
 }
 
+/* Redis dropped a subscription we did not ask to drop: in a cluster, the
+ * channel's slot left this node (migration, failover), and the record
+ * waits, homeless, for the refreshed map (a stale map could only send it
+ * back). A single node has nowhere else to go: it subscribes again. */
+static void on_dropped(struct pool *p, struct pool_chan *ch)
+{
+    struct list todo;
+
+    list_init(&todo);
+    log_msg(LOG_LVL_INFO, "pool: pubsub %s dropped channel %.*s (slot %d)", ch->home->addr.where,
+            (int)LP_MIN(ch->len, (size_t)64), ch->name, ch->slot);
+    if (p->cl) {
+        chan_move(p, ch, NULL, &todo);
+        pool__cluster_refresh(p);
+    } else {
+        bool told = ch->state == CHAN_SUBSCRIBED;
+
+        ch->state = CHAN_SUBSCRIBING;
+        chan_subscribe(p, ch);
+        if (told) {
+            list_del_init(&ch->node);
+            list_add_tail(&todo, &ch->node);
+        }
+    }
+    deliver_lost(p, &todo);
+}
+
 static void on_unsubscribed(struct pool *p, struct pool_chan *ch)
 {
-    if (ch->state != CHAN_UNSUBSCRIBING)
+    if (ch->state != CHAN_UNSUBSCRIBING) {
+        on_dropped(p, ch);
         return;
+    }
     if (!ch->sub) {
         chan_free(p, ch);
         return;
     }
     ch->state = CHAN_SUBSCRIBING;
-    if (chan_send(p, "SUBSCRIBE", ch) < 0)
-        pool__rconn_recycle_later(&p->pubsub);
+    chan_subscribe(p, ch);
 }
 
 static void on_message(struct pool_chan *ch, const redisReply *payload)
@@ -270,14 +486,42 @@ static void on_message(struct pool_chan *ch, const redisReply *payload)
     ch->sub->cb(ch->sub, POOL_SUB_MESSAGE, payload->str, payload->len);
 }
 
-void pool__pubsub_reply(struct pool *p, const redisReply *r)
+/* An error on a pub/sub connection answers one of our (S)SUBSCRIBEs.
+ * MOVED names the slot's owner: the map learns it and the slot's
+ * channels follow. Anything else (CLUSTERDOWN during a failover) is
+ * retried with the next topology tick. */
+static void on_error(struct pool_node *n, const redisReply *r)
+{
+    struct pool *p = n->pool;
+    char host[POOL__HOST_MAX];
+    int slot, port;
+
+    if (p->cl && pool__resp_is_error(r, "MOVED ") &&
+        pool__redirect_parse(r, &slot, host, sizeof(host), &port) == 0 &&
+        pool__cluster_moved(p, n, slot, host, strlen(host), port)) {
+        return; /* the channels follow with the deferred re-home */
+    }
+    log_msg(LOG_LVL_WARN, "pool: pubsub %s error reply: %.*s", n->addr.where,
+            (int)LP_MIN(r->len, (size_t)200), r->str);
+    if (p->cl) {
+        n->resub = true;
+        pool__cluster_refresh(p);
+    }
+}
+
+static bool kind_is(const redisReply *kind, const char *classic, const char *sharded)
+{
+    return pool__resp_str_is(kind, classic) || pool__resp_str_is(kind, sharded);
+}
+
+void pool__pubsub_reply(struct pool_node *n, const redisReply *r)
 {
     const redisReply *kind, *name;
+    struct pool *p = n->pool;
     struct pool_chan *ch;
 
     if (r->type == REDIS_REPLY_ERROR) {
-        log_msg(LOG_LVL_WARN, "pool: pubsub error reply: %.*s", (int)LP_MIN(r->len, (size_t)200),
-                r->str);
+        on_error(n, r);
         return;
     }
     if (r->type != REDIS_REPLY_ARRAY || r->elements < 3)
@@ -287,21 +531,21 @@ void pool__pubsub_reply(struct pool *p, const redisReply *r)
     if (name->type != REDIS_REPLY_STRING)
         return;
     ch = chan_find(p, name->str, name->len);
-    if (!ch)
+    if (!ch || ch->home != n)
         return;
-    if (pool__resp_str_is(kind, "message"))
+    if (kind_is(kind, "message", "smessage"))
         on_message(ch, r->element[2]);
-    else if (pool__resp_str_is(kind, "subscribe"))
+    else if (kind_is(kind, "subscribe", "ssubscribe"))
         on_subscribed(ch);
-    else if (pool__resp_str_is(kind, "unsubscribe"))
+    else if (kind_is(kind, "unsubscribe", "sunsubscribe"))
         on_unsubscribed(p, ch);
 }
 
-void pool__pubsub_deinit(struct pool *p)
+static void deinit_list(struct pool *p, struct list *head)
 {
     struct list *pos, *tmp;
 
-    list_for_each_safe(pos, tmp, &p->chan_list)
+    list_for_each_safe(pos, tmp, head)
     {
         struct pool_chan *ch = list_entry(pos, struct pool_chan, node);
 
@@ -309,6 +553,15 @@ void pool__pubsub_deinit(struct pool *p)
             ch->sub->chan = NULL;
         chan_free(p, ch);
     }
+}
+
+void pool__pubsub_deinit(struct pool *p)
+{
+    struct list *pos;
+
+    deinit_list(p, &p->homeless);
+    for (pos = p->nodes.next; pos != &p->nodes; pos = pos->next)
+        deinit_list(p, &list_entry(pos, struct pool_node, link)->chans);
     p->nsubs = 0;
     hmap_deinit(&p->chans);
 }

@@ -1,7 +1,9 @@
 /* One upstream Redis connection: connect, handshake, pipelined requests
  * with FIFO reply matching, NOSCRIPT retry, timeouts, and reconnect with
- * exponential backoff. The same machine drives the pub/sub connection,
- * whose replies go to pubsub.c once it is READY.
+ * exponential backoff. The same machine drives every kind: a node's
+ * command connections, a node's pub/sub connection (replies go to
+ * pubsub.c once it is READY) and a cluster pool's topology connection
+ * (the pool's own CLUSTER SHARDS queries, answered to cluster.c).
  *
  * DESIGN BLOCK
  *
@@ -10,27 +12,30 @@
  *     DISCONNECTED --start / backoff timer--> CONNECTING
  *     CONNECTING --on_connect(0)--> HANDSHAKE --last handshake reply--> READY
  *     CONNECTING | HANDSHAKE | READY --error, hangup, timeout, stop--> CLOSING
- *     CLOSING --on_release--> DISCONNECTED (+ backoff timer unless stopping)
+ *     CLOSING --on_release--> DISCONNECTED (+ backoff timer unless stopped)
  *
  *     With upstream TLS (tls.c) CONNECTING includes the TLS handshake:
  *     on_connect comes once it is done, or with its failure.
  *
- *     DISCONNECTED  timer = backoff before the next attempt (idle once stopped)
+ *     DISCONNECTED  timer = backoff before the next attempt (idle once stopped),
+ *                   or a short poll while a host name is being resolved
+ *                   (addr.c: never blocks the loop)
  *     CONNECTING,
  *     HANDSHAKE     timer = connect deadline (connect_timeout_ms covers both)
- *     READY         command: request-timeout check, armed only while the
- *                   FIFO is non-empty, for when the oldest request expires;
+ *     READY         command, topology: request-timeout check, armed only
+ *                   while the FIFO is non-empty, for when the oldest
+ *                   request expires;
  *                   pub/sub: keepalive PING every request_timeout_ms;
  *                   either: "now" when a recycle was requested
  *     CLOSING       no timer
  *
- * Handshake: AUTH [user] password (if set), SELECT db (if != 0, command
- * connections), SCRIPT LOAD of every registered script (command
- * connections), all pipelined in one write; the SHA1s are stored per pool.
- * With none of these it is a PING: READY always means the server answered
- * (a frozen server accepts connections into its backlog). Any error reply
- * fails the attempt (wrong password, NOAUTH, LOADING, bad script) and the
- * connection backs off and retries.
+ * Handshake (what is sent: handshake.c): AUTH, SELECT, SCRIPT LOAD of
+ * every script (command connections, so every node of a cluster has them,
+ * a promoted replica included), or a PING, all pipelined in one write:
+ * READY always means the server answered (a frozen server accepts
+ * connections into its backlog). Any error reply fails the attempt (wrong
+ * password, NOAUTH, LOADING, bad script) and the connection backs off and
+ * retries.
  *
  * Invariants:
  *   - conn is registered with the loop exactly from CONNECTING to CLOSING;
@@ -44,11 +49,17 @@
  *     nowhere else), so a submit can never land on a dying connection.
  *   - the pub/sub FIFO carries only handshake replies; when READY every
  *     reply is a push (or a subscribe confirmation) for pubsub.c.
+ *   - an ASKING record (cluster) is always directly followed in the FIFO
+ *     by the request it prefixes; its reply is dropped.
+ *   - sample, when set, is a caller request on this FIFO: the one whose
+ *     round trip is being timed for the node's latency stats (one at a
+ *     time, so a busy pipeline costs one clock read per round trip).
  *
- * Ownership: the pool embeds and owns each connection. A connection owns
- * its reader and the records in its fifo (records come from and return to
- * pool.free_reqs). Replies are owned by on_data and freed after dispatch;
- * callbacks borrow them for the call.
+ * Ownership: the node (the cluster state, for the topology connection)
+ * embeds and owns each connection. A connection owns its reader and the
+ * records in its fifo (records come from and return to pool.free_reqs).
+ * Replies are owned by on_data and freed after dispatch; callbacks borrow
+ * them for the call.
  *
  * Re-entrancy: a record is unlinked and recycled before its callback runs,
  * so the callback may submit (to this connection too), start or stop
@@ -64,6 +75,13 @@
  * script; the retry goes to the back of the pipeline, so it runs after
  * commands queued later on the same connection.
  *
+ * Other error replies of a node's caller requests go to redirect.c first
+ * (MOVED, ASK, TRYAGAIN...: the command did not run, so it may be sent
+ * again, here or on another node, with pool__rconn_resend()). A request
+ * whose connection died after it was sent is never re-sent: it may have
+ * run. stopped (set by pool__rconn_stop) is what keeps on_release from
+ * reconnecting: the whole pool stopping, or one node leaving the cluster.
+ *
  * Rejected: one timer per purpose (three timers to keep consistent over
  * every transition); reconnecting from on_release at once (a server that
  * accepts and closes would make us spin); skipping a timed-out reply (a
@@ -75,11 +93,14 @@
 #include <sys/socket.h>
 
 #include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <hiredis/hiredis.h>
 
+#include "common/clock.h"
 #include "common/compiler.h"
 #include "common/log.h"
 #include "pool/pool-int.h"
@@ -106,7 +127,26 @@ static struct pool__rconn *rconn_of(struct sched_conn *c)
 
 static const char *rconn_name(const struct pool__rconn *rc)
 {
-    return rc->kind == POOL__RCONN_PUBSUB ? "pubsub" : "cmd";
+    if (rc->kind == POOL__RCONN_PUBSUB)
+        return "pubsub";
+    return rc->kind == POOL__RCONN_TOPO ? "topology" : "cmd";
+}
+
+/* The pool's last_error; in a cluster prefixed with the node's address. */
+static void rconn_set_error(struct pool__rconn *rc, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void rconn_set_error(struct pool__rconn *rc, const char *fmt, ...)
+{
+    char msg[128];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    if (rc->pool->cl)
+        pool__set_error(rc->pool, "%s: %s", rc->addr->where, msg);
+    else
+        pool__set_error(rc->pool, "%s", msg);
 }
 
 static bool rconn_is_open(const struct pool__rconn *rc)
@@ -132,30 +172,21 @@ static void rconn_log_failure(struct pool__rconn *rc, bool loss)
     enum log_level lvl = (loss || !rc->warned) ? LOG_LVL_WARN : LOG_LVL_DEBUG;
 
     rc->warned = true;
-    log_msg(lvl, "pool: %s conn %u to %s %s: %s", rconn_name(rc), rc->id, rc->pool->where,
+    log_msg(lvl, "pool: %s conn %u to %s %s: %s", rconn_name(rc), rc->id, rc->addr->where,
             loss ? "lost" : "failed", rc->pool->last_error);
 }
 
 static void rconn_report(struct pool__rconn *rc, const char *what, int err)
 {
-    pool__set_error(rc->pool, "%s: %s", what, strerror(-err));
+    rconn_set_error(rc, "%s: %s", what, strerror(-err));
     rconn_log_failure(rc, false);
 }
 
-/* Exponential backoff with equal jitter: the delay doubles from
- * backoff_min_ms per failed attempt up to backoff_max_ms, and a random half
- * of it is taken off so that connections do not retry in lockstep. */
+/* Exponential backoff with equal jitter (pool__backoff_ms), so that
+ * connections do not retry in lockstep. */
 static uint64_t rconn_backoff_ms(struct pool__rconn *rc)
 {
-    const struct pool_opts *o = &rc->pool->opts;
-    uint64_t d = o->backoff_min_ms;
-    unsigned i;
-
-    for (i = 0; i < rc->attempts && d < o->backoff_max_ms; i++)
-        d *= 2;
-    d = LP_MIN(d, (uint64_t)o->backoff_max_ms);
-    rc->attempts++;
-    return d - pool__rand(rc->pool, d / 2);
+    return pool__backoff_ms(rc->pool, rc->attempts++);
 }
 
 /* Frees the per-socket state once the loop released the socket. */
@@ -193,20 +224,25 @@ static uint64_t rconn_timeout_left(const struct pool__rconn *rc, const struct po
     return age >= limit ? 0 : limit - age;
 }
 
-/* Queues req (already formatted into the output) for its reply. */
+/* Queues req (already formatted into the output) for its reply. A
+ * caller request on a node's connection becomes the timed sample when
+ * none is in flight. */
 static void rconn_enqueue(struct pool__rconn *rc, struct pool__req *req, bool fresh)
 {
     req->sent_ms = sched_loop_now_ms(rc->pool->loop);
     list_add_tail(&rc->fifo, &req->node);
+    if (!rc->sample && rc->node && pool__req_is_caller(req)) {
+        rc->sample = req;
+        rc->sample_ns = clock_mono_ns();
+    }
     rconn_sent(rc, fresh);
     if (rc->state == POOL__RCONN_READY && !sched_timer_is_pending(&rc->timer))
         rconn_arm(rc, rc->pool->opts.request_timeout_ms);
 }
 
-/* Formats pre ++ argv and queues req. On failure req is recycled. */
-static int rconn_issue(struct pool__rconn *rc, struct pool__req *req, int npre,
-                       const char *const *pre, const size_t *prelens, int argc,
-                       const char *const *argv, const size_t *lens)
+int pool__rconn_issue(struct pool__rconn *rc, struct pool__req *req, int npre,
+                      const char *const *pre, const size_t *prelens, int argc,
+                      const char *const *argv, const size_t *lens)
 {
     struct buf *b = sched_conn_wbuf(&rc->conn);
     bool fresh = buf_size(b) == 0;
@@ -220,25 +256,13 @@ static int rconn_issue(struct pool__rconn *rc, struct pool__req *req, int npre,
     return 0;
 }
 
-/* Hands a caller request its one completion. The record is recycled
- * first, so the callback may submit again. */
+/* Hands a caller request its one completion (pool__req_complete). */
 static void rconn_complete(struct pool__rconn *rc, struct pool__req *req, const redisReply *r,
                            int err)
 {
-    pool_reply_fn *cb = req->cb;
-    void *arg = req->arg;
-    struct pool *p = rc->pool;
-
-    p->inflight--;
-    if (err < 0)
-        p->errors++;
-    pool__req_put(p, req);
-    cb(arg, r, err);
-}
-
-static bool req_is_caller(const struct pool__req *req)
-{
-    return req->kind == POOL__REQ_CMD || req->kind == POOL__REQ_EVAL;
+    if (err < 0 && rc->node)
+        rc->node->errors++;
+    pool__req_complete(rc->pool, req, r, err);
 }
 
 /* Empties the FIFO: caller requests fail with err. The FIFO is detached
@@ -251,11 +275,12 @@ static void rconn_fail_all(struct pool__rconn *rc, int err)
     list_init(&dead);
     list_splice_tail_init(&dead, &rc->fifo);
     rc->handshake = 0;
+    rc->sample = NULL;
     while ((n = list_first(&dead))) {
         struct pool__req *req = list_entry(n, struct pool__req, node);
 
         list_del_init(n);
-        if (req_is_caller(req))
+        if (pool__req_is_caller(req))
             rconn_complete(rc, req, NULL, err);
         else
             pool__req_put(rc->pool, req);
@@ -263,8 +288,9 @@ static void rconn_fail_all(struct pool__rconn *rc, int err)
 }
 
 /* Closes the socket after a failure or on stop: requests fail with err,
- * the pub/sub layer learns of the loss, and on_release schedules the
- * reconnect. May invoke callbacks. */
+ * the layers above learn of the loss (pub/sub listeners, the cluster's
+ * failure-driven refresh), and on_release schedules the reconnect. May
+ * invoke callbacks. */
 static void rconn_drop(struct pool__rconn *rc, int err)
 {
     bool was_ready = rc->state == POOL__RCONN_READY;
@@ -275,7 +301,9 @@ static void rconn_drop(struct pool__rconn *rc, int err)
     sched_conn_close(&rc->conn, false);
     rconn_fail_all(rc, err);
     if (was_ready && rc->kind == POOL__RCONN_PUBSUB)
-        pool__pubsub_down(rc->pool);
+        pool__pubsub_down(rc->node);
+    if (rc->kind == POOL__RCONN_CMD && !rc->stopped)
+        pool__node_conn_down(rc, was_ready);
 }
 
 static void rconn_ready(struct pool__rconn *rc)
@@ -288,29 +316,45 @@ static void rconn_ready(struct pool__rconn *rc)
     rc->warned = false;
     if (rc->ever_ready)
         p->reconnects++;
-    log_msg(LOG_LVL_INFO, "pool: %s conn %u to %s ready%s", rconn_name(rc), rc->id, p->where,
+    log_msg(rc->kind == POOL__RCONN_TOPO ? LOG_LVL_DEBUG : LOG_LVL_INFO,
+            "pool: %s conn %u to %s ready%s", rconn_name(rc), rc->id, rc->addr->where,
             rc->ever_ready ? " again" : "");
     rc->ever_ready = true;
-    if (rc->kind != POOL__RCONN_PUBSUB)
+    if (rc->kind == POOL__RCONN_CMD) {
+        pool__node_conn_up(rc);
         return;
+    }
+    if (rc->kind == POOL__RCONN_TOPO) {
+        pool__cluster_topo_up(p);
+        return;
+    }
     rc->ping_sent_ms = 0;
     rconn_arm(rc, p->opts.request_timeout_ms);
-    pool__pubsub_up(p);
+    pool__pubsub_up(rc->node);
 }
+
+/* Polling period while a host name is being resolved off the loop. */
+#define RCONN_RESOLVE_POLL_MS 5
 
 /* Starts one attempt now; on a synchronous failure backs off instead. */
 static void rconn_connect(struct pool__rconn *rc)
 {
     struct pool *p = rc->pool;
-    int err = pool__resolve(p);
+    char msg[160];
+    int err = pool__addr_resolve(rc->addr, msg, sizeof(msg));
 
+    if (err == -EINPROGRESS) {
+        rconn_arm(rc, RCONN_RESOLVE_POLL_MS);
+        return;
+    }
     if (err < 0) {
+        rconn_set_error(rc, "%s", msg);
         rconn_log_failure(rc, false);
         rconn_arm(rc, rconn_backoff_ms(rc));
         return;
     }
-    err = sched_conn_connect(p->loop, &rc->conn, (const struct sockaddr *)&p->addr, p->addrlen,
-                             &rconn_ops);
+    err = sched_conn_connect(p->loop, &rc->conn, (const struct sockaddr *)&rc->addr->ss,
+                             rc->addr->sslen, &rconn_ops);
     if (err < 0) {
         rconn_report(rc, "connect", err);
         rconn_free_io(rc);
@@ -318,7 +362,7 @@ static void rconn_connect(struct pool__rconn *rc)
         return;
     }
     rc->state = POOL__RCONN_CONNECTING;
-    err = pool__tls_start(p, &rc->conn, p->opts.host);
+    err = pool__tls_start(p, &rc->conn, rc->addr->host);
     if (err < 0) { /* on_release backs off */
         rconn_report(rc, "TLS setup", err);
         rc->state = POOL__RCONN_CLOSING;
@@ -330,113 +374,20 @@ static void rconn_connect(struct pool__rconn *rc)
 
 /* ---- handshake ---------------------------------------------------------- */
 
-static int rconn_hs_push(struct pool__rconn *rc, enum pool__req_kind kind, unsigned script,
-                         int argc, const char *const *argv, const size_t *lens)
-{
-    struct pool__req *req = pool__req_get(rc->pool);
-    int err;
-
-    if (!req)
-        return -ENOMEM;
-    req->kind = kind;
-    req->script = script;
-    err = rconn_issue(rc, req, 0, NULL, NULL, argc, argv, lens);
-    if (err == 0)
-        rc->handshake++;
-    return err;
-}
-
-static int rconn_hs_auth(struct pool__rconn *rc)
-{
-    const struct pool_opts *o = &rc->pool->opts;
-    const char *argv[3] = {"AUTH", o->user, o->password};
-
-    if (!o->user) {
-        argv[1] = o->password;
-        return rconn_hs_push(rc, POOL__REQ_AUTH, 0, 2, argv, NULL);
-    }
-    return rconn_hs_push(rc, POOL__REQ_AUTH, 0, 3, argv, NULL);
-}
-
-static int rconn_hs_select(struct pool__rconn *rc)
-{
-    char db[24];
-    const char *argv[2] = {"SELECT", db};
-
-    pool__resp_u64(db, (unsigned long long)rc->pool->opts.db);
-    return rconn_hs_push(rc, POOL__REQ_SELECT, 0, 2, argv, NULL);
-}
-
-static int rconn_hs_script(struct pool__rconn *rc, unsigned i)
-{
-    const struct pool__script *s = &rc->pool->scripts[i];
-    const char *argv[3] = {"SCRIPT", "LOAD", s->text};
-    const size_t lens[3] = {6, 4, s->text_len};
-
-    return rconn_hs_push(rc, POOL__REQ_SCRIPT, i, 3, argv, lens);
-}
-
-/* Pipelines the whole handshake into the first write. With nothing to
- * set up it is a PING, so READY always means the server has answered. */
-static int rconn_hs_send(struct pool__rconn *rc)
-{
-    static const char *const ping[] = {"PING"};
-    const struct pool *p = rc->pool;
-    bool cmd = rc->kind == POOL__RCONN_CMD;
-    int err = 0;
-    unsigned i;
-
-    if (p->opts.password)
-        err = rconn_hs_auth(rc);
-    if (err == 0 && cmd && p->opts.db != 0)
-        err = rconn_hs_select(rc);
-    for (i = 0; err == 0 && cmd && i < p->nscripts; i++)
-        err = rconn_hs_script(rc, i);
-    if (err == 0 && rc->handshake == 0)
-        err = rconn_hs_push(rc, POOL__REQ_PING, 0, 1, ping, NULL);
-    return err;
-}
-
-static const char *hs_step_name(const struct pool *p, enum pool__req_kind kind, unsigned script)
-{
-    if (kind == POOL__REQ_AUTH)
-        return "AUTH";
-    if (kind == POOL__REQ_SELECT)
-        return "SELECT";
-    if (kind == POOL__REQ_PING)
-        return "PING";
-    return p->scripts[script].name ? p->scripts[script].name : "script";
-}
-
-static int rconn_store_sha(struct pool__rconn *rc, unsigned script, const redisReply *r)
-{
-    struct pool__script *s = &rc->pool->scripts[script];
-
-    if (r->type != REDIS_REPLY_STRING || r->len != POOL__SHA_SIZE - 1)
-        return -EPROTO;
-    memcpy(s->sha, r->str, r->len);
-    s->sha[r->len] = '\0';
-    return 0;
-}
-
+/* One handshake reply (handshake.c checks it); the last one makes the
+ * connection READY, any failure drops it. */
 static void rconn_hs_reply(struct pool__rconn *rc, struct pool__req *req, const redisReply *r)
 {
-    struct pool *p = rc->pool;
-    enum pool__req_kind kind = req->kind;
-    unsigned script = req->script;
-    const char *step = hs_step_name(p, kind, script);
+    char msg[128];
+    int err = pool__hs_check(rc->pool, req, r, msg, sizeof(msg));
 
-    pool__req_put(p, req);
-    if (r->type == REDIS_REPLY_ERROR) {
-        pool__set_error(p, "%s%s: %.*s", kind == POOL__REQ_SCRIPT ? "SCRIPT LOAD " : "", step,
-                        (int)LP_MIN(r->len, (size_t)80), r->str);
-    } else if (kind == POOL__REQ_SCRIPT && rconn_store_sha(rc, script, r) < 0) {
-        pool__set_error(p, "SCRIPT LOAD %s: unexpected reply", step);
-    } else {
+    pool__req_put(rc->pool, req);
+    if (err == 0) {
         if (--rc->handshake == 0)
             rconn_ready(rc);
         return;
     }
+    rconn_set_error(rc, "%s", msg);
     rconn_log_failure(rc, false);
     rconn_drop(rc, -ECONNRESET);
 }
@@ -446,30 +397,51 @@ static void rconn_hs_reply(struct pool__rconn *rc, struct pool__req *req, const 
 /* Re-sends an EVALSHA that got NOSCRIPT as EVAL with the text, once. */
 static void rconn_retry_eval(struct pool__rconn *rc, struct pool__req *req)
 {
-    const struct pool__script *s = &rc->pool->scripts[req->script];
-    const char *pre[2] = {"EVAL", s->text};
-    const size_t prelens[2] = {4, s->text_len};
+    const char *name = rc->pool->scripts[req->script].name;
     struct buf *b = sched_conn_wbuf(&rc->conn);
     bool fresh = buf_size(b) == 0;
     int err;
 
     req->retried = true;
-    err = pool__resp_command_raw(b, 2, pre, prelens, req->ntail, req->tail, req->tail_len);
+    err = pool__req_format_kept(rc->pool, b, req);
     if (err < 0) {
         rconn_complete(rc, req, NULL, err);
         return;
     }
     rc->pool->noscript_retries++;
-    log_msg(LOG_LVL_DEBUG, "pool: cmd conn %u: NOSCRIPT for %s, retrying with EVAL", rc->id,
-            s->name ? s->name : "script");
+    log_msg(LOG_LVL_DEBUG, "pool: cmd conn %u to %s: NOSCRIPT for %s, retrying with EVAL", rc->id,
+            rc->addr->where, name ? name : "script");
     rconn_enqueue(rc, req, fresh);
 }
 
 static void rconn_protocol_error(struct pool__rconn *rc, const char *why)
 {
-    pool__set_error(rc->pool, "protocol: %s", why);
+    rconn_set_error(rc, "protocol: %s", why);
     rconn_log_failure(rc, true);
     rconn_drop(rc, -EPROTO);
+}
+
+/* The timed request's reply arrived: one latency sample for the node. */
+static void rconn_sampled(struct pool__rconn *rc)
+{
+    uint64_t ns = clock_mono_ns() - rc->sample_ns;
+
+    rc->sample = NULL;
+    pool__node_latency(rc->node, ns / 1000);
+}
+
+/* An error reply to a caller request: NOSCRIPT is retried here, the
+ * cluster's redirects in redirect.c. Returns true when the request was
+ * taken (not to be completed with r). */
+static bool rconn_error_reply(struct pool__rconn *rc, struct pool__req *req, const redisReply *r)
+{
+    if (req->kind == POOL__REQ_EVAL && !req->retried && pool__resp_is_error(r, "NOSCRIPT")) {
+        rconn_retry_eval(rc, req);
+        return true;
+    }
+    if (!rc->node || req->kind == POOL__REQ_INTERNAL)
+        return false;
+    return pool__redirect(rc, req, r);
 }
 
 static void rconn_dispatch(struct pool__rconn *rc, const redisReply *r)
@@ -478,7 +450,7 @@ static void rconn_dispatch(struct pool__rconn *rc, const redisReply *r)
     struct pool__req *req;
 
     if (rc->kind == POOL__RCONN_PUBSUB && rc->state == POOL__RCONN_READY) {
-        pool__pubsub_reply(rc->pool, r);
+        pool__pubsub_reply(rc->node, r);
         return;
     }
     n = list_first(&rc->fifo);
@@ -488,11 +460,13 @@ static void rconn_dispatch(struct pool__rconn *rc, const redisReply *r)
     }
     req = list_entry(n, struct pool__req, node);
     list_del_init(n);
-    if (!req_is_caller(req))
+    if (req == rc->sample)
+        rconn_sampled(rc);
+    if (req->kind == POOL__REQ_ASKING)
+        pool__req_put(rc->pool, req);
+    else if (!pool__req_is_caller(req))
         rconn_hs_reply(rc, req, r);
-    else if (req->kind == POOL__REQ_EVAL && !req->retried && pool__resp_is_error(r, "NOSCRIPT"))
-        rconn_retry_eval(rc, req);
-    else
+    else if (r->type != REDIS_REPLY_ERROR || !rconn_error_reply(rc, req, r))
         rconn_complete(rc, req, r, 0);
 }
 
@@ -527,17 +501,19 @@ static void rconn_on_connect(struct sched_conn *c, int err)
     struct pool__rconn *rc = rconn_of(c);
 
     if (err < 0) {
-        rc->pool->addrlen = 0; /* re-resolve on the next attempt */
-        if (pool__tls_report(rc->pool, c))
+        pool__addr_forget(rc->addr); /* a host name is looked up again */
+        if (pool__tls_error(c)) {
+            rconn_set_error(rc, "TLS: %s", pool__tls_error(c));
             rconn_log_failure(rc, false);
-        else
+        } else {
             rconn_report(rc, "connect", err);
+        }
         rconn_drop(rc, -ECONNRESET);
         return;
     }
     rc->reader = pool__resp_reader_create();
     rc->state = POOL__RCONN_HANDSHAKE;
-    err = rc->reader ? rconn_hs_send(rc) : -ENOMEM;
+    err = rc->reader ? pool__hs_send(rc) : -ENOMEM;
     if (err < 0) {
         rconn_report(rc, "handshake", err);
         rconn_drop(rc, -ECONNRESET);
@@ -548,12 +524,12 @@ static void rconn_on_hangup(struct sched_conn *c, int err)
 {
     struct pool__rconn *rc = rconn_of(c);
 
-    if (!pool__tls_report(rc->pool, c)) {
-        if (err == 0)
-            pool__set_error(rc->pool, "connection closed by server");
-        else
-            pool__set_error(rc->pool, "read: %s", strerror(-err));
-    }
+    if (pool__tls_error(c))
+        rconn_set_error(rc, "TLS: %s", pool__tls_error(c));
+    else if (err == 0)
+        rconn_set_error(rc, "connection closed by server");
+    else
+        rconn_set_error(rc, "read: %s", strerror(-err));
     rconn_log_failure(rc, rc->state == POOL__RCONN_READY);
     rconn_drop(rc, -ECONNRESET);
 }
@@ -564,8 +540,11 @@ static void rconn_on_release(struct sched_conn *c)
 
     rconn_free_io(rc);
     rc->state = POOL__RCONN_DISCONNECTED;
-    if (!rc->pool->stopping)
-        rconn_arm(rc, rconn_backoff_ms(rc));
+    if (rc->stopped)
+        return;
+    if (rc->kind == POOL__RCONN_TOPO)
+        pool__cluster_topo_released(rc->pool);
+    rconn_arm(rc, rconn_backoff_ms(rc));
 }
 
 /* Pub/sub keepalive (the READY timer of the pub/sub connection): nothing
@@ -579,7 +558,7 @@ static void rconn_keepalive(struct pool__rconn *rc)
     struct pool *p = rc->pool;
 
     if (rc->ping_sent_ms && rc->last_rx_ms < rc->ping_sent_ms) {
-        pool__set_error(p, "pubsub: no reply to PING for %u ms", p->opts.request_timeout_ms);
+        rconn_set_error(rc, "pubsub: no reply to PING for %u ms", p->opts.request_timeout_ms);
         rconn_log_failure(rc, true);
         rconn_drop(rc, -ETIMEDOUT);
         return;
@@ -604,8 +583,7 @@ static void rconn_check_timeout(struct pool__rconn *rc)
         rconn_arm(rc, left);
         return;
     }
-    pool__set_error(rc->pool, "request timeout: no reply for %u ms",
-                    rc->pool->opts.request_timeout_ms);
+    rconn_set_error(rc, "request timeout: no reply for %u ms", rc->pool->opts.request_timeout_ms);
     rconn_log_failure(rc, true);
     rconn_drop(rc, -ETIMEDOUT);
 }
@@ -613,7 +591,7 @@ static void rconn_check_timeout(struct pool__rconn *rc)
 static void rconn_tick(struct pool__rconn *rc)
 {
     if (rc->recycle) {
-        pool__set_error(rc->pool, "recycled after an output error");
+        rconn_set_error(rc, "recycled after an output error");
         rconn_log_failure(rc, true);
         rconn_drop(rc, -ECONNRESET);
     } else if (rc->kind == POOL__RCONN_PUBSUB) {
@@ -646,12 +624,14 @@ static void rconn_on_timer(struct sched_timer *t)
 
 /* ---- module interface ------------------------------------------------------ */
 
-void pool__rconn_init(struct pool__rconn *rc, struct pool *p, enum pool__rconn_kind kind,
-                      unsigned id)
+void pool__rconn_init(struct pool__rconn *rc, struct pool *p, struct pool_node *n,
+                      struct pool__addr *addr, enum pool__rconn_kind kind, unsigned id)
 {
     memset(rc, 0, sizeof(*rc));
     rconn_reset_io(rc);
     rc->pool = p;
+    rc->node = n;
+    rc->addr = addr;
     rc->kind = kind;
     rc->id = id;
     rc->state = POOL__RCONN_DISCONNECTED;
@@ -665,14 +645,21 @@ void pool__rconn_deinit(struct pool__rconn *rc)
     rconn_free_io(rc);
 }
 
+/* Idempotent: a connection already connecting, up, or waiting out a
+ * backoff is left alone; one still CLOSING after a stop reconnects from
+ * on_release now that stopped is clear. */
 void pool__rconn_start(struct pool__rconn *rc)
 {
+    rc->stopped = false;
+    if (rc->state != POOL__RCONN_DISCONNECTED || sched_timer_is_pending(&rc->timer))
+        return;
     rc->attempts = 0;
     rconn_connect(rc);
 }
 
 void pool__rconn_stop(struct pool__rconn *rc)
 {
+    rc->stopped = true;
     rconn_disarm(rc);
     if (rc->state == POOL__RCONN_DISCONNECTED || rc->state == POOL__RCONN_CLOSING)
         return;
@@ -688,69 +675,95 @@ void pool__rconn_recycle_later(struct pool__rconn *rc)
 }
 
 /* Stats for a caller request that was queued. */
-static void rconn_count(struct pool__rconn *rc)
+static void rconn_count(struct pool__rconn *rc, const struct pool__req *req)
 {
+    if (req->kind == POOL__REQ_INTERNAL)
+        return;
     rc->pool->inflight++;
     rc->pool->requests++;
+    rc->node->requests++;
 }
 
-int pool__rconn_command(struct pool__rconn *rc, int argc, const char *const *argv,
-                        const size_t *lens, pool_reply_fn *cb, void *arg)
+/* A cluster pool keeps every command's arguments (argc bulks) for a
+ * re-send; a single node keeps nothing. */
+int pool__rconn_command(struct pool__rconn *rc, struct pool__req *req, int argc,
+                        const char *const *argv, const size_t *lens, bool keep)
 {
-    struct pool__req *req = pool__req_get(rc->pool);
-    int err;
+    int err = 0;
 
-    if (!req)
-        return -ENOMEM;
-    req->kind = POOL__REQ_CMD;
-    req->cb = cb;
-    req->arg = arg;
-    err = rconn_issue(rc, req, 0, NULL, NULL, argc, argv, lens);
+    if (keep)
+        err = pool__req_alloc_tail(req, (unsigned)argc, pool__resp_args_size(argc, argv, lens));
     if (err == 0)
-        rconn_count(rc);
-    return err;
-}
-
-static int req_alloc_tail(struct pool__req *req, size_t n)
-{
-    req->tail = n <= sizeof(req->inl) ? req->inl : malloc(n);
-    if (!req->tail)
-        return -ENOMEM;
-    req->tail_len = n;
+        err = pool__rconn_issue(rc, req, 0, NULL, NULL, argc, argv, lens);
+    else
+        pool__req_put(rc->pool, req);
+    if (err < 0)
+        return err;
+    if (keep)
+        pool__req_keep_tail(req, sched_conn_wbuf(&rc->conn));
+    rconn_count(rc, req);
     return 0;
 }
 
 /* EVALSHA sha numkeys keys... args...: "numkeys keys args" is the tail,
  * copied from the output right after formatting for a NOSCRIPT retry. */
-int pool__rconn_eval(struct pool__rconn *rc, unsigned script, int numkeys, int argc,
-                     const char *const *argv, const size_t *lens, pool_reply_fn *cb, void *arg)
+int pool__rconn_eval(struct pool__rconn *rc, struct pool__req *req, unsigned script, int numkeys,
+                     int argc, const char *const *argv, const size_t *lens)
 {
     const struct pool__script *s = &rc->pool->scripts[script];
-    struct pool__req *req = pool__req_get(rc->pool);
     char nk[24];
     size_t nklen = pool__resp_u64(nk, (unsigned long long)numkeys);
     const char *pre[3] = {"EVALSHA", s->sha, nk};
     const size_t prelens[3] = {7, strlen(s->sha), nklen};
-    struct buf *b;
     int err;
 
-    if (!req)
-        return -ENOMEM;
     req->kind = POOL__REQ_EVAL;
-    req->cb = cb;
-    req->arg = arg;
     req->script = script;
-    req->ntail = (unsigned)argc + 1;
-    err = req_alloc_tail(req, pool__resp_bulk_size(nklen) + pool__resp_args_size(argc, argv, lens));
+    err =
+        pool__req_alloc_tail(req, (unsigned)argc + 1,
+                             pool__resp_bulk_size(nklen) + pool__resp_args_size(argc, argv, lens));
     if (err == 0)
-        err = rconn_issue(rc, req, 3, pre, prelens, argc, argv, lens);
+        err = pool__rconn_issue(rc, req, 3, pre, prelens, argc, argv, lens);
     else
         pool__req_put(rc->pool, req);
     if (err < 0)
         return err;
-    b = sched_conn_wbuf(&rc->conn);
-    memcpy(req->tail, b->data + b->len - req->tail_len, req->tail_len);
-    rconn_count(rc);
+    pool__req_keep_tail(req, sched_conn_wbuf(&rc->conn));
+    rconn_count(rc, req);
+    return 0;
+}
+
+/* ASKING and the request go out back to back: on failure the output is
+ * cut back to where it was, so neither half is left behind. */
+int pool__rconn_resend(struct pool__rconn *rc, struct pool__req *req)
+{
+    static const char *const asking[] = {"ASKING"};
+    struct buf *b = sched_conn_wbuf(&rc->conn);
+    size_t mark = b->len;
+    bool fresh = mark == 0;
+    struct pool__req *ask = NULL;
+    int err = 0;
+
+    if (req->asking) {
+        ask = pool__req_get(rc->pool);
+        err = ask ? pool__resp_command(b, 1, asking, NULL) : -ENOMEM;
+    }
+    if (err == 0)
+        err = pool__req_format_kept(rc->pool, b, req);
+    if (err < 0) {
+        b->len = mark;
+        if (ask)
+            pool__req_put(rc->pool, ask);
+        return err;
+    }
+    if (ask) {
+        ask->kind = POOL__REQ_ASKING;
+        rconn_enqueue(rc, ask, fresh);
+        fresh = false;
+    }
+    req->asking = false;
+    rconn_enqueue(rc, req, fresh);
+    rc->node->requests++;
     return 0;
 }
 

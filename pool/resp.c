@@ -6,6 +6,7 @@
 #include "pool/resp.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <hiredis/read.h>
@@ -150,11 +151,58 @@ int pool__resp_command_raw(struct buf *b, int npre, const char *const *pre, cons
     return 0;
 }
 
-/* The default reader builds redisReply trees and keeps at most 16 KiB of
- * idle buffer (REDIS_READER_MAX_BUF): a burst does not pin memory. */
+/* hiredis allocates an array's element table from its header (1.x allows
+ * 2^32 - 1 elements: an 11-byte reply could ask for 32 GiB) and frees
+ * replies recursively (1.x nests without limit: a deep reply could overflow
+ * the stack when freed). The pool's replies are small and shallow (at most
+ * a renew batch of 100 elements, two levels), so the default createArray
+ * is wrapped to refuse more than POOL__RESP_MAX_ELEMENTS elements or
+ * POOL__RESP_MAX_DEPTH levels, with hiredis 0.14 and 1.x alike (only the
+ * callback's element type differs). The object functions and r->fn are
+ * hiredis's public interface for custom reply objects. */
+#if HIREDIS_MAJOR >= 1
+typedef size_t resp_nelem;
+#else
+typedef int resp_nelem;
+#endif
+
+static void *(*default_create_array)(const redisReadTask *task, resp_nelem n);
+static redisReplyObjectFunctions capped_functions;
+static const char *refused; /* why the last createArray refused, for pool__resp_next */
+
+static void *capped_create_array(const redisReadTask *task, resp_nelem n)
+{
+    const redisReadTask *t;
+    unsigned depth = 1;
+
+    for (t = task->parent; t; t = t->parent)
+        depth++;
+    if ((size_t)n > POOL__RESP_MAX_ELEMENTS) {
+        refused = "array reply with too many elements";
+        return NULL;
+    }
+    if (depth > POOL__RESP_MAX_DEPTH) {
+        refused = "array reply nested too deeply";
+        return NULL;
+    }
+    return default_create_array(task, n);
+}
+
+/* The default reader (redisReply trees; at most 16 KiB of idle buffer, so
+ * a burst does not pin memory) with the capped createArray. */
 redisReader *pool__resp_reader_create(void)
 {
-    return redisReaderCreate();
+    redisReader *r = redisReaderCreate();
+
+    if (!r)
+        return NULL;
+    if (!default_create_array) {
+        capped_functions = *r->fn;
+        default_create_array = capped_functions.createArray;
+        capped_functions.createArray = capped_create_array;
+    }
+    r->fn = &capped_functions;
+    return r;
 }
 
 /* hiredis copies the bytes into its own buffer; the caller's buffer may
@@ -167,14 +215,21 @@ int pool__resp_feed(redisReader *r, const char *p, size_t n)
 }
 
 /* hiredis reports "need more bytes" as REDIS_OK with a NULL reply; split
- * that out so callers can loop on rv == 1. */
+ * that out so callers can loop on rv == 1. A refused array fails the
+ * reader as out of memory: its error text then says what happened. */
 int pool__resp_next(redisReader *r, redisReply **out)
 {
     void *reply = NULL;
 
     *out = NULL;
-    if (redisReaderGetReply(r, &reply) != REDIS_OK)
+    refused = NULL;
+    if (redisReaderGetReply(r, &reply) != REDIS_OK) {
+        if (refused && r->err == REDIS_ERR_OOM) {
+            r->err = REDIS_ERR_PROTOCOL;
+            snprintf(r->errstr, sizeof(r->errstr), "%s", refused);
+        }
         return -EPROTO;
+    }
     if (!reply)
         return 0;
     *out = reply;

@@ -1,7 +1,8 @@
 /* RESP glue for the pool: commands are formatted as arrays of bulk strings
  * straight into a connection's output buffer (no intermediate copy), and
  * upstream replies are parsed with hiredis's reader (redisReader), which is
- * the only part of hiredis the pool uses.
+ * the only part of hiredis the pool uses (its public interface only, so the
+ * pool builds against hiredis 0.14 and 1.x).
  *
  * Formatting is all-or-nothing: every command function reserves the exact
  * size first, so on -ENOMEM nothing was appended and the output stream is
@@ -51,8 +52,14 @@ int pool__resp_command_raw(struct buf *b, int npre, const char *const *pre, cons
  * the length. */
 size_t pool__resp_u64(char *out, unsigned long long v);
 
-/* A new reply parser, or NULL on allocation failure. Free with
- * redisReaderFree(). */
+/* The largest and deepest array reply the pool accepts (its own replies
+ * have at most a renew batch of elements, two levels deep); more fails the
+ * reader with a protocol error, as hiredis 0.14 does past 7 levels. */
+#define POOL__RESP_MAX_ELEMENTS 65536u
+#define POOL__RESP_MAX_DEPTH    7u
+
+/* A new reply parser (hiredis's reader, arrays capped as above), or NULL on
+ * allocation failure. Free with redisReaderFree(). */
 redisReader *pool__resp_reader_create(void);
 
 /* Feeds received bytes (copied). Returns 0, or -EPROTO once the reader has

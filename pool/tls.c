@@ -1,8 +1,8 @@
 /* Upstream TLS (rediss://): the pool's client context and the name each
  * connection's server certificate must carry. The session itself is
  * sched/tls.c's; here is only what the pool decides: whether a new
- * connection runs TLS, which name it verifies (and sends as SNI), and how
- * a TLS failure reads in last_error and INFO.
+ * connection runs TLS and which name it verifies (and sends as SNI);
+ * rconn.c puts a TLS failure's reason in last_error ("TLS: ...").
  *
  * The name is the --upstream-tls-server-name override when set, else the
  * host of the address the connection goes to (the URL's host for a single
@@ -41,14 +41,9 @@ int pool__tls_start(struct pool *p, struct sched_conn *c, const char *host)
     return sched_conn_start_tls(c, p->tls, p->tls_server_name ? p->tls_server_name : host);
 }
 
-bool pool__tls_report(struct pool *p, const struct sched_conn *c)
+const char *pool__tls_error(const struct sched_conn *c)
 {
-    const char *why = sched_conn_tls_error(c);
-
-    if (!why)
-        return false;
-    pool__set_error(p, "TLS: %s", why);
-    return true;
+    return sched_conn_tls_error(c);
 }
 
 void pool__tls_deinit(struct pool *p)

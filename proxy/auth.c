@@ -427,6 +427,7 @@ static void client_apply_limits(struct px_client *cl)
 
     cl->parser.max_args = open ? o->max_args : PX_PREAUTH_MAX_ARGS;
     cl->parser.max_bytes = open ? o->max_request_bytes : PX_PREAUTH_MAX_BYTES;
+    cl->parser.close_over_limit = !open; /* as Redis: an unknown peer gets no second chance */
 }
 
 void px_auth_client_init(struct px_client *cl)

@@ -4,23 +4,26 @@
  *
  * DESIGN
  *
- * Parsing (request.c) enforces the request limits; a rejected
- * frame gets "-ERR Protocol error: <why>" after the replies already owed,
- * and the connection is closed (the stream cannot be resynchronised).
+ * Parsing (request.c) enforces the request limits: a request over one comes
+ * out answered (an error, written in its turn) and the connection goes on;
+ * malformed input gets "-ERR Protocol error: <why>" after the replies
+ * already owed, and the connection is closed (the stream cannot be
+ * resynchronised).
  *
  * States of a request: QUEUED (behind a barrier) -> RUNNING (dispatched)
  * -> DONE (reply ready) -> written and freed, strictly in arrival order.
  *
- * Input. Received bytes go into the parser; client_process() then takes
- * one request at a time and dispatches what may run, while the client may
- * take more: fewer than --max-pipeline requests outstanding and at most
- * --client-output-soft-limit bytes of replies unsent. When it stops, the
- * rest stays in the parser and the socket is paused (cl->input says what
- * resumes it: FULL, a request finishing; OUTPUT, the replies drained); the
- * socket is read again only once the parser holds no complete request, so
- * the parser never holds more than one partial request beyond what one
- * read delivered. Queued requests are not dispatched while the replies are
- * over the soft limit either; replies of running requests still arrive, and
+ * Input. client_process() parses received bytes in place (request.c) and
+ * takes one request at a time, dispatching what may run, while the client
+ * may take more: fewer than --max-pipeline requests outstanding and at most
+ * --client-output-soft-limit bytes of replies unsent. When it stops before
+ * the end of a read, the rest is copied to cl->in and the socket is paused
+ * (cl->input says what resumes it: FULL, a request finishing; OUTPUT, the
+ * replies drained); the socket is read again only once cl->in holds no
+ * complete request, so it never holds more than what one read delivered
+ * (cl->in is freed once empty: an idle connection keeps no input memory).
+ * Queued requests are not dispatched while the replies are over the soft
+ * limit either; replies of running requests still arrive, and
  * past --client-output-hard-limit the client is closed, releasing its locks
  * like any disconnect. So one client holds at most about soft limit +
  * (max-pipeline x the largest reply of a running request) of replies.
@@ -51,8 +54,7 @@
 #include "common/log.h"
 #include "proxy/auth.h"
 #include "proxy/cmd.h"
-#include "proxy/hold.h"
-#include "proxy/lock.h"
+#include "proxy/locks/locks.h"
 #include "proxy/metrics.h"
 #include "proxy/reply.h"
 #include "proxy/server.h"
@@ -237,6 +239,8 @@ static void client_dispatch(struct px_client *cl, struct px_req *req)
     list_del_init(&req->node);
     list_add_tail(&cl->running, &req->node);
     req->state = PX_REQ_RUNNING;
+    if (req->answered) /* the parser's answer, kept in order */
+        return px_req_done(req);
     cl->srv->stats.commands++;
     px_cmd_dispatch(req);
 }
@@ -259,19 +263,21 @@ static void client_pump(struct px_client *cl)
     }
 }
 
+/* Queues req; an answered one (a request the parser skipped over a limit)
+ * only waits for its turn to be written. */
 static void client_on_request(struct px_client *cl, struct px_req *req)
 {
-    if (req->argc == 0) {
-        px_req_free(req);
-        return;
-    }
     req->cl = cl;
-    req->cmd = px_cmd_lookup(req->argv[0].p, req->argv[0].len);
+    if (req->answered)
+        cl->srv->stats.proto_errs++;
+    else
+        req->cmd = px_cmd_lookup(req->argv[0].p, req->argv[0].len);
     list_add_tail(&cl->queued, &req->node);
     cl->nreqs++;
 }
 
-/* Queues a final error reply and stops reading: the stream is unusable. */
+/* Queues a final error reply after those owed and stops reading: the
+ * stream is unusable. */
 static void client_protocol_error(struct px_client *cl, const char *why)
 {
     struct px_req *req = px_req_create(0);
@@ -280,24 +286,53 @@ static void client_protocol_error(struct px_client *cl, const char *why)
     log_msg(LOG_LVL_DEBUG, "client %llu: protocol error: %s", (unsigned long long)cl->id, why);
     cl->quit = true;
     client_set_input(cl, PX_INPUT_DONE);
-    if (!req) {
+    if (!req || px_reply_error(&req->reply, "ERR Protocol error: %s", why) < 0) {
+        if (req)
+            px_req_free(req);
         px_client_close(cl);
         return;
     }
+    req->answered = true;
     req->cl = cl;
-    px_reply_error(&req->reply, "ERR Protocol error: %s", why);
-    list_add_tail(&cl->running, &req->node);
+    list_add_tail(&cl->queued, &req->node);
     cl->nreqs++;
-    px_req_done(req);
+    client_pump(cl);
 }
 
-/* Takes the next request from the parser: 1 (queued), 0 (needs more
+/* The unparsed input: bytes kept from earlier reads (cl->in) come first,
+ * else the rest of the read being handled (cl->rd, borrowed). */
+static void client_input(const struct px_client *cl, const char **data, size_t *len)
+{
+    if (buf_size(&cl->in) > 0) {
+        *data = buf_head(&cl->in);
+        *len = buf_size(&cl->in);
+    } else {
+        *data = cl->rd;
+        *len = cl->rdlen;
+    }
+}
+
+/* Takes the next request from the input: 1 (queued), 0 (needs more
  * input) or -errno (E2BIG: too many before AUTH; else a bad frame). */
 static int client_take(struct px_client *cl)
 {
     struct px_req *req;
-    int rc = px_parser_next(&cl->parser, &req);
+    const char *data;
+    size_t len, before;
+    bool kept = buf_size(&cl->in) > 0;
+    int rc;
 
+    client_input(cl, &data, &len);
+    before = len;
+    rc = px_parser_next(&cl->parser, &data, &len, &req);
+    if (kept) {
+        buf_consume(&cl->in, before - len);
+        if (buf_size(&cl->in) == 0)
+            buf_deinit(&cl->in); /* an idle connection keeps no input buffer */
+    } else {
+        cl->rd = data;
+        cl->rdlen = len;
+    }
     if (rc <= 0)
         return rc;
     /* One at a time before AUTH (client_process dispatches each before
@@ -343,9 +378,21 @@ static void client_on_data(struct sched_conn *c, const char *data, size_t len)
         return;
     cl->active_ms = sched_loop_now_ms(cl->srv->loop);
     cl->preauth = 0;
-    if (px_parser_feed(&cl->parser, data, len) < 0)
-        return client_protocol_error(cl, "out of memory");
+    if (buf_size(&cl->in) > 0) { /* paused with input left: keep the order */
+        if (buf_append(&cl->in, data, len) < 0)
+            return client_protocol_error(cl, "out of memory");
+    } else {
+        cl->rd = data;
+        cl->rdlen = len;
+    }
+    px_client_get(cl);
     client_process(cl);
+    /* What the client did not take now is kept until it takes more. */
+    if (cl->rdlen > 0 && !cl->quit && !cl->closing && buf_append(&cl->in, cl->rd, cl->rdlen) < 0)
+        client_protocol_error(cl, "out of memory");
+    cl->rd = NULL;
+    cl->rdlen = 0;
+    px_client_put(cl);
 }
 
 /* Everything was sent: a client paused for its replies reads again. */
@@ -369,8 +416,7 @@ static bool client_auth_pending(const struct px_client *cl)
 /* Holding or waiting for a lock (or permits), or a request outstanding. */
 static bool client_is_busy(const struct px_client *cl)
 {
-    return cl->nreqs > 0 || !list_empty(&cl->holds) || !list_empty(&cl->waiters) ||
-           !list_empty(&cl->owned);
+    return cl->nreqs > 0 || px_locks_client_busy(&cl->locks);
 }
 
 /* When the deadline must look at cl next, or 0 for never. */
@@ -491,6 +537,7 @@ static void client_maybe_free(struct px_client *cl)
     LP_BUG_ON(sched_timer_is_pending(&cl->timer));
     buf_deinit(&cl->conn.out);
     buf_deinit(&cl->conn.sending);
+    buf_deinit(&cl->in);
     px_parser_deinit(&cl->parser);
     free(cl);
 }
@@ -507,23 +554,6 @@ static void client_drop_queued(struct px_client *cl)
     }
 }
 
-void px_client_own(struct px_client *cl, struct px_owned *o)
-{
-    list_add_tail(&cl->owned, &o->node);
-}
-
-static void client_tell_owned(struct px_client *cl)
-{
-    struct list *n;
-
-    while ((n = list_first(&cl->owned)) != NULL) {
-        struct px_owned *o = LP_CONTAINER_OF(n, struct px_owned, node);
-
-        list_del_init(n);
-        o->gone(o, cl);
-    }
-}
-
 void px_client_close(struct px_client *cl)
 {
     struct px_server *srv = cl->srv;
@@ -535,9 +565,7 @@ void px_client_close(struct px_client *cl)
     client_set_input(cl, PX_INPUT_DONE);
     sched_loop_timer_del(srv->loop, &cl->timer);
     client_drop_queued(cl);
-    px_lock_client_gone(cl);
-    px_hold_client_gone(cl);
-    client_tell_owned(cl);
+    px_locks_client_gone(cl);
     list_del_init(&cl->client_node);
     srv->nclients--;
     sched_conn_close(&cl->conn, cl->quit);
@@ -571,15 +599,13 @@ static void client_init(struct px_server *srv, struct px_client *cl)
 {
     uint64_t now = sched_loop_now_ms(srv->loop);
 
-    px_parser_init(&cl->parser, &srv->readers, srv->opts.max_args, srv->opts.max_request_bytes);
+    px_parser_init(&cl->parser, srv->opts.max_args, srv->opts.max_request_bytes);
     cl->srv = srv;
     px_auth_client_init(cl);
     cl->id = ++srv->next_client_id;
     list_init(&cl->queued);
     list_init(&cl->running);
-    list_init(&cl->holds);
-    list_init(&cl->waiters);
-    list_init(&cl->owned);
+    px_locks_client_init(&cl->locks);
     sched_timer_init(&cl->timer, client_on_deadline);
     cl->input = PX_INPUT_READING;
     cl->accept_ms = now;

@@ -1,7 +1,7 @@
 /* Client connections and their requests.
  *
- * A client parses RESP2 requests (hiredis reader with our own object
- * functions, so limits are enforced while parsing) into px_req objects and
+ * A client parses requests (request.c: RESP2 multibulk or inline, limits
+ * enforced while parsing) into px_req objects and
  * runs them in arrival order. Requests are dispatched as they arrive, so a
  * pipeline of TRYLOCK/UNLOCK goes upstream in one batch; a request that may
  * block (LOCK with a wait) is a barrier: later requests are dispatched only
@@ -29,6 +29,7 @@
 
 #include "common/buf.h"
 #include "common/list.h"
+#include "proxy/locks/locks.h"
 #include "proxy/request.h"
 #include "sched/conn-t.h"
 #include "sched/timer-t.h"
@@ -40,13 +41,6 @@ extern "C" {
 struct px_server;
 struct px_user;
 struct sched_tls_ctx;
-
-/* Something a module keeps per connection (semaphore permits, queue
- * entries...) and must clean up when the connection closes. */
-struct px_owned {
-    struct list node;                                       /* in cl->owned while registered */
-    void (*gone)(struct px_owned *o, struct px_client *cl); /* borrowed: called once */
-};
 
 /* Whether a client's input is read, and if not, what resumes it. */
 enum px_client_input {
@@ -62,13 +56,14 @@ struct px_client {
     uint64_t id;                /* CLIENT ID, also the owner id */
     struct list client_node;    /* in srv->clients */
     struct px_parser parser;    /* owned: request parser */
+    struct buf in;              /* owned: input not taken yet when reading stopped mid-read */
+    const char *rd;             /* borrowed: unparsed rest of the read being handled */
+    size_t rdlen;               /* bytes at rd */
     struct list queued;         /* struct px_req not yet dispatched (FIFO) */
     struct list running;        /* struct px_req dispatched, in order */
     unsigned nreqs;             /* queued + running */
     struct px_req *barrier;     /* running blocking request, or NULL */
-    struct list holds;          /* struct px_hold taken by this connection */
-    struct list waiters;        /* struct px_lockop of this connection's LOCK calls */
-    struct list owned;          /* struct px_owned of other modules */
+    struct px_cl_locks locks;   /* what it waits for and holds (proxy/locks/) */
     unsigned upstream_refs;     /* pool callbacks outstanding */
     bool closing;               /* connection is going away */
     bool conn_released;         /* sched on_release delivered */
@@ -104,11 +99,6 @@ void px_req_done(struct px_req *req);
 /* Reference for an upstream callback; put may free a closing client. */
 void px_client_get(struct px_client *cl);
 void px_client_put(struct px_client *cl);
-
-/* Registers o to be told when cl closes. o unregisters itself with
- * list_del_init(&o->node) if it goes first. On close, o is unlinked and
- * then o->gone() runs (it may free o). */
-void px_client_own(struct px_client *cl, struct px_owned *o);
 
 /* Starts closing (on error or hang-up): cancels waits, applies the
  * on-disconnect policy to held locks. Idempotent. */

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # The standard benchmark comparison of lockproxy against clients talking to
-# Redis directly, on this machine (BENCHMARKS.md explains the method and
-# quotes the results). It installs what is missing (scripts/deps.sh), builds
-# Release into build-rel/, starts a throw-away redis-server and lockproxy on
+# Redis directly and through twemproxy, on this machine (BENCHMARKS.md
+# explains the method and quotes the results). It installs what is missing
+# (scripts/deps.sh, nutcracker included), builds Release into build-rel/,
+# starts a throw-away redis-server, lockproxy and nutcracker (twemproxy) on
 # free ports (stopped on exit), and runs, LP_BENCH_RUNS times each:
 #   uncontended  --clients closed-loop clients on their own keys, targets
-#                proxy, direct and direct-shared;
+#                proxy, direct, direct-shared and twemproxy;
 #   contended    the same clients on LP_BENCH_KEYS hot keys;
 #   rwlock       the same clients on LP_BENCH_KEYS read-write locks, each
 #                cycle a write lock with probability LP_BENCH_WRITE_PCT %,
@@ -19,40 +20,80 @@
 #                script, compared in scripts/s (from INFO commandstats);
 #   idle         LP_BENCH_IDLE idle connections to a fresh proxy, for
 #                --io uring and --io epoll (RSS added);
+#   unix         the uncontended comparison with the clients on the proxy's
+#                Unix socket, as a sidecar's clients would be;
 # and once the timing-wheel microbenchmarks (BM_Wheel*). Everything (text,
 # JSON, key/value, SVG) goes to bench-results/<date>/ (bench-results/latest
 # points at it); the summary table with each target and PASS/MISS (medians
-# over the runs) is printed at the end and kept in summary.txt.
+# over the runs), Redis CPU per acquisition for every target, and a noise
+# column is printed at the end and kept in summary.txt.
 #
-# Settings (environment): LP_BENCH_RUNS (3), LP_BENCH_DURATION (5, measured
-# seconds per target), LP_BENCH_WARMUP (1), LP_BENCH_CLIENTS (1000),
-# LP_BENCH_KEYS (10), LP_BENCH_WRITE_PCT (10), LP_BENCH_PERMITS (10),
-# LP_BENCH_IDLE (10000), LP_BENCH_PIPE_CLIENTS (50),
+# twemproxy: nutcracker with redis: true, one server (the bench's Redis),
+# preconnect, server_connections = LP_BENCH_POOL (lockproxy gets the same
+# --pool-size); its clients run Redisson's scripts (EVALSHA, routed by the
+# first key) and poll while a lock is taken (twemproxy has no pub/sub; see
+# lockproxy-bench --help). Without nutcracker the twemproxy rows say n/a.
+#
+# Usage: scripts/bench.sh [--quick] [--help]
+#   --quick  one run of uncontended, contended, rwlock and semaphore, 1 s
+#            measured after 0.3 s of warm-up, lease 5 s (so a direct waiter
+#            that missed a wake-up drains quickly), at most 5 s of waiting
+#            for a quiet machine: under a minute once built. The figures
+#            are a smoke test of the set-up, not results to quote.
+#
+# Settings (environment, over the defaults and --quick): LP_BENCH_RUNS (3),
+# LP_BENCH_DURATION (5, measured seconds per target), LP_BENCH_WARMUP (1),
+# LP_BENCH_CLIENTS (1000), LP_BENCH_KEYS (10), LP_BENCH_WRITE_PCT (10),
+# LP_BENCH_PERMITS (10), LP_BENCH_IDLE (10000), LP_BENCH_PIPE_CLIENTS (50),
 # LP_BENCH_PIPELINE (32 pairs = 64 requests per round trip),
-# LP_BENCH_RB_REQUESTS (1000000, redis-benchmark -n), LP_BENCH_IO (auto,
+# LP_BENCH_RB_REQUESTS (1000000, redis-benchmark -n), LP_BENCH_POOL (2:
+# lockproxy --pool-size and twemproxy server_connections),
+# LP_BENCH_LEASE_MS (30000, the Redisson scripts' lease), LP_BENCH_IO (auto,
 # the proxy's backend for the load runs), LP_BENCH_PIN ("" = no pinning;
-# "R:P:B" = taskset CPU lists for redis, the proxy and the load generators,
-# e.g. "0:1:1"), LP_BENCH_ONLY (subset of "uncontended contended rwlock
-# semaphore ceiling idle micro unix", all by default; unix is the
-# uncontended comparison with the clients on the proxy's Unix socket, as a
-# sidecar's clients would be),
+# "R:P:B" = taskset CPU lists for redis, the proxies and the load
+# generators, e.g. "0:1:1"), LP_BENCH_ONLY (subset of "uncontended
+# contended rwlock semaphore ceiling idle micro unix", all by default),
 # LP_BENCH_BUILD_DIR, LP_BENCH_OUT; LP_BENCH_SUMMARY=DIR only prints the
 # summary of results already in DIR.
 # Other processes: every figure here is CPU-bound, so before each step the
-# script waits (up to LP_BENCH_QUIET_WAIT s, 120) while the machine is more
-# than LP_BENCH_MAX_BUSY % (10) busy, and repeats a step (up to
-# LP_BENCH_RETRIES times, 2) when other processes took more than
-# LP_BENCH_MAX_OTHER % (15) of one core during it; what was kept anyway is
-# listed in noise.txt. Exit status: 0 when everything ran cleanly (whatever
-# PASS/MISS says), 1 otherwise.
+# script waits while the machine is more than LP_BENCH_MAX_BUSY % (10)
+# busy, at most LP_BENCH_QUIET_WAIT s (30) per step and LP_BENCH_QUIET_BUDGET
+# s (120) over the whole run; then it runs anyway. A step that started on a
+# quiet machine but where other processes took more than LP_BENCH_MAX_OTHER
+# % (15) of one core is repeated (up to LP_BENCH_RETRIES times, 1). A step
+# kept with a busy start or busy neighbours is marked noisy: in the noise
+# column of every summary row built from it ("noisy k/n": k of its n runs),
+# and in noise.txt. Exit status: 0 when everything ran cleanly (whatever
+# PASS/MISS and noise say), 1 otherwise.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+QUICK=0
+for arg in "$@"; do
+    case $arg in
+    --quick) QUICK=1 ;;
+    -h | --help)
+        sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'
+        exit 0
+        ;;
+    *)
+        echo "bench.sh: unknown argument '$arg' (see --help)" >&2
+        exit 2
+        ;;
+    esac
+done
+# --quick: the defaults below, each still overridden by its LP_BENCH_*.
+Q_RUNS=3 Q_DURATION=5 Q_WARMUP=1 Q_ONLY="uncontended contended rwlock semaphore ceiling idle micro unix"
+Q_WAIT=30 Q_BUDGET=120 Q_RETRIES=1 Q_LEASE=30000
+if [ "$QUICK" = 1 ]; then
+    Q_RUNS=1 Q_DURATION=1 Q_WARMUP=0.3 Q_ONLY="uncontended contended rwlock semaphore"
+    Q_WAIT=5 Q_BUDGET=5 Q_RETRIES=0 Q_LEASE=5000
+fi
 BUILD=${LP_BENCH_BUILD_DIR:-$ROOT/build-rel}
 OUT_BASE=${LP_BENCH_OUT:-$ROOT/bench-results}
-RUNS=${LP_BENCH_RUNS:-3}
-DURATION=${LP_BENCH_DURATION:-5}
-WARMUP=${LP_BENCH_WARMUP:-1}
+RUNS=${LP_BENCH_RUNS:-$Q_RUNS}
+DURATION=${LP_BENCH_DURATION:-$Q_DURATION}
+WARMUP=${LP_BENCH_WARMUP:-$Q_WARMUP}
 CLIENTS=${LP_BENCH_CLIENTS:-1000}
 HOT_KEYS=${LP_BENCH_KEYS:-10}
 WRITE_PCT=${LP_BENCH_WRITE_PCT:-10}
@@ -61,13 +102,17 @@ IDLE=${LP_BENCH_IDLE:-10000}
 PIPE_CLIENTS=${LP_BENCH_PIPE_CLIENTS:-50}
 PIPELINE=${LP_BENCH_PIPELINE:-32}
 RB_REQUESTS=${LP_BENCH_RB_REQUESTS:-1000000}
+POOL=${LP_BENCH_POOL:-2}
+LEASE_MS=${LP_BENCH_LEASE_MS:-$Q_LEASE}
 IO=${LP_BENCH_IO:-auto}
 PIN=${LP_BENCH_PIN:-}
-ONLY=${LP_BENCH_ONLY:-uncontended contended rwlock semaphore ceiling idle micro unix}
+ONLY=${LP_BENCH_ONLY:-$Q_ONLY}
 MAX_BUSY=${LP_BENCH_MAX_BUSY:-10}
-QUIET_WAIT=${LP_BENCH_QUIET_WAIT:-120}
+QUIET_WAIT=${LP_BENCH_QUIET_WAIT:-$Q_WAIT}
+QUIET_BUDGET=${LP_BENCH_QUIET_BUDGET:-$Q_BUDGET}
 MAX_OTHER=${LP_BENCH_MAX_OTHER:-15}
-RETRIES=${LP_BENCH_RETRIES:-2}
+RETRIES=${LP_BENCH_RETRIES:-$Q_RETRIES}
+NUTCRACKER=$(command -v nutcracker || echo /usr/sbin/nutcracker)
 
 BENCH=$BUILD/lockproxy-bench
 PROXY=$BUILD/lockproxy
@@ -78,7 +123,9 @@ if [ -n "$PIN" ]; then
 fi
 
 tmp=$(mktemp -d)
-redis_pid='' redis_port='' proxy_pid='' proxy_port=''
+redis_pid='' redis_port='' proxy_pid='' proxy_port='' twem_pid='' twem_port=''
+TARGETS=proxy,direct,direct-shared
+quiet_waited=0
 failures=()
 
 log() {
@@ -88,7 +135,7 @@ log() {
 # shellcheck disable=SC2317 # runs from the EXIT trap
 cleanup() {
     local pid
-    for pid in "$proxy_pid" "$redis_pid"; do
+    for pid in "$twem_pid" "$proxy_pid" "$redis_pid"; do
         if [ -n "$pid" ]; then
             kill -TERM "$pid" 2>/dev/null || true
             wait "$pid" 2>/dev/null || true
@@ -151,13 +198,16 @@ describe_machine() {
         echo "memory: $(awk '/MemTotal/ {printf "%.1f GiB", $2 / 1048576}' /proc/meminfo)"
         echo "redis: $(redis-server --version)"
         echo "redis-benchmark: $(redis-benchmark --version 2>/dev/null || echo n/a)"
+        echo "twemproxy: $("$NUTCRACKER" --version 2>&1 | head -n 1 || echo n/a)"
         echo "commit: $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo n/a)"
         echo "modified: $(git -C "$ROOT" status --porcelain 2>/dev/null | awk '{print $2}' |
             tr '\n' ' ')"
         echo "settings: runs=$RUNS duration=${DURATION}s warmup=${WARMUP}s clients=$CLIENTS" \
             "keys=$HOT_KEYS write_pct=$WRITE_PCT permits=$PERMITS" \
             "idle=$IDLE pipe_clients=$PIPE_CLIENTS pipeline=$PIPELINE" \
-            "rb_requests=$RB_REQUESTS io=$IO pin='${PIN}'"
+            "rb_requests=$RB_REQUESTS pool=$POOL lease_ms=$LEASE_MS io=$IO pin='${PIN}'" \
+            "quick=$QUICK quiet_wait=${QUIET_WAIT}s quiet_budget=${QUIET_BUDGET}s" \
+            "retries=$RETRIES"
     } >"$OUT/environment.txt"
     cat "$OUT/environment.txt"
 }
@@ -230,7 +280,7 @@ start_proxy() {
     fi
     spawn "$PIN_PROXY" "$PROXY" --listen "$listen" \
         --upstream "redis://127.0.0.1:$redis_port" --io "$io" --max-clients "$maxc" \
-        --log-level warn </dev/null 2>"$tmp/proxy-$io.log" &
+        --pool-size "$POOL" --log-level warn </dev/null 2>"$tmp/proxy-$io.log" &
     proxy_pid=$!
     if ! wait_ping lockproxy "$proxy_pid" "${ping[@]}"; then
         stop_proxy
@@ -244,6 +294,43 @@ stop_proxy() {
         wait "$proxy_pid" 2>/dev/null || true
         proxy_pid=
     fi
+}
+
+# twemproxy (nutcracker) in front of the same Redis, as its users would
+# configure it for a lock workload: one server, Redis protocol, connections
+# opened at start (preconnect), POOL server connections like lockproxy's
+# pool, no ejection (there is nothing to fail over to), no timeout (a slow
+# Redis must not turn into errors mid-measurement), the stats port on a
+# free loopback port. Without nutcracker the twemproxy target is left out.
+start_twemproxy() {
+    if [ ! -x "$NUTCRACKER" ]; then
+        log "WARNING: nutcracker not found: no twemproxy target (scripts/deps.sh installs it)"
+        return 0
+    fi
+    twem_port=$(free_port)
+    cat >"$tmp/nutcracker.yml" <<EOF
+lockbench:
+  listen: 127.0.0.1:$twem_port
+  redis: true
+  hash: fnv1a_64
+  distribution: ketama
+  preconnect: true
+  server_connections: $POOL
+  auto_eject_hosts: false
+  backlog: 1024
+  servers:
+    - 127.0.0.1:$redis_port:1
+EOF
+    spawn "$PIN_PROXY" "$NUTCRACKER" -c "$tmp/nutcracker.yml" -s "$(free_port)" -a 127.0.0.1 \
+        -o "$tmp/nutcracker.log" -p "$tmp/nutcracker.pid" </dev/null 2>"$tmp/nutcracker.err" &
+    twem_pid=$!
+    if ! wait_ping nutcracker "$twem_pid" -p "$twem_port"; then
+        tail -n 5 "$tmp/nutcracker.log" "$tmp/nutcracker.err" >&2
+        log "WARNING: nutcracker did not start: no twemproxy target"
+        twem_pid=''
+        return 0
+    fi
+    TARGETS=proxy,direct,direct-shared,twemproxy
 }
 
 rcli() {
@@ -265,24 +352,43 @@ machine_busy() {
         t = y[2] - x[2]; printf "%d", (t > 0 ? 100 * (y[1] - x[1]) / t : 0) }'
 }
 
-# Before each step: waits (up to QUIET_WAIT s) while the machine is busier
-# than MAX_BUSY %; our redis and proxy are idle at that point.
+# Before each step $1: waits while the machine is busier than MAX_BUSY %
+# (our redis and proxies are idle at that point), at most QUIET_WAIT s for
+# this step and QUIET_BUDGET s over the whole run, then runs anyway. Writes
+# the busy % it started with to $OUT/$1.busy.
 wait_quiet() {
-    local busy waited=0
+    local busy waited=0 left
     busy=$(machine_busy)
     while [ "$busy" -gt "$MAX_BUSY" ]; do
-        if [ "$waited" -ge "$QUIET_WAIT" ]; then
-            log "WARNING: machine still ${busy}% busy after ${waited}s; running anyway"
+        left=$((QUIET_BUDGET - quiet_waited))
+        if [ "$waited" -ge "$QUIET_WAIT" ] || [ "$left" -le 0 ]; then
+            log "machine still ${busy}% busy after ${waited}s (waited ${quiet_waited}s of" \
+                "${QUIET_BUDGET}s in all); running anyway, marked noisy"
             echo "$(date -u +%T) $1: started with the machine ${busy}% busy" >>"$OUT/noise.txt"
-            return 0
+            break
         fi
         if [ "$waited" -eq 0 ]; then
-            log "machine ${busy}% busy (others), waiting for < ${MAX_BUSY}%"
+            log "machine ${busy}% busy (others), waiting for < ${MAX_BUSY}% (at most" \
+                "$((left < QUIET_WAIT ? left : QUIET_WAIT))s)"
         fi
         sleep 4
         waited=$((waited + 5))
+        quiet_waited=$((quiet_waited + 5))
         busy=$(machine_busy)
     done
+    echo "$busy" >"$OUT/$1.busy"
+}
+
+# Records whether step $1 is noisy: it started on a busy machine (its
+# .busy file) or other processes took more than MAX_OTHER % of a core
+# during it ($2). The summary's noise column counts these.
+mark_noise() {
+    local name=$1 other=${2:-0} busy=0 noisy=0
+    [ -e "$OUT/$name.busy" ] && busy=$(cat "$OUT/$name.busy")
+    if [ "$busy" -gt "$MAX_BUSY" ] || [ "$other" -gt "$MAX_OTHER" ]; then
+        noisy=1
+    fi
+    echo "noisy=$noisy busy_start=$busy other_pct=$other" >"$OUT/$name.noise"
 }
 
 # ---- the steps -------------------------------------------------------------
@@ -299,15 +405,20 @@ noise_pct() {
             m = 100 * o[t] / s[t]; printf "%d", m}' "$1"
 }
 
-# Whether step $1 must be repeated (attempt $3) for noise $2 (%): if so,
-# its files are set aside as *.noisyN. Keeping a noisy one is logged.
+# Whether step $1 must be repeated (attempt $3) for noise $2 (%): only a
+# step that started quiet (a busy start predicts a busy repeat) and only
+# RETRIES times; if so, its files are set aside as *.noisyN. Keeping a
+# noisy one is logged, and the step's noise is recorded (mark_noise).
 must_repeat() {
-    local name=$1 noise=$2 attempt=$3 ext
+    local name=$1 noise=$2 attempt=$3 ext busy=0
+    [ -e "$OUT/$name.busy" ] && busy=$(cat "$OUT/$name.busy")
     if [ "$noise" -le "$MAX_OTHER" ]; then
+        mark_noise "$name" "$noise"
         return 1
     fi
-    if [ "$attempt" -gt "$RETRIES" ]; then
+    if [ "$attempt" -gt "$RETRIES" ] || [ "$busy" -gt "$MAX_BUSY" ]; then
         echo "$name: kept with other processes at ${noise}% of a core" >>"$OUT/noise.txt"
+        mark_noise "$name" "$noise"
         return 1
     fi
     log "$name: other processes took ${noise}% of a core; repeating it"
@@ -321,8 +432,11 @@ must_repeat() {
 
 # lockproxy-bench with the common options; $1 names the output files.
 run_loadgen() {
-    local name=$1 rc attempt=0
+    local name=$1 rc attempt=0 twem=()
     shift
+    if [ -n "$twem_pid" ]; then
+        twem=(--twemproxy "127.0.0.1:$twem_port" --twemproxy-pid "$twem_pid")
+    fi
     while :; do
         attempt=$((attempt + 1))
         wait_quiet "$name"
@@ -330,8 +444,9 @@ run_loadgen() {
         log "run $name"
         rc=0
         on_cpus "$PIN_LOAD" "$BENCH" --proxy "127.0.0.1:$proxy_port" \
-            --redis "127.0.0.1:$redis_port" --proxy-pid "$proxy_pid" --duration "$DURATION" \
-            --warmup "$WARMUP" --json "$OUT/$name.json" --kv "$OUT/$name.kv" "$@" \
+            --redis "127.0.0.1:$redis_port" --proxy-pid "$proxy_pid" "${twem[@]}" \
+            --duration "$DURATION" --warmup "$WARMUP" --lease-ms "$LEASE_MS" \
+            --json "$OUT/$name.json" --kv "$OUT/$name.kv" "$@" \
             >"$OUT/$name.txt" 2>&1 || rc=$?
         must_repeat "$name" "$(noise_pct "$OUT/$name.kv")" "$attempt" || break
     done
@@ -343,23 +458,23 @@ run_loadgen() {
 
 run_uncontended() {
     run_loadgen "run$1-uncontended" uncontended --clients "$CLIENTS" \
-        --targets proxy,direct,direct-shared --svg "$OUT/run$1-uncontended.svg"
+        --targets "$TARGETS" --svg "$OUT/run$1-uncontended.svg"
 }
 
 run_contended() {
     run_loadgen "run$1-contended" contended --clients "$CLIENTS" --keys "$HOT_KEYS" \
-        --targets proxy,direct,direct-shared --svg "$OUT/run$1-contended.svg"
+        --targets "$TARGETS" --svg "$OUT/run$1-contended.svg"
 }
 
 run_rwlock() {
     run_loadgen "run$1-rwlock" rwlock --clients "$CLIENTS" --keys "$HOT_KEYS" \
-        --write-pct "$WRITE_PCT" --targets proxy,direct,direct-shared \
+        --write-pct "$WRITE_PCT" --targets "$TARGETS" \
         --svg "$OUT/run$1-rwlock.svg"
 }
 
 run_semaphore() {
     run_loadgen "run$1-semaphore" semaphore --clients "$CLIENTS" --keys "$HOT_KEYS" \
-        --permits "$PERMITS" --targets proxy,direct,direct-shared \
+        --permits "$PERMITS" --targets "$TARGETS" \
         --svg "$OUT/run$1-semaphore.svg"
 }
 
@@ -491,6 +606,7 @@ run_idle() {
             --proxy-pid "$proxy_pid" --json "$OUT/$name.json" --kv "$OUT/$name.kv" \
             >"$OUT/$name.txt" 2>&1 || rc=$?
         grep -E 'added by|problem' "$OUT/$name.txt" >&2 || true
+        mark_noise "$name" 0
         [ "$rc" -eq 0 ] || failures+=("$name (lockproxy-bench exit $rc)")
         stop_proxy
     done
@@ -511,6 +627,7 @@ run_micro() {
     on_cpus "$PIN_LOAD" "$MICRO" --benchmark_filter='BM_Wheel' --benchmark_repetitions=5 \
         --benchmark_report_aggregates_only=true --benchmark_out="$OUT/micro.json" \
         --benchmark_out_format=json >"$OUT/micro.txt" 2>&1 || rc=$?
+    mark_noise micro 0
     [ "$rc" -eq 0 ] || failures+=("microbenchmarks (exit $rc)")
     awk '/"name":/ {name = $2; gsub(/[",]/, "", name)}
         /"(ns_per_op|ns_per_wheel_op)":/ && name ~ /_median$/ {
@@ -529,15 +646,72 @@ median_of() {
         else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
 }
 
-# Values of an awk expression over the runs' kv files of one step: $1 is
-# the step (file suffix), $2 the expression over k["section key"].
-per_run() {
-    local step=$1 expr=$2 f
+# Values of an awk expression over the runs' kv files of one step, and
+# their median formatted with a printf format, in one awk (the summary has
+# some 150 rows): $1 the step (file suffix), $2 the expression over
+# k["section key"], $3 the format. Prints "MEDIAN|V1 V2 ...", the median
+# "n/a" when no value is a number.
+step_values() {
+    local step=$1 expr=$2 fmt=$3 files=()
     for f in "$OUT"/run*-"$step".kv; do
-        [ -e "$f" ] || continue
-        awk -v OFS=' ' '{k[$1 " " $2] = $3} END {v = '"$expr"'; print (v == v + 0 ? v : "nan")}' \
-            "$f" 2>/dev/null || echo nan
+        [ -e "$f" ] && files+=("$f")
     done
+    if [ "${#files[@]}" -eq 0 ]; then
+        echo "n/a|"
+        return 0
+    fi
+    awk -v fmt="$fmt" '
+        function emit(v) {
+            v = '"$expr"'
+            vals[++n] = (v == v + 0 && (v "") !~ /nan|inf/) ? v : "nan"
+            delete k
+        }
+        FNR == 1 && NR > 1 { emit() }
+        { k[$1 " " $2] = $3 }
+        END {
+            emit(); m = 0; out = ""
+            for (i = 1; i <= n; i++) {
+                out = out vals[i] " "
+                if (vals[i] != "nan") s[++m] = vals[i] + 0
+            }
+            for (i = 2; i <= m; i++)
+                for (j = i; j > 1 && s[j - 1] > s[j]; j--) { t = s[j]; s[j] = s[j - 1]; s[j - 1] = t }
+            if (m == 0) med = "n/a"
+            else med = sprintf(fmt, (m % 2) ? s[(m + 1) / 2] : (s[m / 2] + s[m / 2 + 1]) / 2)
+            print med "|" out
+        }' "${files[@]}" 2>/dev/null || echo "n/a|"
+}
+
+# The noise column for rows built from steps "$@" (micro: the file
+# micro.noise), into NOISE: "noisy k/n" when k of the n runs had a noisy
+# step among them (mark_noise), empty when none did or nothing was
+# recorded. Cached per set of steps (not in a subshell: call it directly).
+declare -A NOISE_CACHE=()
+NOISE=''
+noise_of() {
+    local r s f n=0 k=0 any bad
+    if [ -n "${NOISE_CACHE[$*]+set}" ]; then
+        NOISE=${NOISE_CACHE[$*]}
+        return 0
+    fi
+    for r in $(seq "$RUNS"); do
+        any=0 bad=0
+        for s in "$@"; do
+            f="$OUT/run$r-$s.noise"
+            [ "$s" = micro ] && f="$OUT/micro.noise"
+            [ -e "$f" ] || continue
+            any=1
+            grep -q '^noisy=1' "$f" && bad=1
+        done
+        n=$((n + any))
+        k=$((k + bad))
+        [ "$s" = micro ] && break
+    done
+    NOISE=''
+    if [ "$k" -gt 0 ]; then
+        NOISE="noisy $k/$n"
+    fi
+    NOISE_CACHE[$*]=$NOISE
 }
 
 # $2 formatted with the printf format $1, or "n/a".
@@ -545,32 +719,38 @@ fmt_num() {
     awk -v f="$1" -v v="$2" 'BEGIN {if (v == "nan" || v == "") print "n/a"; else printf f, v}'
 }
 
-# One summary line: $1 target, $2 median, $3 comparison (">=" or "<="),
-# $4 goal, $5 unit/format note, $6 the per-run values.
+# One summary line: label, value, op, goal, verdict, noise, runs.
+row_line() {
+    printf "%-46s %12s %-4s %-8s %-5s %-10s runs: %s\n" "$@"
+}
+
+# A line with a goal: $1 label, $2 median (a number or "nan"), $3
+# comparison (">=", "<=" or "<"), $4 goal, $5 printf format, $6 the
+# per-run values, $7 noise.
 verdict_line() {
-    local what=$1 med=$2 op=$3 goal=$4 fmt=$5 runs=$6 verdict
+    local what=$1 med=$2 op=$3 goal=$4 fmt=$5 runs=$6 noise=${7:-} verdict
     verdict=$(awk -v m="$med" -v op="$op" -v g="$goal" 'BEGIN {
         if (m == "nan") { print "n/a"; exit }
         ok = (op == ">=") ? (m + 0 >= g + 0) : (op == "<") ? (m + 0 < g + 0) : (m + 0 <= g + 0);
         print ok ? "PASS" : "MISS" }')
-    printf "%-46s %12s %-4s %-8s %-5s  runs: %s\n" "$what" "$(fmt_num "$fmt" "$med")" "$op" \
-        "$goal" "$verdict" "$runs"
+    row_line "$what" "$(fmt_num "$fmt" "$med")" "$op" "$goal" "$verdict" "$noise" "$runs"
 }
 
 # $1 label, $2 step, $3 expression, $4 op, $5 goal, $6 printf format.
 target_row() {
-    local vals med
-    vals=$(per_run "$2" "$3" | tr '\n' ' ')
-    med=$(median_of "$vals")
-    verdict_line "$1" "$med" "$4" "$5" "$6" "$vals"
+    local r
+    r=$(step_values "$2" "$3" "%.17g")
+    noise_of "$2"
+    verdict_line "$1" "$(sed 's/n\/a/nan/' <<<"${r%%|*}")" "$4" "$5" "$6" "${r#*|}" "$NOISE"
 }
 
-# A figure shown for context (no goal).
+# A figure shown for context (no goal): $1 label, $2 step, $3 expression,
+# $4 printf format.
 info_row() {
-    local vals med
-    vals=$(per_run "$2" "$3" | tr '\n' ' ')
-    med=$(median_of "$vals")
-    printf "%-46s %12s %-4s %-8s %-5s  runs: %s\n" "$1" "$(fmt_num "$4" "$med")" "" "" "" "$vals"
+    local r
+    r=$(step_values "$2" "$3" "$4")
+    noise_of "$2"
+    row_line "$1" "${r%%|*}" "" "" "" "$NOISE" "${r#*|}"
 }
 
 # Per run, figure $2 of step $1 over figure $4 of step $3 (two files of
@@ -590,24 +770,38 @@ paired_ratios() {
 # A summary line for a paired ratio: $1 label, $2 op, $3 goal ("" for
 # context only), $4 format, then the paired_ratios arguments.
 paired_row() {
-    local label=$1 op=$2 goal=$3 fmt=$4 vals
+    local label=$1 op=$2 goal=$3 fmt=$4 vals noise
     shift 4
     vals=$(paired_ratios "$@" | tr '\n' ' ')
+    noise_of "$1" "$3"
+    noise=$NOISE
     if [ -n "$goal" ]; then
-        verdict_line "$label" "$(median_of "$vals")" "$op" "$goal" "$fmt" "$vals"
+        verdict_line "$label" "$(median_of "$vals")" "$op" "$goal" "$fmt" "$vals" "$noise"
     else
-        printf "%-46s %12s %-4s %-8s %-5s  runs: %s\n" "$label" \
-            "$(fmt_num "$fmt" "$(median_of "$vals")")" "" "" "" "$vals"
+        row_line "$label" "$(fmt_num "$fmt" "$(median_of "$vals")")" "" "" "" "$noise" "$vals"
     fi
 }
 
-# CPU microseconds per acquire+release pair, by process, for step $1:
-# where the time goes.
+# The targets of the load steps, in table order.
+ALL_TARGETS="proxy direct direct-shared twemproxy"
+
+# Redis CPU per acquisition, the headline cost figure, for every target of
+# step $1 (what one lock operation costs the Redis thread all share).
+redis_cpu_rows() {
+    local t
+    for t in $ALL_TARGETS; do
+        info_row "  $t Redis CPU us/acquisition" "$1" "k[\"$t redis_cpu_us_per_acq\"]" "%.1f"
+    done
+}
+
+# CPU microseconds per acquire+release pair, by process, for step $1 and
+# the targets $2 (default: all): where the time goes ("proxy" is lockproxy
+# or nutcracker).
 cpu_rows() {
     local t p
-    for t in proxy direct direct-shared; do
+    for t in ${2:-$ALL_TARGETS}; do
         for p in redis proxy bench other; do
-            if [ "$t" != proxy ] && [ "$p" = proxy ]; then
+            if [ "$p" = proxy ] && [ "$t" != proxy ] && [ "$t" != twemproxy ]; then
                 continue
             fi
             info_row "  $t run: $p CPU us/pair" "$1" \
@@ -616,35 +810,43 @@ cpu_rows() {
     done
 }
 
+# Throughput, p99 and Redis commands per acquisition of every target of
+# step $1 ($2: its label, $3: what a throughput unit is).
+target_rows() {
+    local step=$1 label=$2 unit=$3 t
+    for t in $ALL_TARGETS; do
+        info_row "  $t $unit" "$step" "k[\"$t ops_per_sec\"]" "%.0f"
+    done
+    for t in $ALL_TARGETS; do
+        info_row "  $t p99 ms" "$step" "k[\"$t p99_us\"] / 1000" "%.2f"
+    done
+    for t in $ALL_TARGETS; do
+        info_row "  $t Redis cmds/acquisition" "$step" "k[\"$t redis_cmds_per_acq\"]" "%.2f"
+    done
+}
+
 # The rows of a synchronizer step ($1: rwlock or semaphore; $2 its label;
 # LP_BENCH_WRITE_PCT and LP_BENCH_PERMITS are in environment.txt):
-# throughput ratios, Redis commands per acquisition, p99, CPU per pair. For
-# context only: these steps have no goal.
+# throughput ratios, Redis CPU and commands per acquisition, p99, CPU per
+# pair. For context only: these steps have no goal.
 sync_rows() {
     local step=$1 label=$2 t
     local ops='k["proxy ops_per_sec"]'
-    info_row "$label ops/s, proxy/direct" "$step" "$ops / k[\"direct ops_per_sec\"]" "%.2fx"
-    info_row "$label ops/s, proxy/direct-shared" "$step" \
-        "$ops / k[\"direct-shared ops_per_sec\"]" "%.2fx"
-    info_row "$label p99, proxy/direct" "$step" 'k["proxy p99_us"] / k["direct p99_us"]' "%.2fx"
-    info_row "$label p99, proxy/direct-shared" "$step" \
-        'k["proxy p99_us"] / k["direct-shared p99_us"]' "%.2fx"
-    for t in proxy direct direct-shared; do
-        info_row "  $t ops/s" "$step" "k[\"$t ops_per_sec\"]" "%.0f"
+    for t in direct direct-shared twemproxy; do
+        info_row "$label ops/s, proxy/$t" "$step" "$ops / k[\"$t ops_per_sec\"]" "%.2fx"
     done
-    for t in proxy direct direct-shared; do
-        info_row "  $t Redis cmds/acquisition" "$step" "k[\"$t redis_cmds_per_acq\"]" "%.2f"
+    for t in direct direct-shared twemproxy; do
+        info_row "$label p99, proxy/$t" "$step" "k[\"proxy p99_us\"] / k[\"$t p99_us\"]" "%.2fx"
     done
-    for t in proxy direct direct-shared; do
-        info_row "  $t p99 ms" "$step" "k[\"$t p99_us\"] / 1000" "%.2f"
-    done
+    redis_cpu_rows "$step"
+    target_rows "$step" "$label" ops/s
     cpu_rows "$step"
 }
 
 summary_rows() {
-    local u=uncontended c=contended
-    local ops='k["proxy ops_per_sec"]' p99='k["proxy p99_us"] / 1000'
-    printf "%-46s %12s %-4s %-8s %-5s  %s\n" target "median" op goal "" "per run"
+    local u=uncontended c=contended t
+    local ops='k["proxy ops_per_sec"]'
+    row_line target median op goal "" noise "per run"
     if wants uncontended; then
         target_row "uncontended ops/s, proxy/direct" $u "$ops / k[\"direct ops_per_sec\"]" \
             ">=" 1.5 "%.2fx"
@@ -654,12 +856,12 @@ summary_rows() {
             'k["proxy p99_us"] / k["direct p99_us"]' "<=" 1 "%.2fx"
         target_row "uncontended p99, proxy/direct-shared" $u \
             'k["proxy p99_us"] / k["direct-shared p99_us"]' "<=" 1 "%.2fx"
-        info_row "  proxy ops/s" $u "$ops" "%.0f"
-        info_row "  direct ops/s" $u 'k["direct ops_per_sec"]' "%.0f"
-        info_row "  direct-shared ops/s" $u 'k["direct-shared ops_per_sec"]' "%.0f"
-        info_row "  proxy p99 ms" $u "$p99" "%.2f"
-        info_row "  direct p99 ms" $u 'k["direct p99_us"] / 1000' "%.2f"
-        info_row "  direct-shared p99 ms" $u 'k["direct-shared p99_us"] / 1000' "%.2f"
+        info_row "uncontended ops/s, proxy/twemproxy" $u "$ops / k[\"twemproxy ops_per_sec\"]" \
+            "%.2fx"
+        info_row "uncontended p99, proxy/twemproxy" $u \
+            'k["proxy p99_us"] / k["twemproxy p99_us"]' "%.2fx"
+        redis_cpu_rows $u
+        target_rows $u uncontended ops/s
         info_row "  Redis CPU per pair, direct / proxy run" $u \
             '(k["direct redis_cpu_s"] / k["direct acquisitions"]) / (k["proxy redis_cpu_s"] / k["proxy acquisitions"])' \
             "%.2fx"
@@ -670,27 +872,23 @@ summary_rows() {
             ">=" 3 "%.2fx"
         target_row "contended hand-offs/s, proxy/direct-shared" $c \
             "$ops / k[\"direct-shared ops_per_sec\"]" ">=" 3 "%.2fx"
+        info_row "contended hand-offs/s, proxy/twemproxy" $c \
+            "$ops / k[\"twemproxy ops_per_sec\"]" "%.2fx"
         target_row "contended Redis cmds/acquisition, proxy" $c \
             'k["proxy redis_cmds_per_acq"]' "<=" 3 "%.2f"
-        info_row "  direct Redis cmds/acquisition" $c 'k["direct redis_cmds_per_acq"]' "%.2f"
-        info_row "  direct-shared Redis cmds/acquisition" $c \
-            'k["direct-shared redis_cmds_per_acq"]' "%.2f"
-        info_row "  proxy hand-offs/s" $c "$ops" "%.0f"
-        info_row "  direct hand-offs/s" $c 'k["direct ops_per_sec"]' "%.0f"
-        info_row "  direct-shared hand-offs/s" $c 'k["direct-shared ops_per_sec"]' "%.0f"
-        info_row "  proxy p99 ms" $c "$p99" "%.2f"
-        info_row "  direct p99 ms" $c 'k["direct p99_us"] / 1000' "%.2f"
-        info_row "  direct-shared p99 ms" $c 'k["direct-shared p99_us"] / 1000' "%.2f"
+        redis_cpu_rows $c
+        target_rows $c contended hand-offs/s
+        for t in $ALL_TARGETS; do
+            info_row "  $t Jain index" $c "k[\"$t jain\"]" "%.3f"
+        done
         cpu_rows $c
     fi
     if wants rwlock; then
         sync_rows rwlock rwlock
-        info_row "  proxy writes, % of grants" rwlock \
-            '100 * k["proxy writes"] / k["proxy acquisitions"]' "%.1f"
-        info_row "  direct writes, % of grants" rwlock \
-            '100 * k["direct writes"] / k["direct acquisitions"]' "%.1f"
-        info_row "  direct-shared writes, % of grants" rwlock \
-            '100 * k["direct-shared writes"] / k["direct-shared acquisitions"]' "%.1f"
+        for t in $ALL_TARGETS; do
+            info_row "  $t writes, % of grants" rwlock \
+                "100 * k[\"$t writes\"] / k[\"$t acquisitions\"]" "%.1f"
+        done
     fi
     if wants semaphore; then
         sync_rows semaphore semaphore
@@ -702,8 +900,10 @@ summary_rows() {
             'k["idle ok"] == 1 ? k["idle rss_added_kib"] / 1024 : "nan"' "<=" 20 "%.2f"
     fi
     if wants micro && [ -e "$OUT/micro.kv" ]; then
+        noise_of micro
         while read -r _ b v; do
-            verdict_line "wheel ${b/BM_Wheel/}" "$v" "<" 50 "%.1f ns" "(median of 5 repetitions)"
+            verdict_line "wheel ${b/BM_Wheel/}" "$v" "<" 50 "%.1f ns" \
+                "(median of 5 repetitions)" "$NOISE"
         done <"$OUT/micro.kv"
     fi
     if wants ceiling; then
@@ -743,16 +943,21 @@ summary_rows() {
         paired_row "  p99, proxy (unix) / direct (TCP)" "" "" "%.2fx" \
             unix "proxy p99_us" unix "direct p99_us"
         info_row "  direct (unix) ops/s" unix-direct 'k["direct ops_per_sec"]' "%.0f"
-        cpu_rows unix
+        cpu_rows unix "proxy direct direct-shared"
     fi
 }
 
 write_summary() {
     {
         echo "lockproxy benchmark summary: medians of the runs listed (results in $OUT)"
+        if [ "$QUICK" = 1 ]; then
+            echo "quick mode: one short run of each comparison, a smoke test (do not quote)"
+        fi
         summary_rows
-        if [ -e "$OUT/noise.txt" ]; then
-            echo "noise: some steps started on a busy machine (see noise.txt)"
+        if compgen -G "$OUT/*.noise" >/dev/null && grep -qs '^noisy=1' "$OUT"/*.noise; then
+            echo "noise: rows marked noisy come from steps that started on a machine more than" \
+                "${MAX_BUSY}% busy or where other processes took more than ${MAX_OTHER}% of a" \
+                "core (see noise.txt): compare them with care"
         fi
         if [ "${#failures[@]}" -gt 0 ]; then
             printf 'FAILED: %s\n' "${failures[@]}"
@@ -788,8 +993,13 @@ if ! start_proxy "$IO"; then
     cat "$tmp/proxy-$IO.log" >&2
     exit 1
 fi
+start_twemproxy
+twem_desc=n/a
+if [ -n "$twem_pid" ]; then
+    twem_desc="127.0.0.1:$twem_port (pid $twem_pid)"
+fi
 log "redis-server 127.0.0.1:$redis_port (pid $redis_pid), lockproxy 127.0.0.1:$proxy_port" \
-    "(pid $proxy_pid, --io $IO); results in $OUT"
+    "(pid $proxy_pid, --io $IO), twemproxy $twem_desc; results in $OUT"
 for run in $(seq "$RUNS"); do
     log "---- run $run of $RUNS"
     if wants uncontended; then run_uncontended "$run"; fi

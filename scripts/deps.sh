@@ -2,14 +2,19 @@
 # Installs what lockproxy needs to build and test on Debian 12: the
 # toolchain, the libraries (hiredis, liburing, jemalloc, OpenSSL, Google
 # Benchmark), openssl (the command, to make certificates by hand),
-# redis-server for the integration tests and iproute2 (`ip`: the keepalive
-# test puts a client in a network namespace of its own). Idempotent and quiet: it only
-# runs apt-get (update + install) when a package is missing, with sudo only
-# when not root. It never starts or stops the system redis service.
+# redis-server for the integration tests, iproute2 (`ip`: the keepalive
+# test puts a client in a network namespace of its own), clang with its
+# runtime (libFuzzer, sanitizers) for the fuzz targets, and nutcracker
+# (twemproxy), the proxy the benchmarks compare with. Idempotent and quiet:
+# it only runs apt-get (update + install) when a package is missing, with
+# sudo only when not root. It never starts or stops the system redis
+# service; Debian's nutcracker service stays down too (it needs
+# /etc/nutcracker/nutcracker.yml, which the package does not ship), and the
+# bench runs its own nutcracker.
 set -euo pipefail
 
-PACKAGES=(build-essential cmake pkg-config libhiredis-dev liburing-dev libjemalloc-dev
-    libssl-dev libbenchmark-dev redis-server redis-tools iproute2 openssl)
+PACKAGES=(build-essential cmake pkg-config libhiredis-dev liburing-dev libjemalloc-dev libssl-dev
+    libbenchmark-dev redis-server redis-tools iproute2 clang libclang-rt-dev nutcracker openssl)
 
 missing=()
 for pkg in "${PACKAGES[@]}"; do

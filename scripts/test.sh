@@ -1,10 +1,17 @@
 #!/usr/bin/env bash
 # The CI test run: installs dependencies, builds lockproxy (RelWithDebInfo)
-# into build/ and runs every unit and integration test, then builds again
-# with AddressSanitizer + UndefinedBehaviorSanitizer into build-asan/ (no
-# benchmarks) and runs the tests there. Exits non-zero if any step fails and
-# prints a one-line summary at the end. LP_BUILD_DIR / LP_ASAN_BUILD_DIR
-# override the build directories, LP_CTEST_JOBS the test parallelism.
+# into build/ and runs every unit and integration test, then the torture
+# suite's short run (faults injected, both io backends, the negative
+# control; see RELIABILITY.md), then builds again with AddressSanitizer +
+# UndefinedBehaviorSanitizer into build-asan/ (no benchmarks) and runs the
+# tests and the torture suite there, then builds and tests against
+# hiredis 1.x (scripts/compat-hiredis1.sh, build-hiredis1/) and runs each
+# fuzz target for a bounded time (scripts/fuzz.sh, build-fuzz/). Exits
+# non-zero if any step fails and prints a one-line summary at the end; a
+# step that could not run here (no download, no clang) is SKIPPED, named in
+# that line. LP_BUILD_DIR / LP_ASAN_BUILD_DIR override the build
+# directories, LP_CTEST_JOBS the test parallelism, LP_FUZZ_SECONDS the time
+# each fuzz target runs (default 30).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -15,9 +22,12 @@ BUILD=${LP_BUILD_DIR:-build}
 ASAN_BUILD=${LP_ASAN_BUILD_DIR:-build-asan}
 T0=$SECONDS
 failed=()
+skipped=()
 results=()
 
-# Runs "$@" as a named step, recording its result and duration.
+# Runs "$@" as a named step, recording its result and duration. Exit
+# status 77 means the step could not run here (it says why): SKIPPED, named
+# in the summary, not a failure.
 step() {
     local name=$1 t=$SECONDS rc=0
     shift
@@ -25,6 +35,9 @@ step() {
     "$@" || rc=$?
     if [ "$rc" -eq 0 ]; then
         results+=("$name ok ($((SECONDS - t))s)")
+    elif [ "$rc" -eq 77 ]; then
+        results+=("$name SKIPPED ($((SECONDS - t))s)")
+        skipped+=("$name")
     else
         results+=("$name FAILED ($((SECONDS - t))s)")
         failed+=("$name")
@@ -47,7 +60,13 @@ build() {
 
 # shellcheck disable=SC2317 # called through step
 run_tests() {
-    ctest --test-dir "$1" --output-on-failure -j"$CTEST_JOBS"
+    ctest --test-dir "$1" --output-on-failure -j"$CTEST_JOBS" -LE torture
+}
+
+# The torture runs are timed and CPU-heavy: one at a time.
+# shellcheck disable=SC2317 # called through step
+run_torture() {
+    ctest --test-dir "$1" --output-on-failure -L torture
 }
 
 step deps scripts/deps.sh
@@ -56,6 +75,7 @@ if [ "${#failed[@]}" -eq 0 ]; then
 fi
 if [ "${#failed[@]}" -eq 0 ]; then
     step tests run_tests "$BUILD"
+    step torture run_torture "$BUILD"
 fi
 # The sanitizer pass runs even when the plain tests failed: its reports
 # often explain the failure.
@@ -66,11 +86,23 @@ if [[ ! " ${failed[*]} " =~ " deps " ]]; then
         export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:halt_on_error=1:abort_on_error=0}
         export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
         step asan-tests run_tests "$ASAN_BUILD"
+        step asan-torture run_torture "$ASAN_BUILD"
     fi
+fi
+
+# Builds against hiredis 1.x (Debian 13) as well, and fuzzes the request
+# parser and the reply path for a bounded time: each in its own build dir.
+if [[ ! " ${failed[*]} " =~ " deps " ]]; then
+    step compat-hiredis1 scripts/compat-hiredis1.sh
+    step fuzz scripts/fuzz.sh "${LP_FUZZ_SECONDS:-30}"
 fi
 
 echo
 printf '  %s\n' "${results[@]}"
+if [ "${#failed[@]}" -eq 0 ] && [ "${#skipped[@]}" -gt 0 ]; then
+    echo "test.sh: PASS, but SKIPPED: ${skipped[*]} (see above why) after $((SECONDS - T0))s"
+    exit 0
+fi
 if [ "${#failed[@]}" -eq 0 ]; then
     echo "test.sh: PASS (all steps ok in $((SECONDS - T0))s)"
     exit 0

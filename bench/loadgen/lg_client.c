@@ -8,9 +8,18 @@
  *                  a message or the PTTL, then retry. Once granted, leave
  *                  the subscription (UNSUBSCRIBE goes out without waiting,
  *                  as Redisson does it asynchronously), hold, EVALSHA unlock.
+ * Cycle (twemproxy): the direct cycle without pub/sub: on a PTTL, wait a
+ *                  poll delay (--poll-ms, jittered, at most the PTTL) and
+ *                  retry, until granted.
  * Batch (--pipeline N): N (TRYLOCK|acquire, UNLOCK|unlock) pairs on the
  *                  client's N keys in one write; the next batch goes out when
  *                  all 2N replies are in.
+ *
+ * A new connection first sends AUTH (with a password) or PING
+ * (LG_CS_GREET) and counts as connected once it is answered. With --rate a cycle starts
+ * when the schedule says (lg_rate.c), not when the last one ended. An
+ * EVALSHA answered NOSCRIPT is sent once more as EVAL (lg_script.c), in
+ * the same state.
  *
  * The rwlock and semaphore workloads run the same machine with other
  * requests (lg_rw.c, lg_sem.c): an rwlock client draws read or write at the
@@ -68,7 +77,7 @@ static int format_request(struct lg_client *c, struct buf *b, unsigned key, bool
     char name[128], chan[160], owner[64], lease[16];
 
     lg_run_key_name(r, key, name, sizeof(name));
-    if (!r->direct) {
+    if (!r->redisson) {
         const char *lock = r->o->pipeline ? "TRYLOCK" : "LOCK";
         const char *argv[] = {release ? "UNLOCK" : lock, name};
 
@@ -77,13 +86,14 @@ static int format_request(struct lg_client *c, struct buf *b, unsigned key, bool
     snprintf(owner, sizeof(owner), "%s:%u", r->uuid, c->id);
     snprintf(lease, sizeof(lease), "%u", r->o->lease_ms);
     if (!release) {
-        const char *argv[] = {"EVALSHA", r->sha_acq, "1", name, lease, owner};
+        const char *argv[] = {"EVALSHA", r->scripts[LG_SCR_ACQ].sha, "1", name, lease, owner};
 
         return lg_resp_append(b, 6, argv);
     }
     snprintf(chan, sizeof(chan), "redisson_lock__channel:{%s}", name);
     {
-        const char *argv[] = {"EVALSHA", r->sha_rel, "2", name, chan, "0", lease, owner};
+        const char *argv[] = {"EVALSHA", r->scripts[LG_SCR_REL].sha, "2", name, chan, "0", lease,
+                              owner};
 
         return lg_resp_append(b, 8, argv);
     }
@@ -128,8 +138,10 @@ static int build_requests(struct lg_client *c)
 
 /* ---- cycle steps ------------------------------------------------------- */
 
-static void client_send(struct lg_client *c, const char *p, size_t n)
+void lg_client_send(struct lg_client *c, const char *p, size_t n)
 {
+    c->inflight = p;
+    c->inflight_len = n;
     if (sched_conn_write(&c->conn, p, n) < 0)
         lg_run_error(c->run, "write failed", NULL, 0);
 }
@@ -141,9 +153,9 @@ static void send_acquire(struct lg_client *c, unsigned state)
     c->state = state;
     c->run->cnt.attempts++;
     if (c->kind == LG_HOLD_WRITE)
-        client_send(c, c->wacq.cmd, c->wacq.len);
+        lg_client_send(c, c->wacq.cmd, c->wacq.len);
     else
-        client_send(c, c->acq_cmd, c->acq_len);
+        lg_client_send(c, c->acq_cmd, c->acq_len);
 }
 
 /* Queues N acquire/release pairs; latency is timed from here. */
@@ -153,7 +165,15 @@ static void send_batch(struct lg_client *c)
     c->pending = 2 * c->run->o->pipeline;
     c->t0_ns = clock_mono_ns();
     c->run->cnt.attempts += c->run->o->pipeline;
-    client_send(c, c->acq_cmd, c->acq_len);
+    lg_client_send(c, c->acq_cmd, c->acq_len);
+}
+
+void lg_client_begin_cycle(struct lg_client *c)
+{
+    c->depth = 0;
+    if (c->run->o->workload == LG_WL_RWLOCK)
+        lg_rw_pick(c);
+    send_acquire(c, LG_CS_ACQ);
 }
 
 void lg_client_start(struct lg_client *c)
@@ -163,15 +183,17 @@ void lg_client_start(struct lg_client *c)
         lg_run_client_idle(c);
         return;
     }
-    c->depth = 0;
-    if (c->run->o->workload == LG_WL_RWLOCK)
-        lg_rw_pick(c);
     if (c->run->o->pipeline > 0) {
+        c->depth = 0;
         send_batch(c);
         return;
     }
+    if (c->run->o->rate > 0) {
+        lg_rate_schedule(c);
+        return;
+    }
     c->t0_ns = clock_mono_ns();
-    send_acquire(c, LG_CS_ACQ);
+    lg_client_begin_cycle(c);
 }
 
 void lg_client_release(struct lg_client *c)
@@ -180,9 +202,9 @@ void lg_client_release(struct lg_client *c)
         lg_run_releasing(c, c->key);
     c->state = LG_CS_REL;
     if (c->kind == LG_HOLD_WRITE)
-        client_send(c, c->wrel.cmd, c->wrel.len);
+        lg_client_send(c, c->wrel.cmd, c->wrel.len);
     else
-        client_send(c, c->rel_cmd, c->rel_len);
+        lg_client_send(c, c->rel_cmd, c->rel_len);
 }
 
 void lg_client_retry(struct lg_client *c)
@@ -197,8 +219,23 @@ static void backoff(struct lg_client *c)
     sched_loop_timer_in(c->run->loop, &c->timer, BACKOFF_MS);
 }
 
+/* twemproxy: the lock (or every permit) is taken; retry after a poll
+ * delay drawn uniformly from [0.5, 1.5) x --poll-ms, but no later than
+ * the holder's PTTL (-1: no expiry; a semaphore passes its re-check). */
+static void poll_wait(struct lg_client *c, long long pttl)
+{
+    uint64_t mean_us = (uint64_t)c->run->o->poll_ms * 1000u;
+    uint64_t us = mean_us / 2 + lg_rng_next(&c->jitter) % (mean_us > 0 ? mean_us : 1);
+    uint64_t ms = (us + 999u) / 1000u;
+
+    if (pttl >= 0 && (uint64_t)pttl < ms)
+        ms = (uint64_t)pttl;
+    c->state = LG_CS_POLL;
+    sched_loop_timer_in(c->run->loop, &c->timer, ms > 0 ? ms : 1);
+}
+
 /* The PTTL ran out while waiting for a message (retry, as Redisson's
- * tryAcquire(ttl) does), or the back-off is over. */
+ * tryAcquire(ttl) does), a poll delay is over, or the back-off is. */
 static void on_timer(struct sched_timer *t)
 {
     struct lg_client *c = LP_CONTAINER_OF(t, struct lg_client, timer);
@@ -206,6 +243,9 @@ static void on_timer(struct sched_timer *t)
     if (c->state == LG_CS_LATCH) {
         c->run->cnt.latch_timeouts++;
         lg_sub_cancel(c);
+        lg_client_retry(c);
+    } else if (c->state == LG_CS_POLL) {
+        c->run->cnt.polls++;
         lg_client_retry(c);
     } else if (c->state == LG_CS_BACKOFF) {
         lg_client_start(c);
@@ -237,7 +277,7 @@ static enum acq_outcome classify_sem_acquire(const redisReply *rep, long long *p
 static enum acq_outcome classify_acquire(const struct lg_client *c, const redisReply *rep,
                                          long long *pttl)
 {
-    if (!c->run->direct) {
+    if (!c->run->redisson) {
         if (rep->type == REDIS_REPLY_STATUS && rep->len == 2 && memcmp(rep->str, "OK", 2) == 0)
             return ACQ_GRANTED;
         return rep->type == REDIS_REPLY_NIL ? ACQ_REFUSED : ACQ_ERROR;
@@ -261,13 +301,13 @@ static bool release_ok(const struct lg_client *c, const redisReply *rep, unsigne
 {
     const struct lg_run *r = c->run;
 
-    if (c->kind == LG_HOLD_PERMIT && r->direct)
+    if (c->kind == LG_HOLD_PERMIT && r->redisson)
         return rep->type == REDIS_REPLY_NIL;
     if (rep->type != REDIS_REPLY_INTEGER)
         return false;
     if (c->kind == LG_HOLD_PERMIT)
         return rep->integer >= 1 && rep->integer <= (long long)r->o->permits;
-    if (c->kind == LG_HOLD_READ && r->direct)
+    if (c->kind == LG_HOLD_READ && r->redisson)
         return rep->integer == 0 || rep->integer == 1;
     return rep->integer == (depth_after == 0 ? 1 : 0);
 }
@@ -312,7 +352,9 @@ static void on_acquire_reply(struct lg_client *c, const redisReply *rep)
         granted(c);
         return;
     case ACQ_HELD:
-        if (c->depth > 0 || !c->sub) {
+        if (c->depth == 0 && c->run->polling) {
+            poll_wait(c, pttl);
+        } else if (c->depth > 0 || !c->sub) {
             lg_run_error(c->run, "acquire", "re-entry refused", strlen("re-entry refused"));
             acquire_failed(c);
         } else if (c->state == LG_CS_ACQ) {
@@ -367,9 +409,45 @@ static void on_batch_reply(struct lg_client *c, const redisReply *rep)
         lg_client_start(c);
 }
 
+static bool is_noscript(const redisReply *rep)
+{
+    return rep->type == REDIS_REPLY_ERROR && rep->len >= 8 && memcmp(rep->str, "NOSCRIPT", 8) == 0;
+}
+
+const char *lg_greet_error(const redisReply *rep)
+{
+    if (rep->type == REDIS_REPLY_STATUS &&
+        (strcmp(rep->str, "OK") == 0 || strcmp(rep->str, "PONG") == 0))
+        return NULL;
+    return rep->type == REDIS_REPLY_ERROR ? rep->str : "unexpected reply";
+}
+
+/* The reply to the greeting of a new connection: connected, or the run
+ * fails. */
+static void on_greet_reply(struct lg_client *c, const redisReply *rep)
+{
+    const char *err = lg_greet_error(rep);
+    char why[200];
+
+    c->state = LG_CS_IDLE;
+    if (!err) {
+        lg_run_conn_done(c->run, 0);
+        return;
+    }
+    snprintf(why, sizeof(why), "%.60s: %s: %.120s", c->run->cmd_ep->name,
+             c->run->cmd_ep->pass[0] ? "AUTH" : "PING", err);
+    lg_run_conn_failed(c->run, why);
+}
+
 /* Dispatches a reply by what c has in flight. */
 static void on_reply(struct lg_client *c, const redisReply *rep)
 {
+    if (c->state == LG_CS_GREET) {
+        on_greet_reply(c, rep);
+        return;
+    }
+    if (is_noscript(rep) && c->run->redisson && lg_scripts_resend_eval(c) == 0)
+        return;
     switch (c->state) {
     case LG_CS_ACQ:
     case LG_CS_RETRY:
@@ -397,6 +475,7 @@ static void client_die(struct lg_client *c, const char *why)
     if (was == LG_CS_DEAD)
         return;
     c->state = LG_CS_DEAD;
+    lg_rate_cancel(c);
     lg_sub_cancel(c);
     if (c->sub_ref)
         lg_sub_leave(c);
@@ -405,6 +484,11 @@ static void client_die(struct lg_client *c, const char *why)
     if (c->depth > 0)
         lg_run_released(c, c->key);
     c->depth = 0;
+    if (was == LG_CS_GREET) {
+        sched_conn_close(&c->conn, false);
+        lg_run_conn_failed(c->run, why ? why : "closed before answering");
+        return;
+    }
     if (why)
         lg_run_error(c->run, "connection", why, strlen(why));
     if (was != LG_CS_IDLE)
@@ -451,10 +535,31 @@ static void client_on_hangup(struct sched_conn *conn, int err)
     client_die(c, why);
 }
 
+int lg_greet_send(struct sched_conn *conn, const struct lg_endpoint *ep)
+{
+    const char *with_user[] = {"AUTH", ep->user, ep->pass};
+    const char *alone[] = {"AUTH", ep->pass};
+    const char *ping[] = {"PING"};
+    struct buf *b = sched_conn_wbuf(conn);
+    int rc = !ep->pass[0]  ? lg_resp_append(b, 1, ping)
+             : ep->user[0] ? lg_resp_append(b, 3, with_user)
+                           : lg_resp_append(b, 2, alone);
+
+    if (rc == 0)
+        sched_conn_mark_dirty(conn);
+    return rc;
+}
+
 static void client_on_connect(struct sched_conn *conn, int err)
 {
     struct lg_client *c = LP_CONTAINER_OF(conn, struct lg_client, conn);
 
+    if (err == 0) {
+        c->state = LG_CS_GREET;
+        err = lg_greet_send(conn, c->run->cmd_ep);
+        if (err == 0)
+            return;
+    }
     if (err < 0)
         sched_conn_close(conn, false);
     lg_run_conn_done(c->run, err);
@@ -487,6 +592,7 @@ int lg_client_init(struct lg_client *c, struct lg_run *r, unsigned id)
     c->state = LG_CS_IDLE;
     c->kind = r->o->workload == LG_WL_SEMAPHORE ? LG_HOLD_PERMIT : LG_HOLD_EXCL;
     c->rng = id;
+    c->jitter = 0x6a09e667f3bcc909ull ^ id;
     sched_timer_init(&c->timer, on_timer);
     list_init(&c->node);
     if (r->nsubs > 0)

@@ -31,9 +31,11 @@ static void kv_redis(FILE *f, const char *t, const struct lg_result *res)
 {
     double acq = res->acquisitions ? (double)res->acquisitions : 1.0;
 
+    fprintf(f, "%s redis_ok %d\n", t, res->redis_ok ? 1 : 0);
     kv_num(f, t, "redis_cmds_per_acq", res->redis_ok, (double)res->redis_client_cmds / acq);
     kv_num(f, t, "redis_calls_per_acq", res->redis_ok, (double)res->redis_all_calls / acq);
     kv_num(f, t, "redis_cpu_s", res->redis_ok, res->redis_cpu_s);
+    kv_num(f, t, "redis_cpu_us_per_acq", res->redis_ok, lg_result_redis_us_per_acq(res));
     kv_num(f, t, "scripts_per_sec", res->redis_ok, lg_result_scripts_per_sec(res));
     for (unsigned i = 0; res->redis_ok && i < res->ndelta; i++)
         fprintf(f, "%s cmd.%s %llu\n", t, res->delta[i].name,
@@ -51,6 +53,20 @@ static void kv_workload(FILE *f, const char *t, const struct lg_opts *o,
         fprintf(f, "%s latch_timeouts %llu\n", t, (unsigned long long)res->latch_timeouts);
 }
 
+/* --rate, twemproxy's polls, NOSCRIPT fallbacks, the clean-up. */
+static void kv_extra(FILE *f, const char *t, const struct lg_result *res)
+{
+    if (res->rate_asked > 0) {
+        kv_num(f, t, "rate_asked", true, res->rate_asked);
+        kv_num(f, t, "rate_achieved", true, res->rate_achieved);
+        fprintf(f, "%s rate_short %d\n", t, lg_result_rate_short(res) ? 1 : 0);
+        kv_num(f, t, "send_lag_p99_us", true, (double)lg_hist_percentile(res->lag, 99) / 1000);
+    }
+    fprintf(f, "%s polls %llu\n%s noscripts %llu\n", t, (unsigned long long)res->polls, t,
+            (unsigned long long)res->noscripts);
+    kv_num(f, t, "keys_deleted", res->cleaned, (double)res->keys_deleted);
+}
+
 static void kv_target(FILE *f, const struct lg_opts *o, const struct lg_result *res)
 {
     const char *t = lg_target_name(res->target);
@@ -64,14 +80,16 @@ static void kv_target(FILE *f, const struct lg_opts *o, const struct lg_result *
     fprintf(f, "%s acquisitions %llu\n", t, (unsigned long long)res->acquisitions);
     kv_num(f, t, "ops_per_sec", true, lg_result_ops(res));
     kv_workload(f, t, o, res);
+    kv_extra(f, t, res);
     kv_latency(f, t, res);
     kv_redis(f, t, res);
     kv_num(f, t, "proxy_cpu_s", res->proxy_cpu_ok, res->proxy_cpu_s);
     kv_num(f, t, "bench_cpu_s", true, res->bench_cpu_s);
     kv_num(f, t, "other_cpu_s", other_ok, other);
     kv_num(f, t, "jain", true, res->fair_jain);
-    fprintf(f, "%s errors %llu\n%s violations %llu\n%s stuck %u\n", t,
-            (unsigned long long)res->errors, t, (unsigned long long)res->violations, t, res->stuck);
+    fprintf(f, "%s errors %llu\n%s violations %llu\n%s stuck %u\n%s parked %u\n", t,
+            (unsigned long long)res->errors, t, (unsigned long long)res->violations, t, res->stuck,
+            t, res->parked);
 }
 
 int lg_report_kv(const char *path, const struct lg_opts *o, const struct lg_result *res, unsigned n)

@@ -1,5 +1,6 @@
-/* lockproxy-bench: closed-loop load generator comparing lockproxy with a
- * direct, Redisson-style Redis client on the same workload. main() parses
+/* lockproxy-bench: load generator comparing lockproxy with Redisson-style
+ * clients talking to Redis directly or through twemproxy, on the same
+ * workload, closed loop or at a fixed rate (--rate). main() parses
  * the options, prepares the process (file descriptor limit, signals), runs
  * every target on one event loop (or the idle-memory mode, lg_idle.c), and
  * prints and writes the results. See --help (lg_opts.c) for what is
@@ -77,6 +78,23 @@ static void setup_signals(void)
     signal(SIGPIPE, SIG_IGN);
 }
 
+/* Where each target's clients go, and where the Redis figures come from. */
+static void print_endpoints(const struct lg_opts *o, const char *backend)
+{
+    printf("  endpoints:");
+    for (unsigned i = 0; i < o->ntargets; i++)
+        printf("%s %s %s%s", i ? "," : "", lg_target_name(o->targets[i]),
+               lg_target_endpoint(o, o->targets[i])->name,
+               lg_target_endpoint(o, o->targets[i])->pass[0] ? " (AUTH)" : "");
+    printf("; bench event loop: %s (single thread)\n", backend);
+    if (o->redis_stats)
+        printf("  Redis figures from INFO of %s\n", o->redis.name);
+    else
+        printf("  Redis figures omitted: give --redis HOST:PORT (the Redis behind the target) "
+               "for Redis CPU and commands\n");
+    printf("  keys: %s:<target>:<n> (deleted at the end of each target)\n", o->prefix);
+}
+
 static void print_banner(const struct lg_opts *o, const char *backend)
 {
     printf("lockproxy-bench: workload %s, %u clients, %u keys, hold %llu us, warmup %.1f s, "
@@ -86,13 +104,22 @@ static void print_banner(const struct lg_opts *o, const char *backend)
            o->pipeline ? ", pipeline " : "", o->pipeline ? "on" : "");
     if (o->pipeline)
         printf("  pipelined: %u TRYLOCK/UNLOCK pairs per connection per round trip\n", o->pipeline);
-    printf("  proxy %s, redis %s, bench event loop: %s (single thread)\n", o->proxy.name,
-           o->redis.name, backend);
+    if (o->rate > 0)
+        printf("  open loop: %.0f cycles/s over all clients (one every %.3f ms per client); "
+               "latency from the scheduled start\n",
+               o->rate, (double)o->clients / o->rate * 1000.0);
+    else
+        printf("  closed loop: each client starts its next cycle when the last one ends\n");
+    print_endpoints(o, backend);
     for (unsigned i = 0; i < o->ntargets; i++) {
         if (o->targets[i] == LG_TGT_DIRECT && o->pipeline == 0)
             printf("  direct: each bench connection models a separate client process "
                    "(Redisson shares subscriptions per lock name only within one JVM); "
                    "see direct-shared for one shared JVM\n");
+        if (o->targets[i] == LG_TGT_TWEMPROXY)
+            printf("  twemproxy: no pub/sub through twemproxy, so a waiting client polls every "
+                   "%u ms (0.5x-1.5x, at most the holder's PTTL)\n",
+                   o->poll_ms);
     }
     fflush(stdout);
 }
@@ -147,13 +174,15 @@ static int write_outputs(const struct lg_opts *o, const struct lg_result *res, u
     return rc;
 }
 
-/* 0 when every target ran cleanly and the outputs were written. */
+/* 0 when every target ran cleanly, granted something, and the outputs
+ * were written. */
 static int exit_status(const struct lg_result *res, unsigned n, int out_rc)
 {
     int status = out_rc < 0 ? 1 : 0;
 
     for (unsigned i = 0; i < n; i++) {
-        if (!res[i].ran || !lg_result_exclusive(&res[i]) || res[i].stuck > 0)
+        if (!res[i].ran || !lg_result_exclusive(&res[i]) || res[i].stuck > 0 ||
+            res[i].acquisitions == 0)
             status = 1;
     }
     return status;
@@ -174,18 +203,22 @@ static int bench_main(const struct lg_opts *o)
     memset(res, 0, sizeof(res));
     for (unsigned i = 0; i < o->ntargets; i++) {
         res[i].hist = malloc(sizeof(*res[i].hist));
-        if (!res[i].hist) {
+        res[i].lag = malloc(sizeof(*res[i].lag));
+        if (!res[i].hist || !res[i].lag) {
             fprintf(stderr, "lockproxy-bench: out of memory\n");
             return 1;
         }
         lg_hist_reset(res[i].hist);
+        lg_hist_reset(res[i].lag);
     }
     print_banner(o, sched_loop_backend(l));
     n = run_all(l, o, res);
     lg_report_summary(o, res, (unsigned)n);
     status = exit_status(res, (unsigned)n, write_outputs(o, res, (unsigned)n));
-    for (unsigned i = 0; i < o->ntargets; i++)
+    for (unsigned i = 0; i < o->ntargets; i++) {
         free(res[i].hist);
+        free(res[i].lag);
+    }
     sched_loop_destroy(l);
     return status;
 }

@@ -10,17 +10,22 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/util.h"
+
 #define LG_MAX_CLIENTS 100000u
 #define LG_MAX_PIPE    1024u
 #define LG_MAX_IDLE    1000000u
+#define LG_MAX_RATE    10000000.0
 
 static const char help_text[] =
     "Usage: lockproxy-bench [options] [WORKLOAD]\n"
     "\n"
-    "Closed-loop load generator for lockproxy. Each of --clients connections\n"
-    "repeatedly acquires a lock, holds it for --hold-us, and releases it, with\n"
-    "one request in flight. The same workload runs against every target in\n"
-    "--targets, one after the other, and the results are compared.\n"
+    "Load generator for lockproxy. Each of --clients connections repeatedly\n"
+    "acquires a lock, holds it for --hold-us, and releases it, with one request\n"
+    "in flight: closed loop (the next cycle starts when the last one ends: the\n"
+    "throughput measure), or open loop with --rate (cycles start on a fixed\n"
+    "schedule: the latency measure). The same workload runs against every\n"
+    "target in --targets, one after the other, and the results are compared.\n"
     "\n"
     "Workloads (positional, or --workload):\n"
     "  uncontended   each client locks its own key (default)\n"
@@ -76,6 +81,61 @@ static const char help_text[] =
     "                 entries, one wake-up permit per message: Redisson's\n"
     "                 behaviour inside one JVM; rwlock \"1\" and semaphore\n"
     "                 messages as above). The most favourable baseline.\n"
+    "  twemproxy      the same scripts (EVALSHA, with the SHA-1 computed by the\n"
+    "                 bench; on NOSCRIPT the request is sent once as EVAL, which\n"
+    "                 loads the script: twemproxy refuses SCRIPT LOAD) sent\n"
+    "                 through twemproxy (nutcracker) at --twemproxy, which routes\n"
+    "                 them by their first key. twemproxy refuses SUBSCRIBE, and a\n"
+    "                 client behind it knows no Redis address (with several\n"
+    "                 servers it could not tell which one to subscribe on), so a\n"
+    "                 waiting client polls, as polling Redis locks do (redis-py's\n"
+    "                 Lock, Redlock, redsync): after a refused acquire it retries\n"
+    "                 after --poll-ms (drawn uniformly from 0.5x to 1.5x, never\n"
+    "                 later than the holder's PTTL); a semaphore retries after\n"
+    "                 --poll-ms likewise.\n"
+    "\n"
+    "Where (the defaults are a local test set-up):\n"
+    "  --proxy HOST:PORT  lockproxy (default 127.0.0.1:7379); unix:PATH for a Unix\n"
+    "                     domain socket (lockproxy --listen unix:///PATH)\n"
+    "  --redis HOST:PORT  Redis for the direct targets and for the Redis figures\n"
+    "                     of every target (default 127.0.0.1:6379); or unix:PATH\n"
+    "  --twemproxy HOST:PORT  twemproxy (default 127.0.0.1:22121); or unix:PATH\n"
+    "  --target HOST:PORT the address of the one target in --targets (default\n"
+    "                     --targets proxy): load-test a running deployment, e.g.\n"
+    "                     --target lockproxy.staging:7379. Without --redis, the\n"
+    "                     Redis figures (CPU, commands) are omitted, with a note:\n"
+    "                     give the Redis behind the target with --redis to get them\n"
+    "                     (it must answer INFO; they count every client of that\n"
+    "                     Redis, so they are exact only on an otherwise idle one).\n"
+    "                     For direct targets --target is the Redis itself\n"
+    "  --user U           AUTH user for the endpoints the clients connect to\n"
+    "  --password P       AUTH password for them (AUTH P, or AUTH U P with --user);\n"
+    "                     LP_BENCH_PASSWORD in the environment does the same without\n"
+    "                     showing it in ps\n"
+    "  --redis-user U, --redis-password P  AUTH for --redis when it is only read\n"
+    "                     for figures (default: none; a direct target's Redis uses\n"
+    "                     --user and --password)\n"
+    "  --tls              refused for now: TLS comes with the TLS work on the event\n"
+    "                     loop (it will be a flag of each endpoint)\n"
+    "  --tls-ca-cert-file FILE\n"
+    "                     the proxy target's clients speak TLS to --proxy (a\n"
+    "                     lockproxy tls:// listener with --tls-auth-clients no),\n"
+    "                     verifying its certificate with FILE and its host\n"
+    "  --proxy-pid PID    lockproxy's pid, to report its CPU time (/proc/PID/stat);\n"
+    "                     without it proxy CPU is n/a (local proxies only)\n"
+    "  --twemproxy-pid PID  the same for twemproxy\n"
+    "\n"
+    "Keys. Every key is <prefix>:<target>:<n>; the default prefix is\n"
+    "lgbench:<8 random hex digits>, new for each run, so a run never touches\n"
+    "keys it did not create. At the end of each target the bench deletes every\n"
+    "key it may have left (semaphores; lock keys of clients that did not\n"
+    "finish) through the target's own path when it allows DEL (Redis,\n"
+    "twemproxy), or through --redis; through lockproxy alone, locks are\n"
+    "released by UNLOCK or when the connection closes, and the semaphore\n"
+    "workload needs --redis (lockproxy has no command that deletes a\n"
+    "semaphore). The report says how many keys were deleted. If the bench is\n"
+    "killed (SIGKILL), lock keys expire after --lease-ms (lockproxy: on\n"
+    "disconnect), but semaphores stay: delete <prefix>:* by hand.\n"
     "\n"
     "Options:\n"
     "  --clients N        connections, one client each (default 1000)\n"
@@ -86,28 +146,30 @@ static const char help_text[] =
     "  --hold-us US       hold each lock US microseconds (default 0); holds are\n"
     "                     at least US, rounded up to the 1 ms timer tick when the\n"
     "                     loop is otherwise idle\n"
+    "  --rate N           open loop: N cycles per second over all clients, each\n"
+    "                     client on its own fixed schedule (every clients/N s,\n"
+    "                     staggered). Latency is measured from the scheduled start,\n"
+    "                     not from the send, so a slow reply delays the next cycle\n"
+    "                     and that delay is counted (no coordinated omission, as in\n"
+    "                     wrk2). A client whose cycle overruns its slot starts the\n"
+    "                     next one at once. The report gives the asked and achieved\n"
+    "                     rates and marks a run that fell short (RATE SHORT: below\n"
+    "                     95 %); the bench's own lateness in sending is shown as\n"
+    "                     'send lag' (up to the 1 ms timer tick when it is idle)\n"
     "  --duration S       measured seconds per target (default 10; decimals ok)\n"
     "  --warmup S         unmeasured seconds before that (default 2)\n"
-    "  --targets LIST     proxy,direct,direct-shared (default proxy,direct)\n"
-    "  --proxy HOST:PORT  lockproxy (default 127.0.0.1:7379); unix:PATH for a Unix\n"
-    "                     domain socket (lockproxy --listen unix:///PATH)\n"
-    "  --redis HOST:PORT  Redis for direct targets and for the Redis statistics\n"
-    "                     of every target (default 127.0.0.1:6379); or unix:PATH\n"
-    "  --tls-ca-cert-file FILE\n"
-    "                     the proxy target's clients speak TLS to --proxy (a\n"
-    "                     lockproxy tls:// listener with --tls-auth-clients no),\n"
-    "                     verifying its certificate with FILE and its host\n"
-    "  --proxy-pid PID    lockproxy's pid, to report its CPU time (/proc/PID/stat);\n"
-    "                     without it proxy CPU is n/a\n"
+    "  --targets LIST     proxy,direct,direct-shared,twemproxy (default proxy,direct)\n"
+    "  --poll-ms MS       twemproxy: mean retry delay of a waiting client (default\n"
+    "                     100, redis-py Lock's sleep)\n"
     "  --direct-shared-sub  make 'direct' behave as 'direct-shared'\n"
-    "  --pipeline N       Redis-bound ceiling test (uncontended only): each\n"
-    "                     connection sends N TRYLOCK/UNLOCK pairs on N keys of its\n"
-    "                     own per round trip (direct: N acquire/unlock EVALSHA pairs)\n"
-    "  --lease-ms MS      lease for the direct lock scripts (default 30000,\n"
+    "  --pipeline N       Redis-bound ceiling test (uncontended only; proxy and\n"
+    "                     direct): each connection sends N TRYLOCK/UNLOCK pairs on\n"
+    "                     N keys of its own per round trip (direct: N acquire/unlock\n"
+    "                     EVALSHA pairs)\n"
+    "  --lease-ms MS      lease for the Redisson lock scripts (default 30000,\n"
     "                     Redisson's lockWatchdogTimeout; semaphores have none)\n"
     "  --io MODE          auto, epoll or uring: the bench's own event loop\n"
-    "  --prefix P         key prefix (default lgbench:<pid>); keys are\n"
-    "                     P:<target>:<n>\n"
+    "  --prefix P         key prefix (default lgbench:<random>, see Keys)\n"
     "  --json FILE        write every figure as JSON\n"
     "  --svg FILE         write a chart (throughput bars, latency percentiles)\n"
     "  --kv FILE          write every figure as '<section> <key> <value>' lines, one\n"
@@ -127,10 +189,13 @@ static const char help_text[] =
     "Measured per target, over --duration after --warmup:\n"
     "  ops/s              completed acquire+release pairs per second (a reentrant\n"
     "                     cycle counts as two); rwlock also splits them into reads\n"
-    "                     and writes\n"
-    "  latency            acquisition latency, request sent to lock granted,\n"
-    "                     including waiting for other holders; p50/p90/p99/p99.9/max\n"
-    "                     from log-linear buckets (< 1% error)\n"
+    "                     and writes. With --rate: the achieved rate\n"
+    "  latency            acquisition latency, request sent (--rate: scheduled) to\n"
+    "                     lock granted, including waiting for other holders;\n"
+    "                     p50/p90/p99/p99.9/max from log-linear buckets (< 1% error)\n"
+    "  Redis CPU/acq      Redis's CPU time (INFO cpu: used_cpu_sys + used_cpu_user\n"
+    "                     delta) per acquisition, in microseconds: what one lock\n"
+    "                     operation costs the one Redis thread every client shares\n"
     "  Redis cmds/acq     commands clients sent to Redis per acquisition, from the\n"
     "                     INFO commandstats delta, counting top-level commands only\n"
     "                     (EVALSHA, SUBSCRIBE, UNSUBSCRIBE, ...). The commands that\n"
@@ -140,12 +205,13 @@ static const char help_text[] =
     "                     clients of that Redis, so keep it otherwise idle.\n"
     "  Redis scripts/s    EVALSHA + EVAL calls per second (INFO commandstats)\n"
     "  Redis CPU          INFO cpu used_cpu_sys + used_cpu_user delta\n"
-    "  proxy CPU          utime + stime delta of --proxy-pid (proxy target only)\n"
+    "  proxy CPU          utime + stime delta of --proxy-pid (proxy target) or\n"
+    "                     --twemproxy-pid (twemproxy target)\n"
     "  bench CPU          this process's own CPU time\n"
-    "  other CPU          the machine's busy CPU time (/proc/stat) minus Redis, the\n"
-    "                     proxy and the bench: what other processes took. Every\n"
-    "                     figure here is CPU-bound on a small machine, so distrust\n"
-    "                     a run where this is not near 0\n"
+    "  other CPU          the machine's busy CPU time (/proc/stat) minus Redis (when\n"
+    "                     local), the proxy and the bench: what other processes\n"
+    "                     took. Every figure here is CPU-bound on a small machine,\n"
+    "                     so distrust a run where this is not near 0\n"
     "  fairness           grants per client in the measured phase: min, max,\n"
     "                     Jain's index (1 = equal) and starved clients; an\n"
     "                     unfair lock can show low percentiles because the\n"
@@ -157,13 +223,18 @@ static const char help_text[] =
     "                     read grant no writer; semaphore: a grant needs fewer than\n"
     "                     --permits holders\n"
     "\n"
-    "Output: a progress line per second, a table per target, the proxy/direct\n"
+    "Output: a progress line per second, a table per target, the proxy/other\n"
     "ratios, and optionally --json and --svg (open the SVG in a browser).\n"
+    "At the end of each target the clients finish their cycles (the drain), so\n"
+    "no lock is left behind. A client that is only waiting out a PTTL or a poll\n"
+    "delay holds nothing: once only such clients are left they are closed and\n"
+    "reported as parked; a client still holding or with a request in flight\n"
+    "when the drain's limit runs out is STUCK.\n"
     "Ctrl-C stops new cycles and lets the current ones finish, so no lock is\n"
     "left behind; a second Ctrl-C closes the connections at once.\n"
-    "Exit status: 0 if every target ran without violations or stuck clients\n"
-    "(idle mode: every connection answered and the RSS could be read), 1\n"
-    "otherwise, 2 on bad options.\n";
+    "Exit status: 0 if every target ran and granted locks, without violations\n"
+    "or stuck clients (idle mode: every connection answered and the RSS could\n"
+    "be read), 1 otherwise, 2 on bad options.\n";
 
 const char *lg_workload_name(enum lg_workload w)
 {
@@ -175,9 +246,38 @@ const char *lg_workload_name(enum lg_workload w)
 
 const char *lg_target_name(enum lg_target t)
 {
-    static const char *const names[] = {"proxy", "direct", "direct-shared"};
+    static const char *const names[] = {"proxy", "direct", "direct-shared", "twemproxy"};
 
     return names[t];
+}
+
+const struct lg_endpoint *lg_target_endpoint(const struct lg_opts *o, enum lg_target t)
+{
+    if (t == LG_TGT_PROXY)
+        return &o->proxy;
+    if (t == LG_TGT_TWEMPROXY)
+        return &o->twemproxy;
+    return &o->redis;
+}
+
+bool lg_target_redisson(enum lg_target t)
+{
+    return t != LG_TGT_PROXY;
+}
+
+int lg_target_pid(const struct lg_opts *o, enum lg_target t)
+{
+    if (t == LG_TGT_PROXY)
+        return o->proxy_pid;
+    if (t == LG_TGT_TWEMPROXY)
+        return o->twemproxy_pid;
+    return 0;
+}
+
+bool lg_endpoint_is_local(const struct lg_endpoint *ep)
+{
+    return ep->is_unix || strcmp(ep->host, "localhost") == 0 || strncmp(ep->host, "127.", 4) == 0 ||
+           strcmp(ep->host, "::1") == 0 || strcmp(ep->host, "[::1]") == 0;
 }
 
 unsigned lg_opts_nkeys(const struct lg_opts *o)
@@ -189,6 +289,16 @@ unsigned lg_opts_nkeys(const struct lg_opts *o)
         return o->keys;
     return o->clients;
 }
+
+/* What the command line gives beyond struct lg_opts, resolved by check(). */
+struct cli_extra {
+    struct lg_endpoint target; /* --target */
+    bool targets_set;          /* --targets was given */
+    char user[128];            /* --user */
+    char pass[256];            /* --password (or LP_BENCH_PASSWORD) */
+    char redis_user[128];      /* --redis-user */
+    char redis_pass[256];      /* --redis-password */
+};
 
 static int bad(const char *opt, const char *val, const char *why)
 {
@@ -222,6 +332,19 @@ static int parse_secs(const char *opt, const char *s, double lo, double *out)
     return 0;
 }
 
+static int parse_rate(const char *opt, const char *s, double *out)
+{
+    char *end;
+    double v;
+
+    errno = 0;
+    v = strtod(s, &end);
+    if (errno != 0 || end == s || *end != '\0' || !(v > 0) || v > LG_MAX_RATE)
+        return bad(opt, s, "not a rate in ops/s in range (0, 1e7]");
+    *out = v;
+    return 0;
+}
+
 /* "unix:PATH" or "unix://PATH": a Unix domain socket. */
 static int parse_unix_endpoint(const char *opt, const char *s, struct lg_endpoint *ep)
 {
@@ -236,6 +359,7 @@ static int parse_unix_endpoint(const char *opt, const char *s, struct lg_endpoin
     ep->port[0] = '\0';
     ep->is_unix = true;
     snprintf(ep->name, sizeof(ep->name), "unix:%s", path);
+    ep->set = true;
     return 0;
 }
 
@@ -259,6 +383,7 @@ static int parse_endpoint(const char *opt, const char *s, struct lg_endpoint *ep
     snprintf(ep->port, sizeof(ep->port), "%u", port);
     ep->is_unix = false;
     snprintf(ep->name, sizeof(ep->name), "%s:%s", ep->host, ep->port);
+    ep->set = true;
     return 0;
 }
 
@@ -275,7 +400,7 @@ static int parse_workload(const char *s, enum lg_workload *out)
 
 static int parse_target(const char *s, size_t n, enum lg_target *out)
 {
-    for (int t = LG_TGT_PROXY; t <= LG_TGT_DIRECT_SHARED; t++) {
+    for (int t = LG_TGT_PROXY; t < LG_NTARGET_KINDS; t++) {
         const char *name = lg_target_name((enum lg_target)t);
 
         if (strlen(name) == n && memcmp(s, name, n) == 0) {
@@ -297,7 +422,7 @@ static int parse_targets(const char *s, struct lg_opts *o)
         if (o->ntargets == LG_MAX_TARGETS)
             return bad("--targets", s, "too many targets");
         if (parse_target(p, n, &o->targets[o->ntargets]) < 0)
-            return bad("--targets", s, "expected proxy, direct or direct-shared");
+            return bad("--targets", s, "expected proxy, direct, direct-shared or twemproxy");
         o->ntargets++;
         p += n;
         if (*p == ',')
@@ -321,6 +446,16 @@ static int parse_io(const char *s, enum sched_io *out)
     return 0;
 }
 
+/* lgbench:<8 hex digits of a random UUID>: a new key space per run. */
+static void default_prefix(struct lg_opts *o)
+{
+    char uuid[37];
+
+    if (util_uuid4(uuid) < 0)
+        snprintf(uuid, sizeof(uuid), "%08x", (unsigned)getpid());
+    snprintf(o->prefix, sizeof(o->prefix), "lgbench:%.8s", uuid);
+}
+
 static void set_defaults(struct lg_opts *o)
 {
     memset(o, 0, sizeof(*o));
@@ -336,10 +471,13 @@ static void set_defaults(struct lg_opts *o)
     o->ntargets = 2;
     o->io = SCHED_IO_AUTO;
     o->lease_ms = 30000;
+    o->poll_ms = 100;
     o->idle_settle_s = 1.0;
     (void)parse_endpoint("--proxy", "127.0.0.1:7379", &o->proxy);
     (void)parse_endpoint("--redis", "127.0.0.1:6379", &o->redis);
-    snprintf(o->prefix, sizeof(o->prefix), "lgbench:%d", (int)getpid());
+    (void)parse_endpoint("--twemproxy", "127.0.0.1:22121", &o->twemproxy);
+    o->proxy.set = o->redis.set = o->twemproxy.set = false;
+    default_prefix(o);
 }
 
 /* Options that take a number. Returns 1 if opt is not one of them. */
@@ -380,11 +518,46 @@ static int parse_numeric(struct lg_opts *o, const char *opt, const char *val)
         return parse_uint(opt, val, 1, LG_MAX_IDLE, &o->idle);
     if (strcmp(opt, "--idle-settle") == 0)
         return parse_secs(opt, val, 0.0, &o->idle_settle_s);
+    if (strcmp(opt, "--poll-ms") == 0)
+        return parse_uint(opt, val, 1, 60000, &o->poll_ms);
+    if (strcmp(opt, "--twemproxy-pid") == 0) {
+        rc = parse_uint(opt, val, 1, 0x7fffffff, &u);
+        o->twemproxy_pid = (int)u;
+        return rc;
+    }
+    if (strcmp(opt, "--rate") == 0)
+        return parse_rate(opt, val, &o->rate);
+    return 1;
+}
+
+/* --user, --password, --redis-user, --redis-password. Returns 1 if opt is
+ * not one of them. */
+static int parse_cred(const char *opt, const char *val, struct cli_extra *cli)
+{
+    struct {
+        const char *name; /* option */
+        char *dst;        /* where it goes */
+        size_t cap;       /* its size */
+    } creds[] = {
+        {"--user", cli->user, sizeof(cli->user)},
+        {"--password", cli->pass, sizeof(cli->pass)},
+        {"--redis-user", cli->redis_user, sizeof(cli->redis_user)},
+        {"--redis-password", cli->redis_pass, sizeof(cli->redis_pass)},
+    };
+
+    for (size_t i = 0; i < sizeof(creds) / sizeof(creds[0]); i++) {
+        if (strcmp(opt, creds[i].name) != 0)
+            continue;
+        if (val[0] == '\0' || strlen(val) >= creds[i].cap)
+            return bad(opt, "...", "empty or too long");
+        snprintf(creds[i].dst, creds[i].cap, "%s", val);
+        return 0;
+    }
     return 1;
 }
 
 /* Options that take a string. Returns 1 if opt is not one of them. */
-static int parse_valued(struct lg_opts *o, const char *opt, const char *val)
+static int parse_valued(struct lg_opts *o, struct cli_extra *cli, const char *opt, const char *val)
 {
     int rc = parse_numeric(o, opt, val);
 
@@ -392,12 +565,23 @@ static int parse_valued(struct lg_opts *o, const char *opt, const char *val)
         return rc;
     if (strcmp(opt, "--workload") == 0)
         return parse_workload(val, &o->workload);
-    if (strcmp(opt, "--targets") == 0)
-        return parse_targets(val, o);
     if (strcmp(opt, "--proxy") == 0)
         return parse_endpoint(opt, val, &o->proxy);
     if (strcmp(opt, "--redis") == 0)
         return parse_endpoint(opt, val, &o->redis);
+    if (strcmp(opt, "--twemproxy") == 0)
+        return parse_endpoint(opt, val, &o->twemproxy);
+    if (strcmp(opt, "--target") == 0) {
+        o->target_set = true;
+        return parse_endpoint(opt, val, &cli->target);
+    }
+    if (strcmp(opt, "--targets") == 0) {
+        cli->targets_set = true;
+        return parse_targets(val, o);
+    }
+    rc = parse_cred(opt, val, cli);
+    if (rc != 1)
+        return rc;
     if (strcmp(opt, "--io") == 0)
         return parse_io(val, &o->io);
     if (strcmp(opt, "--json") == 0) {
@@ -425,9 +609,104 @@ static int parse_valued(struct lg_opts *o, const char *opt, const char *val)
     return 1;
 }
 
-/* Cross-option rules, checked once everything is parsed. */
-static int check(struct lg_opts *o)
+static bool runs_kind(const struct lg_opts *o, enum lg_target t)
 {
+    for (unsigned i = 0; i < o->ntargets; i++) {
+        if (o->targets[i] == t)
+            return true;
+    }
+    return false;
+}
+
+static bool runs_direct(const struct lg_opts *o)
+{
+    return runs_kind(o, LG_TGT_DIRECT) || runs_kind(o, LG_TGT_DIRECT_SHARED);
+}
+
+static int fail(const char *why)
+{
+    fprintf(stderr, "lockproxy-bench: %s (see --help)\n", why);
+    return -EINVAL;
+}
+
+/* --target: the address of the one target kind. */
+static int apply_target(struct lg_opts *o, const struct cli_extra *cli)
+{
+    struct lg_endpoint *ep;
+
+    if (!o->target_set)
+        return 0;
+    if (!cli->targets_set) {
+        o->targets[0] = LG_TGT_PROXY;
+        o->ntargets = 1;
+    }
+    if (o->ntargets != 1)
+        return fail("--target needs exactly one target in --targets");
+    ep = (struct lg_endpoint *)lg_target_endpoint(o, o->targets[0]);
+    if (ep == &o->redis && o->redis.set && strcmp(o->redis.name, cli->target.name) != 0)
+        return fail("a direct target's --target is its Redis: --redis must be the same or absent");
+    if (ep->set && ep != &o->redis)
+        return fail("--target and the target's own address option are both given");
+    *ep = cli->target;
+    return 0;
+}
+
+static void set_cred(struct lg_endpoint *ep, const char *user, const char *pass)
+{
+    snprintf(ep->user, sizeof(ep->user), "%s", user);
+    snprintf(ep->pass, sizeof(ep->pass), "%s", pass);
+}
+
+/* Credentials: --user/--password for what the clients connect to,
+ * --redis-user/--redis-password for a Redis read only for figures. */
+static int apply_creds(struct lg_opts *o, struct cli_extra *cli)
+{
+    const char *env = getenv("LP_BENCH_PASSWORD");
+
+    if (cli->pass[0] == '\0' && env && env[0])
+        snprintf(cli->pass, sizeof(cli->pass), "%s", env);
+    if (cli->user[0] && !cli->pass[0])
+        return fail("--user needs --password (or LP_BENCH_PASSWORD)");
+    if (cli->redis_user[0] && !cli->redis_pass[0])
+        return fail("--redis-user needs --redis-password");
+    set_cred(&o->proxy, cli->user, cli->pass);
+    set_cred(&o->twemproxy, cli->user, cli->pass);
+    if (runs_direct(o) && (cli->redis_pass[0]))
+        return fail("a direct target's Redis takes --user/--password, not --redis-*");
+    if (runs_direct(o))
+        set_cred(&o->redis, cli->user, cli->pass);
+    else
+        set_cred(&o->redis, cli->redis_user, cli->redis_pass);
+    return 0;
+}
+
+/* Whether to read Redis's INFO; the semaphore workload through lockproxy
+ * needs Redis to set up and delete its semaphores. */
+static int decide_redis_stats(struct lg_opts *o)
+{
+    o->redis_stats = runs_direct(o) || o->redis.set || !o->target_set;
+    if (!o->redis_stats && o->workload == LG_WL_SEMAPHORE && runs_kind(o, LG_TGT_PROXY))
+        return fail("the semaphore workload through lockproxy needs --redis (to create and "
+                    "delete its semaphores: lockproxy has no command that deletes one)");
+    return 0;
+}
+
+/* Cross-option rules, checked once everything is parsed. */
+static int check(struct lg_opts *o, struct cli_extra *cli)
+{
+    int rc;
+
+    rc = apply_target(o, cli);
+    if (rc == 0)
+        rc = apply_creds(o, cli);
+    if (rc == 0)
+        rc = decide_redis_stats(o);
+    if (rc < 0)
+        return rc;
+    if (o->rate > 0 && (o->pipeline > 0 || o->idle > 0))
+        return fail("--rate is for the closed-loop workloads, not --pipeline or --idle");
+    if (o->pipeline > 0 && runs_kind(o, LG_TGT_TWEMPROXY))
+        return fail("--pipeline runs the proxy and direct targets only");
     if (o->idle > 0 && o->proxy_pid == 0) {
         fprintf(stderr, "lockproxy-bench: --idle needs --proxy-pid (to read the proxy's RSS)\n");
         return -EINVAL;
@@ -451,6 +730,9 @@ static int check(struct lg_opts *o)
 
 int lg_opts_parse(struct lg_opts *o, int argc, char **argv)
 {
+    struct cli_extra cli;
+
+    memset(&cli, 0, sizeof(cli));
     set_defaults(o);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -464,6 +746,11 @@ int lg_opts_parse(struct lg_opts *o, int argc, char **argv)
             o->direct_shared_sub = true;
             continue;
         }
+        if (strcmp(a, "--tls") == 0) {
+            fprintf(stderr, "lockproxy-bench: --tls is not supported yet: TLS comes with the TLS "
+                            "work on the event loop\n");
+            return -EINVAL;
+        }
         if (a[0] != '-') {
             if (parse_workload(a, &o->workload) < 0)
                 return -EINVAL;
@@ -471,12 +758,12 @@ int lg_opts_parse(struct lg_opts *o, int argc, char **argv)
         }
         if (i + 1 >= argc)
             return bad(a, "", "missing value, or unknown option");
-        rc = parse_valued(o, a, argv[i + 1]);
+        rc = parse_valued(o, &cli, a, argv[i + 1]);
         if (rc == 1)
             return bad("option", a, "unknown");
         if (rc < 0)
             return rc;
         i++;
     }
-    return check(o);
+    return check(o, &cli);
 }

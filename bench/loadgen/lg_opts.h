@@ -1,7 +1,14 @@
-/* Command-line options of lockproxy-bench, the closed-loop load generator:
- * what to run (workload, targets, or the idle-memory mode), how hard
- * (clients, keys, hold time, pipeline depth), for how long, and where the
- * results go. */
+/* Command-line options of lockproxy-bench, the load generator: what to run
+ * (workload, targets, or the idle-memory mode), where (the endpoints and
+ * their credentials), how hard (clients, keys, hold time, pipeline depth,
+ * or a fixed arrival rate), for how long, and where the results go.
+ *
+ * Connections. The bench connects in three places: lg_run.c's
+ * connect_more() (the clients and pub/sub connections, on the event loop),
+ * lg_stats.c's lg_redis_connect() (blocking: INFO, SCRIPT LOAD, set-up and
+ * clean-up) and lg_idle.c (through lg_redis_connect too). TLS belongs in
+ * struct lg_endpoint (a flag, like is_unix) and in those two connect
+ * functions once the event loop has TLS; until then --tls is refused. */
 #ifndef LP_BENCH_LOADGEN_LG_OPTS_H
 #define LP_BENCH_LOADGEN_LG_OPTS_H
 
@@ -26,15 +33,20 @@ enum lg_target {
     LG_TGT_PROXY = 0,         /* LOCK/UNLOCK (RLOCK.., SEM.ACQUIRE..) through lockproxy */
     LG_TGT_DIRECT = 1,        /* Redisson-style scripts straight to Redis */
     LG_TGT_DIRECT_SHARED = 2, /* direct, one subscription per key for all clients */
+    LG_TGT_TWEMPROXY = 3,     /* Redisson's scripts through twemproxy, waiting by polling */
 };
 
-#define LG_MAX_TARGETS 4
+#define LG_NTARGET_KINDS 4
+#define LG_MAX_TARGETS   4
 
 struct lg_endpoint {
     char host[256]; /* name or address, or the socket path when is_unix */
     char port[8];   /* decimal port ("" when is_unix) */
     bool is_unix;   /* a Unix domain socket */
     char name[272]; /* for messages: "HOST:PORT" or "unix:PATH" */
+    bool set;       /* given on the command line (or by --target) */
+    char user[128]; /* AUTH user ("" for AUTH password alone) */
+    char pass[256]; /* AUTH password, "" for no AUTH */
 };
 
 struct lg_opts {
@@ -51,9 +63,15 @@ struct lg_opts {
     enum lg_target targets[LG_MAX_TARGETS]; /* run in this order */
     unsigned ntargets;                      /* entries in targets */
     enum sched_io io;                       /* event loop backend */
+    double rate;                            /* open loop: ops/s over all clients, 0: closed */
+    unsigned poll_ms;                       /* twemproxy: mean retry delay while taken */
     struct lg_endpoint proxy;               /* lockproxy address */
     struct lg_endpoint redis;               /* Redis address (direct, statistics) */
+    struct lg_endpoint twemproxy;           /* twemproxy (nutcracker) address */
+    bool redis_stats;                       /* read INFO from redis (see lg_opts_parse) */
+    bool target_set;                        /* --target named the one target's address */
     int proxy_pid;                          /* lockproxy pid for CPU figures, 0: n/a */
+    int twemproxy_pid;                      /* nutcracker pid for CPU figures, 0: n/a */
     bool direct_shared_sub;                 /* "direct" shares subscriptions per key */
     unsigned lease_ms;                      /* direct: lease passed to the scripts */
     const char *json_path;                  /* borrowed from argv: JSON output or NULL */
@@ -65,8 +83,11 @@ struct lg_opts {
     char prefix[64];                        /* key name prefix */
 };
 
-/* Fills o from argv. Returns 0 to run, 1 when --help was printed (exit 0),
- * or -EINVAL after printing the reason to stderr. */
+/* Fills o from argv (and LP_BENCH_PASSWORD for --password). Returns 0 to
+ * run, 1 when --help was printed (exit 0), or -EINVAL after printing the
+ * reason to stderr. o->redis_stats is true when Redis's INFO is to be read:
+ * a direct target runs on it, --redis was given, or no --target was (the
+ * local defaults); with --target alone the Redis figures are omitted. */
 int lg_opts_parse(struct lg_opts *o, int argc, char **argv);
 
 /* Keys the workload uses (holder table size). */
@@ -74,6 +95,20 @@ unsigned lg_opts_nkeys(const struct lg_opts *o);
 
 const char *lg_workload_name(enum lg_workload w);
 const char *lg_target_name(enum lg_target t);
+
+/* The endpoint target t's clients connect to. */
+const struct lg_endpoint *lg_target_endpoint(const struct lg_opts *o, enum lg_target t);
+
+/* True for the targets whose clients run Redisson's scripts themselves
+ * (direct, direct-shared, twemproxy). */
+bool lg_target_redisson(enum lg_target t);
+
+/* pid of target t's proxy process for CPU figures (0: none or unknown). */
+int lg_target_pid(const struct lg_opts *o, enum lg_target t);
+
+/* True when ep is on this machine (loopback or a Unix socket): its
+ * process's CPU time is part of this machine's busy time. */
+bool lg_endpoint_is_local(const struct lg_endpoint *ep);
 
 #ifdef __cplusplus
 }

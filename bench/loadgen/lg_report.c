@@ -42,11 +42,23 @@ double lg_result_scripts_per_sec(const struct lg_result *res)
 
 bool lg_result_other_cpu(const struct lg_result *res, double *out)
 {
-    if (!res->sys_ok || !res->redis_ok)
+    if (!res->sys_ok)
         return false;
-    *out = res->sys_busy_s - res->redis_cpu_s - res->bench_cpu_s -
-           (res->proxy_cpu_ok ? res->proxy_cpu_s : 0.0);
+    *out = res->sys_busy_s - res->bench_cpu_s - (res->proxy_cpu_ok ? res->proxy_cpu_s : 0.0) -
+           (res->redis_ok && res->redis_local ? res->redis_cpu_s : 0.0);
     return true;
+}
+
+double lg_result_redis_us_per_acq(const struct lg_result *res)
+{
+    if (!res->redis_ok || res->acquisitions == 0)
+        return 0.0;
+    return 1e6 * res->redis_cpu_s / (double)res->acquisitions;
+}
+
+bool lg_result_rate_short(const struct lg_result *res)
+{
+    return res->rate_asked > 0 && res->rate_achieved < LG_RATE_SHORT * res->rate_asked;
 }
 
 static double per_acq(const struct lg_result *res, uint64_t v)
@@ -69,6 +81,8 @@ static const char *target_desc(enum lg_workload w, enum lg_target t)
     case LG_TGT_DIRECT_SHARED:
         return "Redisson protocol straight to Redis; one subscription per key shared by all "
                "bench connections (one JVM)";
+    case LG_TGT_TWEMPROXY:
+        return "Redisson's scripts through twemproxy; waiting clients poll (no pub/sub)";
     }
     return "";
 }
@@ -97,8 +111,7 @@ static void print_cpu(const char *label, bool ok, double s, double secs)
 static void print_redis(const struct lg_result *res)
 {
     if (!res->redis_ok) {
-        printf("  %-17s n/a (%s)\n", "Redis cmds/acq", res->redis_error);
-        printf("  %-17s n/a\n", "Redis CPU");
+        printf("  %-17s n/a (%s)\n", "Redis figures", res->redis_error);
         return;
     }
     printf("  %-17s %.2f  (", "Redis cmds/acq", per_acq(res, res->redis_client_cmds));
@@ -112,6 +125,8 @@ static void print_redis(const struct lg_result *res)
     printf("  %-17s %.0f scripts/s (EVALSHA + EVAL)\n", "Redis scripts",
            lg_result_scripts_per_sec(res));
     print_cpu("Redis CPU", true, res->redis_cpu_s, res->seconds);
+    printf("  %-17s %.2f us of Redis CPU per acquisition\n", "Redis CPU/acq",
+           lg_result_redis_us_per_acq(res));
 }
 
 /* What else ran: a benchmark on a shared machine is only as good as this. */
@@ -138,6 +153,12 @@ static void print_latency(const struct lg_result *res)
 
 static void print_direct(const struct lg_opts *o, const struct lg_result *res)
 {
+    if (res->target == LG_TGT_TWEMPROXY) {
+        printf("  %-17s %.3f attempts/acq, %.3f polls/acq; NOSCRIPT -> EVAL %llu\n",
+               "twemproxy client", per_acq(res, res->attempts), per_acq(res, res->polls),
+               (unsigned long long)res->noscripts);
+        return;
+    }
     printf("  %-17s %.3f attempts/acq, %.3f waits/acq; SUBSCRIBE %llu, UNSUBSCRIBE %llu, "
            "messages received %llu",
            "direct protocol", per_acq(res, res->attempts), per_acq(res, res->waits),
@@ -160,9 +181,20 @@ static void print_rw_split(const struct lg_result *res)
            n ? 100.0 * (double)res->writes / (double)n : 0.0);
 }
 
+/* --rate: asked and achieved rates, and how late the bench itself sent. */
+static void print_rate(const struct lg_result *res)
+{
+    printf("  %-17s asked %.0f/s, achieved %.0f/s (%.1f %%)%s\n", "open loop", res->rate_asked,
+           res->rate_achieved, 100.0 * res->rate_achieved / res->rate_asked,
+           lg_result_rate_short(res) ? "  RATE SHORT: the target did not keep up" : "");
+    printf("  %-17s p50 %.3f ms  p99 %.3f ms  max %.3f ms (bench lateness, in the latency)\n",
+           "send lag", (double)lg_hist_percentile(res->lag, 50) / 1e6,
+           (double)lg_hist_percentile(res->lag, 99) / 1e6, (double)res->lag->max / 1e6);
+}
+
 void lg_report_target(const struct lg_opts *o, const struct lg_result *res)
 {
-    const struct lg_endpoint *ep = res->target == LG_TGT_PROXY ? &o->proxy : &o->redis;
+    const struct lg_endpoint *ep = lg_target_endpoint(o, res->target);
 
     printf("\n== %s: %s (%s) ==\n", lg_target_name(res->target),
            target_desc(o->workload, res->target), ep->name);
@@ -173,11 +205,13 @@ void lg_report_target(const struct lg_opts *o, const struct lg_result *res)
     printf("  %-17s %.0f ops/s  (%llu acquire+release pairs in %.2f s; %u connections)\n",
            "throughput", lg_result_ops(res), (unsigned long long)res->acquisitions, res->seconds,
            res->conns);
+    if (res->rate_asked > 0)
+        print_rate(res);
     if (o->workload == LG_WL_RWLOCK)
         print_rw_split(res);
     print_latency(res);
     print_redis(res);
-    if (res->target == LG_TGT_PROXY)
+    if (res->target == LG_TGT_PROXY || res->target == LG_TGT_TWEMPROXY)
         print_cpu("proxy CPU", res->proxy_cpu_ok, res->proxy_cpu_s, res->seconds);
     print_cpu("bench CPU", true, res->bench_cpu_s, res->seconds);
     print_other_cpu(res);
@@ -190,25 +224,32 @@ void lg_report_target(const struct lg_opts *o, const struct lg_result *res)
            res->errors ? "; first: " : "", res->errors ? res->first_error : "");
     if (res->stuck)
         printf("  %-17s %u clients did not finish their cycle at the end\n", "STUCK", res->stuck);
+    if (res->parked)
+        printf("  %-17s %u clients were still waiting out a PTTL or poll delay at the end "
+               "(holding nothing): closed\n",
+               "drain", res->parked);
     if (res->error[0])
         printf("  %-17s %s\n", "problem", res->error);
+    if (res->clean_note[0])
+        printf("  %-17s %s\n", "clean-up", res->clean_note);
     print_exclusion(res);
 }
 
 static void print_row(const struct lg_result *res)
 {
-    char rc[16] = "n/a", rcpu[16] = "n/a", pcpu[16] = "n/a";
+    char rc[16] = "n/a", rus[16] = "n/a", pcpu[16] = "n/a";
 
     if (res->redis_ok) {
         snprintf(rc, sizeof(rc), "%.2f", per_acq(res, res->redis_client_cmds));
-        snprintf(rcpu, sizeof(rcpu), "%.2f", res->redis_cpu_s);
+        snprintf(rus, sizeof(rus), "%.2f", lg_result_redis_us_per_acq(res));
     }
     if (res->proxy_cpu_ok)
         snprintf(pcpu, sizeof(pcpu), "%.2f", res->proxy_cpu_s);
-    printf("%-14s %10.0f %8.3f %8.3f %9.3f %9s %10s %10s %10.2f %6.3f  %s\n",
+    printf("%-14s %10.0f %8.3f %8.3f %9.3f %12s %9s %10s %10.2f %6.3f  %s%s\n",
            lg_target_name(res->target), lg_result_ops(res), lg_result_lat_us(res, 50) / 1000,
-           lg_result_lat_us(res, 99) / 1000, lg_result_lat_us(res, 99.9) / 1000, rc, rcpu, pcpu,
-           res->bench_cpu_s, res->fair_jain, res->violations ? "VIOLATED" : "OK");
+           lg_result_lat_us(res, 99) / 1000, lg_result_lat_us(res, 99.9) / 1000, rus, rc, pcpu,
+           res->bench_cpu_s, res->fair_jain, res->violations ? "VIOLATED" : "OK",
+           lg_result_rate_short(res) ? "  RATE SHORT" : "");
 }
 
 /* proxy / each direct target that ran, for throughput and p99. */
@@ -237,8 +278,8 @@ void lg_report_summary(const struct lg_opts *o, const struct lg_result *res, uns
     printf("\n== summary: %s, %u clients, %u keys, hold %llu us, %.1f s measured%s ==\n",
            lg_workload_name(o->workload), o->clients, lg_opts_nkeys(o),
            (unsigned long long)o->hold_us, o->duration_s, o->pipeline ? ", pipelined" : "");
-    printf("%-14s %10s %8s %8s %9s %9s %10s %10s %10s %6s  %s\n", "target", "ops/s", "p50 ms",
-           "p99 ms", "p99.9 ms", "cmds/acq", "Redis CPU", "proxy CPU", "bench CPU", "Jain",
+    printf("%-14s %10s %8s %8s %9s %12s %9s %10s %10s %6s  %s\n", "target", "ops/s", "p50 ms",
+           "p99 ms", "p99.9 ms", "Redis us/acq", "cmds/acq", "proxy CPU", "bench CPU", "Jain",
            "exclusion");
     for (unsigned i = 0; i < n; i++) {
         if (res[i].ran)
@@ -288,11 +329,17 @@ static void json_config(FILE *f, const struct lg_opts *o)
         fprintf(f, "\"write_pct\": %u, ", o->write_pct);
     if (o->workload == LG_WL_SEMAPHORE)
         fprintf(f, "\"permits\": %u, ", o->permits);
-    fprintf(f, "\"proxy\": ");
+    if (o->rate > 0)
+        fprintf(f, "\"rate\": %.1f, ", o->rate);
+    fprintf(f, "\"prefix\": ");
+    json_str(f, o->prefix);
+    fprintf(f, ", \"proxy\": ");
     json_str(f, o->proxy.name);
     fprintf(f, ", \"redis\": ");
     json_str(f, o->redis.name);
-    fprintf(f, ", ");
+    fprintf(f, ", \"redis_stats\": %s, \"twemproxy\": ", o->redis_stats ? "true" : "false");
+    json_str(f, o->twemproxy.name);
+    fprintf(f, ", \"poll_ms\": %u, ", o->poll_ms);
     if (o->proxy_pid > 0)
         fprintf(f, "\"proxy_pid\": %d},\n", o->proxy_pid);
     else
@@ -321,7 +368,9 @@ static void json_latency(FILE *f, const struct lg_result *res)
 static void json_redis(FILE *f, const struct lg_result *res)
 {
     if (!res->redis_ok) {
-        fprintf(f, "      \"redis\": null,\n");
+        fprintf(f, "      \"redis\": null, \"redis_note\": ");
+        json_opt_str(f, res->redis_error);
+        fprintf(f, ",\n");
         return;
     }
     fprintf(f, "      \"redis\": {\"cpu_s\": %.3f, \"client_cmds\": %llu, ", res->redis_cpu_s,
@@ -329,7 +378,9 @@ static void json_redis(FILE *f, const struct lg_result *res)
     fprintf(f, "\"client_cmds_per_acq\": %.4f, \"all_calls\": %llu, \"all_calls_per_acq\": %.4f, ",
             per_acq(res, res->redis_client_cmds), (unsigned long long)res->redis_all_calls,
             per_acq(res, res->redis_all_calls));
-    fprintf(f, "\"scripts_per_sec\": %.1f, ", lg_result_scripts_per_sec(res));
+    fprintf(f, "\"scripts_per_sec\": %.1f, \"cpu_us_per_acq\": %.3f, \"local\": %s, ",
+            lg_result_scripts_per_sec(res), lg_result_redis_us_per_acq(res),
+            res->redis_local ? "true" : "false");
     fprintf(f, "\"commands\": {");
     for (unsigned i = 0; i < res->ndelta; i++) {
         fprintf(f, "%s", i ? ", " : "");
@@ -363,6 +414,27 @@ static void json_workload(FILE *f, const struct lg_opts *o, const struct lg_resu
         fprintf(f, "      \"latch_timeouts\": %llu,\n", (unsigned long long)res->latch_timeouts);
 }
 
+/* --rate, twemproxy's polls, NOSCRIPT fallbacks, the clean-up. */
+static void json_extra(FILE *f, const struct lg_result *res)
+{
+    if (res->rate_asked > 0)
+        fprintf(f,
+                "      \"open_loop\": {\"rate_asked\": %.1f, \"rate_achieved\": %.1f, "
+                "\"short\": %s, \"send_lag_us\": {\"p50\": %.3f, \"p99\": %.3f, "
+                "\"max\": %.3f}},\n",
+                res->rate_asked, res->rate_achieved, lg_result_rate_short(res) ? "true" : "false",
+                (double)lg_hist_percentile(res->lag, 50) / 1000,
+                (double)lg_hist_percentile(res->lag, 99) / 1000, (double)res->lag->max / 1000);
+    else
+        fprintf(f, "      \"open_loop\": null,\n");
+    fprintf(f, "      \"polls\": %llu, \"noscripts\": %llu, \"cleanup\": {\"done\": %s, ",
+            (unsigned long long)res->polls, (unsigned long long)res->noscripts,
+            res->cleaned ? "true" : "false");
+    fprintf(f, "\"keys_deleted\": %llu, \"note\": ", (unsigned long long)res->keys_deleted);
+    json_opt_str(f, res->clean_note);
+    fprintf(f, "},\n");
+}
+
 /* One element of "targets". */
 static void json_target(FILE *f, const struct lg_opts *o, const struct lg_result *res, bool last)
 {
@@ -381,6 +453,7 @@ static void json_target(FILE *f, const struct lg_opts *o, const struct lg_result
             (unsigned long long)res->subscribes, (unsigned long long)res->unsubscribes,
             (unsigned long long)res->messages);
     json_workload(f, o, res);
+    json_extra(f, res);
     json_latency(f, res);
     json_redis(f, res);
     if (res->proxy_cpu_ok)
@@ -391,7 +464,7 @@ static void json_target(FILE *f, const struct lg_opts *o, const struct lg_result
     json_other_cpu(f, res);
     fprintf(f, "\"errors\": %llu, \"first_error\": ", (unsigned long long)res->errors);
     json_opt_str(f, res->first_error);
-    fprintf(f, ", \"stuck_clients\": %u,\n", res->stuck);
+    fprintf(f, ", \"stuck_clients\": %u, \"parked_clients\": %u,\n", res->stuck, res->parked);
     fprintf(f,
             "      \"fairness\": {\"min_grants\": %llu, \"max_grants\": %llu, \"jain\": %.4f, "
             "\"starved_clients\": %u},\n",

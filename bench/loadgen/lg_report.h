@@ -25,10 +25,22 @@ bool lg_result_exclusive(const struct lg_result *res);
  * calls from INFO commandstats), 0 if the Redis figures are n/a. */
 double lg_result_scripts_per_sec(const struct lg_result *res);
 
-/* CPU seconds the machine spent outside Redis, the bench and (proxy
- * target) the proxy during the measured phase: other processes, and
- * kernel work charged to no process. False when a figure is missing. */
+/* CPU seconds the machine spent outside Redis (when it is local), the
+ * bench and (proxy and twemproxy targets, with a pid) the proxy during the
+ * measured phase: other processes, and kernel work charged to no process.
+ * False when the machine's busy time could not be read. */
 bool lg_result_other_cpu(const struct lg_result *res, double *out);
+
+/* Redis CPU microseconds per acquisition (0 if the Redis figures are
+ * n/a): what one lock operation costs the Redis thread all clients share. */
+double lg_result_redis_us_per_acq(const struct lg_result *res);
+
+/* --rate: a run is short when it achieved less than this share of the
+ * asked rate. */
+#define LG_RATE_SHORT 0.95
+
+/* True for an open-loop run that fell short of its rate. */
+bool lg_result_rate_short(const struct lg_result *res);
 
 /* Prints the table of one target to stdout. */
 void lg_report_target(const struct lg_opts *o, const struct lg_result *res);

@@ -28,6 +28,11 @@ struct lg_result {
     uint64_t unsubscribes;                    /* direct: UNSUBSCRIBE commands sent */
     uint64_t messages;                        /* direct: pub/sub messages received */
     uint64_t latch_timeouts;                  /* direct: latch waits ended by PTTL/re-check */
+    uint64_t polls;                           /* twemproxy: retries after a poll delay */
+    uint64_t noscripts;                       /* EVALSHA re-sent as EVAL after NOSCRIPT */
+    double rate_asked;                        /* --rate: cycles/s asked, 0: closed loop */
+    double rate_achieved;                     /* --rate: cycles/s completed */
+    struct lg_hist *lag;                      /* owned: --rate: send time - slot start */
     uint64_t reads;                           /* rwlock: read locks granted (measured) */
     uint64_t writes;                          /* rwlock: write locks granted (measured) */
     uint64_t errors;                          /* error replies and lost connections */
@@ -36,12 +41,14 @@ struct lg_result {
     uint64_t violations;                      /* exclusion violations (whole run) */
     char first_violation[160];                /* the first of them */
     unsigned stuck;                           /* clients that did not finish at the end */
+    unsigned parked;                          /* waiters closed at the end, holding nothing */
     uint64_t fair_min;                        /* fewest grants of one client (measured phase) */
     uint64_t fair_max;                        /* most grants of one client */
     unsigned starved;                         /* clients with no grant in the measured phase */
     double fair_jain;                         /* Jain index of grants per client (1 = equal) */
     struct lg_hist *hist;                     /* owned: acquisition latency, measured phase */
     bool redis_ok;                            /* the Redis figures below are valid */
+    bool redis_local;                         /* that Redis runs on this machine */
     char redis_error[160];                    /* why not */
     double redis_cpu_s;                       /* Redis CPU seconds in the measured phase */
     uint64_t redis_client_cmds;               /* commands clients sent to Redis */
@@ -53,6 +60,9 @@ struct lg_result {
     double bench_cpu_s;                       /* bench CPU seconds in the measured phase */
     bool sys_ok;                              /* sys_busy_s is valid */
     double sys_busy_s;                        /* busy CPU seconds of the machine, all CPUs */
+    bool cleaned;                             /* the clean-up ran (keys_deleted is valid) */
+    uint64_t keys_deleted;                    /* keys the clean-up deleted */
+    char clean_note[160];                     /* how the clean-up went, for the report */
 };
 
 #ifdef __cplusplus

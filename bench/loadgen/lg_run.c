@@ -1,5 +1,11 @@
 /* One target run: set-up, phases, holds, the exclusion check, statistics.
  *
+ * Set-up. The clients connect to the target's endpoint (lockproxy, Redis or
+ * twemproxy); the direct targets also open pub/sub connections to Redis.
+ * Redisson targets get their scripts named first (lg_script.c); the
+ * semaphore workload creates its semaphores. After the target, every key
+ * the run may have left is deleted (lg_clean.c).
+ *
  * Phases. CONNECT opens every connection (at most CONNECT_WINDOW connects
  * in flight, so listen backlogs never overflow); WARMUP starts every client
  * cycling; MEASURE resets the counters and the histogram and snapshots
@@ -7,7 +13,11 @@
  * the figures are final. DRAIN lets every client finish its cycle (so no
  * lock is left behind, and a target that cannot hand locks over shows up
  * as "stuck"), bounded by DRAIN_TIMEOUT_MS (plus --lease-ms for direct
- * rwlock, see drain_timeout_ms()). CLOSE closes every connection;
+ * rwlock, see drain_timeout_ms()). A client that is only waiting out a
+ * PTTL or a poll delay (a direct waiter that missed its wake-up, as
+ * Redisson's can) holds nothing: once every busy client is such a waiter
+ * (checked each second), the drain ends and they are counted as parked,
+ * not stuck. CLOSE closes every connection;
  * the loop stops when the last one is released.
  *
  * Holds (--hold-us). All holds have the same length, so the queue of
@@ -114,6 +124,15 @@ void lg_run_error(struct lg_run *r, const char *what, const char *msg, size_t le
 }
 
 /* Counts a violation and keeps a description of the first one. */
+uint64_t lg_rng_next(uint64_t *state)
+{
+    uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
+
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
 static void violation(struct lg_run *r, const struct lg_client *c, unsigned key, const char *what)
 {
     const struct lg_key *k = &r->keys[key];
@@ -271,6 +290,8 @@ static void iter_hook_cb(struct sched_hook *h)
 
     if (r->o->hold_us > 0)
         hold_run(r);
+    if (r->sched)
+        lg_rate_run(r);
     unheld_run(r);
 }
 
@@ -285,68 +306,11 @@ void lg_run_hold(struct lg_client *c)
         sched_loop_timer_add(r->loop, &r->hold_timer, (c->due_ns + 999999u) / 1000000u);
 }
 
-/* ---- statistics -------------------------------------------------------- */
-
-static void snapshot_begin(struct lg_run *r)
-{
-    struct lg_result *res = r->res;
-
-    res->redis_ok =
-        lg_redis_snapshot(&r->o->redis, r->snap0, res->redis_error, sizeof(res->redis_error)) == 0;
-    res->proxy_cpu_ok = r->target == LG_TGT_PROXY && r->o->proxy_pid > 0 &&
-                        lg_proc_cpu(r->o->proxy_pid, &r->proxy_cpu0) == 0;
-    r->bench_cpu0 = lg_self_cpu();
-    res->sys_ok = lg_sys_busy(&r->sys_busy0) == 0;
-}
-
-/* Redis CPU, command totals and the per-command deltas (without the
- * bench's own INFO) between the two snapshots. */
-static void redis_figures(struct lg_run *r, const struct lg_redis_snap *end)
-{
-    struct lg_result *res = r->res;
-
-    res->redis_cpu_s = end->cpu_s - r->snap0->cpu_s;
-    lg_redis_delta(r->snap0, end, &res->redis_client_cmds, &res->redis_all_calls);
-    res->ndelta = 0;
-    for (unsigned i = 0; i < end->n; i++) {
-        uint64_t d = end->cmd[i].calls - lg_redis_calls(r->snap0, end->cmd[i].name);
-
-        if (d == 0 || strcmp(end->cmd[i].name, "info") == 0)
-            continue;
-        res->delta[res->ndelta] = end->cmd[i];
-        res->delta[res->ndelta].calls = d;
-        res->ndelta++;
-    }
-}
-
-/* Takes the end-of-measurement figures; a figure whose start or end
- * could not be read is reported n/a. */
-static void snapshot_end(struct lg_run *r)
-{
-    struct lg_result *res = r->res;
-    struct lg_redis_snap *end = malloc(sizeof(*end));
-    double cpu;
-
-    res->bench_cpu_s = lg_self_cpu() - r->bench_cpu0;
-    if (res->proxy_cpu_ok && lg_proc_cpu(r->o->proxy_pid, &cpu) == 0)
-        res->proxy_cpu_s = cpu - r->proxy_cpu0;
-    else
-        res->proxy_cpu_ok = false;
-    if (res->sys_ok && lg_sys_busy(&cpu) == 0)
-        res->sys_busy_s = cpu - r->sys_busy0;
-    else
-        res->sys_ok = false;
-    if (res->redis_ok && end &&
-        lg_redis_snapshot(&r->o->redis, end, res->redis_error, sizeof(res->redis_error)) == 0)
-        redis_figures(r, end);
-    else
-        res->redis_ok = false;
-    free(end);
-}
-
 /* ---- phases ------------------------------------------------------------ */
 
 static void start_drain(struct lg_run *r);
+static void end_drain(struct lg_run *r);
+static unsigned busy_unparked(const struct lg_run *r);
 
 /* SIGINT/SIGTERM: the first one stops new cycles (so no lock is left
  * behind), a second one closes at once. Returns true if the phase changed
@@ -374,6 +338,10 @@ static void progress_cb(struct sched_timer *t)
 
     if (check_interrupt(r))
         return;
+    if (r->phase == LG_PH_DRAIN && busy_unparked(r) == 0) {
+        end_drain(r);
+        return;
+    }
     el = (double)(clock_mono_ns() - r->t_phase_ns) / 1e9;
     d = r->acq_all - r->last_acq;
     r->last_acq = r->acq_all;
@@ -391,43 +359,6 @@ static void progress_cb(struct sched_timer *t)
     sched_loop_timer_in(r->loop, t, PROGRESS_MS);
 }
 
-/* Freezes the measured-phase counters into the result. */
-static void copy_counters(struct lg_run *r)
-{
-    struct lg_result *res = r->res;
-
-    res->acquisitions = r->cnt.acquisitions;
-    res->attempts = r->cnt.attempts;
-    res->waits = r->cnt.waits;
-    res->subscribes = r->cnt.subscribes;
-    res->unsubscribes = r->cnt.unsubscribes;
-    res->messages = r->cnt.messages;
-    res->reads = r->cnt.reads;
-    res->writes = r->cnt.writes;
-    res->latch_timeouts = r->cnt.latch_timeouts;
-}
-
-/* How evenly the grants were spread over the clients: an unfair lock can
- * show good percentiles because the clients that barge in generate most
- * of the samples while others starve. */
-static void fairness(struct lg_run *r)
-{
-    struct lg_result *res = r->res;
-    double sum = 0, sq = 0;
-
-    res->fair_min = UINT64_MAX;
-    for (unsigned i = 0; i < r->nclients; i++) {
-        uint64_t g = r->clients[i].granted;
-
-        res->fair_min = LP_MIN(res->fair_min, g);
-        res->fair_max = LP_MAX(res->fair_max, g);
-        res->starved += g == 0;
-        sum += (double)g;
-        sq += (double)g * (double)g;
-    }
-    res->fair_jain = sq > 0 ? sum * sum / ((double)r->nclients * sq) : 0.0;
-}
-
 /* How long the drain may take. A direct rwlock waiter whose retry was in
  * flight when a write unlock's "1" arrived has missed it (Redisson's
  * READ_UNLOCK_MESSAGE wakes the waiters present and leaves no permit), and
@@ -436,9 +367,36 @@ static void fairness(struct lg_run *r)
  * stuck. */
 static uint64_t drain_timeout_ms(const struct lg_run *r)
 {
-    if (r->direct && r->o->workload == LG_WL_RWLOCK)
+    if (r->redisson && !r->polling && r->o->workload == LG_WL_RWLOCK)
         return DRAIN_TIMEOUT_MS + r->o->lease_ms;
     return DRAIN_TIMEOUT_MS;
+}
+
+/* Clients still busy that are not just waiting out a timer while holding
+ * nothing (parked: see the design block). */
+static unsigned busy_unparked(const struct lg_run *r)
+{
+    unsigned n = 0;
+
+    for (unsigned i = 0; i < r->nclients; i++) {
+        const struct lg_client *c = &r->clients[i];
+        bool parked = (c->state == LG_CS_LATCH || c->state == LG_CS_POLL) && c->depth == 0 &&
+                      sched_timer_is_pending(&c->timer);
+
+        n += c->state != LG_CS_IDLE && c->state != LG_CS_DEAD && !parked;
+    }
+    return n;
+}
+
+/* The drain is over: the busy clients that were only parked waiters are
+ * counted so, the rest as stuck. */
+static void end_drain(struct lg_run *r)
+{
+    unsigned unparked = busy_unparked(r);
+
+    r->res->stuck = unparked;
+    r->res->parked = r->active > unparked ? r->active - unparked : 0;
+    close_all(r);
 }
 
 /* No new cycles; close once every client has finished its cycle. */
@@ -446,6 +404,10 @@ static void start_drain(struct lg_run *r)
 {
     r->phase = LG_PH_DRAIN;
     r->t_phase_ns = clock_mono_ns();
+    if (r->sched)
+        lg_rate_drain(r);
+    if (r->phase == LG_PH_CLOSE)
+        return;
     if (r->active == 0) {
         close_all(r);
         return;
@@ -460,9 +422,7 @@ static void end_measure(struct lg_run *r)
     uint64_t now = clock_mono_ns();
 
     r->res->seconds = (double)(now - r->t_phase_ns) / 1e9;
-    copy_counters(r);
-    fairness(r);
-    snapshot_end(r);
+    lg_figures_end(r);
     r->res->ran = true;
     start_drain(r);
 }
@@ -470,7 +430,7 @@ static void end_measure(struct lg_run *r)
 /* Warm-up is over: snapshot, zero the counters, time the measurement. */
 static void begin_measure(struct lg_run *r)
 {
-    snapshot_begin(r);
+    lg_figures_begin(r);
     memset(&r->cnt, 0, sizeof(r->cnt));
     for (unsigned i = 0; i < r->nclients; i++)
         r->clients[i].granted = 0;
@@ -501,8 +461,7 @@ static void phase_cb(struct sched_timer *t)
         end_measure(r);
         return;
     case LG_PH_DRAIN:
-        r->res->stuck = r->active;
-        close_all(r);
+        end_drain(r);
         return;
     default:
         return;
@@ -518,6 +477,8 @@ static void begin_warmup(struct lg_run *r)
     sched_loop_timer_in(r->loop, &r->progress_timer, PROGRESS_MS);
     for (unsigned i = 0; i < r->nclients; i++)
         r->active += r->clients[i].state != LG_CS_DEAD;
+    if (r->sched)
+        lg_rate_begin(r);
     for (unsigned i = 0; i < r->nclients; i++) {
         if (r->clients[i].state != LG_CS_DEAD)
             lg_client_start(&r->clients[i]);
@@ -541,6 +502,7 @@ static void close_all(struct lg_run *r)
     sched_loop_timer_del(r->loop, &r->phase_timer);
     sched_loop_timer_del(r->loop, &r->progress_timer);
     sched_loop_timer_del(r->loop, &r->hold_timer);
+    sched_loop_timer_del(r->loop, &r->rate_timer);
     sched_loop_hook_del(r->loop, &r->iter_hook);
     for (unsigned i = 0; i < r->conns_next; i++) {
         if (i < r->nclients) {
@@ -606,7 +568,7 @@ static void connect_more(struct lg_run *r)
         int rc = sched_conn_connect(r->loop, c, (const struct sockaddr *)&a->ss, a->len,
                                     cl ? &lg_client_ops : &lg_sub_ops);
 
-        if (rc == 0 && cl && r->tls && (rc = sched_conn_start_tls(c, r->tls, r->o->proxy.host)) < 0)
+        if (rc == 0 && cl && r->tls && (rc = sched_conn_start_tls(c, r->tls, r->cmd_ep->host)) < 0)
             sched_conn_close(c, false);
         if (rc < 0) {
             snprintf(r->res->error, sizeof(r->res->error), "connection %u: %s", i, strerror(-rc));
@@ -624,9 +586,7 @@ void lg_run_conn_done(struct lg_run *r, int err)
     if (r->phase != LG_PH_CONNECT)
         return;
     if (err < 0) {
-        const struct lg_endpoint *ep = r->direct ? &r->o->redis : &r->o->proxy;
-
-        snprintf(r->res->error, sizeof(r->res->error), "connect to %.100s: %s", ep->name,
+        snprintf(r->res->error, sizeof(r->res->error), "connect to %.100s: %s", r->cmd_ep->name,
                  strerror(-err));
         close_all(r);
         return;
@@ -638,6 +598,15 @@ void lg_run_conn_done(struct lg_run *r, int err)
         connect_more(r);
 }
 
+void lg_run_conn_failed(struct lg_run *r, const char *why)
+{
+    r->conns_pending--;
+    if (r->phase != LG_PH_CONNECT)
+        return;
+    snprintf(r->res->error, sizeof(r->res->error), "%.200s", why);
+    close_all(r);
+}
+
 void lg_run_conn_released(struct lg_run *r)
 {
     r->conns_released++;
@@ -647,23 +616,24 @@ void lg_run_conn_released(struct lg_run *r)
 
 /* ---- set-up and tear-down ---------------------------------------------- */
 
+/* The owner prefix and the workload's scripts, named (and loaded on
+ * Redis for the direct targets). */
 static int load_scripts(struct lg_run *r)
 {
-    char *err = r->res->error;
-    size_t len = sizeof(r->res->error);
     int rc;
 
     rc = util_uuid4(r->uuid);
     if (rc < 0)
         return rc;
-    if (r->o->workload == LG_WL_RWLOCK)
-        return lg_rw_load_scripts(r);
-    if (r->o->workload == LG_WL_SEMAPHORE)
-        return lg_sem_load_scripts(r);
-    rc = lg_redis_script_load(&r->o->redis, acquire_lua, r->sha_acq, err, len);
-    if (rc == 0)
-        rc = lg_redis_script_load(&r->o->redis, unlock_lua, r->sha_rel, err, len);
-    return rc;
+    if (r->o->workload == LG_WL_RWLOCK) {
+        lg_rw_scripts(r);
+    } else if (r->o->workload == LG_WL_SEMAPHORE) {
+        lg_sem_scripts(r);
+    } else {
+        r->scripts[LG_SCR_ACQ].lua = acquire_lua;
+        r->scripts[LG_SCR_REL].lua = unlock_lua;
+    }
+    return lg_scripts_prepare(r);
 }
 
 /* Direct targets: one registry per client (its one key), or one shared
@@ -672,7 +642,7 @@ static int alloc_subs(struct lg_run *r)
 {
     bool shared = r->target == LG_TGT_DIRECT_SHARED;
 
-    if (!r->direct || r->o->pipeline > 0)
+    if (!r->redisson || r->polling || r->o->pipeline > 0)
         return 0;
     r->nsubs = shared ? 1 : r->nclients;
     r->subs = calloc(r->nsubs, sizeof(*r->subs));
@@ -705,6 +675,8 @@ static int run_setup(struct lg_run *r)
     rc = alloc_subs(r);
     for (unsigned i = 0; i < r->nclients && rc == 0; i++)
         rc = lg_client_init(&r->clients[i], r, i);
+    if (rc == 0)
+        rc = lg_rate_init(r);
     if (rc < 0)
         snprintf(r->res->error, sizeof(r->res->error), "out of memory");
     r->conns_total = r->nclients + r->nsubs;
@@ -717,6 +689,7 @@ static void run_teardown(struct lg_run *r)
         lg_client_deinit(&r->clients[i]);
     for (unsigned i = 0; r->subs && i < r->nsubs; i++)
         lg_sub_deinit(&r->subs[i]);
+    lg_rate_deinit(r);
     free(r->clients);
     free(r->subs);
     free(r->keys);
@@ -732,7 +705,9 @@ static void run_init(struct lg_run *r, struct sched_loop *l, const struct lg_opt
     r->o = o;
     r->res = res;
     r->target = t;
-    r->direct = t != LG_TGT_PROXY;
+    r->redisson = lg_target_redisson(t);
+    r->polling = t == LG_TGT_TWEMPROXY;
+    r->cmd_ep = lg_target_endpoint(o, t);
     r->acq_per_cycle = o->workload == LG_WL_REENTRANT ? 2 : 1;
     r->chan_prefix = o->workload == LG_WL_RWLOCK      ? "redisson_rwlock:{"
                      : o->workload == LG_WL_SEMAPHORE ? "redisson_sc:{"
@@ -741,6 +716,7 @@ static void run_init(struct lg_run *r, struct sched_loop *l, const struct lg_opt
     sched_timer_init(&r->hold_timer, hold_timer_cb);
     sched_timer_init(&r->phase_timer, phase_cb);
     sched_timer_init(&r->progress_timer, progress_cb);
+    sched_timer_init(&r->rate_timer, lg_rate_timer_cb);
     list_init(&r->iter_hook.node);
     r->iter_hook.fn = iter_hook_cb;
 }
@@ -749,10 +725,10 @@ static int resolve_all(struct lg_run *r)
 {
     char *err = r->res->error;
     size_t len = sizeof(r->res->error);
-    const struct lg_endpoint *cmd = r->direct ? &r->o->redis : &r->o->proxy;
-
-    if (resolve(cmd, &r->cmd_addr, err, len) < 0)
+    if (resolve(r->cmd_ep, &r->cmd_addr, err, len) < 0)
         return -EINVAL;
+    if (!r->redisson || r->polling)
+        return 0;
     return resolve(&r->o->redis, &r->sub_addr, err, len);
 }
 
@@ -764,7 +740,7 @@ static int tls_setup(struct lg_run *r)
         .role = SCHED_TLS_CLIENT, .ca_file = r->o->tls_ca, .verify = SCHED_TLS_VERIFY_REQUIRED};
     char why[256];
 
-    if (r->direct || !r->o->tls_ca || r->o->proxy.is_unix)
+    if (r->target != LG_TGT_PROXY || !r->o->tls_ca || r->cmd_ep->is_unix)
         return 0;
     if (sched_tls_ctx_create(&r->tls, &so, why, sizeof(why)) == 0)
         return 0;
@@ -784,7 +760,7 @@ int lg_run_target(struct sched_loop *l, const struct lg_opts *o, enum lg_target 
     rc = resolve_all(r);
     if (rc == 0)
         rc = tls_setup(r);
-    if (rc == 0 && r->direct)
+    if (rc == 0 && r->redisson)
         rc = load_scripts(r);
     if (rc == 0)
         rc = run_setup(r);
@@ -796,7 +772,7 @@ int lg_run_target(struct sched_loop *l, const struct lg_opts *o, enum lg_target 
         if (r->phase != LG_PH_CLOSE || r->conns_released < r->conns_next)
             rc = sched_loop_run(l);
     }
-    lg_sem_delete(r);
+    lg_clean_keys(r);
     run_teardown(r);
     sched_tls_ctx_put(r->tls);
     free(r);

@@ -3,9 +3,14 @@
  * counters, the phases), and the interface between the three files that
  * implement it:
  *   lg_run.c     phases, connection set-up and tear-down, timers, holds,
- *                exclusion check, statistics;
+ *                exclusion check;
+ *   lg_figures.c the measured phase's figures (snapshots, counters);
  *   lg_client.c  the per-client request state machines (proxy, direct,
- *                pipelined);
+ *                twemproxy, pipelined);
+ *   lg_rate.c    the open-loop schedule (--rate);
+ *   lg_script.c  the Redisson scripts' names, SCRIPT LOAD, and the NOSCRIPT
+ *                fallback to EVAL;
+ *   lg_clean.c   the deletion of the run's keys at the end;
  *   lg_sub.c     the direct targets' pub/sub registries (Redisson's
  *                PublishSubscribe: reference-counted entries, latch permits);
  *   lg_rw.c      the rwlock workload's requests and scripts;
@@ -21,6 +26,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <hiredis/hiredis.h>
 #include <hiredis/read.h>
 
 #include "bench/loadgen/lg_opts.h"
@@ -56,6 +62,9 @@ enum lg_client_state {
     LG_CS_BATCH = 7,   /* pipelined batch in flight */
     LG_CS_BACKOFF = 8, /* after an error, waiting to start over */
     LG_CS_DEAD = 9,    /* connection lost */
+    LG_CS_GREET = 10,  /* new connection: AUTH or PING sent, not answered */
+    LG_CS_POLL = 11,   /* twemproxy: waiting out the poll delay */
+    LG_CS_SCHED = 12,  /* --rate: waiting for the start of its next slot */
 };
 
 /* What a grant gives a client, for the exclusion check. */
@@ -70,6 +79,22 @@ enum lg_hold_kind {
 struct lg_req {
     char *cmd;  /* owned: RESP bytes */
     size_t len; /* bytes in cmd */
+};
+
+/* The Redisson scripts a target uses (the lock workloads use ACQ and REL;
+ * rwlock's read lock is ACQ/REL and its write lock WACQ/WREL; semaphore's
+ * tryAcquire and release are ACQ and REL). */
+enum lg_script_id {
+    LG_SCR_ACQ = 0,
+    LG_SCR_REL = 1,
+    LG_SCR_WACQ = 2,
+    LG_SCR_WREL = 3,
+    LG_NSCRIPTS = 4,
+};
+
+struct lg_script {
+    const char *lua; /* borrowed: the static script text, NULL when unused */
+    char sha[41];    /* its SHA-1, the EVALSHA name */
 };
 
 /* A resolved address. */
@@ -91,7 +116,13 @@ struct lg_client {
     unsigned kind;            /* enum lg_hold_kind of the current cycle */
     uint64_t rng;             /* rwlock: PRNG state (read or write per cycle) */
     unsigned pending;         /* replies still expected for the batch */
-    uint64_t t0_ns;           /* when the timed acquire was sent */
+    uint64_t t0_ns;           /* when the timed acquire was sent (--rate: scheduled) */
+    uint64_t slot_ns;         /* --rate: start of the current or next slot */
+    unsigned heap_idx;        /* --rate: index in the schedule heap, or UINT_MAX */
+    bool slot_waited;         /* --rate: the slot was ahead when scheduled */
+    uint64_t jitter;          /* twemproxy: PRNG state of the poll delays */
+    const char *inflight;     /* borrowed: the request in flight (acq/rel), for NOSCRIPT */
+    size_t inflight_len;      /* bytes in inflight */
     uint64_t granted;         /* grants in the measured phase (fairness) */
     struct sched_timer timer; /* latch wait (PTTL) or error back-off */
     struct list node;         /* in the hold queue or a sub entry's wait list */
@@ -127,6 +158,7 @@ struct lg_sub_entry {
 struct lg_sub {
     struct sched_conn conn;       /* pub/sub connection to Redis */
     struct lg_run *run;           /* borrowed: the run */
+    bool greeting;                /* AUTH or PING sent, its reply not read yet */
     redisReader *rd;              /* owned: reply parser */
     struct lg_sub_entry *entries; /* owned: nentries entries */
     unsigned nentries;            /* one per key (shared) or 1 (per client) */
@@ -155,53 +187,59 @@ struct lg_counters {
     uint64_t reads;          /* rwlock: read locks granted */
     uint64_t writes;         /* rwlock: write locks granted */
     uint64_t latch_timeouts; /* direct: latch waits ended by the timer (PTTL, re-check) */
+    uint64_t polls;          /* twemproxy: retries after a poll delay */
+    uint64_t noscripts;      /* EVALSHA answered NOSCRIPT and re-sent as EVAL */
 };
 
 struct lg_run {
-    struct sched_loop *loop;           /* borrowed: the bench's loop */
-    const struct lg_opts *o;           /* borrowed: options */
-    struct lg_result *res;             /* borrowed: where the figures go */
-    enum lg_target target;             /* what is being driven */
-    bool direct;                       /* target speaks to Redis directly */
-    unsigned phase;                    /* enum lg_phase */
-    unsigned acq_per_cycle;            /* 1, or 2 (reentrant) */
-    struct lg_client *clients;         /* owned: nclients */
-    unsigned nclients;                 /* clients */
-    struct lg_sub *subs;               /* owned: nsubs registries (direct) */
-    unsigned nsubs;                    /* 0, 1 (shared) or nclients */
-    struct lg_key *keys;               /* owned: nkeys holder counters */
-    struct lg_unheld *unheld;          /* owned: releases queued this iteration */
-    unsigned nunheld;                  /* entries in unheld (at most nclients) */
-    unsigned nkeys;                    /* keys of the workload */
-    struct lg_addr cmd_addr;           /* proxy or Redis, for the clients */
-    struct sched_tls_ctx *tls;         /* owned reference: TLS to the proxy, or NULL */
-    struct lg_addr sub_addr;           /* Redis, for the pub/sub connections */
-    char uuid[37];                     /* direct: owner prefix */
-    const char *chan_prefix;           /* direct: wake channel up to the key ("...:{") */
-    char sha_acq[41];                  /* direct: acquire script (rwlock: read lock) */
-    char sha_rel[41];                  /* direct: unlock script (rwlock: read lock) */
-    char sha_wacq[41];                 /* direct rwlock: write-lock acquire script */
-    char sha_wrel[41];                 /* direct rwlock: write-lock unlock script */
-    bool sems_set;                     /* semaphore: the semaphores were created */
-    unsigned conns_total;              /* connections to open */
-    unsigned conns_next;               /* next one to start connecting */
-    unsigned conns_pending;            /* connects in flight */
-    unsigned conns_up;                 /* connected */
-    unsigned conns_released;           /* on_release delivered */
-    unsigned active;                   /* clients still cycling (not idle or dead) */
-    struct lg_counters cnt;            /* counters since the measured phase began */
-    uint64_t acq_all;                  /* grants since the warm-up began */
-    uint64_t last_acq;                 /* acq_all at the last progress line */
-    uint64_t t_phase_ns;               /* start of the current phase */
-    struct list hold_q;                /* clients holding, by due_ns (FIFO) */
-    struct sched_timer hold_timer;     /* wakes the loop for the hold queue head */
-    struct sched_hook iter_hook;       /* end of iteration: due holds, unheld keys */
-    struct sched_timer phase_timer;    /* end of warm-up / measurement / drain */
-    struct sched_timer progress_timer; /* one progress line per second */
-    struct lg_redis_snap *snap0;       /* owned: Redis figures at measure start */
-    double proxy_cpu0;                 /* proxy CPU at measure start */
-    double bench_cpu0;                 /* bench CPU at measure start */
-    double sys_busy0;                  /* machine busy CPU at measure start */
+    struct sched_loop *loop;               /* borrowed: the bench's loop */
+    const struct lg_opts *o;               /* borrowed: options */
+    struct lg_result *res;                 /* borrowed: where the figures go */
+    enum lg_target target;                 /* what is being driven */
+    bool redisson;                         /* clients run Redisson's scripts (not proxy) */
+    bool polling;                          /* waiters poll (twemproxy): no pub/sub */
+    const struct lg_endpoint *cmd_ep;      /* borrowed: where the clients connect */
+    unsigned phase;                        /* enum lg_phase */
+    unsigned acq_per_cycle;                /* 1, or 2 (reentrant) */
+    struct lg_client *clients;             /* owned: nclients */
+    unsigned nclients;                     /* clients */
+    struct lg_sub *subs;                   /* owned: nsubs registries (direct) */
+    unsigned nsubs;                        /* 0, 1 (shared) or nclients */
+    struct lg_key *keys;                   /* owned: nkeys holder counters */
+    struct lg_unheld *unheld;              /* owned: releases queued this iteration */
+    unsigned nunheld;                      /* entries in unheld (at most nclients) */
+    unsigned nkeys;                        /* keys of the workload */
+    struct lg_addr cmd_addr;               /* proxy or Redis, for the clients */
+    struct sched_tls_ctx *tls;             /* owned reference: TLS to the proxy, or NULL */
+    struct lg_addr sub_addr;               /* Redis, for the pub/sub connections */
+    char uuid[37];                         /* redisson: owner prefix */
+    const char *chan_prefix;               /* redisson: wake channel up to the key ("...:{") */
+    struct lg_script scripts[LG_NSCRIPTS]; /* redisson: the scripts, by enum lg_script_id */
+    bool sems_set;                         /* semaphore: the semaphores were created */
+    unsigned conns_total;                  /* connections to open */
+    unsigned conns_next;                   /* next one to start connecting */
+    unsigned conns_pending;                /* connects in flight */
+    unsigned conns_up;                     /* connected */
+    unsigned conns_released;               /* on_release delivered */
+    unsigned active;                       /* clients still cycling (not idle or dead) */
+    struct lg_counters cnt;                /* counters since the measured phase began */
+    uint64_t acq_all;                      /* grants since the warm-up began */
+    uint64_t last_acq;                     /* acq_all at the last progress line */
+    uint64_t t_phase_ns;                   /* start of the current phase */
+    struct list hold_q;                    /* clients holding, by due_ns (FIFO) */
+    struct sched_timer hold_timer;         /* wakes the loop for the hold queue head */
+    struct sched_hook iter_hook;           /* end of iteration: due holds, unheld keys */
+    struct sched_timer phase_timer;        /* end of warm-up / measurement / drain */
+    struct sched_timer progress_timer;     /* one progress line per second */
+    struct lg_redis_snap *snap0;           /* owned: Redis figures at measure start */
+    double proxy_cpu0;                     /* proxy CPU at measure start */
+    double bench_cpu0;                     /* bench CPU at measure start */
+    double sys_busy0;                      /* machine busy CPU at measure start */
+    struct lg_client **sched;              /* owned: --rate: min-heap of clients by slot_ns */
+    unsigned nsched;                       /* entries in sched */
+    uint64_t slot_ns;                      /* --rate: each client's slot length */
+    uint64_t rate_t0_ns;                   /* --rate: start of the schedule */
+    struct sched_timer rate_timer;         /* --rate: wakes the loop for the heap's head */
 };
 
 /* Runs target t of o on loop l, filling res (res->hist must be allocated).
@@ -226,6 +264,23 @@ size_t lg_run_key_name(const struct lg_run *r, unsigned key, char *buf, size_t c
 /* A connection of the run finished connecting: err is 0 or -errno (the
  * owner has already closed it then). */
 void lg_run_conn_done(struct lg_run *r, int err);
+
+/* A connection of the run was refused after connecting (AUTH failed, or
+ * it closed before its greeting was answered): the run stops with why as
+ * its error. */
+void lg_run_conn_failed(struct lg_run *r, const char *why);
+
+/* Queues the greeting of a new connection to ep: AUTH [user] password
+ * when ep has a password, else PING. A connection counts as connected once
+ * its greeting is answered, so the connect window (lg_run.c) bounds the
+ * connections the server has not accepted yet, on Unix sockets too (whose
+ * connect completes at once, and whose backlog would overflow with
+ * EAGAIN). Returns 0 or -ENOMEM. */
+int lg_greet_send(struct sched_conn *conn, const struct lg_endpoint *ep);
+
+/* The greeting's reply: NULL when it is +OK (AUTH) or +PONG, else what
+ * was wrong with it (a static or the reply's own text). */
+const char *lg_greet_error(const redisReply *rep);
 
 /* on_release of any connection of the run. */
 void lg_run_conn_released(struct lg_run *r);
@@ -274,20 +329,82 @@ void lg_client_release(struct lg_client *c);
 /* Direct: the subscription is there or a message/PTTL woke c: retry. */
 void lg_client_retry(struct lg_client *c);
 
+/* Sends c's request p (n bytes) and remembers it as the one in flight. */
+void lg_client_send(struct lg_client *c, const char *p, size_t n);
+
+/* --rate: the schedule says c's cycle starts now (c->t0_ns = its slot). */
+void lg_client_begin_cycle(struct lg_client *c);
+
 /* Appends a RESP command of argc C strings to b. Returns 0 or -ENOMEM. */
 int lg_resp_append(struct buf *b, unsigned argc, const char *const *argv);
 
 /* Moves b's bytes into a malloc'd string (b is left empty). */
 void lg_buf_take(struct buf *b, char **out, size_t *len);
 
+/* One step of a splitmix64 stream. */
+uint64_t lg_rng_next(uint64_t *state);
+
+/* ---- lg_figures.c ------------------------------------------------------ */
+
+/* The measured phase begins: snapshots of Redis, the proxy, the bench and
+ * the machine (the counters are zeroed by the caller). */
+void lg_figures_begin(struct lg_run *r);
+
+/* The measured phase ended (r->res->seconds set): the counters, fairness
+ * and the deltas of every snapshot go into r->res. */
+void lg_figures_end(struct lg_run *r);
+
+/* ---- lg_rate.c --------------------------------------------------------- */
+
+/* The callback of r->rate_timer: lg_rate_run(). */
+void lg_rate_timer_cb(struct sched_timer *t);
+
+/* Allocates the schedule heap (o->rate > 0), after the clients are set
+ * up. Returns 0 or -ENOMEM. */
+int lg_rate_init(struct lg_run *r);
+void lg_rate_deinit(struct lg_run *r);
+
+/* Warm-up begins: slot 0 of client i starts i/clients of a slot from now. */
+void lg_rate_begin(struct lg_run *r);
+
+/* c finished a cycle (or is starting its first): wait for its next slot
+ * (in the heap; a slot already due starts at the end of this iteration). */
+void lg_rate_schedule(struct lg_client *c);
+
+/* Starts every client whose slot has come; re-arms the timer. Runs in the
+ * end-of-iteration hook. */
+void lg_rate_run(struct lg_run *r);
+
+/* Takes c out of the heap (drain, lost connection). */
+void lg_rate_cancel(struct lg_client *c);
+
+/* The drain began: every client still waiting for a slot goes idle. */
+void lg_rate_drain(struct lg_run *r);
+
+/* ---- lg_script.c and lg_clean.c ---------------------------------------- */
+
+/* Names r's scripts (r->scripts[].lua set) by their SHA-1; direct targets
+ * SCRIPT LOAD them on Redis, which must answer the same names. Returns 0
+ * or -errno (r->res->error says why). */
+int lg_scripts_prepare(struct lg_run *r);
+
+/* c's request in flight was answered NOSCRIPT: sends it again as EVAL
+ * with the script's text (which also loads it into Redis). Returns 0, or
+ * -EINVAL when the request was not an EVALSHA of a known script. */
+int lg_scripts_resend_eval(struct lg_client *c);
+
+/* After the target: deletes every key the run may have left, through the
+ * target's endpoint when it takes DEL (Redis, twemproxy) or through --redis
+ * (proxy target), and records the count (or why it could not) in r->res. */
+void lg_clean_keys(struct lg_run *r);
+
 /* ---- lg_rw.c and lg_sem.c ---------------------------------------------- */
 
 /* rwlock: formats c's read- and write-lock requests. Returns 0 or -ENOMEM. */
 int lg_rw_build_requests(struct lg_client *c);
 
-/* rwlock: SCRIPT LOADs the four direct scripts. Returns 0 or -errno
- * (r->res->error says why). */
-int lg_rw_load_scripts(struct lg_run *r);
+/* rwlock: the four Redisson scripts into r->scripts. */
+void lg_rw_scripts(struct lg_run *r);
 
 /* rwlock: draws c's lock for the next cycle (sets c->kind). */
 void lg_rw_pick(struct lg_client *c);
@@ -295,18 +412,14 @@ void lg_rw_pick(struct lg_client *c);
 /* semaphore: formats c's acquire and release. Returns 0 or -ENOMEM. */
 int lg_sem_build_requests(struct lg_client *c);
 
-/* semaphore: SCRIPT LOADs the direct tryAcquire and release scripts.
- * Returns 0 or -errno (r->res->error says why). */
-int lg_sem_load_scripts(struct lg_run *r);
+/* semaphore: the tryAcquire and release scripts into r->scripts. */
+void lg_sem_scripts(struct lg_run *r);
 
 /* semaphore: deletes every key of the run and sets it to --permits
- * permits (proxy: SEM.TRYSETPERMITS; direct: trySetPermits script).
+ * permits (proxy: SEM.TRYSETPERMITS, keys deleted on --redis; others:
+ * DEL and the trySetPermits script on the target's endpoint).
  * Returns 0 or -errno (r->res->error says why). */
 int lg_sem_create(struct lg_run *r);
-
-/* semaphore: deletes every key of the run (after it), if lg_sem_create
- * ran. Failures are ignored. */
-void lg_sem_delete(struct lg_run *r);
 
 /* semaphore, direct: a latch wait's re-check period (Redisson has none). */
 #define LG_SEM_RECHECK_MS 1000u

@@ -136,24 +136,28 @@ static int format_direct(const struct lg_client *c, struct buf *b, unsigned whic
 
     rw_names_fill(c, &n);
     if (which == 0) {
-        const char *argv[] = {"EVALSHA", r->sha_acq, "2",      n.name,
-                              n.tprefix, n.lease,    n.reader, n.writer};
+        const char *argv[] = {
+            "EVALSHA", r->scripts[LG_SCR_ACQ].sha, "2", n.name, n.tprefix, n.lease, n.reader,
+            n.writer};
 
         return lg_resp_append(b, 8, argv);
     }
     if (which == 1) {
-        const char *argv[] = {"EVALSHA", r->sha_rel, "4", n.name,  n.chan,
-                              n.tprefix, n.kprefix,  "0", n.reader};
+        const char *argv[] = {
+            "EVALSHA", r->scripts[LG_SCR_REL].sha, "4", n.name, n.chan, n.tprefix, n.kprefix, "0",
+            n.reader};
 
         return lg_resp_append(b, 9, argv);
     }
     if (which == 2) {
-        const char *argv[] = {"EVALSHA", r->sha_wacq, "1", n.name, n.lease, n.writer};
+        const char *argv[] = {"EVALSHA", r->scripts[LG_SCR_WACQ].sha, "1", n.name, n.lease,
+                              n.writer};
 
         return lg_resp_append(b, 6, argv);
     }
     {
-        const char *argv[] = {"EVALSHA", r->sha_wrel, "2", n.name, n.chan, "1", n.lease, n.writer};
+        const char *argv[] = {
+            "EVALSHA", r->scripts[LG_SCR_WREL].sha, "2", n.name, n.chan, "1", n.lease, n.writer};
 
         return lg_resp_append(b, 8, argv);
     }
@@ -179,38 +183,23 @@ int lg_rw_build_requests(struct lg_client *c)
 
     buf_init(&b);
     for (unsigned i = 0; i < 4 && rc == 0; i++) {
-        rc = c->run->direct ? format_direct(c, &b, i) : format_proxy(c, &b, i);
+        rc = c->run->redisson ? format_direct(c, &b, i) : format_proxy(c, &b, i);
         lg_buf_take(&b, cmd[i], len[i]);
     }
     return rc;
 }
 
-int lg_rw_load_scripts(struct lg_run *r)
+void lg_rw_scripts(struct lg_run *r)
 {
-    const char *const lua[] = {read_acquire_lua, read_unlock_lua, write_acquire_lua,
-                               write_unlock_lua};
-    char *const sha[] = {r->sha_acq, r->sha_rel, r->sha_wacq, r->sha_wrel};
-    int rc = 0;
-
-    for (unsigned i = 0; i < 4 && rc == 0; i++)
-        rc = lg_redis_script_load(&r->o->redis, lua[i], sha[i], r->res->error,
-                                  sizeof(r->res->error));
-    return rc;
-}
-
-/* splitmix64: one step of c's stream. */
-static uint64_t rng_next(uint64_t *state)
-{
-    uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
-
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
+    r->scripts[LG_SCR_ACQ].lua = read_acquire_lua;
+    r->scripts[LG_SCR_REL].lua = read_unlock_lua;
+    r->scripts[LG_SCR_WACQ].lua = write_acquire_lua;
+    r->scripts[LG_SCR_WREL].lua = write_unlock_lua;
 }
 
 void lg_rw_pick(struct lg_client *c)
 {
-    bool write = rng_next(&c->rng) % 100u < c->run->o->write_pct;
+    bool write = lg_rng_next(&c->rng) % 100u < c->run->o->write_pct;
 
     c->kind = write ? LG_HOLD_WRITE : LG_HOLD_READ;
 }

@@ -15,9 +15,11 @@
  * re-checks as latch timeouts).
  *
  * Set-up. Before a target runs, every one of its keys is deleted and set
- * to --permits through the target's own path (proxy: SEM.TRYSETPERMITS;
- * direct: Redisson's trySetPermits script), on short blocking connections;
- * the keys are deleted again when the target is done. */
+ * to --permits through the target's own path (proxy: SEM.TRYSETPERMITS,
+ * after a DEL on --redis; direct and twemproxy: DEL and Redisson's
+ * trySetPermits script on the target's endpoint, which twemproxy routes by
+ * the first key), on short blocking connections; lg_clean.c deletes them
+ * again when the target is done. */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -61,9 +63,9 @@ int lg_sem_build_requests(struct lg_client *c)
     lg_run_key_name(r, c->key, name, sizeof(name));
     snprintf(chan, sizeof(chan), "redisson_sc:{%s}", name);
     buf_init(&b);
-    if (r->direct) {
-        const char *acq[] = {"EVALSHA", r->sha_acq, "1", name, "1"};
-        const char *rel[] = {"EVALSHA", r->sha_rel, "2", name, chan, "1"};
+    if (r->redisson) {
+        const char *acq[] = {"EVALSHA", r->scripts[LG_SCR_ACQ].sha, "1", name, "1"};
+        const char *rel[] = {"EVALSHA", r->scripts[LG_SCR_REL].sha, "2", name, chan, "1"};
 
         rc = lg_resp_append(&b, 5, acq);
         lg_buf_take(&b, &c->acq_cmd, &c->acq_len);
@@ -82,16 +84,10 @@ int lg_sem_build_requests(struct lg_client *c)
     return rc;
 }
 
-int lg_sem_load_scripts(struct lg_run *r)
+void lg_sem_scripts(struct lg_run *r)
 {
-    char *err = r->res->error;
-    size_t len = sizeof(r->res->error);
-    int rc;
-
-    rc = lg_redis_script_load(&r->o->redis, try_acquire_lua, r->sha_acq, err, len);
-    if (rc == 0)
-        rc = lg_redis_script_load(&r->o->redis, release_lua, r->sha_rel, err, len);
-    return rc;
+    r->scripts[LG_SCR_ACQ].lua = try_acquire_lua;
+    r->scripts[LG_SCR_REL].lua = release_lua;
 }
 
 /* Checks that rep (consumed) is the integer want; else describes it in
@@ -118,7 +114,7 @@ static int expect_int(struct lg_run *r, redisContext *ctx, redisReply *rep, long
     return rc;
 }
 
-/* DEL of key on Redis (1 deleted or 0 absent are both fine). */
+/* DEL of key (1 deleted or 0 absent are both fine). */
 static int del_key(struct lg_run *r, redisContext *redis, const char *name)
 {
     redisReply *rep = redisCommand(redis, "DEL %s", name);
@@ -154,15 +150,16 @@ static int create_one(struct lg_run *r, redisContext *redis, redisContext *proxy
 
 int lg_sem_create(struct lg_run *r)
 {
+    const struct lg_endpoint *store = r->redisson ? r->cmd_ep : &r->o->redis;
     char *err = r->res->error;
     size_t cap = sizeof(r->res->error);
     redisContext *redis, *proxy = NULL;
     int rc = 0;
 
-    redis = lg_redis_connect(&r->o->redis, SETUP_TIMEOUT_S, err, cap);
+    redis = lg_redis_connect(store, SETUP_TIMEOUT_S, err, cap);
     if (!redis)
         return -ECONNREFUSED;
-    if (!r->direct) {
+    if (!r->redisson) {
         proxy = lg_redis_connect(&r->o->proxy, SETUP_TIMEOUT_S, err, cap);
         if (!proxy) {
             rc = -ECONNREFUSED;
@@ -177,26 +174,4 @@ int lg_sem_create(struct lg_run *r)
 out_redis:
     redisFree(redis);
     return rc;
-}
-
-void lg_sem_delete(struct lg_run *r)
-{
-    char err[160], name[128];
-    redisContext *redis;
-
-    if (!r->sems_set)
-        return;
-    redis = lg_redis_connect(&r->o->redis, SETUP_TIMEOUT_S, err, sizeof(err));
-    if (!redis)
-        return;
-    for (unsigned k = 0; k < r->nkeys; k++) {
-        redisReply *rep;
-
-        lg_run_key_name(r, k, name, sizeof(name));
-        rep = redisCommand(redis, "DEL %s", name);
-        if (!rep)
-            break;
-        freeReplyObject(rep);
-    }
-    redisFree(redis);
 }

@@ -33,7 +33,30 @@ redisContext *lg_redis_connect(const struct lg_endpoint *ep, int timeout_s, char
         return NULL;
     }
     (void)redisSetTimeout(rc, tv);
+    if (ep->pass[0] && lg_redis_auth(rc, ep, err, errlen) < 0) {
+        redisFree(rc);
+        return NULL;
+    }
     return rc;
+}
+
+int lg_redis_auth(redisContext *rc, const struct lg_endpoint *ep, char *err, size_t errlen)
+{
+    redisReply *r = ep->user[0] ? redisCommand(rc, "AUTH %s %s", ep->user, ep->pass)
+                                : redisCommand(rc, "AUTH %s", ep->pass);
+    int ret = 0;
+
+    if (!r) {
+        snprintf(err, errlen, "%s: AUTH: %s", ep->name, rc->errstr);
+        return -EPROTO;
+    }
+    if (r->type != REDIS_REPLY_STATUS || strcmp(r->str, "OK") != 0) {
+        snprintf(err, errlen, "%s: AUTH: %.100s", ep->name,
+                 r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply");
+        ret = -EACCES;
+    }
+    freeReplyObject(r);
+    return ret;
 }
 
 static redisContext *connect_ep(const struct lg_endpoint *ep, char *err, size_t errlen)
@@ -136,6 +159,11 @@ bool lg_cmd_is_script_internal(const char *name)
     return false;
 }
 
+bool lg_cmd_is_bench_own(const char *name)
+{
+    return strcmp(name, "info") == 0 || strcmp(name, "auth") == 0;
+}
+
 void lg_redis_delta(const struct lg_redis_snap *a, const struct lg_redis_snap *b,
                     uint64_t *client_cmds, uint64_t *all_calls)
 {
@@ -146,7 +174,7 @@ void lg_redis_delta(const struct lg_redis_snap *a, const struct lg_redis_snap *b
         uint64_t before = lg_redis_calls(a, name);
         uint64_t d = b->cmd[i].calls >= before ? b->cmd[i].calls - before : 0;
 
-        if (strcmp(name, "info") == 0)
+        if (lg_cmd_is_bench_own(name))
             continue;
         *all_calls += d;
         if (!lg_cmd_is_script_internal(name))

@@ -33,10 +33,16 @@ struct lg_redis_snap {
 };
 
 /* A blocking hiredis connection to ep (TCP or Unix socket) with connect
- * and I/O timeouts of timeout_s. Returns the context (the caller frees it
+ * and I/O timeouts of timeout_s, authenticated when ep has a password
+ * (TLS would go here, see lg_opts.h). Returns the context (the caller frees it
  * with redisFree) or NULL with err set. */
 redisContext *lg_redis_connect(const struct lg_endpoint *ep, int timeout_s, char *err,
                                size_t errlen);
+
+/* Sends AUTH [user] password of ep on rc. Returns 0, or -errno with err
+ * set (-EACCES: refused). lg_redis_connect() does it for every endpoint
+ * with a password. */
+int lg_redis_auth(redisContext *rc, const struct lg_endpoint *ep, char *err, size_t errlen);
 
 /* Reads INFO commandstats and INFO cpu from ep. Returns 0 (out->ok set) or
  * -errno (-ECONNREFUSED, -EPROTO...); err gets a message on failure. */
@@ -52,8 +58,12 @@ uint64_t lg_redis_calls(const struct lg_redis_snap *s, const char *name);
  * hset, hdel, hlen, hkeys, get, set, incrby, decrby. */
 bool lg_cmd_is_script_internal(const char *name);
 
+/* True for the commands of the bench's own statistics connections (INFO,
+ * and the AUTH before it), left out of every figure. */
+bool lg_cmd_is_bench_own(const char *name);
+
 /* Delta of the commands clients sent (not script-internal, not the bench's
- * own INFO) and of all calls, between a and b. */
+ * own INFO and AUTH) and of all calls, between a and b. */
 void lg_redis_delta(const struct lg_redis_snap *a, const struct lg_redis_snap *b,
                     uint64_t *client_cmds, uint64_t *all_calls);
 

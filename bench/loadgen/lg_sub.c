@@ -29,6 +29,9 @@
  * The channel is the run's chan_prefix + key + "}": redisson_lock__channel,
  * redisson_rwlock or redisson_sc.
  *
+ * A new connection sends AUTH (with a password) or PING first and counts
+ * as connected once it is answered (s->greeting until then).
+ *
  * Replies on a subscribed RESP2 connection are arrays: ["subscribe", ch, n],
  * ["unsubscribe", ch, n], ["message", ch, payload]. A subscribe
  * confirmation always belongs to the entry's current SUBSCRIBE: an entry is
@@ -276,6 +279,21 @@ bad:
 
 /* ---- connection callbacks ---------------------------------------------- */
 
+static void on_greet(struct lg_sub *s, const redisReply *rep)
+{
+    const char *err = lg_greet_error(rep);
+    char why[200];
+
+    s->greeting = false;
+    if (!err) {
+        lg_run_conn_done(s->run, 0);
+        return;
+    }
+    snprintf(why, sizeof(why), "pub/sub connection to %.60s: %s: %.100s", s->run->o->redis.name,
+             s->run->o->redis.pass[0] ? "AUTH" : "PING", err);
+    lg_run_conn_failed(s->run, why);
+}
+
 /* The connection is gone: every waiter falls back to its own retries. */
 static void sub_die(struct lg_sub *s, const char *why)
 {
@@ -284,6 +302,11 @@ static void sub_die(struct lg_sub *s, const char *why)
     sched_conn_close(&s->conn, false);
     if (s->run->phase == LG_PH_CLOSE)
         return;
+    if (s->greeting) {
+        s->greeting = false;
+        lg_run_conn_failed(s->run, why);
+        return;
+    }
     lg_run_error(s->run, "pub/sub connection", why, strlen(why));
     for (unsigned i = 0; i < s->nentries; i++) {
         struct lg_sub_entry *e = &s->entries[i];
@@ -314,7 +337,10 @@ static void sub_on_data(struct sched_conn *conn, const char *data, size_t len)
         }
         if (!rep)
             return;
-        on_push(s, rep);
+        if (s->greeting)
+            on_greet(s, rep);
+        else
+            on_push(s, rep);
         freeReplyObject(rep);
     }
 }
@@ -331,6 +357,12 @@ static void sub_on_connect(struct sched_conn *conn, int err)
 {
     struct lg_sub *s = LP_CONTAINER_OF(conn, struct lg_sub, conn);
 
+    if (err == 0) {
+        err = lg_greet_send(conn, &s->run->o->redis);
+        s->greeting = err == 0;
+        if (err == 0)
+            return;
+    }
     if (err < 0)
         sched_conn_close(conn, false);
     lg_run_conn_done(s->run, err);

@@ -22,7 +22,7 @@
 
 static const char *color_of(enum lg_target t)
 {
-    static const char *const colors[] = {"#1f77b4", "#ff7f0e", "#2ca02c"};
+    static const char *const colors[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728"};
 
     return colors[t];
 }

@@ -34,7 +34,7 @@ static bool predis_atexit_done;
 
 static void predis_rm_dir(const char *dir)
 {
-    static const char *files[] = {"redis.sock", "redis.log", "dump.rdb"};
+    static const char *files[] = {"redis.sock", "redis.log", "dump.rdb", "nodes.conf", "cli.log"};
     char path[192];
     size_t i;
 

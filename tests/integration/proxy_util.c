@@ -381,6 +381,28 @@ static int wait_ready(pid_t pid, int port, const char *unix_path, int ms, int *s
     return -1;
 }
 
+pid_t pu_spawn_server(const char *const *argv, const char *log_path, int port, int ms)
+{
+    pid_t pid;
+    int st;
+
+    pu_tmpdir();
+    pid = spawn(argv, log_path);
+    if (wait_ready(pid, port, NULL, ms, &st) == 0)
+        return pid;
+    if (st == -1)
+        child_kill(pid, &st);
+    return -1;
+}
+
+void pu_kill_server(pid_t pid)
+{
+    int st;
+
+    if (pid > 0)
+        child_kill(pid, &st);
+}
+
 /* ---------------------------------------------------------------------
  * redis-server */
 

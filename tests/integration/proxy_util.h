@@ -103,6 +103,15 @@ void pu_redis_restart(struct pu_redis *r);
 void pu_redis_pause(struct pu_redis *r);
 void pu_redis_resume(struct pu_redis *r);
 
+/* Starts another server (argv[0] an absolute path, e.g. nutcracker) as a
+ * registered child with stdout+stderr appended to log_path, and waits up
+ * to ms for it to answer PING on 127.0.0.1:port. Returns its pid, or -1
+ * if it ended or did not answer (it is killed then). */
+pid_t pu_spawn_server(const char *const *argv, const char *log_path, int port, int ms);
+
+/* SIGKILL and reap a server of pu_spawn_server(); no-op for pid <= 0. */
+void pu_kill_server(pid_t pid);
+
 /* Path of the proxy binary ($LP_PROXY_BIN); fails the test if unset or
  * not executable. */
 const char *pu_proxy_bin(void);

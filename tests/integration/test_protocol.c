@@ -1,5 +1,6 @@
 /* RESP front end of lockproxy: pipelining and reply order (also behind a
- * blocked LOCK), fragmented input, binary-safe names, malformed input,
+ * blocked LOCK), fragmented input, binary-safe names, inline commands,
+ * malformed input (Redis's protocol errors), requests over the limits,
  * argument errors, the Redis-compatible utility commands and INFO, and many
  * idle connections. Both io backends. */
 #include <ctype.h>
@@ -112,9 +113,8 @@ static void scenario_fragments_binary(struct pu_env *e)
 
 /* What the proxy must do with a bad input. */
 enum bad_expect {
-    BAD_ERR = 1,      /* an error reply (the connection may stay open) */
-    BAD_PROTO_CLOSE,  /* "-ERR Protocol error..." and the connection closed */
-    BAD_ERR_OR_CLOSE, /* an error reply or a close, but not silence */
+    BAD_ERR = 1,     /* an error reply (the connection stays open) */
+    BAD_PROTO_CLOSE, /* "-ERR Protocol error: ..." and the connection closed */
 };
 
 struct bad_input {
@@ -122,21 +122,33 @@ struct bad_input {
     const char *bytes;
     size_t flood; /* then this many 'x' bytes (no line end) */
     enum bad_expect expect;
+    const char *reply; /* the reply's first line starts with this */
 };
 
+/* Malformed framing gets Redis's words; an inline line is a command. */
 static const struct bad_input bad_inputs[] = {
-    {"garbage bytes", "\x01\x02\xff\xfe\x80 junk\r\n", 0, BAD_ERR},
-    {"inline text", "FOOBAR some inline text\r\n", 0, BAD_ERR},
-    {"negative multibulk", "*-5\r\n", 0, BAD_PROTO_CLOSE},
-    {"huge multibulk", "*99999999\r\n", 0, BAD_PROTO_CLOSE},
-    {"non-numeric multibulk", "*abc\r\n", 0, BAD_PROTO_CLOSE},
-    {"negative bulk", "*1\r\n$-3\r\n", 0, BAD_PROTO_CLOSE},
-    {"nested array", "*1\r\n*1\r\n$4\r\nPING\r\n", 0, BAD_PROTO_CLOSE},
-    {"integer instead of bulk", "*1\r\n:4\r\n", 0, BAD_PROTO_CLOSE},
-    {"oversized bulk header", "*2\r\n$4\r\nLOCK\r\n$99999999999\r\n", 0, BAD_PROTO_CLOSE},
-    {"oversized bulk header, 1 MiB", "*2\r\n$4\r\nLOCK\r\n$1048576\r\n", 0, BAD_PROTO_CLOSE},
-    {"oversized bulk body", "*2\r\n$4\r\nLOCK\r\n$1048576\r\n", 1u << 20, BAD_ERR_OR_CLOSE},
-    {"4 MiB unterminated line", "", 4u << 20, BAD_ERR_OR_CLOSE},
+    {"garbage bytes", "\x01\x02\xff\xfe\x80 junk\r\n", 0, BAD_ERR, "-ERR unknown command"},
+    {"inline text", "FOOBAR some inline text\r\n", 0, BAD_ERR, "-ERR unknown command 'FOOBAR'"},
+    {"multibulk over INT_MAX", "*3000000000\r\n", 0, BAD_PROTO_CLOSE,
+     "-ERR Protocol error: invalid multibulk length\r\n"},
+    {"non-numeric multibulk", "*abc\r\n", 0, BAD_PROTO_CLOSE,
+     "-ERR Protocol error: invalid multibulk length\r\n"},
+    {"negative bulk", "*1\r\n$-3\r\n", 0, BAD_PROTO_CLOSE,
+     "-ERR Protocol error: invalid bulk length\r\n"},
+    {"nested array", "*1\r\n*1\r\n$4\r\nPING\r\n", 0, BAD_PROTO_CLOSE,
+     "-ERR Protocol error: expected '$', got '*'\r\n"},
+    {"integer instead of bulk", "*1\r\n:4\r\n", 0, BAD_PROTO_CLOSE,
+     "-ERR Protocol error: expected '$', got ':'\r\n"},
+    {"bulk over proto-max-bulk-len", "*2\r\n$4\r\nLOCK\r\n$99999999999\r\n", 0, BAD_PROTO_CLOSE,
+     "-ERR Protocol error: invalid bulk length\r\n"},
+    {"bulk longer than declared", "*1\r\n$2\r\nabc\r\n", 0, BAD_PROTO_CLOSE,
+     "-ERR Protocol error: invalid bulk length\r\n"},
+    {"unbalanced quotes", "ECHO \"abc\r\n", 0, BAD_PROTO_CLOSE,
+     "-ERR Protocol error: unbalanced quotes in request\r\n"},
+    {"4 MiB unterminated line", "", 4u << 20, BAD_PROTO_CLOSE,
+     "-ERR Protocol error: too big inline request\r\n"},
+    {"4 MiB count header", "*", 4u << 20, BAD_PROTO_CLOSE,
+     "-ERR Protocol error: too big mbulk count string\r\n"},
 };
 
 /* Sends b->bytes and then b->flood filler bytes; false if the peer closed
@@ -170,17 +182,15 @@ static const char *try_bad_input(struct pu_env *e, const struct bad_input *b)
     why[0] = '\0';
     send_bad(fd, b);
     pu_raw_read_line(fd, buf, sizeof(buf), 3000);
-    closed = pu_raw_wait_closed(fd, buf[0] ? 3000 : 100);
+    closed = pu_raw_wait_closed(fd, b->expect == BAD_PROTO_CLOSE ? 3000 : 100);
     close(fd);
-    if (b->expect == BAD_ERR_OR_CLOSE && buf[0] != '-' && !closed)
-        snprintf(why, sizeof(why), "no error reply and not closed within 3 s (got \"%.40s\")", buf);
-    else if (b->expect != BAD_ERR_OR_CLOSE && buf[0] != '-')
-        snprintf(why, sizeof(why), "no error reply within 3 s (got \"%.40s\", closed: %d)", buf,
+    if (strncmp(buf, b->reply, strlen(b->reply)) != 0)
+        snprintf(why, sizeof(why), "expected \"%.60s\", got \"%.60s\" (closed: %d)", b->reply, buf,
                  closed);
-    else if (b->expect == BAD_PROTO_CLOSE && strncmp(buf, "-ERR Protocol error", 19) != 0)
-        snprintf(why, sizeof(why), "expected -ERR Protocol error..., got \"%.60s\"", buf);
     else if (b->expect == BAD_PROTO_CLOSE && !closed)
         snprintf(why, sizeof(why), "connection not closed after the protocol error");
+    else if (b->expect == BAD_ERR && closed)
+        snprintf(why, sizeof(why), "connection closed after a plain error");
     return why[0] ? why : NULL;
 }
 
@@ -201,6 +211,127 @@ static void scenario_malformed(struct pu_env *e)
     PU_OK(c, "LOCK %s", "after-garbage");
     PU_INT(c, 1, "UNLOCK %s", "after-garbage");
     redisFree(c);
+}
+
+/* Sends s on fd and expects exactly want back (the reply bytes in order). */
+static void raw_expect(int fd, const char *s, size_t len, const char *want)
+{
+    char buf[1024];
+
+    if (s)
+        ASSERT_TRUE(pu_raw_send(fd, s, len ? len : strlen(s)));
+    pu_raw_read_until(fd, buf, sizeof(buf), 5000, want);
+    if (strcmp(buf, want) != 0)
+        TEST_FAIL("sent \"%.60s\": got \"%s\", want \"%s\"", s ? s : "", buf, want);
+}
+
+/* Inline commands, as telnet and nc send them, with Redis's quoting. */
+static void scenario_inline(struct pu_env *e)
+{
+    static const char typed[] = "ECHO \"typed \\x41\"\r\n";
+    redisContext *rc = pu_redis_client(e);
+    int fd = pu_raw_connect(e->proxy.port);
+
+    raw_expect(fd, "PING\r\n", 0, "+PONG\r\n");
+    raw_expect(fd, "ping\n", 0, "+PONG\r\n");
+    raw_expect(fd, "\r\n\n  \nECHO \"hello world\" 'x'\n", 0,
+               "-ERR wrong number of arguments for 'ECHO' command\r\n");
+    raw_expect(fd, "ECHO \"a\\tb\\\"c\"\n", 0, "$5\r\na\tb\"c\r\n");
+    raw_expect(fd, "ECHO 'it\\'s'\n", 0, "$4\r\nit's\r\n");
+    raw_expect(fd, "LOCK inl LEASE 60000\r\n", 0, "+OK\r\n");
+    ASSERT_TRUE(pu_exists(rc, "inl"));
+    /* inline and multibulk mixed in one write */
+    raw_expect(fd, "PING\r\n*2\r\n$4\r\nECHO\r\n$2\r\nmb\r\nUNLOCK inl\n", 0,
+               "+PONG\r\n$2\r\nmb\r\n:1\r\n");
+    ASSERT_TRUE(!pu_exists(rc, "inl"));
+    /* typed one key at a time */
+    for (size_t i = 0; i < sizeof(typed) - 1; i++) {
+        ASSERT_TRUE(pu_raw_send(fd, typed + i, 1));
+        pu_sleep_ms(1);
+    }
+    raw_expect(fd, NULL, 0, "$7\r\ntyped A\r\n");
+    close(fd);
+    redisFree(rc);
+}
+
+/* A well-formed request over --max-args or --max-request-bytes is answered
+ * with an error and skipped; the connection, its pipeline and its locks
+ * stay. Before the skipped request's reply come the replies owed. */
+static void scenario_over_limits(struct pu_env *e)
+{
+    static const char nine[] = "*9\r\n$4\r\nLOCK\r\n$1\r\na\r\n$1\r\nb\r\n$1\r\nc\r\n"
+                               "$1\r\nd\r\n$1\r\ne\r\n$1\r\nf\r\n$1\r\ng\r\n$1\r\nh\r\n";
+    static const char args_err[] = "-ERR request has more than 8 arguments (--max-args)\r\n";
+    static const char bytes_err[] =
+        "-ERR request is larger than 4096 bytes (--max-request-bytes)\r\n";
+    redisContext *c1 = pu_client(e), *rc = pu_redis_client(e);
+    size_t big_len = (4u << 20) + 64, n;
+    char *big = malloc(big_len), want[256];
+    int fd = pu_raw_connect(e->proxy.port);
+
+    ASSERT_NOTNULL(big);
+    raw_expect(fd, "LOCK kept\r\n", 0, "+OK\r\n");
+    raw_expect(fd, nine, sizeof(nine) - 1, args_err);
+    raw_expect(fd, "PING\r\n", 0, "+PONG\r\n");
+    raw_expect(fd, "ECHO a b c d e f g h i\r\n", 0, args_err);
+
+    /* 4 MiB argument: refused from its header, skipped as it streams in */
+    n = (size_t)snprintf(big, big_len, "*2\r\n$4\r\nECHO\r\n$%u\r\n", 4u << 20);
+    memset(big + n, 'x', 4u << 20);
+    n += 4u << 20;
+    n += (size_t)snprintf(big + n, big_len - n, "\r\nPING\r\n");
+    strcpy(want, bytes_err);
+    strcat(want, "+PONG\r\n");
+    raw_expect(fd, big, n, want);
+    ASSERT_EQ(pu_info_int(c1, "locks_held"), 1);
+    ASSERT_TRUE(pu_exists(rc, "kept"));
+
+    /* behind a waiting LOCK, in order */
+    PU_OK(c1, "LOCK %s LEASE %d", "busy", 10000);
+    ASSERT_TRUE(pu_raw_send(fd, "LOCK busy\r\n", 11));
+    ASSERT_TRUE(pu_raw_send(fd, nine, sizeof(nine) - 1));
+    ASSERT_TRUE(pu_raw_send(fd, "*2\r\n$4\r\nECHO\r\n$5000\r\n", 21));
+    memset(big, 'y', 5000);
+    memcpy(big + 5000, "\r\nPING\r\n", 8);
+    ASSERT_TRUE(pu_raw_send(fd, big, 5008));
+    pu_sleep_ms(200);
+    PU_INT(c1, 1, "UNLOCK %s", "busy");
+    snprintf(want, sizeof(want), "+OK\r\n%s%s+PONG\r\n", args_err, bytes_err);
+    raw_expect(fd, NULL, 0, want);
+    raw_expect(fd, "UNLOCK busy\r\nUNLOCK kept\r\n", 0, ":1\r\n:1\r\n");
+    ASSERT_TRUE(!pu_exists(rc, "kept"));
+    close(fd);
+    free(big);
+    redisFree(rc);
+    redisFree(c1);
+}
+
+/* A protocol error is answered after every reply owed, even those of
+ * requests waiting behind a blocked LOCK, and then the connection closes
+ * (and its locks go). */
+static void scenario_protocol_error_order(struct pu_env *e)
+{
+    static const char reqs[] = "*2\r\n$4\r\nLOCK\r\n$2\r\nbo\r\n*1\r\n$4\r\nPING\r\n"
+                               "*1\r\n$x\r\n";
+    redisContext *c1 = pu_client(e), *rc = pu_redis_client(e);
+    const char *pong, *err;
+    char buf[512];
+    int fd = pu_raw_connect(e->proxy.port);
+
+    PU_OK(c1, "LOCK %s LEASE %d", "bo", 10000);
+    ASSERT_TRUE(pu_raw_send(fd, reqs, sizeof(reqs) - 1));
+    pu_sleep_ms(200);
+    PU_INT(c1, 1, "UNLOCK %s", "bo");
+    pu_raw_read_until(fd, buf, sizeof(buf), 5000, NULL); /* until the proxy closes */
+    pong = strstr(buf, "+PONG\r\n");
+    err = strstr(buf, "-ERR Protocol error");
+    if (!pong || !err || err < pong)
+        TEST_FAIL("replies out of order: \"%s\"", buf);
+    ASSERT_STREQ(buf, "+OK\r\n+PONG\r\n-ERR Protocol error: invalid bulk length\r\n");
+    close(fd);
+    PU_EVENTUALLY(!pu_exists(rc, "bo"), 5000); /* released with the connection */
+    redisFree(rc);
+    redisFree(c1);
 }
 
 /* Expects an ERR reply that names arg (case-insensitive). */
@@ -368,6 +499,23 @@ TEST(malformed_input)
     pu_each_backend(scenario_malformed, extra);
 }
 
+TEST(inline_commands)
+{
+    pu_each_backend(scenario_inline, NULL);
+}
+
+TEST(over_limits_skip_and_keep_connection)
+{
+    static const char *const extra[] = {"--max-request-bytes", "4096", "--max-args", "8", NULL};
+
+    pu_each_backend(scenario_over_limits, extra);
+}
+
+TEST(protocol_error_after_owed_replies)
+{
+    pu_each_backend(scenario_protocol_error_order, NULL);
+}
+
 TEST(unknown_command_and_bad_args)
 {
     pu_each_backend(scenario_bad_args, NULL);
@@ -387,5 +535,6 @@ TEST(many_idle_connections)
 }
 
 TEST_MAIN(TEST_CASE(pipelining_order), TEST_CASE(fragmented_and_binary), TEST_CASE(malformed_input),
-          TEST_CASE(unknown_command_and_bad_args), TEST_CASE(utility_commands_and_info),
-          TEST_CASE(many_idle_connections))
+          TEST_CASE(inline_commands), TEST_CASE(over_limits_skip_and_keep_connection),
+          TEST_CASE(protocol_error_after_owed_replies), TEST_CASE(unknown_command_and_bad_args),
+          TEST_CASE(utility_commands_and_info), TEST_CASE(many_idle_connections))

@@ -252,31 +252,74 @@ TEST(resp_reader_protocol_error)
     redisReaderFree(rd);
 }
 
-/* hiredis 0.14 refuses nesting deeper than 7: a protocol error, not a
- * crash. */
-TEST(resp_reader_deep_nesting)
+/* Feeds "*1\r\n" depth times then ":1\r\n"; returns what the reader says. */
+static int feed_nested(redisReader *rd, int depth, redisReply **r)
 {
-    redisReader *rd = pool__resp_reader_create();
     struct buf b;
-    redisReply *r;
-    int i;
+    int i, rc;
 
     buf_init(&b);
-    for (i = 0; i < 9; i++)
+    for (i = 0; i < depth; i++)
         ASSERT_OK(buf_append_str(&b, "*1\r\n"));
     ASSERT_OK(buf_append_str(&b, ":1\r\n"));
     ASSERT_OK(pool__resp_feed(rd, buf_head(&b), buf_size(&b)));
-    ASSERT_EQ(pool__resp_next(rd, &r), -EPROTO);
+    rc = pool__resp_next(rd, r);
     buf_deinit(&b);
+    return rc;
+}
+
+/* Array replies are capped alike with hiredis 0.14 and 1.x: 7 levels and
+ * 65536 elements at most. An 11-byte header cannot make the pool allocate
+ * gigabytes (1.x allows 2^32 - 1 elements), nor a deep reply overflow the
+ * stack when it is freed (1.x nests without limit). */
+TEST(resp_reader_caps_arrays)
+{
+    redisReader *rd = pool__resp_reader_create();
+    const redisReply *e;
+    redisReply *r;
+    struct buf b;
+    int i;
+
+    ASSERT_EQ(feed_nested(rd, 7, &r), 1);
+    for (e = r, i = 0; i < 7; i++, e = e->element[0])
+        ASSERT_TRUE(e->type == REDIS_REPLY_ARRAY && e->elements == 1);
+    ASSERT_TRUE(e->type == REDIS_REPLY_INTEGER && e->integer == 1);
+    freeReplyObject(r);
+    redisReaderFree(rd);
+
+    rd = pool__resp_reader_create();
+    ASSERT_EQ(feed_nested(rd, 9, &r), -EPROTO);
+    ASSERT_TRUE(strstr(rd->errstr, "nested") != NULL);
+    redisReaderFree(rd);
+
+    rd = pool__resp_reader_create();
+    buf_init(&b);
+    ASSERT_OK(buf_append_str(&b, "*65536\r\n"));
+    for (i = 0; i < 65536; i++)
+        ASSERT_OK(buf_append_str(&b, ":1\r\n"));
+    ASSERT_OK(pool__resp_feed(rd, buf_head(&b), buf_size(&b)));
+    ASSERT_EQ(pool__resp_next(rd, &r), 1);
+    ASSERT_EQ(r->elements, 65536);
+    freeReplyObject(r);
+    buf_deinit(&b);
+    ASSERT_OK(pool__resp_feed(rd, "*65537\r\n", 8)); /* refused from its header */
+    ASSERT_EQ(pool__resp_next(rd, &r), -EPROTO);
+    ASSERT_TRUE(strstr(rd->errstr, "too many elements") != NULL);
+    redisReaderFree(rd);
+
+    rd = pool__resp_reader_create();
+    ASSERT_OK(pool__resp_feed(rd, "*4294967295\r\n", 13));
+    ASSERT_EQ(pool__resp_next(rd, &r), -EPROTO);
     redisReaderFree(rd);
 }
 
 TEST(resp_reply_predicates)
 {
-    redisReply err = {REDIS_REPLY_ERROR, 0, 21, (char *)"NOSCRIPT No matching", 0, NULL};
-    redisReply st = {REDIS_REPLY_STATUS, 0, 8, (char *)"NOSCRIPT", 0, NULL};
-    redisReply str = {REDIS_REPLY_STRING, 0, 7, (char *)"MeSsAgE", 0, NULL};
-    redisReply num = {REDIS_REPLY_INTEGER, 7, 0, NULL, 0, NULL};
+    /* Designated initializers: hiredis 1.x adds fields (dval, vtype). */
+    redisReply err = {.type = REDIS_REPLY_ERROR, .len = 20, .str = (char *)"NOSCRIPT No matching"};
+    redisReply st = {.type = REDIS_REPLY_STATUS, .len = 8, .str = (char *)"NOSCRIPT"};
+    redisReply str = {.type = REDIS_REPLY_STRING, .len = 7, .str = (char *)"MeSsAgE"};
+    redisReply num = {.type = REDIS_REPLY_INTEGER, .integer = 7};
 
     err.len = strlen(err.str);
     ASSERT_TRUE(pool__resp_is_error(&err, "NOSCRIPT"));
@@ -292,5 +335,5 @@ TEST_MAIN(TEST_CASE(resp_format_simple), TEST_CASE(resp_format_binary),
           TEST_CASE(resp_format_large), TEST_CASE(resp_format_split_and_raw),
           TEST_CASE(resp_format_appends), TEST_CASE(resp_u64_and_sizes),
           TEST_CASE(resp_reader_partial_feeds), TEST_CASE(resp_reader_many_in_one_feed),
-          TEST_CASE(resp_reader_protocol_error), TEST_CASE(resp_reader_deep_nesting),
+          TEST_CASE(resp_reader_protocol_error), TEST_CASE(resp_reader_caps_arrays),
           TEST_CASE(resp_reply_predicates))

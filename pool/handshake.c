@@ -1,0 +1,127 @@
+/* What a new upstream connection sends before it takes requests, and
+ * whether each reply is what it should be. The connection state machine
+ * (rconn.c) sends it on connect and becomes READY after the last reply.
+ *
+ *   AUTH [user] password   if a password is set (every kind)
+ *   SELECT db              if db != 0 (command connections; a cluster has
+ *                          only db 0)
+ *   SCRIPT LOAD text       every registered script (command connections):
+ *                          the SHA1s are stored per pool, as SHA1 is a
+ *                          function of the text, the same on every node
+ *   PING                   when none of the above applies, so that READY
+ *                          always means the server has answered
+ *
+ * Pub/sub and topology connections send AUTH only (or PING). */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "common/compiler.h"
+#include "pool/pool-int.h"
+#include "pool/rconn.h"
+#include "pool/resp.h"
+
+static int hs_push(struct pool__rconn *rc, enum pool__req_kind kind, unsigned script, int argc,
+                   const char *const *argv, const size_t *lens)
+{
+    struct pool__req *req = pool__req_get(rc->pool);
+    int err;
+
+    if (!req)
+        return -ENOMEM;
+    req->kind = kind;
+    req->script = script;
+    err = pool__rconn_issue(rc, req, 0, NULL, NULL, argc, argv, lens);
+    if (err == 0)
+        rc->handshake++;
+    return err;
+}
+
+static int hs_auth(struct pool__rconn *rc)
+{
+    const struct pool_opts *o = &rc->pool->opts;
+    const char *argv[3] = {"AUTH", o->user, o->password};
+
+    if (!o->user) {
+        argv[1] = o->password;
+        return hs_push(rc, POOL__REQ_AUTH, 0, 2, argv, NULL);
+    }
+    return hs_push(rc, POOL__REQ_AUTH, 0, 3, argv, NULL);
+}
+
+static int hs_select(struct pool__rconn *rc)
+{
+    char db[24];
+    const char *argv[2] = {"SELECT", db};
+
+    pool__resp_u64(db, (unsigned long long)rc->pool->opts.db);
+    return hs_push(rc, POOL__REQ_SELECT, 0, 2, argv, NULL);
+}
+
+static int hs_script(struct pool__rconn *rc, unsigned i)
+{
+    const struct pool__script *s = &rc->pool->scripts[i];
+    const char *argv[3] = {"SCRIPT", "LOAD", s->text};
+    const size_t lens[3] = {6, 4, s->text_len};
+
+    return hs_push(rc, POOL__REQ_SCRIPT, i, 3, argv, lens);
+}
+
+int pool__hs_send(struct pool__rconn *rc)
+{
+    static const char *const ping[] = {"PING"};
+    const struct pool *p = rc->pool;
+    bool cmd = rc->kind == POOL__RCONN_CMD;
+    int err = 0;
+    unsigned i;
+
+    if (p->opts.password)
+        err = hs_auth(rc);
+    if (err == 0 && cmd && p->opts.db != 0)
+        err = hs_select(rc);
+    for (i = 0; err == 0 && cmd && i < p->nscripts; i++)
+        err = hs_script(rc, i);
+    if (err == 0 && rc->handshake == 0)
+        err = hs_push(rc, POOL__REQ_PING, 0, 1, ping, NULL);
+    return err;
+}
+
+static const char *hs_step_name(const struct pool *p, enum pool__req_kind kind, unsigned script)
+{
+    if (kind == POOL__REQ_AUTH)
+        return "AUTH";
+    if (kind == POOL__REQ_SELECT)
+        return "SELECT";
+    if (kind == POOL__REQ_PING)
+        return "PING";
+    return p->scripts[script].name ? p->scripts[script].name : "script";
+}
+
+static int hs_store_sha(struct pool *p, unsigned script, const redisReply *r)
+{
+    struct pool__script *s = &p->scripts[script];
+
+    if (r->type != REDIS_REPLY_STRING || r->len != POOL__SHA_SIZE - 1)
+        return -EPROTO;
+    memcpy(s->sha, r->str, r->len);
+    s->sha[r->len] = '\0';
+    return 0;
+}
+
+int pool__hs_check(struct pool *p, const struct pool__req *req, const redisReply *r, char *err,
+                   size_t errlen)
+{
+    const char *step = hs_step_name(p, req->kind, req->script);
+    bool script = req->kind == POOL__REQ_SCRIPT;
+
+    if (r->type == REDIS_REPLY_ERROR) {
+        snprintf(err, errlen, "%s%s: %.*s", script ? "SCRIPT LOAD " : "", step,
+                 (int)LP_MIN(r->len, (size_t)80), r->str);
+        return -EPROTO;
+    }
+    if (script && hs_store_sha(p, req->script, r) < 0) {
+        snprintf(err, errlen, "SCRIPT LOAD %s: unexpected reply", step);
+        return -EPROTO;
+    }
+    return 0;
+}

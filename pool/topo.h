@@ -1,0 +1,59 @@
+/* Cluster topology replies (module-private to pool/): CLUSTER SHARDS
+ * (Redis >= 7) and CLUSTER SLOTS parsed from hiredis reply trees into one
+ * plain description, a node list plus a slot -> node index, which
+ * cluster.c applies to the node table. Pure functions: no I/O, no pool. */
+#ifndef LP_POOL_TOPO_H
+#define LP_POOL_TOPO_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <hiredis/hiredis.h>
+
+#include "pool/addr.h"
+#include "pool/pool.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Cluster node ids are 40 hex characters. */
+#define POOL__NODE_ID_SIZE 41
+
+struct pool__topo_node {
+    char id[POOL__NODE_ID_SIZE]; /* node id, "" when the reply has none */
+    char host[POOL__HOST_MAX];   /* endpoint (or ip) as announced */
+    int port;                    /* TCP port */
+    bool master;                 /* role master (else replica) */
+    char health[16];             /* SHARDS "health" ("online", "failed", "loading"), or "" */
+    unsigned nslots;             /* slots it owns in this reply (masters) */
+};
+
+struct pool__topo {
+    struct pool__topo_node *nodes; /* owned: nnodes entries, masters and replicas */
+    size_t nnodes;                 /* entries in nodes */
+    size_t cap;                    /* allocated entries */
+    int16_t owner[POOL_SLOTS];     /* index into nodes of each slot's master, or -1 */
+};
+
+/* Parses a CLUSTER SHARDS reply into t (initialised here; free with
+ * pool__topo_free() whatever the result). A node announcing no endpoint
+ * ("" or "?") gets fallback_host, the host the reply came from. Returns 0,
+ * -EPROTO (not a SHARDS reply) or -ENOMEM. */
+int pool__topo_parse_shards(struct pool__topo *t, const redisReply *r, const char *fallback_host);
+
+/* Same for a CLUSTER SLOTS reply (the first node of each range is its
+ * master, the others replicas). */
+int pool__topo_parse_slots(struct pool__topo *t, const redisReply *r, const char *fallback_host);
+
+void pool__topo_free(struct pool__topo *t);
+
+/* Masters that own at least one slot. */
+size_t pool__topo_masters(const struct pool__topo *t);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

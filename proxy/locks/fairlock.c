@@ -1,0 +1,291 @@
+/* Fair lock commands: a lock kind for lock.c's acquire/unlock machinery
+ * and a hold kind for hold.c's watchdog and release on disconnect.
+ *
+ * State in Redis (Redisson's layout, spec section 4), per name:
+ *   the RLock hash (owner -> count, PTTL = lease);
+ *   redisson_lock_queue:{name}: LIST of waiting owners, oldest first;
+ *   redisson_lock_timeout:{name}: ZSET owner -> epoch ms by which that
+ *     waiter must reach the head (its predecessor's deadline, or the
+ *     holder's lease end, plus threadWaitTime = WAIT, else 300000 ms).
+ * Every script first drops stale heads (deadline passed, or no deadline
+ * at all: a half-written entry, where Redisson's Lua would fail). The
+ * lock goes only to the queue head, or to anyone while the queue is
+ * empty, so FIFO holds across every proxy and every Redisson client.
+ * A release publishes "0" on redisson_lock__channel:{name}:<head> only.
+ *
+ * Waiting: a waiting FAIRLOCK queues itself from its first attempt (the
+ * acquire script's waiting variant; WAIT 0 never queues), subscribes to its
+ * own channel through the waitset (one subscription per waiting owner is
+ * inherent to the layout; owners of this proxy waiting as the same OWNER
+ * token share it), and re-tries when woken or when the holder's lease (or,
+ * if the lock is free, the head's deadline) ends.
+ *
+ * Invariants:
+ * - A waiter that ends without the lock (WAIT ran out, its connection
+ *   closed, an error) is dequeued at once by its hold's settle (hold.h):
+ *   Redisson's acquireFailed (later waiters' deadlines move up by its
+ *   threadWaitTime, then ZREM + LREM), and, if it was the head of a free
+ *   lock, the next head is woken. So a proxy waiter never blocks the ones
+ *   behind it, and leaves no queue or ZSET entry behind; the settle is
+ *   retried until Redis answers (or the entry's deadline passes).
+ * - Scripts refuse a read-write lock's hash (WRONGTYPE): its read owner
+ *   fields look like ours.
+ * - Deadlines use this host's wall clock (clock_wall_ms()), like Redisson's
+ *   System.currentTimeMillis(): clock skew between hosts shifts them.
+ *
+ * Ownership: nothing here outlives a call; key names are built on the
+ * stack and pool_eval copies its arguments. */
+#include "proxy/locks/fairlock.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "common/clock.h"
+#include "common/compiler.h"
+#include "common/log.h"
+#include "pool/pool.h"
+#include "proxy/locks/hold.h"
+#include "proxy/locks/lock.h"
+#include "proxy/locks/scripts.h"
+#include "proxy/locks/wait.h"
+#include "proxy/metrics.h"
+#include "proxy/request.h"
+#include "proxy/server.h"
+
+#define FAIR_CHANNEL_PREFIX "redisson_lock__channel:"
+#define FAIR_QUEUE_PREFIX   "redisson_lock_queue:"
+#define FAIR_ZSET_PREFIX    "redisson_lock_timeout:"
+
+/* All scripts: KEYS name, queue, timeouts; ARGV now, owner, channel
+ * prefix (redisson_lock__channel:{name}), then their own. */
+enum fair_script {
+    FAIR_ACQUIRE = 0, /* + lease, threadWaitTime, may queue (0|1) -> {1,n} | {0,ms} */
+    FAIR_UNLOCK = 1,  /* + lease -> nil | 0 | 1 */
+    FAIR_SETTLE = 2,  /* + keep, dequeue (0|1), threadWaitTime -> count before */
+    FAIR_COUNT = 3,
+};
+
+#define FAIR_MODE_CHECK                                                               \
+    "if (redis.call('hexists', KEYS[1], 'mode') == 1) then return redis.error_reply(" \
+    "'WRONGTYPE the name holds a read-write lock (use RLOCK/WLOCK)'); end; "
+
+#define FAIR_CLEANUP PX_FAIR_CLEANUP_LUA("KEYS[2]", "KEYS[3]", "ARGV[1]")
+
+/* Lua: "0" to the queue head's own channel. */
+#define FAIR_WAKE_HEAD                             \
+    "local h = redis.call('lindex', KEYS[2], 0); " \
+    "if (h) then redis.call('publish', ARGV[3] .. ':' .. h, '0'); end; "
+
+/* Redisson's tryLock (waiting variant when ARGV[6] is 1): take the free
+ * lock if the queue is empty or headed by us (then every remaining
+ * deadline moves up by our threadWaitTime), re-enter, or queue up behind
+ * the last waiter. Not taken: {0, ms until a re-poll is worthwhile}. */
+static const char acquire_lua[] = FAIR_MODE_CHECK FAIR_CLEANUP /* then: */
+    "local now = tonumber(ARGV[1]); local wt = tonumber(ARGV[5]); "
+    "if (redis.call('exists', KEYS[1]) == 0) then local h = redis.call('lindex', KEYS[2], 0); "
+    "if (h == false or h == ARGV[2]) then if (h) then redis.call('lpop', KEYS[2]); end; "
+    "redis.call('zrem', KEYS[3], ARGV[2]); "
+    "for _, w in ipairs(redis.call('zrange', KEYS[3], 0, -1)) do "
+    "redis.call('zincrby', KEYS[3], -wt, w); end; "
+    "redis.call('hset', KEYS[1], ARGV[2], 1); redis.call('pexpire', KEYS[1], ARGV[4]); "
+    "return {1, 1}; end; end; "
+    "if (redis.call('hexists', KEYS[1], ARGV[2]) == 1) then "
+    "local c = redis.call('hincrby', KEYS[1], ARGV[2], 1); "
+    "redis.call('pexpire', KEYS[1], ARGV[4]); return {1, c}; end; "
+    "local ttl = redis.call('pttl', KEYS[1]); "
+    "if (ARGV[6] == '0') then return {0, ttl}; end; "
+    "if (redis.call('zscore', KEYS[3], ARGV[2]) == false) then "
+    "local last = redis.call('lindex', KEYS[2], -1); local base = ttl; "
+    "local ls = (last and last ~= ARGV[2]) and redis.call('zscore', KEYS[3], last); "
+    "if (ls) then base = tonumber(ls) - now; end; "
+    "redis.call('zadd', KEYS[3], base + wt + now, ARGV[2]); "
+    "redis.call('lrem', KEYS[2], 0, ARGV[2]); redis.call('rpush', KEYS[2], ARGV[2]); end; "
+    "if (ttl ~= -2) then return {0, ttl}; end; "
+    "local h = redis.call('lindex', KEYS[2], 0); "
+    "local hs = h and redis.call('zscore', KEYS[3], h); "
+    "if (hs) then return {0, math.max(tonumber(hs) - now, 1)}; end; "
+    "return {0, 1};";
+
+/* Redisson's fair unlock (no latch); a lock found gone still wakes the
+ * head, but answers nil (not held). */
+static const char unlock_lua[] = FAIR_MODE_CHECK FAIR_CLEANUP /* then: */
+    "if (redis.call('hexists', KEYS[1], ARGV[2]) == 0) then "
+    "if (redis.call('exists', KEYS[1]) == 0) then " FAIR_WAKE_HEAD "end; return nil; end; "
+    "local c = redis.call('hincrby', KEYS[1], ARGV[2], -1); "
+    "if (c > 0) then redis.call('pexpire', KEYS[1], ARGV[4]); "
+    "return 0; end; "
+    "redis.call('del', KEYS[1]); " FAIR_WAKE_HEAD "return 1;";
+
+/* Settles one owner (hold.h): a count above ARGV[4] becomes ARGV[4] (at 0
+ * the lock goes and the queue head is woken); with ARGV[5] = 1 the owner
+ * also leaves the queue as Redisson's acquireFailed does: later waiters'
+ * deadlines move up by its threadWaitTime (ARGV[6]), then ZREM + LREM, and
+ * if it was the head of a free lock, the new head is woken (it would
+ * otherwise wait for its re-poll). Replies the count before. */
+static const char settle_lua[] = FAIR_CLEANUP /* then: */
+    "local c = 0; if (redis.call('hexists', KEYS[1], 'mode') == 0) then "
+    "c = tonumber(redis.call('hget', KEYS[1], ARGV[2]) or '0'); end; "
+    "if (c > tonumber(ARGV[4])) then if (ARGV[4] == '0') then "
+    "redis.call('del', KEYS[1]); " FAIR_WAKE_HEAD
+    "else redis.call('hset', KEYS[1], ARGV[2], ARGV[4]); end; end; "
+    "if (ARGV[5] == '1') then "
+    "local q = redis.call('lrange', KEYS[2], 0, -1); local i = 1; "
+    "while (i <= #q and q[i] ~= ARGV[2]) do i = i + 1; end; "
+    "redis.call('zrem', KEYS[3], ARGV[2]); "
+    "if (i <= #q) then "
+    "for k = i + 1, #q do redis.call('zincrby', KEYS[3], -tonumber(ARGV[6]), q[k]); end; "
+    "redis.call('lrem', KEYS[2], 0, ARGV[2]); "
+    "if (i == 1 and redis.call('exists', KEYS[1]) == 0) then " FAIR_WAKE_HEAD "end; end; end; "
+    "return c;";
+
+static const struct pool_script fair_scripts[FAIR_COUNT] = {
+    {"fair_acquire", acquire_lua},
+    {"fair_unlock", unlock_lua},
+    {"fair_settle", settle_lua},
+};
+
+static unsigned fair_script_base;
+const struct px_script_set px_fairlock_script_set = {fair_scripts, FAIR_COUNT, &fair_script_base};
+
+/* ---- script arguments ---------------------------------------------------------- */
+
+/* The common keys and arguments of every fair script, plus up to three
+ * numeric ones; argv/lens point into the struct. */
+struct fair_args {
+    char queue[PX_CHANNEL_MAX]; /* redisson_lock_queue:{name} */
+    char zset[PX_CHANNEL_MAX];  /* redisson_lock_timeout:{name} */
+    char chan[PX_CHANNEL_MAX];  /* redisson_lock__channel:{name} */
+    char num[4][24];            /* now, then the script's numbers */
+    const char *argv[9];        /* KEYS name, queue, zset; ARGV now, owner, chan, ... */
+    size_t lens[9];             /* lengths of argv */
+    int argc;                   /* entries used */
+    int nnum;                   /* num[] entries used */
+};
+
+static void fair_push(struct fair_args *f, const char *p, size_t len)
+{
+    f->argv[f->argc] = p;
+    f->lens[f->argc++] = len;
+}
+
+/* Appends a decimal argument. */
+static void fair_push_num(struct fair_args *f, uint64_t v)
+{
+    char *buf = f->num[f->nnum++];
+
+    fair_push(f, buf, (size_t)snprintf(buf, sizeof(f->num[0]), "%llu", (unsigned long long)v));
+}
+
+static void fair_args_init(struct fair_args *f, const char *name, size_t nlen, const char *owner,
+                           size_t olen)
+{
+    size_t qlen = px_channel_name(f->queue, sizeof(f->queue), FAIR_QUEUE_PREFIX, name, nlen);
+    size_t zlen = px_channel_name(f->zset, sizeof(f->zset), FAIR_ZSET_PREFIX, name, nlen);
+    size_t clen = px_channel_name(f->chan, sizeof(f->chan), FAIR_CHANNEL_PREFIX, name, nlen);
+
+    f->argc = 0;
+    f->nnum = 0;
+    fair_push(f, name, nlen);
+    fair_push(f, f->queue, qlen);
+    fair_push(f, f->zset, zlen);
+    fair_push_num(f, clock_wall_ms());
+    fair_push(f, owner, olen);
+    fair_push(f, f->chan, clen);
+}
+
+static int fair_send(struct px_server *srv, uint64_t hint, unsigned script,
+                     const struct fair_args *f, pool_reply_fn *cb, void *arg)
+{
+    return px_metrics_eval(srv, hint, fair_script_base + script, 3, f->argc, f->argv, f->lens, cb,
+                           arg);
+}
+
+/* threadWaitTime: WAIT when given (and not 0), else fairLockWaitTimeout. */
+static uint64_t fair_wait_time(const struct px_acq *a)
+{
+    return a->wait_ms > 0 ? (uint64_t)a->wait_ms : PX_FAIR_WAIT_DEFAULT_MS;
+}
+
+/* ---- hold kind ------------------------------------------------------------------- */
+
+static unsigned fair_renew_script(void)
+{
+    return PX_SCRIPT_RENEW; /* the hash is an RLock hash: HEXISTS -> PEXPIRE */
+}
+
+static int fair_settle(struct px_server *srv, const char *name, size_t nlen, const char *owner,
+                       size_t olen, const struct px_settle *st, pool_reply_fn *cb, void *arg)
+{
+    struct fair_args f;
+
+    fair_args_init(&f, name, nlen, owner, olen);
+    fair_push_num(&f, st->keep);
+    fair_push(&f, st->dequeue ? "1" : "0", 1);
+    fair_push_num(&f, st->wait_ms);
+    return fair_send(srv, px_route_hint(name, nlen), FAIR_SETTLE, &f, cb, arg);
+}
+
+static const struct px_hold_kind fair_hold = {"fair lock", fair_renew_script, fair_settle, true};
+
+/* ---- lock kind ------------------------------------------------------------------- */
+
+static int fair_acquire(struct px_server *srv, const struct px_acq *a, pool_reply_fn *cb, void *arg)
+{
+    struct fair_args f;
+
+    fair_args_init(&f, a->name, a->nlen, a->owner, a->olen);
+    fair_push_num(&f, a->lease_ms);
+    fair_push_num(&f, fair_wait_time(a));
+    fair_push(&f, a->waiting ? "1" : "0", 1);
+    return fair_send(srv, a->hint, FAIR_ACQUIRE, &f, cb, arg);
+}
+
+static int fair_unlock(struct px_server *srv, const struct px_acq *a, pool_reply_fn *cb, void *arg)
+{
+    struct fair_args f;
+
+    fair_args_init(&f, a->name, a->nlen, a->owner, a->olen);
+    fair_push_num(&f, a->lease_ms);
+    return fair_send(srv, a->hint, FAIR_UNLOCK, &f, cb, arg);
+}
+
+/* Writes redisson_lock__channel:{name}:<owner>. */
+static size_t fair_channel(const struct px_acq *a, char *out, size_t cap)
+{
+    size_t n = px_channel_name(out, cap, FAIR_CHANNEL_PREFIX, a->name, a->nlen);
+
+    if (n == 0 || n + 1 + a->olen >= cap)
+        return 0;
+    out[n++] = ':';
+    memcpy(out + n, a->owner, a->olen);
+    out[n + a->olen] = '\0';
+    return n + a->olen;
+}
+
+/* The waiter's queue entry outlives it by this much (its deadline). */
+static uint64_t fair_queue_wait(const struct px_acq *a)
+{
+    return fair_wait_time(a);
+}
+
+static const struct px_lock_kind fair_kind = {
+    "", &fair_hold, fair_acquire, fair_unlock, fair_channel, fair_queue_wait, false, false,
+};
+
+/* ---- commands ---------------------------------------------------------------------- */
+
+static void fair_cmd_lock(struct px_req *req)
+{
+    px_lock_cmd_acquire(req, &fair_kind, false);
+}
+
+static void fair_cmd_unlock(struct px_req *req)
+{
+    px_lock_cmd_release(req, &fair_kind);
+}
+
+static const struct px_cmd fair_cmds[] = {
+    {"FAIRLOCK", 2, 8, fair_cmd_lock, px_lock_may_block, 1},
+    {"FAIRUNLOCK", 2, 4, fair_cmd_unlock, NULL, 1},
+};
+const struct px_cmd_set px_fairlock_cmd_set = {fair_cmds, LP_ARRAY_SIZE(fair_cmds)};
