@@ -148,6 +148,8 @@ struct pool {
     uint64_t ask;                 /* stats: ASK replies (cluster) */
     uint64_t tryagain;            /* stats: TRYAGAIN/CLUSTERDOWN/LOADING replies (cluster) */
     char last_error[160];         /* last connection error text, or "" */
+    struct sched_tls_ctx *tls;    /* owned reference: upstream TLS (tls.c), NULL: plain */
+    char *tls_server_name;        /* owned: name to verify instead of the host, or NULL */
 };
 
 /* ---- req.c ------------------------------------------------------------------- */
@@ -216,6 +218,20 @@ uint64_t pool__rand(struct pool *p, uint64_t n);
 /* Delay before retry number attempt (0-based): backoff_min_ms doubling up
  * to backoff_max_ms, minus a random half (equal jitter). */
 uint64_t pool__backoff_ms(struct pool *p, unsigned attempt);
+
+/* ---- tls.c --------------------------------------------------------------------- */
+
+/* With TLS on, makes c (just connecting towards host) a TLS connection:
+ * on_connect then reports the end of the handshake. Returns 0 or -errno
+ * (then c must be closed). */
+int pool__tls_start(struct pool *p, struct sched_conn *c, const char *host);
+
+/* Why c's TLS layer failed it ("certificate verify failed: ..."), or NULL
+ * when the failure was not TLS's. */
+const char *pool__tls_error(const struct sched_conn *c);
+
+/* Drops the TLS context (pool_destroy). */
+void pool__tls_deinit(struct pool *p);
 
 /* ---- node.c ------------------------------------------------------------------ */
 

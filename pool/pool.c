@@ -311,6 +311,7 @@ void pool_destroy(struct pool *p)
     pool_deinit_upstream(p);
     pool__req_free_all(p);
     free(p->scripts);
+    pool__tls_deinit(p);
     opts_free(&p->opts);
     free(p);
 }

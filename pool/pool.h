@@ -46,6 +46,7 @@ extern "C" {
 
 struct pool;
 struct sched_loop;
+struct sched_tls_ctx;
 
 /* Hash slots of a Redis Cluster. */
 #define POOL_SLOTS 16384
@@ -123,6 +124,19 @@ struct pool_script {
  * script id for pool_eval(). Returns 0 or -ENOMEM / -EINVAL. */
 int pool_create(struct pool **out, struct sched_loop *loop, const struct pool_opts *opts,
                 const struct pool_script *scripts, size_t nscripts);
+
+/* Upstream TLS (rediss://, rediss-cluster://), set before pool_start() or
+ * at any time after (a reload): every connection made from then on (every
+ * node's, the topology connection's) runs a TLS handshake with ctx (a
+ * SCHED_TLS_CLIENT context; the pool takes a reference; NULL turns TLS
+ * off) before its AUTH, and the server's certificate must name
+ * server_name, or the host the connection goes to (a cluster node's
+ * announced host) when server_name is NULL or "". Connections already up
+ * keep their session. A failed handshake is a failed connect: backoff and
+ * retry, last_error "TLS: <OpenSSL's reason>" (a cluster: prefixed with
+ * the node), requests fail fast meanwhile. Returns 0, -EINVAL (a unix
+ * socket upstream) or -ENOMEM (nothing changed). */
+int pool_set_tls(struct pool *p, struct sched_tls_ctx *ctx, const char *server_name);
 
 /* Starts connecting (command and pub/sub connections; a cluster: the
  * topology connection, the nodes follow its first answer). The host (the

@@ -14,6 +14,9 @@
  *     CONNECTING | HANDSHAKE | READY --error, hangup, timeout, stop--> CLOSING
  *     CLOSING --on_release--> DISCONNECTED (+ backoff timer unless stopped)
  *
+ *     With upstream TLS (tls.c) CONNECTING includes the TLS handshake:
+ *     on_connect comes once it is done, or with its failure.
+ *
  *     DISCONNECTED  timer = backoff before the next attempt (idle once stopped),
  *                   or a short poll while a host name is being resolved
  *                   (addr.c: never blocks the loop)
@@ -359,6 +362,13 @@ static void rconn_connect(struct pool__rconn *rc)
         return;
     }
     rc->state = POOL__RCONN_CONNECTING;
+    err = pool__tls_start(p, &rc->conn, rc->addr->host);
+    if (err < 0) { /* on_release backs off */
+        rconn_report(rc, "TLS setup", err);
+        rc->state = POOL__RCONN_CLOSING;
+        sched_conn_close(&rc->conn, false);
+        return;
+    }
     rconn_arm(rc, p->opts.connect_timeout_ms);
 }
 
@@ -492,7 +502,12 @@ static void rconn_on_connect(struct sched_conn *c, int err)
 
     if (err < 0) {
         pool__addr_forget(rc->addr); /* a host name is looked up again */
-        rconn_report(rc, "connect", err);
+        if (pool__tls_error(c)) {
+            rconn_set_error(rc, "TLS: %s", pool__tls_error(c));
+            rconn_log_failure(rc, false);
+        } else {
+            rconn_report(rc, "connect", err);
+        }
         rconn_drop(rc, -ECONNRESET);
         return;
     }
@@ -509,7 +524,9 @@ static void rconn_on_hangup(struct sched_conn *c, int err)
 {
     struct pool__rconn *rc = rconn_of(c);
 
-    if (err == 0)
+    if (pool__tls_error(c))
+        rconn_set_error(rc, "TLS: %s", pool__tls_error(c));
+    else if (err == 0)
         rconn_set_error(rc, "connection closed by server");
     else
         rconn_set_error(rc, "read: %s", strerror(-err));

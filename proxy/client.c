@@ -58,7 +58,9 @@
 #include "proxy/metrics.h"
 #include "proxy/reply.h"
 #include "proxy/server.h"
+#include "proxy/tls.h"
 #include "sched/loop.h"
+#include "sched/tls.h"
 
 #define LIMIT_LOG_EVERY_MS 1000u /* at most one output-limit line per second */
 
@@ -491,7 +493,9 @@ static void client_on_hangup(struct sched_conn *c, int err)
 {
     struct px_client *cl = LP_CONTAINER_OF(c, struct px_client, conn);
 
-    if (err < 0)
+    if (sched_conn_tls_error(c))
+        px_tls_log_failure(cl->srv, c);
+    else if (err < 0)
         log_msg(LOG_LVL_DEBUG, "client %llu: connection lost: %s", (unsigned long long)cl->id,
                 strerror(-err));
     px_client_close(cl);
@@ -578,13 +582,14 @@ void px_client_close_all(struct px_server *srv)
     }
 }
 
-/* Refuses fd with an error line: the server is full. */
-static int client_refuse(struct px_server *srv, int fd)
+/* Refuses fd with an error line (none in clear text to a TLS client):
+ * the server is full. */
+static int client_refuse(struct px_server *srv, int fd, bool tls)
 {
     static const char msg[] = "-ERR max number of clients reached\r\n";
 
     srv->stats.rejected++;
-    if (write(fd, msg, sizeof(msg) - 1) < 0)
+    if (!tls && write(fd, msg, sizeof(msg) - 1) < 0)
         log_msg(LOG_LVL_DEBUG, "rejecting client: write failed");
     close(fd);
     return -EMFILE;
@@ -607,13 +612,13 @@ static void client_init(struct px_server *srv, struct px_client *cl)
     cl->active_ms = now;
 }
 
-int px_client_accept(struct px_server *srv, int fd)
+int px_client_accept(struct px_server *srv, int fd, struct sched_tls_ctx *tls)
 {
     struct px_client *cl;
     int rc;
 
     if (srv->nclients >= srv->opts.max_clients)
-        return client_refuse(srv, fd);
+        return client_refuse(srv, fd, tls != NULL);
     cl = calloc(1, sizeof(*cl));
     if (!cl) {
         close(fd);
@@ -624,6 +629,11 @@ int px_client_accept(struct px_server *srv, int fd)
     if (rc < 0) {
         px_parser_deinit(&cl->parser);
         free(cl);
+        return rc;
+    }
+    if (tls && (rc = sched_conn_start_tls(&cl->conn, tls, NULL)) < 0) {
+        cl->closing = true;
+        sched_conn_close(&cl->conn, false); /* cl is freed at on_release */
         return rc;
     }
     rc = sched_conn_keepalive(&cl->conn, srv->opts.keepalive_s);

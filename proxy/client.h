@@ -40,6 +40,7 @@ extern "C" {
 
 struct px_server;
 struct px_user;
+struct sched_tls_ctx;
 
 /* Whether a client's input is read, and if not, what resumes it. */
 enum px_client_input {
@@ -82,8 +83,9 @@ struct px_client {
     uint64_t seen_out;          /* conn.bytes_out when the deadline last looked */
 };
 
-/* Adopts an accepted socket. Returns 0 or -errno (fd closed). */
-int px_client_accept(struct px_server *srv, int fd);
+/* Adopts an accepted socket; with tls (a server context), the client
+ * speaks TLS. Returns 0 or -errno (fd closed). */
+int px_client_accept(struct px_server *srv, int fd, struct sched_tls_ctx *tls);
 
 /* Where a command writes its reply: the socket's output when req is the
  * oldest running request, else the request's own buffer. */

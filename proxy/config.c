@@ -11,6 +11,7 @@
 #include "proxy/auth.h"
 #include "proxy/client.h"
 #include "proxy/server.h"
+#include "proxy/tls.h"
 
 #define CONFIG_MAX_BYTES (4u * 1024 * 1024) /* a bigger file is a mistake */
 
@@ -145,6 +146,7 @@ int px_config_parse_text(struct px_opts *o, const char *name, const char *text, 
     unsigned lineno = 1;
     int rc = 0;
 
+    o->layer = 1;
     if (!copy) {
         snprintf(msg, n, "%s: out of memory", name);
         return -ENOMEM;
@@ -239,7 +241,10 @@ int px_config_load(struct px_opts *o, int argc, char **argv, char *msg, size_t n
         if (rc < 0)
             return rc;
     }
-    return px_opts_parse_flags(o, argc, argv, msg, n);
+    rc = px_opts_parse_flags(o, argc, argv, msg, n);
+    if (rc != 0)
+        return rc;
+    return px_opts_check(o, msg, n);
 }
 
 /* ---- reload ------------------------------------------------------------------ */
@@ -253,6 +258,20 @@ static void warn_restart_only(const struct px_opts *cur, const struct px_opts *n
     for (i = 0; i < n; i++)
         log_msg(LOG_LVL_WARN, "config reload: '%s' changed; it takes effect after a restart",
                 names[i]);
+}
+
+/* The TLS settings of nw, whose contexts are built already. */
+static void reload_apply_tls(struct px_opts *o, const struct px_opts *nw)
+{
+    memcpy(o->tls_cert_file, nw->tls_cert_file, sizeof(o->tls_cert_file));
+    memcpy(o->tls_key_file, nw->tls_key_file, sizeof(o->tls_key_file));
+    memcpy(o->tls_ca_cert_file, nw->tls_ca_cert_file, sizeof(o->tls_ca_cert_file));
+    o->tls_auth_clients = nw->tls_auth_clients;
+    o->tls_handshake_timeout_ms = nw->tls_handshake_timeout_ms;
+    memcpy(o->up_tls_cert_file, nw->up_tls_cert_file, sizeof(o->up_tls_cert_file));
+    memcpy(o->up_tls_key_file, nw->up_tls_key_file, sizeof(o->up_tls_key_file));
+    memcpy(o->up_tls_ca_cert_file, nw->up_tls_ca_cert_file, sizeof(o->up_tls_ca_cert_file));
+    memcpy(o->up_tls_server_name, nw->up_tls_server_name, sizeof(o->up_tls_server_name));
 }
 
 /* Installs the run-time settings of nw (takes its auth reference). */
@@ -277,6 +296,7 @@ static void reload_apply(struct px_server *srv, struct px_opts *nw)
     if (nw->max_clients > o->max_clients)
         px_server_fit_nofile(nw->max_clients);
     o->max_clients = nw->max_clients;
+    reload_apply_tls(o, nw);
     o->auth = nw->auth;
     nw->auth = NULL;
     closed = px_auth_rebind(srv);
@@ -293,9 +313,16 @@ void px_config_reload(struct px_server *srv)
 {
     static const char *const levels[] = {"error", "warn", "info", "debug"};
     struct px_opts nw;
+    struct px_tls tls;
     char msg[512] = "";
     int rc = px_config_load(&nw, srv->opts.argc, srv->opts.argv, msg, sizeof(msg));
 
+    /* The certificate files are read again whether or not their names
+     * changed (a rotation replaces the files), for the running listeners
+     * and upstream: a bad file refuses the whole reload. */
+    if (rc == 0)
+        rc = px_tls_build(srv, &nw, srv->tls.cur.server != NULL, srv->opts.upstream.tls, &tls, msg,
+                          sizeof(msg));
     if (rc != 0) {
         srv->stats.reload_errors++;
         log_msg(LOG_LVL_ERROR, "config reload failed: %s; keeping the running configuration",
@@ -305,6 +332,7 @@ void px_config_reload(struct px_server *srv)
     }
     warn_restart_only(&srv->opts, &nw);
     reload_apply(srv, &nw);
+    px_tls_install(srv, &tls);
     px_opts_deinit(&nw);
     srv->stats.reloads++;
     log_msg(LOG_LVL_INFO, "config reloaded from %s: log-level %s, auth %s, max-clients %u",

@@ -50,9 +50,10 @@ int px_config_load(struct px_opts *o, int argc, char **argv, char *msg, size_t n
  * change at run time (log-level, requirepass and users, max-clients,
  * on-disconnect, subscription-linger, max-request-bytes, max-args,
  * max-pipeline, the client output limits, timeout, auth-timeout,
- * tcp-keepalive); logs a warning for changed settings that need a
- * restart. A bad file keeps the running configuration and logs an error.
- * Runs on the loop thread. */
+ * tcp-keepalive, and the TLS settings: the certificate, key and CA files
+ * are read again, for new connections); logs a warning for changed
+ * settings that need a restart. A bad file (config or certificate) keeps
+ * the running configuration and logs an error. Runs on the loop thread. */
 void px_config_reload(struct px_server *srv);
 
 #ifdef __cplusplus

@@ -8,6 +8,7 @@
 #include "proxy/locks/semaphore.h"
 #include "proxy/metrics.h"
 #include "proxy/server.h"
+#include "proxy/tls.h"
 #include "proxy/upstream_nodes.h"
 #include "sched/loop.h"
 
@@ -65,8 +66,7 @@ static void info_locks(struct px_server *srv, struct buf *o)
                 "disconnect_releases_dropped:%llu\r\nrollbacks_retried:%llu\r\n"
                 "rollbacks_dropped:%llu\r\ncleanup_pending:%u\r\n\r\n",
                 (unsigned long long)s->late_grants, (unsigned long long)s->unknown_acqs,
-                (unsigned long long)s->rolled_back,
-                (unsigned long long)j->retried[PX_JOB_RELEASE],
+                (unsigned long long)s->rolled_back, (unsigned long long)j->retried[PX_JOB_RELEASE],
                 (unsigned long long)j->dropped[PX_JOB_RELEASE],
                 (unsigned long long)j->retried[PX_JOB_ROLLBACK],
                 (unsigned long long)j->dropped[PX_JOB_ROLLBACK], j->ndue + j->ninflight);
@@ -122,6 +122,7 @@ static const struct info_section sections[] = {
     {"cluster", px_upstream_nodes_info},
     {"stats", info_stats},
     {"sync", px_sync_info},
+    {"tls", px_tls_info},
     {"commandstats", px_metrics_info_commands},
     {"latencystats", px_metrics_info_latency},
 };

@@ -47,6 +47,7 @@
 #include "proxy/cmd.h"
 #include "proxy/request.h"
 #include "proxy/server.h"
+#include "proxy/tls.h"
 #include "proxy/upstream_nodes.h"
 #include "sched/loop.h"
 
@@ -425,11 +426,9 @@ static void write_locks(struct px_server *srv, struct buf *o)
          "Grants refused because too little of their lease was left when the reply came.",
          s->late_grants},
         {"lockproxy_unknown_outcomes_total", "counter",
-         "Acquires answered 'outcome unknown' (the reply from Redis was lost).",
-         s->unknown_acqs},
+         "Acquires answered 'outcome unknown' (the reply from Redis was lost).", s->unknown_acqs},
         {"lockproxy_unknown_outcomes_rolled_back_total", "counter",
-         "Acquisitions found applied that no client was told of, undone.",
-         s->rolled_back},
+         "Acquisitions found applied that no client was told of, undone.", s->rolled_back},
         {"lockproxy_disconnect_releases_retried_total", "counter",
          "Releases and permit returns of closed connections sent again after a failure.",
          srv->jobs.retried[PX_JOB_RELEASE]},
@@ -496,6 +495,7 @@ void px_metrics_write(struct px_server *srv, struct buf *out)
                &m->hold);
     write_upstream(srv, out);
     px_upstream_nodes_metrics(srv, out);
+    px_tls_metrics(srv, out);
     write_hist(out, "lockproxy_upstream_latency_seconds",
                "Time from submitting a script to Redis to its reply.", &m->upstream);
 }

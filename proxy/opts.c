@@ -25,12 +25,13 @@ static const char usage_text[] =
     "FAIRLOCK/FAIRUNLOCK, SEM.*, PSEM.* and LATCH.* (see the README).\n"
     "\n"
     "Options:\n"
-    "  --listen ADDR              client address, HOST:PORT or unix:///path\n"
-    "                             (default 127.0.0.1:7379)\n"
-    "  --upstream URL             Redis: redis://[user:password@]HOST:PORT[/db]\n"
-    "                             or unix:///path (default redis://127.0.0.1:6379);\n"
-    "                             a Redis Cluster: redis-cluster://[user:password@]\n"
-    "                             HOST:PORT[,HOST:PORT...] (seed nodes)\n"
+    "  --listen ADDR              client address, HOST:PORT, tls://HOST:PORT or\n"
+    "                             unix:///path; repeatable (default 127.0.0.1:7379)\n"
+    "  --upstream URL             Redis: redis://[user:password@]HOST:PORT[/db],\n"
+    "                             rediss://... for TLS, or unix:///path\n"
+    "                             (default redis://127.0.0.1:6379); a Redis Cluster:\n"
+    "                             redis-cluster://[user:password@]HOST:PORT[,HOST:PORT\n"
+    "                             ...] (seed nodes; rediss-cluster:// for TLS)\n"
     "  --pool-size N              pipelined upstream connections (default 2)\n"
     "  --lock-watchdog-timeout MS lease of locks taken without LEASE, renewed\n"
     "                             every MS/3 while the connection lives (default 30000)\n"
@@ -78,12 +79,31 @@ static const char usage_text[] =
     "                             (SSUBSCRIBE/SPUBLISH) or classic (SUBSCRIBE/\n"
     "                             PUBLISH); match your Redisson fleet (default auto)\n"
     "  --help                     print this help and exit\n"
-    "  --version                  print the version and exit\n";
+    "  --version                  print the version and exit\n"
+    "\n"
+    "TLS (see the README; SIGHUP re-reads the certificate files):\n"
+    "  --tls-cert-file FILE       certificate chain (PEM) of the tls:// listeners\n"
+    "  --tls-key-file FILE        its private key (default: in the certificate file)\n"
+    "  --tls-ca-cert-file FILE    CAs that sign client certificates\n"
+    "  --tls-auth-clients MODE    yes: require a client certificate signed by the\n"
+    "                             CA; optional: verify one if sent; no: do not ask\n"
+    "                             (default yes)\n"
+    "  --tls-handshake-timeout MS close a client whose TLS handshake is not done\n"
+    "                             within MS (default 10000)\n"
+    "  --upstream-tls-ca-cert-file FILE\n"
+    "                             CAs that sign the rediss:// server's certificate\n"
+    "                             (default: the system's CA store)\n"
+    "  --upstream-tls-cert-file FILE, --upstream-tls-key-file FILE\n"
+    "                             client certificate and key for the upstream\n"
+    "  --upstream-tls-server-name NAME\n"
+    "                             name the upstream certificate must carry, also\n"
+    "                             sent as SNI (default: the URL's host)\n";
 
 void px_opts_default(struct px_opts *o)
 {
     memset(o, 0, sizeof(*o));
-    px_addr_parse("127.0.0.1:7379", &o->listen);
+    px_addr_parse("127.0.0.1:7379", &o->listen[0]);
+    o->nlisten = 1;
     px_addr_parse("redis://127.0.0.1:6379", &o->upstream);
     o->pool_size = 2;
     o->watchdog_ms = 30000;
@@ -102,6 +122,8 @@ void px_opts_default(struct px_opts *o)
     o->auth_timeout_s = 10;
     o->keepalive_s = 300;
     o->unix_perm = 0;
+    o->tls_auth_clients = PX_TLS_AUTH_YES;
+    o->tls_handshake_timeout_ms = 10000;
 }
 
 void px_opts_deinit(struct px_opts *o)
@@ -195,14 +217,25 @@ int px_addr_parse(const char *s, struct px_addr *out)
     memset(out, 0, sizeof(*out));
     if (strncmp(s, "redis-cluster://", 16) == 0)
         return parse_cluster_seeds(parse_userinfo(s + 16, out), out);
+    if (strncmp(s, "rediss-cluster://", 17) == 0) {
+        out->tls = true;
+        return parse_cluster_seeds(parse_userinfo(s + 17, out), out);
+    }
     if (strncmp(s, "unix://", 7) == 0) {
         if (s[7] != '/' || strlen(s + 7) >= sizeof(out->path))
             return -EINVAL;
         snprintf(out->path, sizeof(out->path), "%s", s + 7);
         return 0;
     }
-    if (strncmp(s, "redis://", 8) == 0)
+    if (strncmp(s, "redis://", 8) == 0) {
         s = parse_userinfo(s + 8, out);
+    } else if (strncmp(s, "rediss://", 9) == 0) {
+        out->tls = true;
+        s = parse_userinfo(s + 9, out);
+    } else if (strncmp(s, "tls://", 6) == 0) {
+        out->tls = true;
+        s += 6;
+    }
     return parse_hostport(s, out);
 }
 
@@ -217,6 +250,8 @@ enum opt_kind {
     OPT_USER = 5,    /* user NAME rules... */
     OPT_CONFIG = 6,  /* --config path (command line only) */
     OPT_MODE = 7,    /* unsigned file mode, octal, 0 .. 0777 */
+    OPT_LISTEN = 8,  /* one more --listen address (a new layer replaces the list) */
+    OPT_STR = 9,     /* char array field of width bytes: a path or a name */
 };
 
 struct opt_key {
@@ -233,12 +268,14 @@ static const char *const disc_names[] = {"release", "expire", NULL};
 static const char *const io_names[] = {"auto", "uring", "epoll", NULL};
 static const char *const level_names[] = {"error", "warn", "info", "debug", NULL};
 static const char *const pubsub_names[] = {"auto", "sharded", "classic", NULL}; /* pool.h order */
+static const char *const tls_auth_names[] = {"no", "optional", "yes", NULL};
 
 #define NUM(field)   offsetof(struct px_opts, field), sizeof(((struct px_opts *)0)->field)
 #define FIELD(field) offsetof(struct px_opts, field), 0
+#define STR(field)   offsetof(struct px_opts, field), sizeof(((struct px_opts *)0)->field)
 
 static const struct opt_key keys[] = {
-    {"listen", OPT_ADDR, FIELD(listen), 0, 0, NULL, false},
+    {"listen", OPT_LISTEN, FIELD(listen), 0, 0, NULL, false},
     {"upstream", OPT_ADDR, FIELD(upstream), 0, 0, NULL, false},
     {"pool-size", OPT_NUM, NUM(pool_size), 1, 64, NULL, false},
     {"lock-watchdog-timeout", OPT_NUM, NUM(watchdog_ms), 30, 86400000, NULL, false},
@@ -262,6 +299,15 @@ static const struct opt_key keys[] = {
     {"requirepass", OPT_PASS, FIELD(auth), 0, 0, NULL, true},
     {"user", OPT_USER, FIELD(auth), 0, 0, NULL, true},
     {"config", OPT_CONFIG, FIELD(config), 0, 0, NULL, false},
+    {"tls-cert-file", OPT_STR, STR(tls_cert_file), 0, 0, NULL, true},
+    {"tls-key-file", OPT_STR, STR(tls_key_file), 0, 0, NULL, true},
+    {"tls-ca-cert-file", OPT_STR, STR(tls_ca_cert_file), 0, 0, NULL, true},
+    {"tls-auth-clients", OPT_ENUM, FIELD(tls_auth_clients), 0, 0, tls_auth_names, true},
+    {"tls-handshake-timeout", OPT_NUM, NUM(tls_handshake_timeout_ms), 10, 3600000, NULL, true},
+    {"upstream-tls-cert-file", OPT_STR, STR(up_tls_cert_file), 0, 0, NULL, true},
+    {"upstream-tls-key-file", OPT_STR, STR(up_tls_key_file), 0, 0, NULL, true},
+    {"upstream-tls-ca-cert-file", OPT_STR, STR(up_tls_ca_cert_file), 0, 0, NULL, true},
+    {"upstream-tls-server-name", OPT_STR, STR(up_tls_server_name), 0, 0, NULL, true},
 };
 
 static const struct opt_key *key_find(const char *name)
@@ -332,22 +378,61 @@ static int set_enum(struct px_opts *o, const struct opt_key *k, const char *v, c
     return -EINVAL;
 }
 
+/* Which address forms a key takes: --listen no redis URL, --upstream no
+ * tls://, --metrics neither (nor TLS). */
+static bool addr_form_ok(const struct opt_key *k, const char *v)
+{
+    bool url = strncmp(v, "redis", 5) == 0 && strstr(v, "://") != NULL;
+
+    if (k->kind == OPT_LISTEN)
+        return !url;
+    if (k->kind == OPT_METRICS)
+        return !url && strncmp(v, "tls://", 6) != 0;
+    return strncmp(v, "tls://", 6) != 0;
+}
+
 static int set_addr(struct px_opts *o, const struct opt_key *k, const char *v, char *why, size_t n)
 {
-    struct px_addr *a = (struct px_addr *)((char *)o + k->off);
+    struct px_addr *a = (struct px_addr *)((char *)o + k->off), parsed;
 
     if (k->kind == OPT_METRICS && (v[0] == '\0' || strcmp(v, "off") == 0)) {
         memset(a, 0, sizeof(*a));
         return 0;
     }
-    if (px_addr_parse(v, a) < 0 || (k->kind == OPT_METRICS && strncmp(v, "redis://", 8) == 0)) {
-        snprintf(why, n, "cannot parse address '%.200s'", v);
+    if (px_addr_parse(v, &parsed) < 0 || !addr_form_ok(k, v)) {
+        snprintf(why, n, "cannot parse address '%.200s'%s", v,
+                 k->kind == OPT_LISTEN ? " (HOST:PORT, tls://HOST:PORT or unix:///path)"
+                 : k->kind == OPT_ADDR ? " (redis://, rediss://, redis-cluster:// or unix:///path)"
+                                       : "");
         return -EINVAL;
     }
-    if (a->cluster && strcmp(k->name, "upstream") != 0) {
+    if (parsed.cluster && k->kind != OPT_ADDR) {
         snprintf(why, n, "redis-cluster:// is for --upstream only, got '%.200s'", v);
         return -EINVAL;
     }
+    if (k->kind != OPT_LISTEN) {
+        *a = parsed;
+        return 0;
+    }
+    if (o->listen_layer != o->layer) { /* the file's list replaces the defaults, flags the file's */
+        o->listen_layer = o->layer;
+        o->nlisten = 0;
+    }
+    if (o->nlisten >= PX_LISTEN_MAX) {
+        snprintf(why, n, "at most %u listen addresses", PX_LISTEN_MAX);
+        return -EINVAL;
+    }
+    o->listen[o->nlisten++] = parsed;
+    return 0;
+}
+
+static int set_str(struct px_opts *o, const struct opt_key *k, const char *v, char *why, size_t n)
+{
+    if (strlen(v) >= k->width) {
+        snprintf(why, n, "longer than %zu bytes", k->width - 1);
+        return -EINVAL;
+    }
+    snprintf((char *)o + k->off, k->width, "%s", v);
     return 0;
 }
 
@@ -386,7 +471,10 @@ int px_opts_set(struct px_opts *o, const char *key, int nvals, const char *const
     switch (k->kind) {
     case OPT_ADDR:
     case OPT_METRICS:
+    case OPT_LISTEN:
         return set_addr(o, k, vals[0], why, n);
+    case OPT_STR:
+        return set_str(o, k, vals[0], why, n);
     case OPT_NUM:
         return set_num(o, k, vals[0], why, n);
     case OPT_ENUM:
@@ -449,6 +537,7 @@ int px_opts_parse_flags(struct px_opts *o, int argc, char **argv, char *msg, siz
 {
     int i, rc;
 
+    o->layer = 2;
     for (i = 1; i < argc; i++) {
         const char *f = argv[i], *eq = strchr(f, '=');
         char name[64];
@@ -506,11 +595,22 @@ int px_opts_wants_help(int argc, char **argv)
 /* True when field k holds the same value in a and b. */
 static bool key_same(const struct opt_key *k, const struct px_opts *a, const struct px_opts *b)
 {
-    size_t size = k->kind == OPT_NUM || k->kind == OPT_MODE ? k->width
-                  : k->kind == OPT_ENUM                     ? sizeof(int)
-                                                            : sizeof(struct px_addr);
+    const char *pa = (const char *)a + k->off, *pb = (const char *)b + k->off;
 
-    return memcmp((const char *)a + k->off, (const char *)b + k->off, size) == 0;
+    switch (k->kind) {
+    case OPT_LISTEN:
+        return a->nlisten == b->nlisten &&
+               memcmp(a->listen, b->listen, a->nlisten * sizeof(a->listen[0])) == 0;
+    case OPT_STR:
+        return strcmp(pa, pb) == 0;
+    case OPT_NUM:
+    case OPT_MODE:
+        return memcmp(pa, pb, k->width) == 0;
+    case OPT_ENUM:
+        return memcmp(pa, pb, sizeof(int)) == 0;
+    default:
+        return memcmp(pa, pb, sizeof(struct px_addr)) == 0;
+    }
 }
 
 size_t px_opts_diff_restart(const struct px_opts *a, const struct px_opts *b, const char **out,
@@ -527,4 +627,32 @@ size_t px_opts_diff_restart(const struct px_opts *a, const struct px_opts *b, co
             out[n++] = k->name;
     }
     return n;
+}
+
+int px_opts_check(const struct px_opts *o, char *msg, size_t n)
+{
+    bool tls = false;
+    unsigned i;
+
+    for (i = 0; i < o->nlisten; i++)
+        tls = tls || o->listen[i].tls;
+    if (tls && !o->tls_cert_file[0]) {
+        snprintf(msg, n, "a tls:// listener needs --tls-cert-file");
+        return -EINVAL;
+    }
+    if (tls && o->tls_auth_clients != PX_TLS_AUTH_NO && !o->tls_ca_cert_file[0]) {
+        snprintf(msg, n,
+                 "--tls-auth-clients %s needs --tls-ca-cert-file (or --tls-auth-clients no)",
+                 tls_auth_names[o->tls_auth_clients]);
+        return -EINVAL;
+    }
+    if (o->up_tls_key_file[0] && !o->up_tls_cert_file[0]) {
+        snprintf(msg, n, "--upstream-tls-key-file needs --upstream-tls-cert-file");
+        return -EINVAL;
+    }
+    if (o->tls_key_file[0] && !o->tls_cert_file[0]) {
+        snprintf(msg, n, "--tls-key-file needs --tls-cert-file");
+        return -EINVAL;
+    }
+    return 0;
 }

@@ -20,14 +20,25 @@ extern "C" {
 struct px_auth;
 
 #define PX_CONFIG_PATH_MAX 1024u /* longest --config path */
+#define PX_PATH_MAX        1024u /* longest certificate, key or CA file path */
+#define PX_LISTEN_MAX      8u    /* most --listen addresses */
 
 enum px_on_disconnect {
     PX_DISCONNECT_RELEASE = 0, /* release a dead connection's locks at once */
     PX_DISCONNECT_EXPIRE = 1,  /* stop renewing; locks expire at lease end */
 };
 
+/* Client certificates on TLS listeners (Redis's tls-auth-clients); the
+ * values are those of enum sched_tls_verify. */
+enum px_tls_auth {
+    PX_TLS_AUTH_NO = 0,       /* no client certificate is asked for */
+    PX_TLS_AUTH_OPTIONAL = 1, /* one is asked for and verified if sent */
+    PX_TLS_AUTH_YES = 2,      /* one signed by the CA is required (the default) */
+};
+
 /* An address: TCP host:port, or a unix socket path (host empty). */
 struct px_addr {
+    bool tls;           /* tls://HOST:PORT (listen) or rediss:// (upstream) */
     char host[256];     /* TCP host, "" for unix */
     int port;           /* TCP port */
     char path[108];     /* unix socket path, "" for TCP */
@@ -39,18 +50,21 @@ struct px_addr {
 };
 
 struct px_opts {
-    struct px_addr listen;           /* where clients connect */
-    struct px_addr upstream;         /* the Redis server */
-    unsigned pool_size;              /* pipelined upstream connections */
-    uint64_t watchdog_ms;            /* lease used (and renewed) without LEASE */
-    enum px_on_disconnect on_disc;   /* fate of a dead connection's locks */
-    enum sched_io io;                /* event loop backend */
-    unsigned max_clients;            /* accepted client connections at once */
-    enum log_level log_level;        /* most verbose log level */
-    unsigned upstream_timeout_ms;    /* oldest upstream reply wait before failing */
-    uint64_t linger_ms;              /* idle time before a channel is unsubscribed */
-    size_t max_request_bytes;        /* largest request (and unparsed input) per client */
-    unsigned max_args;               /* most arguments in one request */
+    struct px_addr listen[PX_LISTEN_MAX]; /* where clients connect (nlisten of them) */
+    unsigned nlisten;                     /* addresses in listen, >= 1 */
+    unsigned layer;                       /* being applied: 0 defaults, 1 config file, 2 flags */
+    unsigned listen_layer;                /* the layer listen came from (a later one replaces it) */
+    struct px_addr upstream;              /* the Redis server */
+    unsigned pool_size;                   /* pipelined upstream connections */
+    uint64_t watchdog_ms;                 /* lease used (and renewed) without LEASE */
+    enum px_on_disconnect on_disc;        /* fate of a dead connection's locks */
+    enum sched_io io;                     /* event loop backend */
+    unsigned max_clients;                 /* accepted client connections at once */
+    enum log_level log_level;             /* most verbose log level */
+    unsigned upstream_timeout_ms;         /* oldest upstream reply wait before failing */
+    uint64_t linger_ms;                   /* idle time before a channel is unsubscribed */
+    size_t max_request_bytes;             /* largest request (and unparsed input) per client */
+    unsigned max_args;                    /* most arguments in one request */
     unsigned max_pipeline;           /* requests outstanding per client before reading pauses */
     size_t out_soft;                 /* unsent reply bytes that pause a client's reading, 0 off */
     size_t out_hard;                 /* unsent reply bytes that close a client, 0 off */
@@ -59,11 +73,20 @@ struct px_opts {
     unsigned keepalive_s;            /* TCP keepalive idle seconds on clients, 0 off */
     unsigned unix_perm;              /* mode of created Unix sockets, 0: as the umask leaves it */
     struct px_addr metrics;          /* --metrics HTTP address; port 0 and no path: off */
-    int cluster_pubsub;              /* --cluster-pubsub: enum pool_pubsub_mode (0 auto) */
-    struct px_auth *auth;            /* owned reference: requirepass and users, NULL: none */
-    char config[PX_CONFIG_PATH_MAX]; /* --config file, "" for none */
-    int argc;                        /* command line, re-applied over the file on reload */
-    char **argv;                     /* borrowed: main()'s argv, lives as long as the process */
+    char tls_cert_file[PX_PATH_MAX]; /* TLS listeners' certificate chain (PEM), "" none */
+    char tls_key_file[PX_PATH_MAX];  /* its private key, "" for in the certificate file */
+    char tls_ca_cert_file[PX_PATH_MAX];    /* CAs of client certificates, "" none */
+    enum px_tls_auth tls_auth_clients;     /* client certificates on TLS listeners */
+    unsigned tls_handshake_timeout_ms;     /* close a TLS client not through its handshake */
+    char up_tls_cert_file[PX_PATH_MAX];    /* upstream client certificate, "" none */
+    char up_tls_key_file[PX_PATH_MAX];     /* its private key */
+    char up_tls_ca_cert_file[PX_PATH_MAX]; /* CAs of the upstream, "" the system store */
+    char up_tls_server_name[256];          /* name the upstream certificate must carry, "" host */
+    int cluster_pubsub;                    /* --cluster-pubsub: enum pool_pubsub_mode (0 auto) */
+    struct px_auth *auth;                  /* owned reference: requirepass and users, NULL: none */
+    char config[PX_CONFIG_PATH_MAX];       /* --config file, "" for none */
+    int argc;                              /* command line, re-applied over the file on reload */
+    char **argv; /* borrowed: main()'s argv, lives as long as the process */
 };
 
 /* Fills the defaults. */
@@ -100,10 +123,15 @@ int px_opts_wants_help(int argc, char **argv);
 size_t px_opts_diff_restart(const struct px_opts *a, const struct px_opts *b, const char **out,
                             size_t max);
 
-/* Parses "redis://[user:password@]host:port[/db]", "host:port",
- * "unix:///path" or "redis-cluster://[user:password@]host:port[,host:port
- * ...]" (seeds of a Redis Cluster; no /db). Returns 0 or -EINVAL. */
+/* Parses "redis://[user:password@]host:port[/db]", the same with
+ * "rediss://" (TLS), "host:port", "tls://host:port", "unix:///path" or
+ * "redis-cluster://[user:password@]host:port[,host:port ...]" (seeds of a
+ * Redis Cluster; no /db). Returns 0 or -EINVAL. */
 int px_addr_parse(const char *s, struct px_addr *out);
+
+/* Checks what no single setting can (a TLS listener needs a certificate,
+ * tls-auth-clients a CA, ...). Returns 0 or -EINVAL with the reason in msg. */
+int px_opts_check(const struct px_opts *o, char *msg, size_t n);
 
 /* Parses argv. Returns 0 to run, 1 when --help/--version was printed (exit
  * 0), or -EINVAL after printing a message naming the bad flag to err.

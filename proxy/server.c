@@ -35,9 +35,9 @@
 
 static void on_accept(struct sched_listener *ls, int fd)
 {
-    struct px_server *srv = LP_CONTAINER_OF(ls, struct px_server, listener);
+    struct px_listener *l = LP_CONTAINER_OF(ls, struct px_listener, ls);
 
-    px_client_accept(srv, fd);
+    px_client_accept(l->srv, fd, l->tls ? l->srv->tls.cur.server : NULL);
 }
 
 void px_server_fit_nofile(unsigned max_clients)
@@ -120,20 +120,55 @@ int px_server_listen_fd(const struct px_addr *a, unsigned perm)
         if (a->path[0])
             log_msg(LOG_LVL_ERROR, "cannot listen on unix://%s: %s", a->path, strerror(-fd));
         else
-            log_msg(LOG_LVL_ERROR, "cannot listen on %s:%d: %s", a->host, a->port, strerror(-fd));
+            log_msg(LOG_LVL_ERROR, "cannot listen on %s%s:%d: %s", a->tls ? "tls://" : "", a->host,
+                    a->port, strerror(-fd));
     }
     return fd;
 }
 
-/* Binds the client socket now (so a busy port fails start-up); accepting
- * starts in px_server_run once the upstream settled. */
+/* Binds every client socket now (so a busy port fails start-up);
+ * accepting starts in px_server_run once the upstream settled. */
 static int server_listen(struct px_server *srv)
 {
-    int fd = px_server_listen_fd(&srv->opts.listen, srv->opts.unix_perm);
+    unsigned i;
+    int fd;
 
-    if (fd < 0)
-        return fd;
-    srv->listen_fd = fd;
+    for (i = 0; i < srv->opts.nlisten; i++) {
+        fd = px_server_listen_fd(&srv->opts.listen[i], srv->opts.unix_perm);
+        if (fd < 0)
+            return fd;
+        srv->listeners[i].srv = srv;
+        srv->listeners[i].fd = fd;
+        srv->listeners[i].tls = srv->opts.listen[i].tls;
+        srv->nlisteners = i + 1;
+    }
+    return 0;
+}
+
+static void server_close_listen_fds(struct px_server *srv)
+{
+    unsigned i;
+
+    for (i = 0; i < srv->nlisteners; i++) {
+        if (srv->listeners[i].fd >= 0)
+            close(srv->listeners[i].fd);
+        srv->listeners[i].fd = -1;
+    }
+}
+
+/* The TLS contexts of the options, installed before the pool connects. */
+static int server_tls(struct px_server *srv)
+{
+    struct px_tls t;
+    char msg[512];
+    int rc = px_tls_build(srv, &srv->opts, px_tls_wanted(&srv->opts), srv->opts.upstream.tls, &t,
+                          msg, sizeof(msg));
+
+    if (rc < 0) {
+        log_msg(LOG_LVL_ERROR, "%s", msg);
+        return rc;
+    }
+    px_tls_install(srv, &t);
     return 0;
 }
 
@@ -201,6 +236,9 @@ static int server_pool(struct px_server *srv)
     rc = pool_create(&srv->pool, srv->loop, &po, scripts, nscripts);
     if (rc < 0)
         return rc;
+    rc = server_tls(srv);
+    if (rc < 0)
+        return rc;
     return pool_start(srv->pool);
 }
 
@@ -224,7 +262,6 @@ int px_server_create(struct px_server **out, const struct px_opts *opts)
     if (!srv)
         return rc;
     srv->opts = *opts;
-    srv->listen_fd = -1;
     srv->opts.auth = opts->auth ? px_auth_get(opts->auth) : NULL;
     list_init(&srv->clients);
     px_server_fit_nofile(opts->max_clients);
@@ -250,8 +287,8 @@ int px_server_create(struct px_server **out, const struct px_opts *opts)
     return 0;
 err_loop:
     /* The process exits on this path; the loop's resources go with it. */
-    if (srv->listen_fd >= 0)
-        close(srv->listen_fd);
+    server_close_listen_fds(srv);
+    px_tls_release(&srv->tls.cur);
     log_msg(LOG_LVL_ERROR, "startup failed: %s", strerror(-rc));
     sched_loop_destroy(srv->loop);
 err_free:
@@ -284,15 +321,34 @@ static int server_accept_when_settled(struct px_server *srv)
 {
     uint64_t until = clock_mono_ms() + PX_SETTLE_MS;
     struct pool_stats st;
+    unsigned i;
     int rc;
 
     do {
         sched_loop_run_once(srv->loop, 10);
         pool_get_stats(srv->pool, &st);
     } while (strcmp(st.state, "connecting") == 0 && clock_mono_ms() < until);
-    rc = sched_listener_start(srv->loop, &srv->listener, srv->listen_fd, on_accept);
-    srv->listen_fd = -1;
-    return rc;
+    for (i = 0; i < srv->nlisteners; i++) {
+        struct px_listener *l = &srv->listeners[i];
+
+        rc = sched_listener_start(srv->loop, &l->ls, l->fd, on_accept);
+        l->fd = -1;
+        if (rc < 0)
+            return rc;
+        l->accepting = true;
+    }
+    return 0;
+}
+
+static void server_stop_listeners(struct px_server *srv)
+{
+    unsigned i;
+
+    for (i = 0; i < srv->nlisteners; i++) {
+        if (srv->listeners[i].accepting)
+            sched_listener_stop(&srv->listeners[i].ls);
+        srv->listeners[i].accepting = false;
+    }
 }
 
 int px_server_run(struct px_server *srv)
@@ -306,7 +362,7 @@ int px_server_run(struct px_server *srv)
             srv->uuid);
     rc = sched_loop_run(srv->loop);
     log_msg(LOG_LVL_INFO, "stopping: releasing the locks of %u connected clients", srv->nclients);
-    sched_listener_stop(&srv->listener);
+    server_stop_listeners(srv);
     px_http_stop(srv);
     px_client_close_all(srv);
     server_drain(srv);
@@ -325,6 +381,7 @@ void px_server_request_reload(struct px_server *srv)
 
 void px_server_destroy(struct px_server *srv)
 {
+    unsigned j;
     int i;
 
     px_http_stop(srv);
@@ -337,11 +394,14 @@ void px_server_destroy(struct px_server *srv)
     px_metrics_destroy(srv);
     if (pool_is_stopped(srv->pool))
         pool_destroy(srv->pool);
+    server_stop_listeners(srv);
     sched_loop_destroy(srv->loop);
-    if (srv->listen_fd >= 0)
-        close(srv->listen_fd);
-    if (srv->opts.listen.path[0])
-        unlink(srv->opts.listen.path);
+    server_close_listen_fds(srv);
+    for (j = 0; j < srv->opts.nlisten; j++) {
+        if (srv->opts.listen[j].path[0])
+            unlink(srv->opts.listen[j].path);
+    }
+    px_tls_release(&srv->tls.cur);
     px_auth_put(srv->opts.auth);
     free(srv);
 }

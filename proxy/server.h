@@ -14,6 +14,7 @@
 #include "proxy/locks/jobs.h"
 #include "proxy/opts.h"
 #include "proxy/request.h"
+#include "proxy/tls.h"
 #include "sched/loop.h"
 
 #ifdef __cplusplus
@@ -56,15 +57,25 @@ struct px_stats {
     uint64_t topology_leases_lost;
 };
 
+/* One --listen address. */
+struct px_listener {
+    struct sched_listener ls; /* accepting socket */
+    struct px_server *srv;    /* borrowed: the server */
+    int fd;                   /* owned: bound socket until accepting starts, else -1 */
+    bool tls;                 /* tls://: connections start TLS with srv->tls.cur.server */
+    bool accepting;           /* ls was started (and not yet stopped) */
+};
+
 struct px_server {
-    struct px_opts opts;             /* configuration (copied) */
-    struct sched_loop *loop;         /* owned: the event loop */
-    struct pool *pool;               /* owned: upstream Redis */
-    struct sched_listener listener;  /* accepting socket */
-    int listen_fd;                   /* owned: bound socket until accepting starts, else -1 */
-    char uuid[37];                   /* this process's owner prefix */
-    struct list clients;             /* struct px_client, by client_node */
-    unsigned nclients;               /* connected clients */
+    struct px_opts opts;                         /* configuration (copied) */
+    struct sched_loop *loop;                     /* owned: the event loop */
+    struct pool *pool;                           /* owned: upstream Redis */
+    struct px_listener listeners[PX_LISTEN_MAX]; /* one per opts.listen[] */
+    unsigned nlisteners;                         /* opts.nlisten once bound */
+    struct px_tls_state tls;                     /* TLS contexts in use and counters */
+    char uuid[37];                               /* this process's owner prefix */
+    struct list clients;                         /* struct px_client, by client_node */
+    unsigned nclients;                           /* connected clients */
     unsigned nclients_out_paused;    /* clients whose reading waits for their replies to go */
     uint64_t next_client_id;         /* CLIENT ID of the next connection */
     struct hmap locks;               /* struct px_waitset by channel: waiters, subscriptions */
@@ -104,8 +115,8 @@ void px_server_stop(struct px_server *srv);
 void px_server_request_reload(struct px_server *srv);
 
 /* Opens a listening socket on a (TCP host:port or unix path; a unix
- * socket gets mode perm unless it is 0). Returns the non-blocking fd or
- * -errno (a message has been logged). */
+ * socket gets mode perm unless it is 0; a.tls is not looked at). Returns
+ * the non-blocking fd or -errno (a message has been logged). */
 int px_server_listen_fd(const struct px_addr *a, unsigned perm);
 
 /* Raises RLIMIT_NOFILE so max_clients connections fit (best effort; logs

@@ -5,7 +5,9 @@
  * Output is double-buffered: callers append to `out`; once per loop
  * iteration the loop moves `out` into `sending` and hands `sending` to the
  * kernel (one send in flight per socket). `out` may grow freely while a send
- * is in flight because the kernel only ever sees `sending`. */
+ * is in flight because the kernel only ever sees `sending`. With TLS (tls.h)
+ * `out` and the input are plaintext and `sending` holds the sealed records;
+ * bytes_in counts plaintext received, bytes_out bytes sent on the socket. */
 #ifndef LP_SCHED_CONN_T_H
 #define LP_SCHED_CONN_T_H
 
@@ -21,6 +23,7 @@ extern "C" {
 
 struct sched_loop;
 struct sched_conn;
+struct sched_tls;
 
 struct sched_conn_ops {
     /* Bytes received; data is borrowed for the duration of the call. The
@@ -68,6 +71,7 @@ struct sched_conn {
     int err;                          /* deferred connect or hangup result (0 or -errno) */
     uint64_t bytes_in;                /* total bytes received */
     uint64_t bytes_out;               /* total bytes sent */
+    struct sched_tls *tls;            /* owned: TLS session (tls.c), NULL for plain */
 };
 
 #ifdef __cplusplus

@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "common/compiler.h"
 #include "common/list.h"
 #include "sched/loop.h"
 #include "sched/wheel-t.h"
@@ -128,6 +129,56 @@ void sched__accept_backoff(struct sched_accept_state *a, int err);
 
 /* 0, or the pending socket error of fd as -errno (SO_ERROR). */
 int sched__socket_error(int fd);
+
+/* ---- the TLS transform (tls.c), used only when c->tls is set ---------- */
+
+/* Ciphertext received: decrypts, and feeds the plaintext to
+ * sched__conn_data() (or drives the handshake). */
+void sched__tls_recv(struct sched_conn *c, const char *p, size_t n);
+
+/* `sending` is empty and idle: seals `out` (once established) and moves
+ * the records into `sending`. False when there is nothing to send. */
+bool sched__tls_refill(struct sched_conn *c);
+
+/* Records are waiting for `sending` (handshake flights, alerts). */
+bool sched__tls_pending(const struct sched_conn *c);
+
+/* The TCP connect of a client session succeeded: starts the handshake
+ * (on_connect follows its end). */
+void sched__tls_connected(struct sched_conn *c);
+
+/* EOF (0) or a socket error during the handshake: true when the TLS layer
+ * took the event (it failed the session and told the owner). */
+bool sched__tls_hangup(struct sched_conn *c, int err);
+
+/* close(flush) of an established session: seals the rest of `out` and
+ * queues a close_notify. */
+void sched__tls_close_notify(struct sched_conn *c);
+
+/* Frees the session (before on_release). No-op for a plain connection. */
+void sched__tls_free(struct sched_conn *c);
+
+/* What the backends call with received bytes: plain input goes straight
+ * to the owner, a TLS connection's through its session. */
+static inline void sched__conn_recv(struct sched_conn *c, const char *p, size_t n)
+{
+    if (LP_UNLIKELY(c->tls != NULL))
+        sched__tls_recv(c, p, n);
+    else
+        sched__conn_data(c, p, n);
+}
+
+/* `sending` is empty and no send is in flight: moves the next bytes to
+ * send into it (plain: swaps `out` in). False when there are none. */
+static inline bool sched__conn_refill(struct sched_conn *c)
+{
+    if (LP_UNLIKELY(c->tls != NULL))
+        return sched__tls_refill(c);
+    if (buf_size(&c->out) == 0)
+        return false;
+    buf_swap(&c->out, &c->sending);
+    return true;
+}
 
 #ifdef __cplusplus
 }

@@ -53,6 +53,13 @@
  * the end of the iteration in which its listener was stopped and its last
  * io_uring operation completed, or in sched_loop_destroy().
  *
+ * TLS (tls.c) is a transform on this machine, not a state of it: the
+ * backends hand received bytes to sched__conn_recv() and fill `sending`
+ * with sched__conn_refill(); both test c->tls once and are the plain
+ * delivery and swap otherwise. A client session defers on_connect to the
+ * end of its handshake; an EOF or error during a handshake becomes the
+ * session's failure (sched__tls_hangup).
+ *
  * Re-entrancy. Every callback may write, pause, close any connection, add
  * or delete timers and hooks, stop listeners. on_release is the only place
  * where c may be freed; no callback ever runs inside an API call made by
@@ -88,6 +95,7 @@
 #include "common/compiler.h"
 #include "common/log.h"
 #include "sched/loop-int.h"
+#include "sched/tls.h"
 #include "sched/wheel.h"
 
 #define LOOP_WHEEL_SLOTS     4096u
@@ -300,6 +308,7 @@ static void loop_release(struct sched_loop *l)
 
         list_del_init(n);
         c->flags |= SCHED_CONN_RELEASED;
+        sched__tls_free(c);
         buf_deinit(&c->out);
         buf_deinit(&c->sending);
         buf_deinit(&c->held);
@@ -517,6 +526,7 @@ static void conn_init(struct sched_loop *l, struct sched_conn *c, int fd,
     list_init(&c->ready_node);
     c->bytes_in = 0;
     c->bytes_out = 0;
+    c->tls = NULL;
 }
 
 /* Request/response traffic: the loop batches per iteration, so Nagle would
@@ -672,6 +682,8 @@ static void conn_break(struct sched_conn *c)
 
 void sched__conn_hangup(struct sched_conn *c, int err)
 {
+    if (LP_UNLIKELY(c->tls != NULL) && sched__tls_hangup(c, err))
+        return;
     c->flags |= SCHED__CONN_EOF;
     if (err < 0)
         conn_break(c);
@@ -730,6 +742,10 @@ void sched__conn_connected(struct sched_conn *c, int err)
     }
     if (sched_conn_pending_out(c) > 0)
         sched_conn_mark_dirty(c);
+    if (c->tls) {
+        sched__tls_connected(c); /* on_connect follows the handshake */
+        return;
+    }
     if (c->ops->on_connect)
         c->ops->on_connect(c, 0);
 }
@@ -814,7 +830,10 @@ void sched_conn_close(struct sched_conn *c, bool flush)
     c->flags &= ~(SCHED__CONN_READY_CONN | SCHED__CONN_HUP_PENDING);
     list_del_init(&c->ready_node);
     buf_deinit(&c->held);
-    if (flush && !(c->flags & no_flush) && sched_conn_pending_out(c) > 0) {
+    if (flush && c->tls && !(c->flags & no_flush))
+        sched__tls_close_notify(c);
+    if (flush && !(c->flags & no_flush) &&
+        (sched_conn_pending_out(c) > 0 || (c->tls && sched__tls_pending(c)))) {
         c->flags |= SCHED_CONN_FLUSH_CLOSE;
         sched_conn_mark_dirty(c);
         return;

@@ -187,7 +187,7 @@ static void ep_read(struct epoll_io *e, struct sched_conn *c)
     for (i = 0; i < EP_READ_CAP && sched__conn_wants_input(c); i++) {
         n = recv(c->fd, e->rbuf, sizeof(e->rbuf), 0);
         if (n > 0) {
-            sched__conn_data(c, e->rbuf, (size_t)n);
+            sched__conn_recv(c, e->rbuf, (size_t)n);
             if ((size_t)n < sizeof(e->rbuf))
                 return;
             continue;
@@ -213,9 +213,8 @@ static void ep_send(struct sched_conn *c)
     for (;;) {
         if (buf_size(&c->sending) == 0) {
             buf_trim(&c->sending, 0); /* an idle connection keeps no output storage */
-            if (buf_size(&c->out) == 0)
+            if (!sched__conn_refill(c))
                 break;
-            buf_swap(&c->out, &c->sending);
         }
         n = send(c->fd, buf_head(&c->sending), buf_size(&c->sending), MSG_NOSIGNAL);
         if (n >= 0) {

@@ -341,13 +341,10 @@ static void uring_conn_flush(struct sched_conn *c)
 
     if (c->fd < 0 || (c->flags & busy))
         return;
-    if (buf_size(&c->sending) == 0) {
-        if (buf_size(&c->out) == 0) {
-            if (c->flags & SCHED_CONN_FLUSH_CLOSE)
-                sched__conn_drained(c);
-            return;
-        }
-        buf_swap(&c->out, &c->sending);
+    if (buf_size(&c->sending) == 0 && !sched__conn_refill(c)) {
+        if (c->flags & SCHED_CONN_FLUSH_CLOSE)
+            sched__conn_drained(c);
+        return;
     }
     uring_send(c);
 }
@@ -437,7 +434,7 @@ static void uring_recv_done(struct sched_loop *l, struct sched_conn *c, int res,
         unsigned bid = flags >> IORING_CQE_BUFFER_SHIFT;
 
         if (res > 0)
-            sched__conn_data(c, u->bufs + (size_t)bid * URING_BUF_SIZE, (size_t)res);
+            sched__conn_recv(c, u->bufs + (size_t)bid * URING_BUF_SIZE, (size_t)res);
         uring_buf_recycle(u, bid);
     }
     if (res == -ENOBUFS)
@@ -469,7 +466,7 @@ static void uring_send_done(struct sched_conn *c, int res)
     }
     if (buf_size(&c->sending) == 0) {
         buf_trim(&c->sending, 0); /* an idle connection keeps no output storage */
-        buf_swap(&c->out, &c->sending);
+        (void)sched__conn_refill(c);
     }
     if (buf_size(&c->sending) > 0)
         uring_send(c);

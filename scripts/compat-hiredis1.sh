@@ -116,7 +116,10 @@ grep -q "^HIREDIS_VERSION:INTERNAL=$VERSION" "$BUILD/CMakeCache.txt" 2>/dev/null
     exit 1
 }
 export LD_LIBRARY_PATH=$LIBDIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-if ! ldd "$BUILD/lockproxy" | grep -q "$LIBDIR/libhiredis.so.1"; then
+# (grep reads all of ldd's output: with -q it would stop at the match, and
+# ldd, still writing the libraries after it, would die of SIGPIPE and fail
+# the pipeline under pipefail.)
+if ! ldd "$BUILD/lockproxy" | grep "$LIBDIR/libhiredis.so.1" >/dev/null; then
     say "FAILED: build/lockproxy does not load $LIBDIR/libhiredis.so.1:" >&2
     ldd "$BUILD/lockproxy" | grep hiredis >&2 || true
     exit 1

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what lockproxy needs to build and test on Debian 12: the
-# toolchain, the libraries (hiredis, liburing, jemalloc, Google Benchmark),
+# toolchain, the libraries (hiredis, liburing, jemalloc, OpenSSL, Google
+# Benchmark), openssl (the command, to make certificates by hand),
 # redis-server for the integration tests, iproute2 (`ip`: the keepalive
 # test puts a client in a network namespace of its own), clang with its
 # runtime (libFuzzer, sanitizers) for the fuzz targets, and nutcracker
@@ -12,8 +13,8 @@
 # bench runs its own nutcracker.
 set -euo pipefail
 
-PACKAGES=(build-essential cmake pkg-config libhiredis-dev liburing-dev libjemalloc-dev
-    libbenchmark-dev redis-server redis-tools iproute2 clang libclang-rt-dev nutcracker)
+PACKAGES=(build-essential cmake pkg-config libhiredis-dev liburing-dev libjemalloc-dev libssl-dev
+    libbenchmark-dev redis-server redis-tools iproute2 clang libclang-rt-dev nutcracker openssl)
 
 missing=()
 for pkg in "${PACKAGES[@]}"; do

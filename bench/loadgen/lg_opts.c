@@ -117,6 +117,10 @@ static const char help_text[] =
     "                     --user and --password)\n"
     "  --tls              refused for now: TLS comes with the TLS work on the event\n"
     "                     loop (it will be a flag of each endpoint)\n"
+    "  --tls-ca-cert-file FILE\n"
+    "                     the proxy target's clients speak TLS to --proxy (a\n"
+    "                     lockproxy tls:// listener with --tls-auth-clients no),\n"
+    "                     verifying its certificate with FILE and its host\n"
     "  --proxy-pid PID    lockproxy's pid, to report its CPU time (/proc/PID/stat);\n"
     "                     without it proxy CPU is n/a (local proxies only)\n"
     "  --twemproxy-pid PID  the same for twemproxy\n"
@@ -590,6 +594,10 @@ static int parse_valued(struct lg_opts *o, struct cli_extra *cli, const char *op
     }
     if (strcmp(opt, "--kv") == 0) {
         o->kv_path = val;
+        return 0;
+    }
+    if (strcmp(opt, "--tls-ca-cert-file") == 0) {
+        o->tls_ca = val;
         return 0;
     }
     if (strcmp(opt, "--prefix") == 0) {

@@ -77,6 +77,7 @@ struct lg_opts {
     const char *json_path;                  /* borrowed from argv: JSON output or NULL */
     const char *svg_path;                   /* borrowed from argv: SVG output or NULL */
     const char *kv_path;                    /* borrowed from argv: key/value output or NULL */
+    const char *tls_ca;                     /* borrowed from argv: TLS to the proxy, or NULL */
     unsigned idle;                          /* idle mode: connections to hold open, 0: off */
     double idle_settle_s;                   /* idle mode: wait before reading the RSS */
     char prefix[64];                        /* key name prefix */

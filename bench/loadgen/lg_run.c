@@ -52,6 +52,7 @@
 #include "common/clock.h"
 #include "common/compiler.h"
 #include "common/util.h"
+#include "sched/tls.h"
 
 #define CONNECT_WINDOW     128u
 #define CONNECT_TIMEOUT_MS 30000u
@@ -567,6 +568,8 @@ static void connect_more(struct lg_run *r)
         int rc = sched_conn_connect(r->loop, c, (const struct sockaddr *)&a->ss, a->len,
                                     cl ? &lg_client_ops : &lg_sub_ops);
 
+        if (rc == 0 && cl && r->tls && (rc = sched_conn_start_tls(c, r->tls, r->cmd_ep->host)) < 0)
+            sched_conn_close(c, false);
         if (rc < 0) {
             snprintf(r->res->error, sizeof(r->res->error), "connection %u: %s", i, strerror(-rc));
             close_all(r);
@@ -729,6 +732,22 @@ static int resolve_all(struct lg_run *r)
     return resolve(&r->o->redis, &r->sub_addr, err, len);
 }
 
+/* The proxy target with --tls-ca-cert-file: a client context that
+ * verifies the proxy's certificate (chain and host). */
+static int tls_setup(struct lg_run *r)
+{
+    struct sched_tls_opts so = {
+        .role = SCHED_TLS_CLIENT, .ca_file = r->o->tls_ca, .verify = SCHED_TLS_VERIFY_REQUIRED};
+    char why[256];
+
+    if (r->target != LG_TGT_PROXY || !r->o->tls_ca || r->cmd_ep->is_unix)
+        return 0;
+    if (sched_tls_ctx_create(&r->tls, &so, why, sizeof(why)) == 0)
+        return 0;
+    snprintf(r->res->error, sizeof(r->res->error), "TLS: %.200s", why);
+    return -EINVAL;
+}
+
 int lg_run_target(struct sched_loop *l, const struct lg_opts *o, enum lg_target t,
                   struct lg_result *res)
 {
@@ -739,6 +758,8 @@ int lg_run_target(struct sched_loop *l, const struct lg_opts *o, enum lg_target 
         return -ENOMEM;
     run_init(r, l, o, t, res);
     rc = resolve_all(r);
+    if (rc == 0)
+        rc = tls_setup(r);
     if (rc == 0 && r->redisson)
         rc = load_scripts(r);
     if (rc == 0)
@@ -753,6 +774,7 @@ int lg_run_target(struct sched_loop *l, const struct lg_opts *o, enum lg_target 
     }
     lg_clean_keys(r);
     run_teardown(r);
+    sched_tls_ctx_put(r->tls);
     free(r);
     return rc;
 }

@@ -41,6 +41,7 @@ extern "C" {
 
 struct lg_run;
 struct lg_sub;
+struct sched_tls_ctx;
 
 enum lg_phase {
     LG_PH_CONNECT = 0, /* opening connections */
@@ -209,6 +210,7 @@ struct lg_run {
     unsigned nunheld;                      /* entries in unheld (at most nclients) */
     unsigned nkeys;                        /* keys of the workload */
     struct lg_addr cmd_addr;               /* proxy or Redis, for the clients */
+    struct sched_tls_ctx *tls;             /* owned reference: TLS to the proxy, or NULL */
     struct lg_addr sub_addr;               /* Redis, for the pub/sub connections */
     char uuid[37];                         /* redisson: owner prefix */
     const char *chan_prefix;               /* redisson: wake channel up to the key ("...:{") */

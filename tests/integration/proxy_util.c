@@ -1295,6 +1295,20 @@ bool pu_raw_wait_closed(int fd, int ms)
     }
 }
 
+pid_t pu_spawn(const char *const *argv, const char *log_path)
+{
+    pu_tmpdir();
+    return spawn(argv, log_path);
+}
+
+void pu_kill(pid_t pid)
+{
+    int st;
+
+    if (pid > 0)
+        child_kill(pid, &st);
+}
+
 /* Reads the child's output into out until EOF or the deadline. */
 static void read_output(int fd, char *out, size_t n, long long deadline)
 {

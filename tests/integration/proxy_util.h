@@ -297,6 +297,14 @@ size_t pu_raw_read_line(int fd, char *buf, size_t n, int ms);
 /* True if the peer closes (EOF or reset) within ms; discards data. */
 bool pu_raw_wait_closed(int fd, int ms);
 
+/* Starts argv (a server the test drives itself) with stdout+stderr
+ * appended to log_path; registered like the other children (killed at
+ * exit, log printed on failure). Returns its pid. */
+pid_t pu_spawn(const char *const *argv, const char *log_path);
+
+/* SIGKILLs and reaps a child of pu_spawn (no-op for pid <= 0). */
+void pu_kill(pid_t pid);
+
 /* Runs argv[0] with argv, captures stdout+stderr (truncated to n-1 bytes)
  * and returns the wait status; kills it after ms. */
 int pu_run_capture(const char *const *argv, char *out, size_t n, int ms);

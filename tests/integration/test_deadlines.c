@@ -185,12 +185,15 @@ static void scenario_keepalive(const char *backend, struct lu_netns *ns)
     struct pu_proxy p = {0};
     redisContext *other;
     char listen[48], line[64];
-    int fd;
+    int fd, port = pu_free_port();
 
     pu_redis_start(&r);
-    p.port = pu_free_port();
+    /* The harness's own listener is a unix socket (for its readiness
+     * check): every --listen is a listener, and 127.0.0.1:port would
+     * collide with 0.0.0.0:port. */
+    snprintf(p.unix_path, sizeof(p.unix_path), "%.100s/keepalive-%s.sock", pu_tmpdir(), backend);
     snprintf(p.upstream, sizeof(p.upstream), "redis://127.0.0.1:%d", r.port);
-    snprintf(listen, sizeof(listen), "0.0.0.0:%d", p.port);
+    snprintf(listen, sizeof(listen), "0.0.0.0:%d", port);
     snprintf(p.log_path, sizeof(p.log_path), "%.100s/proxy-keepalive-%s.log", pu_tmpdir(), backend);
     {
         const char *extra[] = {"--io", backend,       "--listen", listen, "--tcp-keepalive",
@@ -200,11 +203,11 @@ static void scenario_keepalive(const char *backend, struct lu_netns *ns)
     }
     pu_proxy_start(&p);
     /* The client, in its own namespace, takes the lock. */
-    fd = lu_netns_connect(ns, ns->host_ip, p.port);
+    fd = lu_netns_connect(ns, ns->host_ip, port);
     ASSERT_TRUE(pu_raw_send(fd, "*2\r\n$4\r\nLOCK\r\n$2\r\nka\r\n", 22));
     pu_raw_read_line(fd, line, sizeof(line), 5000);
     ASSERT_STREQ(line, "+OK\r\n");
-    other = pu_connect(p.port);
+    other = pu_connect(port);
     pu_set_timeout(other, 30000);
     PU_NIL(other, "TRYLOCK %s", "ka");
     /* Its host vanishes: no FIN, no reset, nothing. */

@@ -31,6 +31,20 @@ static void expect_error(const char *text, const char *want1, const char *want2)
     px_opts_deinit(&o);
 }
 
+/* Writes text to a fresh temp file; returns its path (static buffer). */
+static const char *temp_conf(const char *text)
+{
+    static char path[64];
+    int fd;
+
+    snprintf(path, sizeof(path), "/tmp/lp-test-config-XXXXXX");
+    fd = mkstemp(path);
+    ASSERT_TRUE(fd >= 0);
+    ASSERT_EQ(write(fd, text, strlen(text)), (int64_t)strlen(text));
+    close(fd);
+    return path;
+}
+
 TEST(split_words_and_quotes)
 {
     char line[] = "  user app on \">a b\" '~x y' \"q\\\"\\n\\x41\" 'it\\'s' \\n  ";
@@ -85,14 +99,25 @@ TEST(every_key)
                                "metrics 0.0.0.0:9121\n"
                                "requirepass \"p#ss word\"\n"
                                "user app on >apppw ~orders:*\n"
-                               "user ops on nopass allkeys";
+                               "user ops on nopass allkeys\n"
+                               "tls-cert-file /etc/lp/server.pem\n"
+                               "tls-key-file /etc/lp/server.key\n"
+                               "tls-ca-cert-file /etc/lp/ca.pem\n"
+                               "tls-auth-clients optional\n"
+                               "tls-handshake-timeout 2500\n"
+                               "upstream-tls-cert-file /etc/lp/up.pem\n"
+                               "upstream-tls-key-file /etc/lp/up.key\n"
+                               "upstream-tls-ca-cert-file /etc/lp/up-ca.pem\n"
+                               "upstream-tls-server-name redis.internal\n";
     struct px_opts o;
     char msg[512] = "";
 
     px_opts_default(&o);
     if (parse(&o, text, msg, sizeof(msg)) != 0)
         TEST_FAIL("%s", msg);
-    ASSERT_EQ(o.listen.port, 7400);
+    ASSERT_EQ(o.nlisten, 1);
+    ASSERT_EQ(o.listen[0].port, 7400);
+    ASSERT_TRUE(!o.listen[0].tls);
     ASSERT_STREQ(o.upstream.host, "10.0.0.5");
     ASSERT_STREQ(o.upstream.user, "u");
     ASSERT_EQ(o.upstream.db, 2);
@@ -112,6 +137,15 @@ TEST(every_key)
     ASSERT_NOTNULL(px_auth_check(o.auth, "default", 7, "p#ss word", 9));
     ASSERT_NOTNULL(px_auth_check(o.auth, "app", 3, "apppw", 5));
     ASSERT_NOTNULL(px_auth_check(o.auth, "ops", 3, "", 0));
+    ASSERT_STREQ(o.tls_cert_file, "/etc/lp/server.pem");
+    ASSERT_STREQ(o.tls_key_file, "/etc/lp/server.key");
+    ASSERT_STREQ(o.tls_ca_cert_file, "/etc/lp/ca.pem");
+    ASSERT_EQ(o.tls_auth_clients, PX_TLS_AUTH_OPTIONAL);
+    ASSERT_EQ(o.tls_handshake_timeout_ms, 2500);
+    ASSERT_STREQ(o.up_tls_cert_file, "/etc/lp/up.pem");
+    ASSERT_STREQ(o.up_tls_key_file, "/etc/lp/up.key");
+    ASSERT_STREQ(o.up_tls_ca_cert_file, "/etc/lp/up-ca.pem");
+    ASSERT_STREQ(o.up_tls_server_name, "redis.internal");
     px_opts_deinit(&o);
 }
 
@@ -144,20 +178,73 @@ TEST(bad_lines_name_file_line_and_key)
     expect_error("user bad on +get\n", "t.conf:1:", "'+get'");
     expect_error("config other.conf\n", "t.conf:1:", "'config'");
     expect_error("max-request-bytes 12\n", "'max-request-bytes'", "1024");
+    expect_error("upstream tls://h:1\n", "'upstream'", "rediss://");
+    expect_error("listen rediss://h:1\n", "'listen'", "tls://HOST:PORT");
+    expect_error("metrics tls://h:1\n", "'metrics'", NULL);
+    expect_error("tls-auth-clients maybe\n", "'tls-auth-clients'", "maybe");
+    expect_error("listen a:1\nlisten b:2\nlisten c:3\nlisten d:4\nlisten e:5\nlisten f:6\n"
+                 "listen g:7\nlisten h:8\nlisten i:9\n",
+                 "t.conf:9:", "at most 8");
 }
 
-/* Writes text to a fresh temp file; returns its path (static buffer). */
-static const char *temp_conf(const char *text)
+/* Several listeners; a later layer's list replaces the earlier one. */
+TEST(listen_lists_and_layers)
 {
-    static char path[64];
-    int fd;
+    const char *path = temp_conf("listen unix:///tmp/a.sock\nlisten tls://0.0.0.0:7380\n"
+                                 "tls-cert-file /c.pem\ntls-auth-clients no\n");
+    char name[] = "lockproxy", cfg[] = "--config", l[] = "--listen", lv[] = "127.0.0.1:7001",
+         l2[] = "--listen=tls://[::1]:7002";
+    char *file_only[] = {name, cfg, (char *)path};
+    char *both[] = {name, cfg, (char *)path, l, lv, l2};
+    struct px_opts o;
+    char msg[512] = "";
 
-    snprintf(path, sizeof(path), "/tmp/lp-test-config-XXXXXX");
-    fd = mkstemp(path);
-    ASSERT_TRUE(fd >= 0);
-    ASSERT_EQ(write(fd, text, strlen(text)), (int64_t)strlen(text));
-    close(fd);
-    return path;
+    px_opts_default(&o);
+    ASSERT_EQ(o.nlisten, 1);
+    ASSERT_EQ(o.listen[0].port, 7379);
+    if (px_config_load(&o, 3, file_only, msg, sizeof(msg)) != 0)
+        TEST_FAIL("%s", msg);
+    ASSERT_EQ(o.nlisten, 2); /* the file replaced the default */
+    ASSERT_STREQ(o.listen[0].path, "/tmp/a.sock");
+    ASSERT_TRUE(o.listen[1].tls);
+    ASSERT_STREQ(o.listen[1].host, "0.0.0.0");
+    ASSERT_EQ(o.listen[1].port, 7380);
+    px_opts_deinit(&o);
+    if (px_config_load(&o, 6, both, msg, sizeof(msg)) != 0)
+        TEST_FAIL("%s", msg);
+    ASSERT_EQ(o.nlisten, 2); /* the flags replaced the file's */
+    ASSERT_EQ(o.listen[0].port, 7001);
+    ASSERT_TRUE(!o.listen[0].tls);
+    ASSERT_TRUE(o.listen[1].tls);
+    ASSERT_STREQ(o.listen[1].host, "::1");
+    px_opts_deinit(&o);
+    unlink(path);
+}
+
+/* What px_opts_check refuses, through px_config_load. */
+static void expect_check(const char *text, const char *want)
+{
+    const char *path = temp_conf(text);
+    char name[] = "lockproxy", cfg[] = "--config";
+    char *argv[] = {name, cfg, (char *)path};
+    struct px_opts o;
+    char msg[512] = "";
+
+    if (px_config_load(&o, 3, argv, msg, sizeof(msg)) != -EINVAL || !strstr(msg, want))
+        TEST_FAIL("\"%s\": message \"%s\" lacks \"%s\"", text, msg, want);
+    px_opts_deinit(&o);
+    unlink(path);
+}
+
+TEST(tls_settings_checked)
+{
+    expect_check("listen tls://127.0.0.1:1\n", "needs --tls-cert-file");
+    expect_check("listen tls://127.0.0.1:1\ntls-cert-file /c\n",
+                 "--tls-auth-clients yes needs --tls-ca-cert-file");
+    expect_check("listen tls://127.0.0.1:1\ntls-cert-file /c\ntls-auth-clients optional\n",
+                 "--tls-auth-clients optional needs");
+    expect_check("upstream-tls-key-file /k\n", "needs --upstream-tls-cert-file");
+    expect_check("tls-key-file /k\n", "needs --tls-cert-file");
 }
 
 TEST(load_file_then_flags)
@@ -234,9 +321,20 @@ TEST(reloadable_keys)
     ASSERT_EQ(px_opts_diff_restart(&a, &b, names, 8), 2);
     ASSERT_STREQ(names[0], "upstream");
     ASSERT_STREQ(names[1], "pool-size");
+    /* Certificates reload; listeners do not. */
+    ASSERT_TRUE(px_opts_key_reloadable("tls-cert-file"));
+    ASSERT_TRUE(px_opts_key_reloadable("upstream-tls-ca-cert-file"));
+    ASSERT_TRUE(!px_opts_key_reloadable("listen"));
+    px_opts_default(&b);
+    snprintf(b.tls_cert_file, sizeof(b.tls_cert_file), "/new.pem");
+    ASSERT_EQ(px_opts_diff_restart(&a, &b, names, 8), 0);
+    px_addr_parse("tls://127.0.0.1:7379", &b.listen[0]);
+    ASSERT_EQ(px_opts_diff_restart(&a, &b, names, 8), 1);
+    ASSERT_STREQ(names[0], "listen");
 }
 
 TEST_MAIN(TEST_CASE(split_words_and_quotes), TEST_CASE(split_rejects), TEST_CASE(every_key),
           TEST_CASE(later_lines_win_and_metrics_off), TEST_CASE(bad_lines_name_file_line_and_key),
           TEST_CASE(load_file_then_flags), TEST_CASE(load_missing_and_bad_file),
-          TEST_CASE(user_flag_and_help), TEST_CASE(reloadable_keys))
+          TEST_CASE(user_flag_and_help), TEST_CASE(reloadable_keys),
+          TEST_CASE(listen_lists_and_layers), TEST_CASE(tls_settings_checked))

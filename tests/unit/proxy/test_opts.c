@@ -30,6 +30,17 @@ TEST(addr_forms)
     ASSERT_TRUE(px_addr_parse("h:70000", &a) < 0);
     ASSERT_TRUE(px_addr_parse("unix://relative", &a) < 0);
     ASSERT_TRUE(px_addr_parse("redis://h:1/x", &a) < 0);
+    ASSERT_TRUE(!a.tls);
+    ASSERT_OK(px_addr_parse("rediss://u:p@cache.example:6380/1", &a));
+    ASSERT_TRUE(a.tls);
+    ASSERT_STREQ(a.host, "cache.example");
+    ASSERT_STREQ(a.user, "u");
+    ASSERT_EQ(a.db, 1);
+    ASSERT_OK(px_addr_parse("tls://0.0.0.0:7380", &a));
+    ASSERT_TRUE(a.tls);
+    ASSERT_EQ(a.port, 7380);
+    ASSERT_OK(px_addr_parse("redis://h:1", &a));
+    ASSERT_TRUE(!a.tls);
 }
 
 TEST(flags)
