@@ -1,6 +1,6 @@
 /* Options of the lockproxy server: defaults, the settings every flag and
  * config-file key maps to (px_opts_set), parsing of --flags and of
- * redis:// / unix:// addresses, and the --help text. Config files are read
+ * redis:// / redis-sentinel:// / unix:// addresses, and the --help text. Config files are read
  * by config.c through the same px_opts_set. */
 #ifndef LP_PROXY_OPTS_H
 #define LP_PROXY_OPTS_H
@@ -26,19 +26,27 @@ enum px_on_disconnect {
     PX_DISCONNECT_EXPIRE = 1,  /* stop renewing; locks expire at lease end */
 };
 
-/* An address: TCP host:port, or a unix socket path (host empty). */
+#define PX_SENTINELS_MAX   1024u /* bytes of a redis-sentinel:// host list */
+#define PX_MASTER_NAME_MAX 128u  /* bytes of a sentinel master name, NUL included */
+
+/* An address: TCP host:port, a unix socket path (host empty), or, for the
+ * upstream, a Sentinel-monitored master (sentinels set, host empty). */
 struct px_addr {
-    char host[256];     /* TCP host, "" for unix */
-    int port;           /* TCP port */
-    char path[108];     /* unix socket path, "" for TCP */
-    char user[128];     /* upstream AUTH user, "" for none */
-    char password[256]; /* upstream AUTH password, "" for none */
-    int db;             /* upstream SELECT db */
+    char host[256];                       /* TCP host, "" for unix and sentinel */
+    int port;                             /* TCP port */
+    char path[108];                       /* unix socket path, "" for TCP */
+    char user[128];                       /* upstream AUTH user, "" for none */
+    char password[256];                   /* upstream AUTH password, "" for none */
+    int db;                               /* upstream SELECT db */
+    char sentinels[PX_SENTINELS_MAX];     /* "host:port,host:port", "" unless redis-sentinel:// */
+    char master_name[PX_MASTER_NAME_MAX]; /* redis-sentinel://: the monitored master's name */
 };
 
 struct px_opts {
     struct px_addr listen;           /* where clients connect */
-    struct px_addr upstream;         /* the Redis server */
+    struct px_addr upstream;         /* the Redis server (or its sentinels) */
+    char sentinel_user[128];         /* the sentinels' AUTH user, "" for none */
+    char sentinel_password[256];     /* the sentinels' AUTH password, "" for no AUTH */
     unsigned pool_size;              /* pipelined upstream connections */
     uint64_t watchdog_ms;            /* lease used (and renewed) without LEASE */
     enum px_on_disconnect on_disc;   /* fate of a dead connection's locks */
@@ -97,8 +105,10 @@ int px_opts_wants_help(int argc, char **argv);
 size_t px_opts_diff_restart(const struct px_opts *a, const struct px_opts *b, const char **out,
                             size_t max);
 
-/* Parses "redis://[user:password@]host:port[/db]", "host:port" or
- * "unix:///path". Returns 0 or -EINVAL. */
+/* Parses "redis://[user:password@]host:port[/db]", "host:port",
+ * "unix:///path" or "redis-sentinel://[user:password@]host:port[,host:port
+ * ...]/name[/db]" (the credentials and db are the master's). Returns 0 or
+ * -EINVAL. */
 int px_addr_parse(const char *s, struct px_addr *out);
 
 /* Parses argv. Returns 0 to run, 1 when --help/--version was printed (exit
