@@ -1,7 +1,8 @@
 /* Integration tests for pool/ against a real Redis Sentinel deployment (1
  * master, 2 replicas, 3 sentinels, started per case by sentinel_util):
  * discovery through a list whose first sentinel is dead, separate
- * sentinel and data-node AUTH, SELECT on the master; a name no sentinel
+ * sentinel and data-node AUTH, SELECT on the master, the README's minimal
+ * ACLs on both; a name no sentinel
  * knows and a wrong sentinel password (fast, clear errors); a stale
  * answer naming a replica (ROLE refuses it, nothing is written there,
  * recovery once the sentinels are fixed); a master demoted under the pool
@@ -534,6 +535,38 @@ static void check_discovered(struct sfx *f, int m)
     ASSERT_EQ(f->topo.last_nchanged, POOL_SLOTS);
 }
 
+/* The minimal ACLs the README gives: on the sentinels, a user that may
+ * only ask for the master and hear its events; on the master, the proxy's
+ * list plus ROLE. A pool with both users works and follows events. */
+static void check_minimal_acls(struct sfx *f, int m)
+{
+    static const char data_acl[] =
+        "ACL SETUSER lp reset on >lp-pw ~* &redisson_* +ping +auth +select +script|load "
+        "+evalsha +eval +subscribe +unsubscribe +publish +exists +type +del +pexpire +pttl +set "
+        "+incr +incrby +decr +decrby +hset +hget +hmget +hdel +hexists +hincrby +hlen +hkeys "
+        "+lindex +lpop +lrange +lrem +rpush +zadd +zincrby +zrange +zrem +zremrangebyscore "
+        "+zscore +role";
+    struct pool_opts o = f->opts;
+    struct pool *p;
+    int k;
+
+    for (k = 0; k < RSENT_SENTINELS; k++)
+        rsentinel_sok(&f->s, k,
+                      "ACL SETUSER lps on >lps-pw +sentinel|get-master-addr-by-name +subscribe "
+                      "+ping &+switch-master &+promoted-slave");
+    rsentinel_ok(&f->s, m, data_acl);
+    o.sentinel_user = "lps";
+    o.sentinel_password = "lps-pw";
+    o.user = "lp";
+    o.password = "lp-pw";
+    o.db = 0;
+    o.on_topology = NULL;
+    p = sfx_new_pool(f, &o);
+    ASSERT_EQ(eval_incr(f, p, "acl:n"), 1);
+    ASSERT_EQ(stats_of(p).role_mismatches, 0);
+    sfx_free_pool(f, p);
+}
+
 /* The first sentinel of the list is dead (the next one answers); the
  * sentinels and the data nodes have their own passwords; db 1. Then the
  * clear errors of a name nobody monitors and of a wrong sentinel
@@ -574,6 +607,7 @@ static void run_discovery(enum sched_io io)
     o.sentinel_password = "sentinel-secret";
     o.password = "wrong";
     expect_clear_failure(&f, &o, "WRONGPASS");
+    check_minimal_acls(&f, m);
     sfx_done(&f);
 }
 
