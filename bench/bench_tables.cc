@@ -2,7 +2,8 @@
 // (by lock name and owner), and the command table.
 #include "proxy/client.h"
 #include "proxy/cmd.h"
-#include "proxy/hold.h"
+#include "proxy/locks/hold.h"
+#include "proxy/metrics.h"
 #include "proxy/server.h"
 #include "sched/loop.h"
 
@@ -35,13 +36,17 @@ table_fixture make_holds(size_t n)
     snprintf(f.srv->uuid, sizeof(f.srv->uuid), "0c0f13f8-9eb3-4ed2-a1c1-086b2025cf2f");
     f.srv->opts.watchdog_ms = 30000;
     sched_loop_create(&f.srv->loop, &lo);
+    px_metrics_create(f.srv); /* holds time themselves */
     px_hold_init(f.srv);
-    list_init(&f.cl->holds);
+    px_locks_client_init(&f.cl->locks);
     for (size_t i = 0; i < n; i++) {
         size_t nl = (size_t)snprintf(name, sizeof(name), "orders:%zu", i);
-        size_t ol = px_owner_format(f.srv, i + 1, nullptr, 0, owner);
+        size_t ol = px_owner_format(f.srv, i + 1, nullptr, nullptr, 0, owner);
 
-        px_hold_acquired(f.srv, f.cl, name, nl, owner, ol, 1, 30000, true);
+        struct px_hold *h = px_hold_use(f.srv, &px_hold_plain, name, nl, owner, ol, true);
+
+        px_hold_granted(h, &px_hold_plain, f.cl, 1, 30000, true, 0);
+        px_hold_put(h);
         f.keys.emplace_back(std::string(name, nl), std::string(owner, ol));
     }
     return f;
@@ -50,6 +55,7 @@ table_fixture make_holds(size_t n)
 void free_holds(table_fixture &f)
 {
     px_hold_deinit(f.srv);
+    px_metrics_destroy(f.srv);
     sched_loop_destroy(f.srv->loop);
     free(f.cl);
     free(f.srv);
@@ -72,17 +78,19 @@ void BM_HoldFind(benchmark::State &state)
 }
 BENCHMARK(BM_HoldFind)->Arg(1000)->Arg(100000);
 
-// A successful LOCK records a hold, a full UNLOCK drops it.
+// A LOCK creates its hold and records the grant, a full UNLOCK drops it.
 void BM_HoldAcquireDrop(benchmark::State &state)
 {
     table_fixture f = make_holds(static_cast<size_t>(state.range(0)));
     char owner[PX_OWNER_MAX];
-    size_t ol = px_owner_format(f.srv, 999999999, nullptr, 0, owner);
+    size_t ol = px_owner_format(f.srv, 999999999, nullptr, nullptr, 0, owner);
 
     for (auto _ : state) {
-        struct px_hold *h = px_hold_acquired(f.srv, f.cl, "hot", 3, owner, ol, 1, 30000, true);
+        struct px_hold *h = px_hold_use(f.srv, &px_hold_plain, "hot", 3, owner, ol, true);
 
-        px_hold_drop(h);
+        px_hold_granted(h, &px_hold_plain, f.cl, 1, 30000, true, 0);
+        px_hold_released(h);
+        px_hold_put(h);
     }
     state.SetItemsProcessed(state.iterations());
     free_holds(f);

@@ -13,7 +13,7 @@
 #include "common/util.h"
 #include "pool/pool.h"
 #include "proxy/client.h"
-#include "proxy/lock.h"
+#include "proxy/locks/lock.h"
 #include "proxy/reply.h"
 #include "proxy/request.h"
 #include "proxy/server.h"

@@ -54,8 +54,7 @@
 #include "common/log.h"
 #include "proxy/auth.h"
 #include "proxy/cmd.h"
-#include "proxy/hold.h"
-#include "proxy/lock.h"
+#include "proxy/locks/locks.h"
 #include "proxy/metrics.h"
 #include "proxy/reply.h"
 #include "proxy/server.h"
@@ -415,8 +414,7 @@ static bool client_auth_pending(const struct px_client *cl)
 /* Holding or waiting for a lock (or permits), or a request outstanding. */
 static bool client_is_busy(const struct px_client *cl)
 {
-    return cl->nreqs > 0 || !list_empty(&cl->holds) || !list_empty(&cl->waiters) ||
-           !list_empty(&cl->owned);
+    return cl->nreqs > 0 || px_locks_client_busy(&cl->locks);
 }
 
 /* When the deadline must look at cl next, or 0 for never. */
@@ -552,23 +550,6 @@ static void client_drop_queued(struct px_client *cl)
     }
 }
 
-void px_client_own(struct px_client *cl, struct px_owned *o)
-{
-    list_add_tail(&cl->owned, &o->node);
-}
-
-static void client_tell_owned(struct px_client *cl)
-{
-    struct list *n;
-
-    while ((n = list_first(&cl->owned)) != NULL) {
-        struct px_owned *o = LP_CONTAINER_OF(n, struct px_owned, node);
-
-        list_del_init(n);
-        o->gone(o, cl);
-    }
-}
-
 void px_client_close(struct px_client *cl)
 {
     struct px_server *srv = cl->srv;
@@ -580,9 +561,7 @@ void px_client_close(struct px_client *cl)
     client_set_input(cl, PX_INPUT_DONE);
     sched_loop_timer_del(srv->loop, &cl->timer);
     client_drop_queued(cl);
-    px_lock_client_gone(cl);
-    px_hold_client_gone(cl);
-    client_tell_owned(cl);
+    px_locks_client_gone(cl);
     list_del_init(&cl->client_node);
     srv->nclients--;
     sched_conn_close(&cl->conn, cl->quit);
@@ -621,9 +600,7 @@ static void client_init(struct px_server *srv, struct px_client *cl)
     cl->id = ++srv->next_client_id;
     list_init(&cl->queued);
     list_init(&cl->running);
-    list_init(&cl->holds);
-    list_init(&cl->waiters);
-    list_init(&cl->owned);
+    px_locks_client_init(&cl->locks);
     sched_timer_init(&cl->timer, client_on_deadline);
     cl->input = PX_INPUT_READING;
     cl->accept_ms = now;

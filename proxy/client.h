@@ -29,6 +29,7 @@
 
 #include "common/buf.h"
 #include "common/list.h"
+#include "proxy/locks/locks.h"
 #include "proxy/request.h"
 #include "sched/conn-t.h"
 #include "sched/timer-t.h"
@@ -39,13 +40,6 @@ extern "C" {
 
 struct px_server;
 struct px_user;
-
-/* Something a module keeps per connection (semaphore permits, queue
- * entries...) and must clean up when the connection closes. */
-struct px_owned {
-    struct list node;                                       /* in cl->owned while registered */
-    void (*gone)(struct px_owned *o, struct px_client *cl); /* borrowed: called once */
-};
 
 /* Whether a client's input is read, and if not, what resumes it. */
 enum px_client_input {
@@ -68,9 +62,7 @@ struct px_client {
     struct list running;        /* struct px_req dispatched, in order */
     unsigned nreqs;             /* queued + running */
     struct px_req *barrier;     /* running blocking request, or NULL */
-    struct list holds;          /* struct px_hold taken by this connection */
-    struct list waiters;        /* struct px_lockop of this connection's LOCK calls */
-    struct list owned;          /* struct px_owned of other modules */
+    struct px_cl_locks locks;   /* what it waits for and holds (proxy/locks/) */
     unsigned upstream_refs;     /* pool callbacks outstanding */
     bool closing;               /* connection is going away */
     bool conn_released;         /* sched on_release delivered */
@@ -105,11 +97,6 @@ void px_req_done(struct px_req *req);
 /* Reference for an upstream callback; put may free a closing client. */
 void px_client_get(struct px_client *cl);
 void px_client_put(struct px_client *cl);
-
-/* Registers o to be told when cl closes. o unregisters itself with
- * list_del_init(&o->node) if it goes first. On close, o is unlinked and
- * then o->gone() runs (it may free o). */
-void px_client_own(struct px_client *cl, struct px_owned *o);
 
 /* Starts closing (on error or hang-up): cancels waits, applies the
  * on-disconnect policy to held locks. Idempotent. */

@@ -16,10 +16,10 @@
 #include "proxy/auth.h"
 #include "proxy/client.h"
 #include "proxy/info.h"
-#include "proxy/latch.h"
-#include "proxy/lock.h"
+#include "proxy/locks/latch.h"
+#include "proxy/locks/lock.h"
+#include "proxy/locks/semaphore.h"
 #include "proxy/reply.h"
-#include "proxy/semaphore.h"
 #include "proxy/server.h"
 
 #ifndef LP_VERSION

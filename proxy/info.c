@@ -5,8 +5,8 @@
 #include <strings.h>
 
 #include "pool/pool.h"
+#include "proxy/locks/semaphore.h"
 #include "proxy/metrics.h"
-#include "proxy/semaphore.h"
 #include "proxy/server.h"
 #include "sched/loop.h"
 
@@ -46,17 +46,29 @@ static void info_clients(struct px_server *srv, struct buf *o)
 static void info_locks(struct px_server *srv, struct buf *o)
 {
     const struct px_stats *s = &srv->stats;
+    const struct px_jobs *j = &srv->jobs;
 
     buf_appendf(o,
                 "# Locks\r\nlocks_held:%u\r\nlock_waiters:%u\r\nwait_channels:%zu\r\n"
                 "locks_acquired:%llu\r\nlocks_released:%llu\r\nlock_wait_timeouts:%llu\r\n"
                 "watchdog_renewals:%llu\r\nwatchdog_batches:%llu\r\nleases_lost:%llu\r\n"
-                "disconnect_releases:%llu\r\nwakeup_messages:%llu\r\n\r\n",
+                "disconnect_releases:%llu\r\nwakeup_messages:%llu\r\n",
                 srv->nholds, srv->nwaiters, srv->locks.count, (unsigned long long)s->acquired,
                 (unsigned long long)s->released, (unsigned long long)s->timeouts,
                 (unsigned long long)s->renewals, (unsigned long long)s->renew_batches,
                 (unsigned long long)s->leases_lost, (unsigned long long)s->disc_releases,
                 (unsigned long long)s->wakeups);
+    buf_appendf(o,
+                "late_grants_refused:%llu\r\nunknown_outcomes:%llu\r\n"
+                "unknown_outcomes_rolled_back:%llu\r\ndisconnect_releases_retried:%llu\r\n"
+                "disconnect_releases_dropped:%llu\r\nrollbacks_retried:%llu\r\n"
+                "rollbacks_dropped:%llu\r\ncleanup_pending:%u\r\n\r\n",
+                (unsigned long long)s->late_grants, (unsigned long long)s->unknown_acqs,
+                (unsigned long long)s->rolled_back,
+                (unsigned long long)j->retried[PX_JOB_RELEASE],
+                (unsigned long long)j->dropped[PX_JOB_RELEASE],
+                (unsigned long long)j->retried[PX_JOB_ROLLBACK],
+                (unsigned long long)j->dropped[PX_JOB_ROLLBACK], j->ndue + j->ninflight);
 }
 
 static void info_upstream(struct px_server *srv, struct buf *o)

@@ -24,11 +24,11 @@
 #include "proxy/client.h"
 #include "proxy/cmd.h"
 #include "proxy/config.h"
-#include "proxy/hold.h"
 #include "proxy/http.h"
-#include "proxy/lock.h"
+#include "proxy/locks/jobs.h"
+#include "proxy/locks/locks.h"
+#include "proxy/locks/scripts.h"
 #include "proxy/metrics.h"
-#include "proxy/scripts.h"
 
 #define PX_DRAIN_MS  2000u /* how long the stop waits for releases to reach Redis */
 #define PX_SETTLE_MS 2000u /* how long start-up waits for the first upstream attempt */
@@ -227,7 +227,7 @@ int px_server_create(struct px_server **out, const struct px_opts *opts)
     rc = server_pool(srv);
     if (rc < 0)
         goto err_loop;
-    if ((rc = px_cmd_init()) < 0 || (rc = px_lock_init(srv)) < 0 || (rc = px_hold_init(srv)) < 0)
+    if ((rc = px_cmd_init()) < 0 || (rc = px_locks_init(srv)) < 0)
         goto err_loop;
     rc = server_listen(srv);
     if (rc < 0)
@@ -258,7 +258,8 @@ static void server_drain(struct px_server *srv)
     do {
         sched_loop_run_once(srv->loop, 10);
         pool_get_stats(srv->pool, &st);
-    } while ((st.inflight > 0 || srv->nclients > 0) && clock_mono_ms() < until);
+    } while ((st.inflight > 0 || srv->nclients > 0 || px_jobs_busy(srv)) &&
+             clock_mono_ms() < until);
     pool_stop(srv->pool);
     while (!pool_is_stopped(srv->pool) && clock_mono_ms() < until + PX_DRAIN_MS)
         sched_loop_run_once(srv->loop, 10);
@@ -320,8 +321,7 @@ void px_server_destroy(struct px_server *srv)
         sched_loop_run_once(srv->loop, 10);
     sched_loop_hook_del(srv->loop, &srv->signal_hook);
     px_http_destroy(srv);
-    px_hold_deinit(srv);
-    px_lock_deinit(srv);
+    px_locks_deinit(srv);
     px_cmd_deinit();
     px_metrics_destroy(srv);
     if (pool_is_stopped(srv->pool))

@@ -11,6 +11,7 @@
 
 #include "common/hmap.h"
 #include "common/list.h"
+#include "proxy/locks/jobs.h"
 #include "proxy/opts.h"
 #include "proxy/request.h"
 #include "sched/loop.h"
@@ -33,6 +34,9 @@ struct px_stats {
     uint64_t renewals;      /* watchdog renewals that extended a lease */
     uint64_t renew_batches; /* renewal scripts sent */
     uint64_t leases_lost;   /* holds found lost (renewal or unlock) */
+    uint64_t late_grants;   /* grants refused: too little of their lease left (wait.c) */
+    uint64_t unknown_acqs;  /* acquires answered "outcome unknown" (wait.c) */
+    uint64_t rolled_back;   /* acquisitions found applied but never confirmed, undone */
     uint64_t disc_releases; /* locks released because a connection closed */
     uint64_t wakeups;       /* wake-up messages received */
     uint64_t upstream_errs; /* requests answered with an UPSTREAM error */
@@ -57,12 +61,13 @@ struct px_server {
     unsigned nclients;              /* connected clients */
     unsigned nclients_out_paused;   /* clients whose reading waits for their replies to go */
     uint64_t next_client_id;        /* CLIENT ID of the next connection */
-    struct hmap locks;              /* struct px_lock by name: waiters, subscriptions */
+    struct hmap locks;              /* struct px_waitset by channel: waiters, subscriptions */
     unsigned nwaiters;              /* LOCK calls currently waiting */
     struct hmap holds;              /* struct px_hold by (name, owner) */
     unsigned nholds;                /* holds tracked */
     struct list renew_due;          /* struct px_hold whose renewal is due */
     struct sched_hook renew_hook;   /* sends renew_due in batches */
+    struct px_jobs jobs;            /* upstream jobs retried until Redis answers (locks/jobs.c) */
     uint64_t start_ms;              /* monotonic start time */
     struct px_stats stats;          /* counters for INFO */
     struct px_metrics *metrics;     /* owned: histograms and per-command counters */

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The CI test run: installs dependencies, builds lockproxy (RelWithDebInfo)
-# into build/ and runs every unit and integration test, then builds again
-# with AddressSanitizer + UndefinedBehaviorSanitizer into build-asan/ (no
-# benchmarks) and runs the tests there, then builds and tests against
+# into build/ and runs every unit and integration test, then the torture
+# suite's short run (faults injected, both io backends, the negative
+# control; see RELIABILITY.md), then builds again with AddressSanitizer +
+# UndefinedBehaviorSanitizer into build-asan/ (no benchmarks) and runs the
+# tests and the torture suite there, then builds and tests against
 # hiredis 1.x (scripts/compat-hiredis1.sh, build-hiredis1/) and runs each
 # fuzz target for a bounded time (scripts/fuzz.sh, build-fuzz/). Exits
 # non-zero if any step fails and prints a one-line summary at the end; a
@@ -58,7 +60,13 @@ build() {
 
 # shellcheck disable=SC2317 # called through step
 run_tests() {
-    ctest --test-dir "$1" --output-on-failure -j"$CTEST_JOBS"
+    ctest --test-dir "$1" --output-on-failure -j"$CTEST_JOBS" -LE torture
+}
+
+# The torture runs are timed and CPU-heavy: one at a time.
+# shellcheck disable=SC2317 # called through step
+run_torture() {
+    ctest --test-dir "$1" --output-on-failure -L torture
 }
 
 step deps scripts/deps.sh
@@ -67,6 +75,7 @@ if [ "${#failed[@]}" -eq 0 ]; then
 fi
 if [ "${#failed[@]}" -eq 0 ]; then
     step tests run_tests "$BUILD"
+    step torture run_torture "$BUILD"
 fi
 # The sanitizer pass runs even when the plain tests failed: its reports
 # often explain the failure.
@@ -77,6 +86,7 @@ if [[ ! " ${failed[*]} " =~ " deps " ]]; then
         export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:halt_on_error=1:abort_on_error=0}
         export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
         step asan-tests run_tests "$ASAN_BUILD"
+        step asan-torture run_torture "$ASAN_BUILD"
     fi
 fi
 

@@ -166,7 +166,7 @@ static void run(const uint8_t *in, size_t len, uint32_t seed, bool deliver, stru
             render(out, r, 1);
             buf_append(out, "|", 1);
             if (deliver)
-                pool__pubsub_reply(pool, r);
+                pool__pubsub_reply(pool->single, r);
             CHECK(pool__resp_is_error(r, "") == (r->type == REDIS_REPLY_ERROR));
             (void)pool__resp_str_is(r, "message");
             freeReplyObject(r);

@@ -3,8 +3,8 @@
 #include <string.h>
 
 #include "harness.h"
+#include "proxy/locks/scripts.h"
 #include "proxy/opts.h"
-#include "proxy/scripts.h"
 
 TEST(addr_forms)
 {

@@ -6,12 +6,12 @@
  * open latch). Every script refuses a name holding anything but an
  * integer string (WRONGTYPE), so an RLock hash is never touched.
  *
- * LATCH.AWAIT is a px_syncop: read the count; if it is above 0, join the
- * channel's waitset in PX_WAKE_ALL mode (one subscription however many
+ * LATCH.AWAIT runs on the wait engine: read the count; if it is above 0,
+ * join the channel's waitset in PX_WAKE_ALL mode (one subscription however many
  * wait) and sleep until any message (each makes every waiter re-read the
  * count: "0" opens the latch, "1" means re-set or deleted, and a deleted
  * latch reads as open), the safety re-check, or WAIT. */
-#include "proxy/latch.h"
+#include "proxy/locks/latch.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -20,10 +20,12 @@
 
 #include "proxy/args.h"
 #include "proxy/client.h"
-#include "proxy/lock.h"
+#include "proxy/locks/call.h"
+#include "proxy/locks/locks.h"
+#include "proxy/locks/semaphore.h"
+#include "proxy/locks/wait.h"
 #include "proxy/reply.h"
 #include "proxy/request.h"
-#include "proxy/semaphore.h"
 
 #define LATCH_CHANNEL_PREFIX "redisson_countdownlatch__channel__"
 
@@ -100,7 +102,8 @@ static void latch_simple(struct px_req *req, enum latch_script s, int nkeys, con
         argv[argc] = arg;
         lens[argc++] = alen;
     }
-    px_sync_call(req, script_id(s), nkeys, argc, argv, lens, px_sync_reply_int);
+    px_call_script(req, px_route_hint(name->p, name->len), script_id(s), nkeys, argc, argv, lens,
+                   px_call_reply_int);
 }
 
 static void latch_cmd_trysetcount(struct px_req *req)
@@ -129,44 +132,58 @@ static void latch_cmd_count(struct px_req *req)
 
 /* ---- LATCH.AWAIT -------------------------------------------------------------- */
 
+/* An await in progress (req->op). */
 struct latchop {
-    struct px_syncop sync; /* the wait */
+    struct px_wait_op wait; /* the engine's part */
 };
 
-static size_t latchop_channel(const struct px_syncop *op, char *out, size_t cap)
+static size_t latchop_channel(const struct px_wait_op *w, char *out, size_t cap)
 {
-    return latch_channel(op->req->argv[1].p, op->req->argv[1].len, out, cap);
+    return latch_channel(w->req->argv[1].p, w->req->argv[1].len, out, cap);
 }
 
-static int latchop_send(struct px_syncop *op)
+static int latchop_send(struct px_wait_op *w)
 {
-    const struct px_arg *name = &op->req->argv[1];
+    const struct px_arg *name = &w->req->argv[1];
     const char *argv[1] = {name->p};
     size_t lens[1] = {name->len};
 
-    return px_sync_eval(op, script_id(LATCH_COUNT), 1, 1, argv, lens);
+    return px_wait_eval(w, px_route_hint(name->p, name->len), script_id(LATCH_COUNT), 1, 1, argv,
+                        lens);
 }
 
-static enum px_sync_res latchop_done(struct px_syncop *op, const redisReply *r, uint64_t *hint_ms)
+/* Count above 0: wait; else the latch is open (+OK). Never a grant. */
+static enum px_wait_res latchop_reply(struct px_wait_op *w, const redisReply *r, uint64_t *repoll)
 {
-    (void)hint_ms;
+    (void)repoll;
     if (r->type != REDIS_REPLY_INTEGER) {
-        px_sync_reply_upstream(op->req, -EPROTO);
-        return PX_SYNC_DONE;
+        px_wait_reply_upstream(w->req, -EPROTO);
+        return PX_WAIT_FINISHED;
     }
     if (r->integer > 0)
-        return PX_SYNC_WAIT;
-    px_reply_status(px_req_out(op->req), "OK");
-    return PX_SYNC_DONE;
+        return PX_WAIT_CONTENDED;
+    px_reply_status(px_req_out(w->req), "OK");
+    return PX_WAIT_FINISHED;
 }
 
-static void latchop_destroy(struct px_syncop *op)
+static void latchop_destroy(struct px_wait_op *w)
 {
-    free(LP_CONTAINER_OF(op, struct latchop, sync));
+    free(LP_CONTAINER_OF(w, struct latchop, wait));
 }
 
-static const struct px_sync_ops latchop_ops = {
-    PX_SYNC_LATCH, PX_WAKE_ALL, latchop_channel, latchop_send, latchop_done, latchop_destroy,
+static const struct px_wait_kind latchop_kind = {
+    .name = "latch",
+    .wake = PX_WAKE_ALL,
+    .stat = PX_WAIT_STAT_LATCH,
+    .channel = latchop_channel,
+    .queue_behind = NULL,
+    .send = latchop_send,
+    .attempt_done = NULL,
+    .reply = latchop_reply,
+    .granted = NULL,
+    .undo = NULL,
+    .give_up = NULL,
+    .destroy = latchop_destroy,
 };
 
 /* LATCH.AWAIT name [WAIT ms] */
@@ -188,13 +205,13 @@ static void latch_cmd_await(struct px_req *req)
         px_reply_error(px_req_out(req), "ERR out of memory");
         return px_req_done(req);
     }
-    l->sync.ops = &latchop_ops;
-    px_sync_start(&l->sync, req, wait_ms);
+    px_wait_init(&l->wait, &latchop_kind, req, wait_ms);
+    px_wait_start(&l->wait);
 }
 
 static bool latch_may_block(const struct px_req *req)
 {
-    return !px_sync_wait_zero(req);
+    return !px_call_wait_zero(req);
 }
 
 static const struct px_cmd latch_cmds[] = {

@@ -1,11 +1,13 @@
-/* Reentrant lock commands (Redisson RLock and RFencedLock layout): LOCK,
- * TRYLOCK, UNLOCK, FORCEUNLOCK, LOCK.INFO; and the acquire/unlock machinery
- * every lock kind of the proxy shares (plain, fair, read, write): argument
- * parsing, the wait state machine on a shared per-channel waitset, holds,
- * and the NOTOWNER / LOCKLOST unlock replies. A kind only says which
- * scripts to run and which channel to wait on (struct px_lock_kind). */
-#ifndef LP_PROXY_LOCK_H
-#define LP_PROXY_LOCK_H
+/* The lock family: LOCK, TRYLOCK, UNLOCK, FORCEUNLOCK, LOCK.INFO (Redisson
+ * RLock and RFencedLock layout), and what every lock kind of the proxy
+ * shares (plain, fenced, fair, read, write): argument parsing, acquiring
+ * on the wait engine (wait.h), holds (hold.h), and the NOTOWNER / LOCKLOST
+ * unlock replies. A kind only says which scripts to run and which channel
+ * to wait on (struct px_lock_kind). lock.c is the acquire side, unlock.c
+ * the release side (UNLOCK of every kind, the local hand-off, FORCEUNLOCK,
+ * LOCK.INFO). */
+#ifndef LP_PROXY_LOCKS_LOCK_H
+#define LP_PROXY_LOCKS_LOCK_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -13,27 +15,24 @@
 
 #include "pool/pool.h"
 #include "proxy/cmd.h"
-#include "proxy/fairlock.h" /* the family's other kinds: their command and script sets */
-#include "proxy/hold.h"
-#include "proxy/rwlock.h"
-#include "proxy/scripts.h"
+#include "proxy/locks/fairlock.h" /* the family's other kinds: their command and script sets */
+#include "proxy/locks/hold.h"
+#include "proxy/locks/locks.h"
+#include "proxy/locks/rwlock.h"
+#include "proxy/locks/scripts.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
 struct px_req;
-struct px_client;
 struct px_server;
-
-#define PX_NAME_MAX    4096u                             /* longest lock name accepted */
-#define PX_CHANNEL_MAX (PX_NAME_MAX + PX_OWNER_MAX + 64) /* channel and aux key capacity */
 
 /* LOCK, TRYLOCK, UNLOCK, FORCEUNLOCK, LOCK.INFO. */
 extern const struct px_cmd_set px_lock_cmd_set;
 
 /* Scripts of lock.c (mode-checked acquire and unlock, fenced acquire,
- * FORCEUNLOCK of any lock kind). */
+ * FORCEUNLOCK of any lock kind, the hand-off's unlock-and-grant). */
 extern const struct px_script_set px_lock_script_set;
 
 /* What one attempt, unlock or give-up sends to Redis. */
@@ -46,7 +45,7 @@ struct px_acq {
     uint64_t lease_ms; /* lease to set */
     int64_t wait_ms;   /* WAIT as given, -1 when absent */
     bool waiting;      /* the command may wait (a fair lock then queues) */
-    uint64_t hint;     /* pool connection hint: the client id */
+    uint64_t hint;     /* pool connection hint: px_route_hint(name) */
 };
 
 /* Writes the channel a waiter of a subscribes to into out (cap bytes);
@@ -65,12 +64,19 @@ struct px_lock_kind {
     int (*unlock)(struct px_server *srv, const struct px_acq *a, pool_reply_fn *cb, void *arg);
     /* Writes the channel a waiter subscribes to; returns its length. */
     px_lock_channel_fn *channel;
-    /* A waiting command ended without the lock: undo what waiting left in
-     * Redis (a fair lock's queue entry). Fire-and-forget; NULL: nothing. */
-    void (*give_up)(struct px_server *srv, const struct px_acq *a);
+    /* A kind whose waiting attempts queue the waiter in Redis (a fair
+     * lock): how long an entry of a outlives its waiter (threadWaitTime).
+     * A waiter that ends without the lock leaves the queue (its hold's
+     * settle, hold.h). NULL: waiting leaves nothing in Redis. */
+    uint64_t (*queue_wait)(const struct px_acq *a);
     /* A waiter of this kind excludes the other waiters of its channel: a
-     * "1" message wakes only the first (px_wait.exclusive). */
+     * "1" message wakes only the first (px_waitset_member.exclusive). */
     bool exclusive;
+    /* A new waiter may sleep behind this proxy's waiters of its channel
+     * without a first attempt (FIFO without a doomed script). Not for fair
+     * locks (they must join Redis's queue) nor read-write locks (readers
+     * and writers share a channel). */
+    bool queue_behind;
 };
 
 /* Runs an acquire command "name [LEASE ms] [WAIT ms] [OWNER token]" (no
@@ -92,12 +98,6 @@ int px_lock_eval_unlock(struct px_server *srv, const struct px_acq *a, unsigned 
 
 /* may_block of acquire commands: false only for WAIT 0. */
 bool px_lock_may_block(const struct px_req *req);
-
-/* The connection closed: its waits end (their replies are dropped). */
-void px_lock_client_gone(struct px_client *cl);
-
-int px_lock_init(struct px_server *srv);
-void px_lock_deinit(struct px_server *srv);
 
 #ifdef __cplusplus
 }

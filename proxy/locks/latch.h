@@ -2,12 +2,12 @@
  * 8): LATCH.TRYSETCOUNT, LATCH.COUNTDOWN, LATCH.COUNT and LATCH.AWAIT. The
  * count is a STRING at the raw name; wake-ups travel on
  * redisson_countdownlatch__channel__{name} (braces always added, unlike
- * every other channel). Waiting uses px_syncop (semaphore.h). */
-#ifndef LP_PROXY_LATCH_H
-#define LP_PROXY_LATCH_H
+ * every other channel). LATCH.AWAIT waits on the wait engine (wait.h). */
+#ifndef LP_PROXY_LOCKS_LATCH_H
+#define LP_PROXY_LOCKS_LATCH_H
 
 #include "proxy/cmd.h"
-#include "proxy/scripts.h"
+#include "proxy/locks/scripts.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -3,11 +3,11 @@
  * to the pool and tells each set its base id (pool id = base + index).
  *
  * This file's set comes first (base 0), so its PX_SCRIPT_* values are pool
- * ids: the scripts shared by every RLock-layout hold (release on
- * disconnect, batched renewal, LOCK.INFO). The acquire and unlock scripts
+ * ids: the scripts shared by every RLock-layout hold (settle, batched
+ * renewal, LOCK.INFO). The acquire and unlock scripts
  * of each lock kind live with the kind (lock.c, rwlock.c, fairlock.c). */
-#ifndef LP_PROXY_SCRIPTS_H
-#define LP_PROXY_SCRIPTS_H
+#ifndef LP_PROXY_LOCKS_SCRIPTS_H
+#define LP_PROXY_LOCKS_SCRIPTS_H
 
 #include <stddef.h>
 
@@ -18,9 +18,9 @@ extern "C" {
 #endif
 
 enum px_script {
-    PX_SCRIPT_RELEASE = 0, /* KEYS name, channel; ARGV owner -> 0 | 1 (whole hold) */
-    PX_SCRIPT_RENEW = 1,   /* KEYS k1..kN; ARGV lease, o1..oN -> {0|1,...} */
-    PX_SCRIPT_INFO = 2,    /* KEYS name; ARGV owner -> {exists, count, pttl} */
+    PX_SCRIPT_SETTLE = 0, /* KEYS name, channel; ARGV owner, keep -> count before */
+    PX_SCRIPT_RENEW = 1,  /* KEYS k1..kN; ARGV lease, o1..oN -> {0|1,...} */
+    PX_SCRIPT_INFO = 2,   /* KEYS name; ARGV owner -> {exists, count, pttl} */
     PX_SCRIPT_COUNT = 3,
 };
 

@@ -22,11 +22,12 @@
  *
  * Invariants:
  * - A waiter that ends without the lock (WAIT ran out, its connection
- *   closed, an error) is dequeued at once by give_up: Redisson's
- *   acquireFailed (later waiters' deadlines move up by its
+ *   closed, an error) is dequeued at once by its hold's settle (hold.h):
+ *   Redisson's acquireFailed (later waiters' deadlines move up by its
  *   threadWaitTime, then ZREM + LREM), and, if it was the head of a free
  *   lock, the next head is woken. So a proxy waiter never blocks the ones
- *   behind it, and leaves no queue or ZSET entry behind.
+ *   behind it, and leaves no queue or ZSET entry behind; the settle is
+ *   retried until Redis answers (or the entry's deadline passes).
  * - Scripts refuse a read-write lock's hash (WRONGTYPE): its read owner
  *   fields look like ours.
  * - Deadlines use this host's wall clock (clock_wall_ms()), like Redisson's
@@ -34,7 +35,7 @@
  *
  * Ownership: nothing here outlives a call; key names are built on the
  * stack and pool_eval copies its arguments. */
-#include "proxy/fairlock.h"
+#include "proxy/locks/fairlock.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -43,11 +44,12 @@
 #include "common/compiler.h"
 #include "common/log.h"
 #include "pool/pool.h"
-#include "proxy/hold.h"
-#include "proxy/lock.h"
+#include "proxy/locks/hold.h"
+#include "proxy/locks/lock.h"
+#include "proxy/locks/scripts.h"
+#include "proxy/locks/wait.h"
 #include "proxy/metrics.h"
 #include "proxy/request.h"
-#include "proxy/scripts.h"
 #include "proxy/server.h"
 
 #define FAIR_CHANNEL_PREFIX "redisson_lock__channel:"
@@ -59,9 +61,8 @@
 enum fair_script {
     FAIR_ACQUIRE = 0, /* + lease, threadWaitTime, may queue (0|1) -> {1,n} | {0,ms} */
     FAIR_UNLOCK = 1,  /* + lease -> nil | 0 | 1 */
-    FAIR_RELEASE = 2, /* -> 0 | 1 */
-    FAIR_FAILED = 3,  /* + threadWaitTime -> 0 | 1 (was queued) */
-    FAIR_COUNT = 4,
+    FAIR_SETTLE = 2,  /* + keep, dequeue (0|1), threadWaitTime -> count before */
+    FAIR_COUNT = 3,
 };
 
 #define FAIR_MODE_CHECK                                                               \
@@ -115,30 +116,32 @@ static const char unlock_lua[] = FAIR_MODE_CHECK FAIR_CLEANUP /* then: */
     "return 0; end; "
     "redis.call('del', KEYS[1]); " FAIR_WAKE_HEAD "return 1;";
 
-/* The whole hold of one owner at once (its connection closed). */
-static const char release_lua[] = FAIR_CLEANUP /* then: */
-    "if (redis.call('hexists', KEYS[1], 'mode') == 1 or "
-    "redis.call('hexists', KEYS[1], ARGV[2]) == 0) then return 0; end; "
-    "redis.call('del', KEYS[1]); " FAIR_WAKE_HEAD "return 1;";
-
-/* Redisson's acquireFailed: later waiters' deadlines move up by our
- * threadWaitTime, then we leave the queue; if we were the head of a free
- * lock, the new head is woken (it would otherwise wait for its re-poll). */
-static const char failed_lua[] =
+/* Settles one owner (hold.h): a count above ARGV[4] becomes ARGV[4] (at 0
+ * the lock goes and the queue head is woken); with ARGV[5] = 1 the owner
+ * also leaves the queue as Redisson's acquireFailed does: later waiters'
+ * deadlines move up by its threadWaitTime (ARGV[6]), then ZREM + LREM, and
+ * if it was the head of a free lock, the new head is woken (it would
+ * otherwise wait for its re-poll). Replies the count before. */
+static const char settle_lua[] = FAIR_CLEANUP /* then: */
+    "local c = 0; if (redis.call('hexists', KEYS[1], 'mode') == 0) then "
+    "c = tonumber(redis.call('hget', KEYS[1], ARGV[2]) or '0'); end; "
+    "if (c > tonumber(ARGV[4])) then if (ARGV[4] == '0') then "
+    "redis.call('del', KEYS[1]); " FAIR_WAKE_HEAD
+    "else redis.call('hset', KEYS[1], ARGV[2], ARGV[4]); end; end; "
+    "if (ARGV[5] == '1') then "
     "local q = redis.call('lrange', KEYS[2], 0, -1); local i = 1; "
     "while (i <= #q and q[i] ~= ARGV[2]) do i = i + 1; end; "
     "redis.call('zrem', KEYS[3], ARGV[2]); "
-    "if (i > #q) then return 0; end; "
-    "for k = i + 1, #q do redis.call('zincrby', KEYS[3], -tonumber(ARGV[4]), q[k]); end; "
+    "if (i <= #q) then "
+    "for k = i + 1, #q do redis.call('zincrby', KEYS[3], -tonumber(ARGV[6]), q[k]); end; "
     "redis.call('lrem', KEYS[2], 0, ARGV[2]); "
-    "if (i == 1 and redis.call('exists', KEYS[1]) == 0) then " FAIR_WAKE_HEAD "end; "
-    "return 1;";
+    "if (i == 1 and redis.call('exists', KEYS[1]) == 0) then " FAIR_WAKE_HEAD "end; end; end; "
+    "return c;";
 
 static const struct pool_script fair_scripts[FAIR_COUNT] = {
     {"fair_acquire", acquire_lua},
     {"fair_unlock", unlock_lua},
-    {"fair_release", release_lua},
-    {"fair_failed", failed_lua},
+    {"fair_settle", settle_lua},
 };
 
 static unsigned fair_script_base;
@@ -210,16 +213,19 @@ static unsigned fair_renew_script(void)
     return PX_SCRIPT_RENEW; /* the hash is an RLock hash: HEXISTS -> PEXPIRE */
 }
 
-static int fair_release(struct px_server *srv, const char *name, size_t nlen, const char *owner,
-                        size_t olen, pool_reply_fn *cb, void *arg)
+static int fair_settle(struct px_server *srv, const char *name, size_t nlen, const char *owner,
+                       size_t olen, const struct px_settle *st, pool_reply_fn *cb, void *arg)
 {
     struct fair_args f;
 
     fair_args_init(&f, name, nlen, owner, olen);
-    return fair_send(srv, 0, FAIR_RELEASE, &f, cb, arg);
+    fair_push_num(&f, st->keep);
+    fair_push(&f, st->dequeue ? "1" : "0", 1);
+    fair_push_num(&f, st->wait_ms);
+    return fair_send(srv, px_route_hint(name, nlen), FAIR_SETTLE, &f, cb, arg);
 }
 
-static const struct px_hold_kind fair_hold = {"fair lock", fair_renew_script, fair_release};
+static const struct px_hold_kind fair_hold = {"fair lock", fair_renew_script, fair_settle, true};
 
 /* ---- lock kind ------------------------------------------------------------------- */
 
@@ -256,32 +262,14 @@ static size_t fair_channel(const struct px_acq *a, char *out, size_t cap)
     return n + a->olen;
 }
 
-static void failed_on_reply(void *arg, const redisReply *r, int err)
+/* The waiter's queue entry outlives it by this much (its deadline). */
+static uint64_t fair_queue_wait(const struct px_acq *a)
 {
-    (void)arg;
-    if (err < 0 || r->type == REDIS_REPLY_ERROR)
-        log_msg(LOG_LVL_WARN,
-                "fair lock: a waiter that gave up could not leave the queue (%s); "
-                "its entry expires at its deadline",
-                err < 0 ? strerror(-err) : r->str);
-}
-
-/* Sent on the waiter's own connection hint, after its attempts. */
-static void fair_give_up(struct px_server *srv, const struct px_acq *a)
-{
-    struct fair_args f;
-
-    fair_args_init(&f, a->name, a->nlen, a->owner, a->olen);
-    fair_push_num(&f, fair_wait_time(a));
-    if (fair_send(srv, a->hint, FAIR_FAILED, &f, failed_on_reply, NULL) < 0)
-        log_msg(LOG_LVL_WARN,
-                "fair lock: cannot dequeue a waiter that gave up on '%.*s': Redis "
-                "is down; its entry expires at its deadline",
-                (int)LP_MIN(a->nlen, 200u), a->name);
+    return fair_wait_time(a);
 }
 
 static const struct px_lock_kind fair_kind = {
-    "", &fair_hold, fair_acquire, fair_unlock, fair_channel, fair_give_up, false,
+    "", &fair_hold, fair_acquire, fair_unlock, fair_channel, fair_queue_wait, false, false,
 };
 
 /* ---- commands ---------------------------------------------------------------------- */

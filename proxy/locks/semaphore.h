@@ -3,29 +3,19 @@
  * (RPermitExpirableSemaphore: the count plus a "{name}:timeout" ZSET of
  * raw 16-byte permit ids), both waking waiters on redisson_sc:{name}.
  * Permits taken through the proxy are remembered per connection and given
- * back when the connection closes (unless taken with KEEP).
- * Blocking acquires run on px_syncop (sync.h). */
-#ifndef LP_PROXY_SEMAPHORE_H
-#define LP_PROXY_SEMAPHORE_H
-
-#include <stddef.h>
-#include <stdint.h>
-
-#include <hiredis/hiredis.h>
+ * back when the connection closes (unless taken with KEEP). Waiting
+ * acquires run on the wait engine (wait.h). */
+#ifndef LP_PROXY_LOCKS_SEMAPHORE_H
+#define LP_PROXY_LOCKS_SEMAPHORE_H
 
 #include "common/buf.h"
-#include "proxy/client.h"
 #include "proxy/cmd.h"
-#include "proxy/scripts.h"
-#include "proxy/sync.h"
-#include "proxy/waitset.h"
-#include "sched/timer-t.h"
+#include "proxy/locks/scripts.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-struct px_req;
 struct px_server;
 
 /* Lua prelude for scripts on a STRING count at KEYS[1] (semaphore,

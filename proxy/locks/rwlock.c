@@ -32,7 +32,7 @@
  *
  * Ownership: nothing here outlives a call; buffers for key names are on
  * the stack, and pool_eval copies its arguments. */
-#include "proxy/rwlock.h"
+#include "proxy/locks/rwlock.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -40,11 +40,12 @@
 #include "common/compiler.h"
 #include "common/util.h"
 #include "pool/pool.h"
-#include "proxy/hold.h"
-#include "proxy/lock.h"
+#include "proxy/locks/hold.h"
+#include "proxy/locks/lock.h"
+#include "proxy/locks/scripts.h"
+#include "proxy/locks/wait.h"
 #include "proxy/metrics.h"
 #include "proxy/request.h"
-#include "proxy/scripts.h"
 #include "proxy/server.h"
 
 #define RW_CHANNEL_PREFIX "redisson_rwlock:"
@@ -55,8 +56,8 @@ enum rw_script {
     RW_WRITE_ACQUIRE = 1, /* KEYS name; ARGV lease, writer, reader -> {1,n} | {0,pttl} */
     RW_READ_UNLOCK = 2,   /* KEYS name, channel, tprefix, kprefix; ARGV reader -> nil | 0 | 1 */
     RW_WRITE_UNLOCK = 3,  /* KEYS name, channel; ARGV lease, writer -> nil | 0 | 1 */
-    RW_READ_RELEASE = 4,  /* KEYS name, channel, tprefix, kprefix; ARGV reader -> 0 | 1 */
-    RW_WRITE_RELEASE = 5, /* KEYS name, channel; ARGV writer -> 0 | 1 */
+    RW_READ_SETTLE = 4,   /* KEYS name, channel, tprefix, kprefix; ARGV reader, keep -> count */
+    RW_WRITE_SETTLE = 5,  /* KEYS name, channel; ARGV writer, keep -> count before */
     RW_READ_RENEW = 6,    /* KEYS n1..nN; ARGV lease, r1..rN -> {0|1,...} */
     RW_COUNT = 7,
 };
@@ -134,21 +135,29 @@ static const char write_unlock_lua[] = RW_MODE /* then: */
     "else redis.call('hset', KEYS[1], 'mode', 'read'); end; "
     "redis.call('publish', KEYS[2], '1'); return 1;";
 
-/* Every read hold of one owner at once (its connection closed). */
-static const char read_release_lua[] =
+/* Settles one reader (hold.h): read holds above ARGV[2] go (their timeout
+ * keys with them); at 0 the reader leaves, and the hash is settled as a
+ * read unlock does. Replies the count before. */
+static const char read_settle_lua[] =
     "local mode = redis.call('hget', KEYS[1], 'mode'); if (mode == false) then return 0; end; "
     "local n = tonumber(redis.call('hget', KEYS[1], ARGV[1])); if (n == nil) then return 0; end; "
-    "for i = 1, n do redis.call('del', KEYS[3] .. ':' .. i); end; "
-    "redis.call('hdel', KEYS[1], ARGV[1]); local r = 1; " RW_SETTLE;
+    "local keep = tonumber(ARGV[2]); if (n <= keep) then return n; end; "
+    "for i = keep + 1, n do redis.call('del', KEYS[3] .. ':' .. i); end; "
+    "if (keep == 0) then redis.call('hdel', KEYS[1], ARGV[1]); "
+    "else redis.call('hset', KEYS[1], ARGV[1], keep); end; local r = n; " RW_SETTLE;
 
-/* The whole write hold of one owner at once (its connection closed). */
-static const char write_release_lua[] =
-    "if (redis.call('hget', KEYS[1], 'mode') ~= 'write' or "
-    "redis.call('hexists', KEYS[1], ARGV[1]) == 0) then return 0; end; "
+/* Settles one writer: a write count above ARGV[2] becomes ARGV[2]; at 0 the
+ * write hold goes as a write unlock's last one does ("1": readers go).
+ * Replies the count before. */
+static const char write_settle_lua[] =
+    "if (redis.call('hget', KEYS[1], 'mode') ~= 'write') then return 0; end; "
+    "local n = tonumber(redis.call('hget', KEYS[1], ARGV[1]) or '0'); "
+    "if (n <= tonumber(ARGV[2])) then return n; end; "
+    "if (ARGV[2] ~= '0') then redis.call('hset', KEYS[1], ARGV[1], ARGV[2]); return n; end; "
     "redis.call('hdel', KEYS[1], ARGV[1]); "
     "if (redis.call('hlen', KEYS[1]) == 1) then redis.call('del', KEYS[1]); "
     "else redis.call('hset', KEYS[1], 'mode', 'read'); end; "
-    "redis.call('publish', KEYS[2], '1'); return 1;";
+    "redis.call('publish', KEYS[2], '1'); return n;";
 
 /* Batched ReadLockTask: for each (name, reader) still holding reads,
  * extend every one of its timeout keys and the hash (never shortening it).
@@ -170,7 +179,7 @@ static const char read_renew_lua[] =
 static const struct pool_script rw_scripts[RW_COUNT] = {
     {"rw_read_acquire", read_acquire_lua}, {"rw_write_acquire", write_acquire_lua},
     {"rw_read_unlock", read_unlock_lua},   {"rw_write_unlock", write_unlock_lua},
-    {"rw_read_release", read_release_lua}, {"rw_write_release", write_release_lua},
+    {"rw_read_settle", read_settle_lua},   {"rw_write_settle", write_settle_lua},
     {"rw_read_renew", read_renew_lua},
 };
 
@@ -204,7 +213,7 @@ static size_t rw_channel(const struct px_acq *a, char *out, size_t cap)
 }
 
 /* Sends a script whose keys are name, channel, tprefix, kprefix and whose
- * only argument is the reader (read unlock and release). */
+ * only argument is the reader (read unlock). */
 static int send_read_keys(struct px_server *srv, uint64_t hint, unsigned script, const char *name,
                           size_t nlen, const char *reader, size_t rlen, pool_reply_fn *cb,
                           void *arg)
@@ -239,25 +248,40 @@ static unsigned write_renew_script(void)
     return PX_SCRIPT_RENEW; /* HEXISTS <owner>:write -> PEXPIRE, as RLock */
 }
 
-static int read_release(struct px_server *srv, const char *name, size_t nlen, const char *owner,
-                        size_t olen, pool_reply_fn *cb, void *arg)
+static int read_settle(struct px_server *srv, const char *name, size_t nlen, const char *owner,
+                       size_t olen, const struct px_settle *st, pool_reply_fn *cb, void *arg)
 {
-    return send_read_keys(srv, 0, RW_READ_RELEASE, name, nlen, owner, olen, cb, arg);
+    struct rw_keys k;
+    char keep[24];
+    const char *argv[6] = {name, k.chan, k.tprefix, k.kprefix, owner, keep};
+    size_t lens[6] = {nlen, 0, 0, 0, olen, 0};
+
+    rw_keys_fill(&k, name, nlen, owner, olen);
+    lens[1] = k.chlen;
+    lens[2] = k.tlen;
+    lens[3] = k.klen;
+    lens[5] = util_u64_to_str(st->keep, keep);
+    return px_metrics_eval(srv, px_route_hint(name, nlen), rw_script_base + RW_READ_SETTLE, 4, 6,
+                           argv, lens, cb, arg);
 }
 
-static int write_release(struct px_server *srv, const char *name, size_t nlen, const char *owner,
-                         size_t olen, pool_reply_fn *cb, void *arg)
+static int write_settle(struct px_server *srv, const char *name, size_t nlen, const char *owner,
+                        size_t olen, const struct px_settle *st, pool_reply_fn *cb, void *arg)
 {
-    char chan[PX_CHANNEL_MAX];
-    const char *argv[3] = {name, chan, owner};
-    size_t lens[3] = {nlen, 0, olen};
+    char chan[PX_CHANNEL_MAX], keep[24];
+    const char *argv[4] = {name, chan, owner, keep};
+    size_t lens[4] = {nlen, 0, olen, 0};
 
     lens[1] = px_channel_name(chan, sizeof(chan), RW_CHANNEL_PREFIX, name, nlen);
-    return px_metrics_eval(srv, 0, rw_script_base + RW_WRITE_RELEASE, 2, 3, argv, lens, cb, arg);
+    lens[3] = util_u64_to_str(st->keep, keep);
+    return px_metrics_eval(srv, px_route_hint(name, nlen), rw_script_base + RW_WRITE_SETTLE, 2, 4,
+                           argv, lens, cb, arg);
 }
 
-static const struct px_hold_kind read_hold = {"read lock", read_renew_script, read_release};
-static const struct px_hold_kind write_hold = {"write lock", write_renew_script, write_release};
+static const struct px_hold_kind read_hold = {"read lock", read_renew_script, read_settle,
+                                               false};
+static const struct px_hold_kind write_hold = {"write lock", write_renew_script, write_settle,
+                                                true};
 
 /* ---- lock kinds ------------------------------------------------------------------ */
 
@@ -301,11 +325,11 @@ static int write_unlock(struct px_server *srv, const struct px_acq *a, pool_repl
 }
 
 static const struct px_lock_kind read_kind = {
-    "", &read_hold, read_acquire, read_unlock, rw_channel, NULL, false,
+    "", &read_hold, read_acquire, read_unlock, rw_channel, NULL, false, false,
 };
 
 static const struct px_lock_kind write_kind = {
-    RW_WRITE_SUFFIX, &write_hold, write_acquire, write_unlock, rw_channel, NULL, true,
+    RW_WRITE_SUFFIX, &write_hold, write_acquire, write_unlock, rw_channel, NULL, true, false,
 };
 
 /* ---- commands ---------------------------------------------------------------------- */

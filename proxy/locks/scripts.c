@@ -1,21 +1,24 @@
 /* The script sets of every module, the Lua scripts shared by RLock-layout
  * holds (Redisson semantics, sections 2-3 of the compatibility spec), and
  * the channel-name rule. */
-#include "proxy/scripts.h"
+#include "proxy/locks/scripts.h"
 
 #include <string.h>
 
 #include "common/compiler.h"
-#include "proxy/latch.h"
-#include "proxy/lock.h"
-#include "proxy/semaphore.h"
+#include "proxy/locks/latch.h"
+#include "proxy/locks/lock.h"
+#include "proxy/locks/semaphore.h"
 
-/* Releases every hold of one owner at once (its connection died). */
-static const char release_lua[] =
-    "if (redis.call('hexists', KEYS[1], ARGV[1]) == 0) then return 0; end; "
-    "redis.call('del', KEYS[1]); "
-    "redis.call('publish', KEYS[2], '0'); "
-    "return 1;";
+/* Settles one owner (hold.h): a count above ARGV[2] becomes ARGV[2]; at 0
+ * the hold goes and "0" wakes a waiter (what a release on disconnect, and
+ * the roll-back of an unconfirmed acquisition, need). Replies the count
+ * before. */
+static const char settle_lua[] = "local c = tonumber(redis.call('hget', KEYS[1], ARGV[1]) or '0'); "
+                                 "if (c <= tonumber(ARGV[2])) then return c; end; "
+                                 "if (ARGV[2] == '0') then redis.call('del', KEYS[1]); "
+                                 "redis.call('publish', KEYS[2], '0'); return c; end; "
+                                 "redis.call('hset', KEYS[1], ARGV[1], ARGV[2]); return c;";
 
 /* Batched watchdog renewal: extend only where the owner field is still
  * ours, never blindly. pcall keeps one odd key from failing the batch. */
@@ -35,7 +38,7 @@ static const char info_lua[] = "local e = redis.call('exists', KEYS[1]); "
                                "return {e, c, redis.call('pttl', KEYS[1])};";
 
 static const struct pool_script lock_scripts[PX_SCRIPT_COUNT] = {
-    {"release", release_lua},
+    {"settle", settle_lua},
     {"renew", renew_lua},
     {"info", info_lua},
 };

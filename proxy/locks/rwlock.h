@@ -4,11 +4,11 @@
  * fields "<uuid>:<id>:write", one {name}:<owner>:rwlock_timeout:<n> key per
  * read hold, and wake-ups on redisson_rwlock:{name} ("0" after a read
  * release, "1", wake everyone, after a write release). */
-#ifndef LP_PROXY_RWLOCK_H
-#define LP_PROXY_RWLOCK_H
+#ifndef LP_PROXY_LOCKS_RWLOCK_H
+#define LP_PROXY_LOCKS_RWLOCK_H
 
 #include "proxy/cmd.h"
-#include "proxy/scripts.h"
+#include "proxy/locks/scripts.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -4,11 +4,11 @@
  * Redisson client) with deadlines in redisson_lock_timeout:{name} (ZSET,
  * epoch ms), and each waiter is woken on its own channel
  * redisson_lock__channel:{name}:<owner>. */
-#ifndef LP_PROXY_FAIRLOCK_H
-#define LP_PROXY_FAIRLOCK_H
+#ifndef LP_PROXY_LOCKS_FAIRLOCK_H
+#define LP_PROXY_LOCKS_FAIRLOCK_H
 
 #include "proxy/cmd.h"
-#include "proxy/scripts.h"
+#include "proxy/locks/scripts.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -1,5 +1,5 @@
 /* Shared per-channel subscriptions and wake-ups; see waitset.h. */
-#include "proxy/waitset.h"
+#include "proxy/locks/waitset.h"
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -13,23 +13,23 @@
 
 static uint64_t set_next_gen; /* last px_waitset.gen handed out */
 
-static void wait_on_wake(struct sched_waiter *sw)
+static void member_on_wake(struct sched_waiter *sw)
 {
-    struct px_wait *w = LP_CONTAINER_OF(sw, struct px_wait, sleep);
+    struct px_waitset_member *m = LP_CONTAINER_OF(sw, struct px_waitset_member, sleep);
 
-    w->retry(w);
+    m->retry(m);
 }
 
-void px_wait_init(struct px_wait *w, px_wait_fn *retry)
+void px_waitset_member_init(struct px_waitset_member *m, px_waitset_fn *retry)
 {
-    list_init(&w->node);
-    sched_waiter_init(&w->sleep, wait_on_wake);
-    w->retry = retry;
-    w->busy = false;
-    w->exclusive = false;
+    list_init(&m->node);
+    sched_waiter_init(&m->sleep, member_on_wake);
+    m->retry = retry;
+    m->exclusive = false;
 }
 
-/* Subscription confirmed: everyone not already retrying re-checks. */
+/* Subscription confirmed: every member re-checks (one whose attempt is in
+ * flight notes it and retries when the reply is in: wait.c). */
 static void set_on_ready(struct px_waitset *set)
 {
     struct list *n, *t;
@@ -37,12 +37,10 @@ static void set_on_ready(struct px_waitset *set)
     set->ready = true;
     list_for_each_safe(n, t, &set->members)
     {
-        struct px_wait *w = LP_CONTAINER_OF(n, struct px_wait, node);
+        struct px_waitset_member *m = LP_CONTAINER_OF(n, struct px_waitset_member, node);
 
-        if (w->busy)
-            continue;
-        sched_sem_cancel(&set->sem, &w->sleep);
-        w->retry(w);
+        sched_sem_cancel(&set->sem, &m->sleep);
+        m->retry(m);
     }
 }
 
@@ -60,13 +58,13 @@ static void set_wake_readers_and_a_writer(struct px_waitset *set)
     set->sem.permits = 0;
     list_for_each_safe(n, t, &set->members)
     {
-        struct px_wait *w = LP_CONTAINER_OF(n, struct px_wait, node);
+        struct px_waitset_member *m = LP_CONTAINER_OF(n, struct px_waitset_member, node);
 
-        if (!sched_waiter_is_queued(&w->sleep) || (w->exclusive && writer))
+        if (!sched_waiter_is_queued(&m->sleep) || (m->exclusive && writer))
             continue;
-        writer = writer || w->exclusive;
-        sched_sem_cancel(&set->sem, &w->sleep);
-        w->retry(w);
+        writer = writer || m->exclusive;
+        sched_sem_cancel(&set->sem, &m->sleep);
+        m->retry(m);
     }
 }
 
@@ -90,6 +88,36 @@ static void set_on_sub(struct pool_sub *s, enum pool_sub_event ev, const char *m
         set->ready = false;
         break;
     }
+}
+
+/* PX_WAKE_COUNT messages: "N" wakes min(N, members); the permits that
+ * find nobody asleep stay for members whose retry is in flight. */
+static void set_on_sub_count(struct pool_sub *s, enum pool_sub_event ev, const char *msg,
+                             size_t len)
+{
+    struct px_waitset *set = LP_CONTAINER_OF(s, struct px_waitset, sub);
+    int64_t n;
+
+    if (ev != POOL_SUB_MESSAGE)
+        return set_on_sub(s, ev, msg, len);
+    set->events++;
+    set->srv->stats.wakeups++;
+    if (util_parse_i64(msg, len, &n) < 0)
+        n = 1;
+    if (n > 0)
+        sched_sem_release(&set->sem, (size_t)LP_MIN((uint64_t)n, (uint64_t)set->nmembers));
+}
+
+/* PX_WAKE_ALL messages: one wake-up for every member, asleep or not. */
+static void set_on_sub_all(struct pool_sub *s, enum pool_sub_event ev, const char *msg, size_t len)
+{
+    struct px_waitset *set = LP_CONTAINER_OF(s, struct px_waitset, sub);
+
+    if (ev != POOL_SUB_MESSAGE)
+        return set_on_sub(s, ev, msg, len);
+    set->events++;
+    set->srv->stats.wakeups++;
+    sched_sem_release(&set->sem, set->nmembers);
 }
 
 static void set_free(struct px_waitset *set)
@@ -125,7 +153,7 @@ static struct px_waitset *set_find(struct px_server *srv, const char *ch, size_t
 }
 
 static struct px_waitset *set_create(struct px_server *srv, const char *ch, size_t len,
-                                     uint64_t hash)
+                                     uint64_t hash, pool_sub_fn *cb)
 {
     struct px_waitset *set = calloc(1, sizeof(*set) + len + 1);
 
@@ -139,37 +167,39 @@ static struct px_waitset *set_create(struct px_server *srv, const char *ch, size
     sched_sem_init(&set->sem, 0, 0);
     sched_timer_init(&set->linger, set_on_linger);
     hmap_insert(&srv->locks, &set->node, hash);
-    if (pool_sub_start(srv->pool, &set->sub, ch, len, set_on_sub) == 0)
+    if (pool_sub_start(srv->pool, &set->sub, ch, len, cb) == 0)
         set->subscribed = true;
     else
         log_msg(LOG_LVL_WARN, "cannot subscribe to %s; waiters poll at lease expiry", ch);
     return set;
 }
 
+static pool_sub_fn *const set_mode_cb[3] = {set_on_sub, set_on_sub_count, set_on_sub_all};
+
 struct px_waitset *px_waitset_join(struct px_server *srv, const char *channel, size_t chlen,
-                                   struct px_wait *w)
+                                   struct px_waitset_member *m, enum px_wake_mode mode)
 {
     uint64_t hash = hash_bytes(channel, chlen);
     struct px_waitset *set = set_find(srv, channel, chlen, hash);
 
     if (!set)
-        set = set_create(srv, channel, chlen, hash);
+        set = set_create(srv, channel, chlen, hash, set_mode_cb[mode]);
     if (!set)
         return NULL;
     sched_loop_timer_del(srv->loop, &set->linger);
-    list_add_tail(&set->members, &w->node);
+    list_add_tail(&set->members, &m->node);
     set->nmembers++;
     set->sem.max_permits = set->nmembers;
     srv->nwaiters++;
     return set;
 }
 
-void px_waitset_leave(struct px_waitset *set, struct px_wait *w)
+void px_waitset_leave(struct px_waitset *set, struct px_waitset_member *m)
 {
     struct px_server *srv = set->srv;
 
-    sched_sem_cancel(&set->sem, &w->sleep);
-    list_del_init(&w->node);
+    sched_sem_cancel(&set->sem, &m->sleep);
+    list_del_init(&m->node);
     set->nmembers--;
     srv->nwaiters--;
     set->sem.max_permits = set->nmembers;
@@ -200,54 +230,14 @@ bool px_waitset_unchanged(const struct px_waitset *set, const struct px_wait_sna
     return snap->gen != 0 && set->gen == snap->gen && set->events == snap->events && set->ready;
 }
 
-bool px_waitset_sleep(struct px_waitset *set, struct px_wait *w)
+bool px_waitset_sleep(struct px_waitset *set, struct px_waitset_member *m)
 {
-    return sched_sem_wait(&set->sem, &w->sleep) == 1;
+    return sched_sem_wait(&set->sem, &m->sleep) == 1;
 }
 
-void px_waitset_wake_cancel(struct px_waitset *set, struct px_wait *w)
+bool px_waitset_is_queued(const struct px_waitset_member *m)
 {
-    sched_sem_cancel(&set->sem, &w->sleep);
-}
-
-/* PX_WAKE_COUNT messages: "N" wakes min(N, members); the permits that
- * find nobody asleep stay for members whose retry is in flight. */
-static void set_on_sub_count(struct pool_sub *s, enum pool_sub_event ev, const char *msg,
-                             size_t len)
-{
-    struct px_waitset *set = LP_CONTAINER_OF(s, struct px_waitset, sub);
-    int64_t n;
-
-    if (ev != POOL_SUB_MESSAGE)
-        return set_on_sub(s, ev, msg, len);
-    set->events++;
-    set->srv->stats.wakeups++;
-    if (util_parse_i64(msg, len, &n) < 0)
-        n = 1;
-    if (n > 0)
-        sched_sem_release(&set->sem, (size_t)LP_MIN((uint64_t)n, (uint64_t)set->nmembers));
-}
-
-/* PX_WAKE_ALL messages: one wake-up for every member, asleep or not. */
-static void set_on_sub_all(struct pool_sub *s, enum pool_sub_event ev, const char *msg, size_t len)
-{
-    struct px_waitset *set = LP_CONTAINER_OF(s, struct px_waitset, sub);
-
-    if (ev != POOL_SUB_MESSAGE)
-        return set_on_sub(s, ev, msg, len);
-    set->events++;
-    set->srv->stats.wakeups++;
-    sched_sem_release(&set->sem, set->nmembers);
-}
-
-struct px_waitset *px_waitset_join_mode(struct px_server *srv, const char *channel, size_t chlen,
-                                        struct px_wait *w, enum px_wake_mode mode)
-{
-    struct px_waitset *set = px_waitset_join(srv, channel, chlen, w);
-
-    if (set)
-        set->sub.cb = mode == PX_WAKE_ALL ? set_on_sub_all : set_on_sub_count;
-    return set;
+    return sched_waiter_is_queued(&m->sleep);
 }
 
 int px_waitset_init(struct px_server *srv)

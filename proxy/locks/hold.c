@@ -1,0 +1,559 @@
+/* Holds: the per-(name, owner) ledger and its settles; see hold.h. The
+ * watchdog (renewal batches, lease ends) is in watchdog.c.
+ *
+ * DESIGN
+ *
+ * States (h->state):
+ *
+ *   PENDING --granted------------------------------------> HELD
+ *   HELD ---- UNLOCK :1 or nil ---------------------------> PENDING
+ *   HELD ---- renewal "not held", fixed lease ran out ----> LOST
+ *   LOST ---- 60 s, UNLOCK, connection closed ------------> PENDING
+ *   LOST ---- granted again ------------------------------> HELD
+ *   HELD ---- connection closed, --on-disconnect release -> RELEASING
+ *   HELD ---- connection closed, --on-disconnect expire --> PENDING
+ *   RELEASING -- its release answered, or lease ended ----> DEAD
+ *   PENDING or DEAD, nothing referring to it -------------> freed
+ *
+ * A new request about the pair of a RELEASING hold sends the release on
+ * its way first, and takes the hold out of the table (in_table) so that a
+ * new PENDING hold serves the request; the old one finishes its release.
+ *
+ * Invariants:
+ * - At most one hold per (name, owner) is in the table; DEAD holds and
+ *   replaced RELEASING ones are out of it.
+ * - count > 0 exactly in HELD; srv->nholds counts HELD holds; a HELD or
+ *   LOST hold with a connection is on that connection's list.
+ * - inflight counts the requests about the pair whose reply is pending
+ *   (acquire attempts, hand-off grants, unlocks). Requests about one name
+ *   all go to one pool connection, so Redis runs them in the order they
+ *   were sent, and their replies come back in that order.
+ * - A settle keeps h->count, the count confirmed to clients; so it is sent
+ *   only when inflight is 0 (then count is final: a settle never undoes a
+ *   grant a client was told about), and whatever is sent after it runs
+ *   after it. px_hold_begin() sends a due settle before the next request.
+ *   A RELEASING hold keeps 0 and is settled at once: what is in flight was
+ *   sent before, and runs first.
+ * - The settle job is IDLE unless a settle is due or in flight; a settle
+ *   asked for while one is in flight is sent again after its reply
+ *   (settle_again). A hold whose job is not IDLE is not freed.
+ * - After a settle the proxy follows Redis: what Redis had above the
+ *   confirmed count was rolled back (counted); below it, the hold shrinks,
+ *   and at 0 it was released by an unlock whose reply was lost, or lost.
+ *
+ * Who frees what: the table owns its holds; references (ops in progress,
+ * renewal batches) keep the memory of a hold that left the table; the
+ * settle job lives in the hold. hold_maybe_free() frees a hold once it is
+ * PENDING or DEAD, with no reference, nothing in flight and no settle. */
+#include "proxy/locks/hold.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/log.h"
+#include "common/util.h"
+#include "pool/pool.h"
+#include "proxy/client.h"
+#include "proxy/locks/scripts.h"
+#include "proxy/locks/wait.h"
+#include "proxy/metrics.h"
+#include "proxy/server.h"
+#include "sched/loop.h"
+
+static const struct px_job_ops settle_ops, release_ops;
+static struct px_ratelog settle_log; /* roll-backs: at most a line a second */
+
+static uint64_t hold_hash(const char *name, size_t nlen, const char *owner, size_t olen)
+{
+    return hash_bytes(name, nlen) ^ (hash_bytes(owner, olen) * 31u);
+}
+
+size_t px_owner_format(const struct px_server *srv, uint64_t id, const char *user,
+                       const char *token, size_t tlen, char *out)
+{
+    int n;
+
+    if (token && user && strcmp(user, PX_OWNER_DEFAULT_USER) != 0) {
+        n = snprintf(out, PX_OWNER_MAX, "%s:%s:%.*s", srv->uuid, user, (int)tlen, token);
+        return (size_t)n;
+    }
+    if (token) {
+        n = snprintf(out, PX_OWNER_MAX, "%s:%.*s", srv->uuid, (int)tlen, token);
+        return (size_t)n;
+    }
+    n = (int)strlen(srv->uuid); /* the hot path: no printf per acquire */
+    memcpy(out, srv->uuid, (size_t)n);
+    out[n++] = ':';
+    n += (int)util_u64_to_str(id, out + n);
+    out[n] = '\0';
+    return (size_t)n;
+}
+
+/* ---- the plain kind --------------------------------------------------------- */
+
+static unsigned plain_renew_script(void)
+{
+    return PX_SCRIPT_RENEW;
+}
+
+static int plain_settle(struct px_server *srv, const char *name, size_t nlen, const char *owner,
+                        size_t olen, const struct px_settle *s, pool_reply_fn *cb, void *arg)
+{
+    char chan[PX_CHANNEL_MAX], keep[24];
+    const char *argv[4] = {name, chan, owner, keep};
+    size_t lens[4] = {nlen, 0, olen, 0};
+
+    lens[1] = px_channel_name(chan, sizeof(chan), "redisson_lock__channel:", name, nlen);
+    lens[3] = util_u64_to_str(s->keep, keep);
+    return px_metrics_eval(srv, px_route_hint(name, nlen), PX_SCRIPT_SETTLE, 2, 4, argv, lens, cb,
+                           arg);
+}
+
+const struct px_hold_kind px_hold_plain = {"lock", plain_renew_script, plain_settle, true};
+
+/* ---- the table ---------------------------------------------------------------- */
+
+static struct px_hold *hold_lookup(struct px_server *srv, const char *name, size_t nlen,
+                                   const char *owner, size_t olen)
+{
+    struct hmap_node *n = hmap_first(&srv->holds, hold_hash(name, nlen, owner, olen));
+
+    for (; n; n = hmap_next(n)) {
+        struct px_hold *h = LP_CONTAINER_OF(n, struct px_hold, node);
+
+        if (h->nlen == nlen && h->olen == olen && memcmp(h->key, name, nlen) == 0 &&
+            memcmp(h->owner, owner, olen) == 0)
+            return h;
+    }
+    return NULL;
+}
+
+struct px_hold *px_hold_find(struct px_server *srv, const char *name, size_t nlen,
+                             const char *owner, size_t olen)
+{
+    struct px_hold *h = hold_lookup(srv, name, nlen, owner, olen);
+
+    return h && h->state != PX_HOLD_RELEASING ? h : NULL;
+}
+
+bool px_hold_is_held(const struct px_hold *h)
+{
+    return h->state == PX_HOLD_HELD;
+}
+
+static struct px_hold *hold_create(struct px_server *srv, const struct px_hold_kind *kind,
+                                   const char *name, size_t nlen, const char *owner, size_t olen)
+{
+    struct px_hold *h = calloc(1, sizeof(*h) + nlen + olen + 2);
+
+    if (!h)
+        return NULL;
+    h->srv = srv;
+    h->kind = kind;
+    h->state = PX_HOLD_PENDING;
+    h->token = -1;
+    h->nlen = nlen;
+    h->olen = olen;
+    memcpy(h->key, name, nlen);
+    h->owner = h->key + nlen + 1;
+    memcpy(h->owner, owner, olen);
+    list_init(&h->client_node);
+    list_init(&h->due_node);
+    px_job_init(&h->job, srv, &settle_ops);
+    sched_timer_init(&h->timer, px_watchdog_on_timer);
+    hmap_insert(&srv->holds, &h->node, hold_hash(name, nlen, owner, olen));
+    h->in_table = true;
+    return h;
+}
+
+/* Out of the table (a newer hold may take its place); memory stays while
+ * something refers to it. */
+static void hold_remove(struct px_hold *h)
+{
+    if (h->in_table)
+        hmap_remove(&h->srv->holds, &h->node);
+    h->in_table = false;
+}
+
+static void hold_maybe_free(struct px_hold *h)
+{
+    if (h->refs > 0 || h->inflight > 0 || h->job.state != PX_JOB_IDLE)
+        return;
+    if (h->state != PX_HOLD_PENDING && h->state != PX_HOLD_DEAD)
+        return;
+    hold_remove(h);
+    sched_loop_timer_del(h->srv->loop, &h->timer);
+    list_del_init(&h->due_node);
+    list_del_init(&h->client_node);
+    free(h);
+}
+
+struct px_hold *px_hold_use(struct px_server *srv, const struct px_hold_kind *kind,
+                            const char *name, size_t nlen, const char *owner, size_t olen,
+                            bool create)
+{
+    struct px_hold *h = hold_lookup(srv, name, nlen, owner, olen);
+
+    if (h && h->state == PX_HOLD_RELEASING) {
+        px_job_kick(&h->job); /* the release goes before the new request */
+        hold_remove(h);
+        h = NULL;
+    }
+    if (!h && create)
+        h = hold_create(srv, kind, name, nlen, owner, olen);
+    return px_hold_get(h);
+}
+
+struct px_hold *px_hold_get(struct px_hold *h)
+{
+    if (h)
+        h->refs++;
+    return h;
+}
+
+void px_hold_put(struct px_hold *h)
+{
+    if (!h)
+        return;
+    LP_BUG_ON(h->refs == 0);
+    h->refs--;
+    hold_maybe_free(h);
+}
+
+/* ---- HELD and back ---------------------------------------------------------------- */
+
+/* Leaves HELD or LOST for PENDING: nothing confirmed any more. */
+static void hold_unhold(struct px_hold *h)
+{
+    struct px_server *srv = h->srv;
+
+    if (h->state == PX_HOLD_HELD) {
+        srv->nholds--;
+        px_metrics_hold_end(srv, h);
+    }
+    if (h->state == PX_HOLD_HELD || h->state == PX_HOLD_LOST)
+        h->state = PX_HOLD_PENDING;
+    sched_loop_timer_del(srv->loop, &h->timer);
+    list_del_init(&h->client_node);
+    list_del_init(&h->due_node);
+    h->count = 0;
+    h->watchdog = false;
+}
+
+void px_hold_granted(struct px_hold *h, const struct px_hold_kind *kind, struct px_client *cl,
+                     uint64_t count, uint64_t lease_ms, bool watchdog, uint64_t sent_ms)
+{
+    struct px_server *srv = h->srv;
+
+    LP_BUG_ON(h->state == PX_HOLD_RELEASING || h->state == PX_HOLD_DEAD);
+    if (h->state == PX_HOLD_LOST)
+        hold_unhold(h);
+    if (h->state == PX_HOLD_PENDING) {
+        h->state = PX_HOLD_HELD;
+        h->cl = cl;
+        list_add_tail(&cl->locks.holds, &h->client_node);
+        srv->nholds++;
+        px_metrics_hold_begin(srv, h);
+    }
+    h->kind = kind;
+    h->count = count;
+    h->lease_ms = lease_ms;
+    h->watchdog = watchdog;
+    h->expires_ms = sent_ms + lease_ms;
+    if (h->job.state == PX_JOB_DUE)
+        h->job.until = PX_JOB_NO_END; /* a held count keeps the extra alive: settle however late */
+    list_del_init(&h->due_node);
+    px_hold_arm(h);
+}
+
+void px_hold_unlocked_one(struct px_hold *h, uint64_t sent_ms)
+{
+    if (h->state != PX_HOLD_HELD)
+        return;
+    if (h->count > 1)
+        h->count--; /* Redis said "still held": never below 1 */
+    if (!h->kind->unlock_resets_lease)
+        return;
+    h->expires_ms = sent_ms + h->lease_ms;
+    if (!h->watchdog)
+        px_hold_arm(h);
+}
+
+void px_hold_released(struct px_hold *h)
+{
+    hold_unhold(h);
+    hold_maybe_free(h);
+}
+
+bool px_hold_not_held(struct px_hold *h)
+{
+    bool told = h->state == PX_HOLD_HELD || h->state == PX_HOLD_LOST;
+
+    if (h->state == PX_HOLD_HELD)
+        h->srv->stats.leases_lost++;
+    hold_unhold(h);
+    hold_maybe_free(h);
+    return told;
+}
+
+void px_hold_mark_lost(struct px_hold *h)
+{
+    struct px_server *srv = h->srv;
+
+    if (h->state != PX_HOLD_HELD)
+        return;
+    srv->stats.leases_lost++;
+    srv->nholds--;
+    px_metrics_hold_end(srv, h); /* a tombstone is no longer held */
+    h->state = PX_HOLD_LOST;
+    h->count = 0;
+    h->watchdog = false;
+    list_del_init(&h->due_node);
+    sched_loop_timer_in(srv->loop, &h->timer, PX_HOLD_TOMBSTONE_MS);
+}
+
+/* ---- requests in flight and settles ------------------------------------------------ */
+
+void px_hold_begin(struct px_hold *h)
+{
+    px_job_kick(&h->job); /* a due settle goes first, if nothing is in flight */
+    h->inflight++;
+}
+
+/* A settle that became ready is sent from the jobs' timer, not from here:
+ * the reply being handled has not updated count yet. */
+void px_hold_end(struct px_hold *h)
+{
+    LP_BUG_ON(h->inflight == 0);
+    h->inflight--;
+    if (h->inflight == 0)
+        px_job_soon(&h->job);
+    hold_maybe_free(h);
+}
+
+/* Asks for a settle (to the confirmed count, or 0 when RELEASING). */
+static void hold_want_settle(struct px_hold *h, uint64_t until)
+{
+    if (h->job.state == PX_JOB_INFLIGHT) {
+        h->settle_again = true;
+    } else if (h->job.state == PX_JOB_DUE) {
+        h->job.ops = h->state == PX_HOLD_RELEASING ? &release_ops : &settle_ops;
+        if (h->job.until != PX_JOB_NO_END && (until == PX_JOB_NO_END || until > h->job.until))
+            h->job.until = until;
+    } else {
+        h->job.ops = h->state == PX_HOLD_RELEASING ? &release_ops : &settle_ops;
+        px_job_submit(&h->job, until);
+    }
+}
+
+void px_hold_settle(struct px_hold *h, uint64_t until)
+{
+    if (h->state == PX_HOLD_DEAD || h->state == PX_HOLD_RELEASING)
+        return; /* its release settles everything */
+    if (h->state == PX_HOLD_HELD)
+        until = PX_JOB_NO_END; /* renewed: an extra count would live as long as the hold */
+    hold_want_settle(h, until);
+}
+
+void px_hold_unlock_unknown(struct px_hold *h)
+{
+    h->unknown_unlocks++;
+    px_hold_settle(h, PX_JOB_NO_END);
+}
+
+void px_hold_dequeue(struct px_hold *h, uint64_t wait_ms)
+{
+    if (h->state == PX_HOLD_DEAD)
+        return;
+    h->settle.dequeue = true;
+    h->settle.wait_ms = wait_ms;
+    hold_want_settle(h, sched_loop_now_ms(h->srv->loop) + wait_ms);
+}
+
+void px_hold_release(struct px_hold *h, uint64_t until)
+{
+    if (h->state == PX_HOLD_DEAD || h->state == PX_HOLD_RELEASING)
+        return;
+    hold_unhold(h);
+    h->cl = NULL;
+    h->state = PX_HOLD_RELEASING;
+    hold_want_settle(h, until);
+}
+
+static bool settle_ready(const struct px_job *j)
+{
+    const struct px_hold *h = LP_CONTAINER_OF(j, struct px_hold, job);
+
+    return h->inflight == 0 || h->state == PX_HOLD_RELEASING || h->state == PX_HOLD_DEAD;
+}
+
+static int settle_send(struct px_job *j, pool_reply_fn *cb, void *arg)
+{
+    struct px_hold *h = LP_CONTAINER_OF(j, struct px_hold, job);
+    int rc;
+
+    h->settle.keep = h->state == PX_HOLD_HELD ? h->count : 0;
+    rc = h->kind->settle(h->srv, h->key, h->nlen, h->owner, h->olen, &h->settle, cb, arg);
+    if (rc == 0)
+        h->settle.dequeue = false; /* asked for; a later give-up asks again */
+    return rc;
+}
+
+static void settle_log_rollback(struct px_hold *h, uint64_t n)
+{
+    uint64_t quiet;
+
+    if (!px_ratelog_allow(&settle_log, sched_loop_now_ms(h->srv->loop), &quiet))
+        return;
+    log_msg(LOG_LVL_WARN,
+            "rolled back %llu acquisition(s) of %s '%.*s' by %.*s that no client was told of "
+            "(late grant or lost reply) (%llu similar not logged)",
+            (unsigned long long)n, h->kind->name, (int)LP_MIN(h->nlen, 200u), h->key, (int)h->olen,
+            h->owner, (unsigned long long)quiet);
+}
+
+/* Redis had `had` of the pair; it now has at most keep. Follow it. */
+static void hold_settled(struct px_hold *h, uint64_t keep, uint64_t had)
+{
+    struct px_server *srv = h->srv;
+
+    if (h->state == PX_HOLD_RELEASING) {
+        if (keep == 0 && had > 0)
+            srv->stats.disc_releases++;
+        return;
+    }
+    if (had > keep) {
+        srv->stats.rolled_back += had - keep;
+        settle_log_rollback(h, had - keep);
+    } else if (had < keep && h->state == PX_HOLD_HELD) {
+        if (had > 0)
+            h->count = had; /* unlocks whose reply was lost did run */
+        else if (h->unknown_unlocks > 0)
+            hold_unhold(h); /* released by an unlock whose reply was lost */
+        else
+            px_hold_mark_lost(h);
+    }
+    h->unknown_unlocks = 0;
+}
+
+/* A RELEASING hold whose release (keep 0) was answered or given up is
+ * DEAD; an earlier settle that kept a count is followed by the release. */
+static void settle_done(struct px_job *j, const redisReply *r)
+{
+    struct px_hold *h = LP_CONTAINER_OF(j, struct px_hold, job);
+    uint64_t keep = h->settle.keep;
+
+    if (r->type == REDIS_REPLY_INTEGER && r->integer >= 0)
+        hold_settled(h, keep, (uint64_t)r->integer);
+    else
+        log_msg(LOG_LVL_WARN, "settling %s '%.*s' failed: %.*s", h->kind->name,
+                (int)LP_MIN(h->nlen, 200u), h->key, r->type == REDIS_REPLY_ERROR ? (int)r->len : 9,
+                r->type == REDIS_REPLY_ERROR ? r->str : "bad reply");
+    if (h->state == PX_HOLD_RELEASING && keep == 0) {
+        h->state = PX_HOLD_DEAD;
+        hold_remove(h);
+    } else if (h->settle_again || h->state == PX_HOLD_RELEASING) {
+        h->settle_again = false;
+        hold_want_settle(h, h->state == PX_HOLD_RELEASING
+                                ? h->expires_ms + h->srv->opts.upstream_timeout_ms
+                                : PX_JOB_NO_END);
+    }
+    hold_maybe_free(h);
+}
+
+static void settle_dropped(struct px_job *j, enum px_job_drop why)
+{
+    struct px_hold *h = LP_CONTAINER_OF(j, struct px_hold, job);
+
+    (void)why;
+    h->settle_again = false;
+    if (h->state == PX_HOLD_RELEASING) {
+        h->state = PX_HOLD_DEAD;
+        hold_remove(h);
+    }
+    hold_maybe_free(h);
+}
+
+/* Settles set a count, so a lost reply is retried. A RELEASING hold's
+ * settle is counted as a disconnect release, any other as a roll-back. */
+static const struct px_job_ops settle_ops = {
+    .what = "roll-back of an unconfirmed acquisition",
+    .group = PX_JOB_ROLLBACK,
+    .idempotent = true,
+    .ready = settle_ready,
+    .send = settle_send,
+    .done = settle_done,
+    .dropped = settle_dropped,
+};
+
+static const struct px_job_ops release_ops = {
+    .what = "release of a closed connection's lock",
+    .group = PX_JOB_RELEASE,
+    .idempotent = true,
+    .ready = settle_ready,
+    .send = settle_send,
+    .done = settle_done,
+    .dropped = settle_dropped,
+};
+
+/* ---- the connection ------------------------------------------------------------ */
+
+void px_hold_client_gone(struct px_client *cl)
+{
+    struct px_server *srv = cl->srv;
+    struct list *n, *t;
+
+    list_for_each_safe(n, t, &cl->locks.holds)
+    {
+        struct px_hold *h = LP_CONTAINER_OF(n, struct px_hold, client_node);
+
+        if (h->state == PX_HOLD_HELD && srv->opts.on_disc == PX_DISCONNECT_RELEASE) {
+            /* expires_ms counts from the send; Redis started the lease when
+             * it ran the request, up to an upstream timeout later. */
+            px_hold_release(h, h->expires_ms + srv->opts.upstream_timeout_ms);
+            continue;
+        }
+        /* Left to expire: a due settle would now keep 0 and release early. */
+        if (h->state == PX_HOLD_HELD)
+            px_job_cancel(&h->job);
+        h->settle_again = false;
+        hold_unhold(h);
+        h->cl = NULL;
+        hold_maybe_free(h);
+    }
+}
+
+int px_hold_init(struct px_server *srv)
+{
+    int rc = hmap_init(&srv->holds, 1024);
+
+    if (rc < 0)
+        return rc;
+    rc = px_watchdog_init(srv);
+    if (rc < 0)
+        hmap_deinit(&srv->holds);
+    return rc;
+}
+
+void px_hold_deinit(struct px_server *srv)
+{
+    size_t i;
+
+    px_watchdog_deinit(srv);
+    for (i = 0; i < srv->holds.nbuckets; i++) {
+        while (srv->holds.buckets[i]) {
+            struct px_hold *h = LP_CONTAINER_OF(srv->holds.buckets[i], struct px_hold, node);
+
+            hold_unhold(h);
+            px_job_cancel(&h->job);
+            hold_remove(h);
+            h->state = PX_HOLD_DEAD;
+            h->refs = 0;
+            h->inflight = 0;
+            hold_maybe_free(h);
+        }
+    }
+    hmap_deinit(&srv->holds);
+}

@@ -1,0 +1,429 @@
+/* Semaphores over Redisson's layouts (SEM.*: RSemaphore, spec section 6,
+ * in sem.c; PSEM.*: RPermitExpirableSemaphore, section 7, in psem.c): the
+ * scripts both use, keys, argument rules, INFO "sync" and the command
+ * table. Waiting acquires run on the wait engine (wait.h), like every
+ * other waiting command.
+ *
+ * Every script checks the types of its keys before writing (WRONGTYPE on
+ * an RLock hash, a list, a non-integer string...), and every increase of a
+ * count publishes the new count (decimal, > 0) on redisson_sc:{name}, so
+ * Redisson's acquire() wakes. Rejected: one subscription per waiter
+ * (Redisson's cost; pain point 1) and waiting without a re-check
+ * (Redisson's acquire() hangs on a lost message; pain points 3, 18). */
+#include "proxy/locks/semaphore.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/clock.h"
+#include "common/log.h"
+#include "pool/pool.h"
+#include "proxy/args.h"
+#include "proxy/client.h"
+#include "proxy/locks/call.h"
+#include "proxy/locks/jobs.h"
+#include "proxy/locks/scripts.h"
+#include "proxy/locks/sem-int.h"
+#include "proxy/locks/wait.h"
+#include "proxy/metrics.h"
+#include "proxy/reply.h"
+#include "proxy/server.h"
+#include "sched/loop.h"
+
+#define SEM_CHANNEL_PREFIX "redisson_sc:"
+
+struct px__sem_stats px__sem_stats;
+
+/* ---- scripts ---------------------------------------------------------------- */
+
+#define SEM_CHECK PX_LUA_CHECK_COUNT("semaphore")
+
+/* Also refuses a "{name}:timeout" that is not a ZSET. */
+#define PSEM_CHECK                                                              \
+    SEM_CHECK "local tt = redis.call('type', KEYS[2])['ok']; "                  \
+              "if tt ~= 'none' and tt ~= 'zset' then return redis.error_reply(" \
+              "'WRONGTYPE the permit set of the name holds a ' .. tt .. ', not a zset'); end; "
+
+/* Lazy reclaim: permits whose lease ended (score <= now, ARGV[1]) go back. */
+#define PSEM_RECLAIM                                                     \
+    "local gone = redis.call('zremrangebyscore', KEYS[2], 0, ARGV[1]); " \
+    "if gone > 0 then local v = redis.call('incrby', KEYS[1], gone); "   \
+    "if v > 0 then redis.call('publish', KEYS[3], v); end; cur = tostring(v); end; "
+
+static const char sem_tryset_lua[] = SEM_CHECK "if cur then return 0; end; "
+                                               "redis.call('set', KEYS[1], ARGV[1]); "
+                                               "redis.call('publish', KEYS[2], ARGV[1]); "
+                                               "return 1;";
+
+/* Redisson's addPermits: the count may go down (and below 0); only an
+ * increase publishes, and only a positive count. */
+static const char sem_add_lua[] =
+    SEM_CHECK "local v = redis.call('incrby', KEYS[1], ARGV[1]); "
+              "if tonumber(ARGV[1]) > 0 and v > 0 then redis.call('publish', KEYS[2], v); end; "
+              "return v;";
+
+static const char sem_acquire_lua[] =
+    SEM_CHECK "if not cur then return {-1, 0}; end; "
+              "if tonumber(cur) >= tonumber(ARGV[1]) then "
+              "return {1, redis.call('decrby', KEYS[1], ARGV[1])}; end; "
+              "return {0, tonumber(cur)};";
+
+static const char sem_release_lua[] =
+    SEM_CHECK "if ARGV[2] == '1' and not cur then return {0, 0}; end; "
+              "local v = redis.call('incrby', KEYS[1], ARGV[1]); "
+              "if v > 0 then redis.call('publish', KEYS[2], v); end; "
+              "return {1, v};";
+
+/* A closed connection's permits back (sem.c): as a release that only goes
+ * to an existing semaphore, but at most once per marker (KEYS[3], set NX
+ * with the TTL ARGV[2]), so that a resend after a lost reply does not
+ * return them twice. */
+static const char sem_return_lua[] = SEM_CHECK
+    "if not cur then return {0, 0}; end; "
+    "if not redis.call('set', KEYS[3], '1', 'NX', 'PX', ARGV[2]) then return {2, 0}; end; "
+    "local v = redis.call('incrby', KEYS[1], ARGV[1]); "
+    "if v > 0 then redis.call('publish', KEYS[2], v); end; "
+    "return {1, v};";
+
+static const char sem_available_lua[] = SEM_CHECK "return tonumber(cur or '0');";
+
+/* drainPermits: takes every available permit (DECRBY keeps a TTL). */
+static const char sem_drain_lua[] = SEM_CHECK "local v = tonumber(cur or '0'); "
+                                              "if v <= 0 then return 0; end; "
+                                              "redis.call('decrby', KEYS[1], v); "
+                                              "return v;";
+
+static const char psem_tryset_lua[] = PSEM_CHECK "if cur then return 0; end; "
+                                                 "redis.call('set', KEYS[1], ARGV[1]); "
+                                                 "redis.call('publish', KEYS[3], ARGV[1]); "
+                                                 "return 1;";
+
+/* tryAcquire(1, lease): take one permit and record its id with its expiry
+ * (the sentinel for none); the ZSET follows the count's TTL. Otherwise
+ * report the earliest expiry (the time worth re-checking at). */
+static const char psem_acquire_lua[] =
+    PSEM_CHECK PSEM_RECLAIM "if not cur then return {-1, 0}; end; "
+                            "if tonumber(cur) >= 1 then "
+                            "local v = redis.call('decrby', KEYS[1], 1); "
+                            "redis.call('zadd', KEYS[2], ARGV[2], ARGV[3]); "
+                            "local ttl = redis.call('pttl', KEYS[1]); "
+                            "if ttl > 0 then redis.call('pexpire', KEYS[2], ttl); end; "
+                            "return {1, v}; end; "
+                            "local e = redis.call('zrange', KEYS[2], 0, 0, 'withscores'); "
+                            "if e[2] and tonumber(e[2]) ~= tonumber(ARGV[4]) then "
+                            "return {0, tonumber(e[2])}; end; "
+                            "return {0, -1};";
+
+/* release(id): unknown -> -1; else the permit (and any expired one) goes
+ * back; 0 if it had expired before the release, else 1. */
+static const char psem_release_lua[] =
+    PSEM_CHECK "local s = redis.call('zscore', KEYS[2], ARGV[1]); "
+               "if not s then return -1; end; "
+               "redis.call('zrem', KEYS[2], ARGV[1]); "
+               "local n = 1 + redis.call('zremrangebyscore', KEYS[2], 0, ARGV[2]); "
+               "local v = redis.call('incrby', KEYS[1], n); "
+               "if v > 0 then redis.call('publish', KEYS[3], v); end; "
+               "if tonumber(s) <= tonumber(ARGV[2]) then return 0; end; "
+               "return 1;";
+
+static const char psem_available_lua[] = PSEM_CHECK PSEM_RECLAIM "return tonumber(cur or '0');";
+
+static const struct pool_script sem_scripts[PX__SEM_NSCRIPTS] = {
+    {"sem_tryset", sem_tryset_lua},       {"sem_add", sem_add_lua},
+    {"sem_acquire", sem_acquire_lua},     {"sem_release", sem_release_lua},
+    {"sem_available", sem_available_lua}, {"sem_drain", sem_drain_lua},
+    {"psem_tryset", psem_tryset_lua},     {"psem_acquire", psem_acquire_lua},
+    {"psem_release", psem_release_lua},   {"psem_available", psem_available_lua},
+    {"sem_return", sem_return_lua},
+};
+
+static unsigned sem_script_base;
+const struct px_script_set px_sem_script_set = {sem_scripts, PX__SEM_NSCRIPTS, &sem_script_base};
+
+unsigned px__sem_script(enum px__sem_script s)
+{
+    return sem_script_base + (unsigned)s;
+}
+
+/* ---- keys and channels -------------------------------------------------- */
+
+size_t px__sem_channel(const char *name, size_t len, char *out, size_t cap)
+{
+    return px_channel_name(out, cap, SEM_CHANNEL_PREFIX, name, len);
+}
+
+int px__sem_keys_fill(struct px__sem_keys *k, const char *name, size_t len, bool psem)
+{
+    size_t zlen;
+
+    k->argv[0] = name;
+    k->lens[0] = len;
+    k->argv[psem ? 2 : 1] = k->chan;
+    k->lens[psem ? 2 : 1] = px__sem_channel(name, len, k->chan, sizeof(k->chan));
+    if (!psem)
+        return 2;
+    zlen = px_channel_name(k->zset, sizeof(k->zset) - 8, "", name, len);
+    memcpy(k->zset + zlen, ":timeout", 9);
+    k->argv[1] = k->zset;
+    k->lens[1] = zlen + 8;
+    return 3;
+}
+
+void px__sem_keys_arg(struct px__sem_keys *k, int i, const char *p, size_t len)
+{
+    k->argv[i] = p;
+    k->lens[i] = len;
+}
+
+/* ---- returns for closed connections ------------------------------------------ */
+
+static uint64_t return_seq; /* last SEM return marker number */
+
+struct sem_return {
+    struct px_job job;                 /* the retried return */
+    int64_t permits;                   /* how many (PSEM: 1) */
+    bool psem;                         /* a PSEM permit id, not SEM permits */
+    bool rollback;                     /* undoes an unconfirmed acquisition */
+    uint64_t seq;                      /* SEM: the marker's number */
+    unsigned char id[PX__PSEM_ID_LEN]; /* PSEM: the permit id */
+    size_t nlen;                       /* name length */
+    char name[];                       /* owned: the semaphore name */
+};
+
+static int return_send(struct px_job *j, pool_reply_fn *cb, void *arg)
+{
+    struct sem_return *t = LP_CONTAINER_OF(j, struct sem_return, job);
+    struct px__sem_keys k;
+    char a1[24], a2[24], marker[PX_CHANNEL_MAX + 96];
+    int nk = px__sem_keys_fill(&k, t->name, t->nlen, t->psem);
+    uint64_t hint = px_route_hint(t->name, t->nlen);
+    size_t n;
+
+    if (t->psem) {
+        px__sem_keys_arg(&k, nk, (const char *)t->id, PX__PSEM_ID_LEN);
+        px__sem_keys_arg(
+            &k, nk + 1, a2,
+            (size_t)snprintf(a2, sizeof(a2), "%llu", (unsigned long long)clock_wall_ms()));
+        return px_metrics_eval(j->srv, hint, px__sem_script(PX__PSEM_RELEASE), nk, nk + 2, k.argv,
+                               k.lens, cb, arg);
+    }
+    n = px_channel_name(marker, PX_CHANNEL_MAX, "", t->name, t->nlen);
+    n += (size_t)snprintf(marker + n, sizeof(marker) - n, ":lp-return:%s:%llu", j->srv->uuid,
+                          (unsigned long long)t->seq);
+    px__sem_keys_arg(&k, 2, marker, n);
+    px__sem_keys_arg(&k, 3, a1, (size_t)snprintf(a1, sizeof(a1), "%lld", (long long)t->permits));
+    px__sem_keys_arg(&k, 4, a2,
+                     (size_t)snprintf(a2, sizeof(a2), "%u", 2 * PX__SEM_RETURN_WINDOW_MS));
+    return px_metrics_eval(j->srv, hint, px__sem_script(PX__SEM_RETURN), 3, 5, k.argv, k.lens, cb,
+                           arg);
+}
+
+/* SEM: {1, count} returned, {0, 0} the semaphore is gone, {2, 0} returned
+ * by an earlier send whose reply was lost; PSEM: 1 or 0 (it had expired)
+ * returned, -1 unknown (reclaimed already). */
+static void return_done(struct px_job *j, const redisReply *r)
+{
+    struct sem_return *t = LP_CONTAINER_OF(j, struct sem_return, job);
+    long long status, value;
+
+    if (r->type == REDIS_REPLY_ERROR)
+        log_msg(LOG_LVL_WARN, "returning permits of '%.*s' failed: %.*s",
+                (int)LP_MIN(t->nlen, 200u), t->name, (int)LP_MIN(r->len, 200u), r->str);
+    else if (t->psem && r->type == REDIS_REPLY_INTEGER && r->integer >= 0 && t->rollback)
+        j->srv->stats.rolled_back++;
+    else if (t->psem && r->type == REDIS_REPLY_INTEGER && r->integer >= 0)
+        px__sem_stats.psem_returned++;
+    else if (!t->psem && px__sem_pair_reply(r, &status, &value) && status >= 1)
+        px__sem_stats.sem_returned += (uint64_t)t->permits;
+    free(t);
+}
+
+static void return_dropped(struct px_job *j, enum px_job_drop why)
+{
+    (void)why;
+    free(LP_CONTAINER_OF(j, struct sem_return, job));
+}
+
+static const struct px_job_ops sem_return_ops = {
+    .what = "return of a closed connection's semaphore permits",
+    .group = PX_JOB_RELEASE,
+    .idempotent = true, /* the marker makes a resend harmless */
+    .ready = NULL,
+    .send = return_send,
+    .done = return_done,
+    .dropped = return_dropped,
+};
+
+static const struct px_job_ops psem_return_ops = {
+    .what = "return of a closed connection's semaphore permit",
+    .group = PX_JOB_RELEASE,
+    .idempotent = true,
+    .ready = NULL,
+    .send = return_send,
+    .done = return_done,
+    .dropped = return_dropped,
+};
+
+static const struct px_job_ops psem_rollback_ops = {
+    .what = "roll-back of an unconfirmed semaphore permit",
+    .group = PX_JOB_ROLLBACK,
+    .idempotent = true,
+    .ready = NULL,
+    .send = return_send,
+    .done = return_done,
+    .dropped = return_dropped,
+};
+
+void px__sem_return(struct px_server *srv, const char *name, size_t nlen, int64_t permits,
+                    const unsigned char *id, uint64_t until, bool rollback)
+{
+    struct sem_return *t = calloc(1, sizeof(*t) + nlen + 1);
+
+    if (!t) {
+        log_msg(LOG_LVL_WARN, "cannot return permits of '%.*s': out of memory",
+                (int)LP_MIN(nlen, 200u), name);
+        return;
+    }
+    t->permits = permits;
+    t->psem = id != NULL;
+    t->rollback = rollback;
+    t->seq = ++return_seq;
+    if (id)
+        memcpy(t->id, id, PX__PSEM_ID_LEN);
+    t->nlen = nlen;
+    memcpy(t->name, name, nlen);
+    px_job_init(&t->job, srv,
+                t->psem ? (rollback ? &psem_rollback_ops : &psem_return_ops) : &sem_return_ops);
+    if (!t->psem) /* within the marker's lifetime */
+        until = LP_MIN(until, sched_loop_now_ms(srv->loop) + PX__SEM_RETURN_WINDOW_MS);
+    px_job_submit(&t->job, until);
+}
+
+/* ---- replies and arguments ------------------------------------------------ */
+
+void px__sem_reply_notinit(struct px_req *req)
+{
+    px_reply_error(px_req_out(req),
+                   "NOTINIT semaphore '%.*s' has no permits set (use TRYSETPERMITS first)",
+                   (int)LP_MIN(req->argv[1].len, 200u), req->argv[1].p);
+}
+
+bool px__sem_pair_reply(const redisReply *r, long long *status, long long *value)
+{
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
+        r->element[0]->type != REDIS_REPLY_INTEGER || r->element[1]->type != REDIS_REPLY_INTEGER)
+        return false;
+    *status = r->element[0]->integer;
+    *value = r->element[1]->integer;
+    return true;
+}
+
+bool px__sem_may_block(const struct px_req *req)
+{
+    return !px_call_wait_zero(req);
+}
+
+/* ---- acquire arguments ---- */
+
+static bool is_keyword(const struct px_arg *a)
+{
+    return px_args_is(a, "WAIT") || px_args_is(a, "KEEP") || px_args_is(a, "LEASE");
+}
+
+/* One option at argv[*i] ("KEEP", or "WAIT ms" / "LEASE ms" when allowed).
+ * Advances *i. Replies and returns -EINVAL on bad input. */
+static int parse_option(struct px_req *req, int *i, bool wait_ok, bool lease_ok,
+                        struct px__sem_acquire_args *a)
+{
+    const struct px_arg *opt = &req->argv[*i];
+    bool wait = wait_ok && px_args_is(opt, "WAIT");
+    bool lease = lease_ok && px_args_is(opt, "LEASE");
+    const char *keyword = wait ? "WAIT" : "LEASE";
+
+    if (px_args_is(opt, "KEEP")) {
+        a->keep = true;
+        *i += 1;
+        return 0;
+    }
+    if (!wait && !lease) {
+        px_args_reply_syntax(req, opt);
+        return -EINVAL;
+    }
+    if (*i + 1 >= req->argc) {
+        px_args_reply_no_value(req, keyword, strlen(keyword));
+        return -EINVAL;
+    }
+    *i += 2;
+    if (wait)
+        return px_args_parse_ms(req, *i - 1, keyword, 0, &a->wait_ms);
+    return px_args_parse_ms(req, *i - 1, keyword, 1, &a->lease_ms);
+}
+
+int px__sem_parse_acquire(struct px_req *req, bool count_ok, bool wait_ok, bool lease_ok,
+                          struct px__sem_acquire_args *a)
+{
+    int i = 2;
+
+    a->permits = 1;
+    a->wait_ms = -1;
+    a->lease_ms = -1;
+    a->keep = false;
+    if (px_args_check_name(req, "name") < 0)
+        return -EINVAL;
+    if (count_ok && req->argc > 2 && !is_keyword(&req->argv[2])) {
+        if (px_args_parse_count(req, 2, "permits", 1, &a->permits) < 0)
+            return -EINVAL;
+        i = 3;
+    }
+    while (i < req->argc) {
+        if (parse_option(req, &i, wait_ok, lease_ok, a) < 0)
+            return -EINVAL;
+    }
+    return 0;
+}
+
+/* ---- tables and INFO -------------------------------------------------------- */
+
+static const struct px_cmd sem_cmds[] = {
+    {"SEM.TRYSETPERMITS", 3, 3, px__sem_cmd_trysetpermits, NULL, 1},
+    {"SEM.ADDPERMITS", 3, 3, px__sem_cmd_addpermits, NULL, 1},
+    {"SEM.ACQUIRE", 2, 6, px__sem_cmd_acquire, px__sem_may_block, 1},
+    {"SEM.TRYACQUIRE", 2, 4, px__sem_cmd_tryacquire, NULL, 1},
+    {"SEM.RELEASE", 2, 3, px__sem_cmd_release, NULL, 1},
+    {"SEM.AVAILABLE", 2, 2, px__sem_cmd_available, NULL, 1},
+    {"SEM.DRAIN", 2, 2, px__sem_cmd_drain, NULL, 1},
+    {"PSEM.TRYSETPERMITS", 3, 3, px__psem_cmd_trysetpermits, NULL, 1},
+    {"PSEM.ACQUIRE", 2, 7, px__psem_cmd_acquire, px__sem_may_block, 1},
+    {"PSEM.TRYACQUIRE", 2, 5, px__psem_cmd_tryacquire, NULL, 1},
+    {"PSEM.RELEASE", 3, 3, px__psem_cmd_release, NULL, 1},
+    {"PSEM.AVAILABLE", 2, 2, px__psem_cmd_available, NULL, 1},
+};
+const struct px_cmd_set px_sem_cmd_set = {sem_cmds, LP_ARRAY_SIZE(sem_cmds)};
+
+void px_sync_info(struct px_server *srv, struct buf *o)
+{
+    const struct px__sem_stats *s = &px__sem_stats;
+
+    (void)srv;
+    buf_appendf(o,
+                "# Sync\r\nsem_waiters:%llu\r\nsem_acquired:%llu\r\nsem_wait_timeouts:%llu\r\n"
+                "sem_permits_tracked:%lld\r\nsem_permits_returned:%llu\r\n"
+                "sem_unknown_outcomes:%llu\r\nsem_permits_released_for_others:%llu\r\n",
+                (unsigned long long)px_wait_waiting(PX_WAIT_STAT_SEM),
+                (unsigned long long)s->sem_acquired,
+                (unsigned long long)px_wait_timeouts(PX_WAIT_STAT_SEM), (long long)s->sem_tracked,
+                (unsigned long long)s->sem_returned, (unsigned long long)s->sem_unknown,
+                (unsigned long long)s->sem_released_for_others);
+    buf_appendf(o,
+                "psem_waiters:%llu\r\npsem_acquired:%llu\r\npsem_wait_timeouts:%llu\r\n"
+                "psem_permits_tracked:%lld\r\npsem_permits_returned:%llu\r\n"
+                "latch_waiters:%llu\r\nlatch_wait_timeouts:%llu\r\n\r\n",
+                (unsigned long long)px_wait_waiting(PX_WAIT_STAT_PSEM),
+                (unsigned long long)s->psem_acquired,
+                (unsigned long long)px_wait_timeouts(PX_WAIT_STAT_PSEM), (long long)s->psem_tracked,
+                (unsigned long long)s->psem_returned,
+                (unsigned long long)px_wait_waiting(PX_WAIT_STAT_LATCH),
+                (unsigned long long)px_wait_timeouts(PX_WAIT_STAT_LATCH));
+}

@@ -1,0 +1,216 @@
+/* Torture suite: the end-of-run checks, after every client exited.
+ *
+ * Leftovers: the lock Redis must come back to holding only the semaphore
+ * (its count is judged with the history, see torture.c) and the fencing
+ * counters
+ * (redisson_lock_token:*, which never expire by design): no lock hash,
+ * read-write timeout key, fair queue or timeout ZSET. Each proxy must come
+ * back to no holds, no waiters of any kind, no wait channels, no pub/sub
+ * subscriptions and one client (the checker's). Both are polled until the
+ * longest LEASE, the watchdog lease and the subscription linger have run
+ * out (a lock taken by an acquire whose reply was lost stays until its
+ * lease ends, as documented), then reported.
+ *
+ * Resource: per lock name, writes counted by the resource scripts minus the
+ * final value = lost updates (unfenced: allowed and counted; fenced: a
+ * violation). Proxy memory: the peak RSS (VmHWM, and samples while a slow
+ * reader ran) must stay under the bound. */
+#include "tt_end.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define DESC_MAX 2048
+
+static const char *const proxy_fields[] = {
+    "locks_held",  "lock_waiters", "wait_channels", "pubsub_channels",
+    "sem_waiters", "psem_waiters", "latch_waiters",
+};
+
+static void append(char *d, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void append(char *d, const char *fmt, ...)
+{
+    size_t len = strlen(d);
+    va_list ap;
+
+    if (len + 1 >= DESC_MAX)
+        return;
+    va_start(ap, fmt);
+    vsnprintf(d + len, DESC_MAX - len, fmt, ap);
+    va_end(ap);
+}
+
+static long long get_int(redisContext *c, const char *key)
+{
+    redisReply *r = redisCommand(c, "GET %s", key);
+    long long v = r && r->type == REDIS_REPLY_STRING ? atoll(r->str) : 0;
+
+    if (r)
+        freeReplyObject(r);
+    return v;
+}
+
+/* Describes one leftover key of the lock Redis into d. */
+static void describe_key(redisContext *c, const char *key, char *d)
+{
+    redisReply *t = redisCommand(c, "TYPE %s", key), *p = redisCommand(c, "PTTL %s", key);
+
+    append(d, "\n    key %s (%s, pttl %lld ms)", key,
+           t && t->type == REDIS_REPLY_STATUS ? t->str : "?",
+           p && p->type == REDIS_REPLY_INTEGER ? p->integer : -3);
+    if (t)
+        freeReplyObject(t);
+    if (p)
+        freeReplyObject(p);
+}
+
+/* True when the lock Redis holds only what may stay; d lists the rest. */
+static bool keys_clean(struct tt_env *e, char *d, long long *count, long long *sem)
+{
+    redisContext *c = tt_env_admin(e);
+    char cursor[32] = "0";
+    bool clean = true;
+
+    *count = 0;
+    if (!c) {
+        append(d, "\n    lock Redis unreachable");
+        return false;
+    }
+    *sem = get_int(c, TT_SEM_NAME);
+    do {
+        redisReply *r = redisCommand(c, "SCAN %s COUNT 1000", cursor);
+
+        if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 2) {
+            append(d, "\n    SCAN failed");
+            if (r)
+                freeReplyObject(r);
+            return false;
+        }
+        snprintf(cursor, sizeof(cursor), "%s", r->element[0]->str);
+        for (size_t i = 0; i < r->element[1]->elements; i++) {
+            const char *k = r->element[1]->element[i]->str;
+
+            if (strncmp(k, "redisson_lock_token:", 20) == 0)
+                continue;
+            if (strcmp(k, TT_SEM_NAME) == 0)
+                continue; /* its count is judged against the history (torture.c) */
+            clean = false;
+            if ((*count)++ < 12)
+                describe_key(c, k, d);
+        }
+        freeReplyObject(r);
+    } while (strcmp(cursor, "0") != 0);
+    return clean;
+}
+
+/* True when proxy i has nothing left but our own connection. */
+static bool proxy_clean(struct tt_env *e, int i, char *d)
+{
+    redisContext *c = e->proxy[i].pid > 0 ? pu_try_connect(e->proxy[i].port) : NULL;
+    bool clean = true;
+    char v[64];
+
+    if (!c) {
+        append(d, "\n    P%d unreachable", i);
+        return false;
+    }
+    for (size_t k = 0; k < sizeof(proxy_fields) / sizeof(proxy_fields[0]); k++) {
+        if (pu_info_str(c, proxy_fields[k], v, sizeof(v)) && atoll(v) != 0) {
+            append(d, "\n    P%d %s:%s", i, proxy_fields[k], v);
+            clean = false;
+        }
+    }
+    if (pu_info_str(c, "connected_clients", v, sizeof(v)) && atoll(v) != 1) {
+        append(d, "\n    P%d connected_clients:%s (only the checker's should be left)", i, v);
+        clean = false;
+    }
+    redisFree(c);
+    return clean;
+}
+
+static void check_leftovers(struct tt_env *e, struct tt_report *r, int settle_ms)
+{
+    long long deadline = pu_now_ms() + settle_ms;
+    char keys[DESC_MAX], procs[DESC_MAX];
+    bool kc, pc;
+
+    for (;;) {
+        keys[0] = procs[0] = '\0';
+        kc = keys_clean(e, keys, &r->leftover_keys, &r->sem_count_end);
+        pc = true;
+        for (int i = 0; i < e->nproxies; i++)
+            pc = proxy_clean(e, i, procs) && pc;
+        if ((kc && pc) || pu_now_ms() > deadline)
+            break;
+        pu_sleep_ms(250);
+    }
+    if (!kc)
+        tt_report_add(r, "leftover", "",
+                      "the lock Redis still holds state %d ms after the clients stopped:%s",
+                      settle_ms, keys);
+    if (!pc)
+        tt_report_add(r, "leftover", "",
+                      "a proxy still tracks state %d ms after the clients stopped:%s", settle_ms,
+                      procs);
+}
+
+/* Lost updates of every name with a resource (keys uw:<name>, fw:<name>). */
+static void check_resource(struct tt_env *e, struct tt_report *r)
+{
+    redisContext *c = pu_connect(e->res.port);
+    redisReply *keys = redisCommand(c, "KEYS *w:*");
+    char k[TT_NAME_MAX + 8];
+
+    for (size_t i = 0; keys && keys->type == REDIS_REPLY_ARRAY && i < keys->elements; i++) {
+        const char *key = keys->element[i]->str, *name = strchr(key, ':') + 1;
+        bool fenced = key[0] == 'f';
+        long long writes = get_int(c, key), val, lost;
+
+        snprintf(k, sizeof(k), "%c:%s", fenced ? 'f' : 'u', name);
+        val = get_int(c, k);
+        lost = writes - val;
+        if (fenced) {
+            snprintf(k, sizeof(k), "frej:%s", name);
+            r->fenced_writes += writes;
+            r->fenced_lost += lost;
+            r->fenced_rejected += get_int(c, k);
+        } else {
+            r->unfenced_writes += writes;
+            r->unfenced_lost += lost;
+        }
+        if (fenced && lost != 0)
+            tt_report_add(r, "lost-update", name,
+                          "the fenced resource of %s lost %lld of %lld accepted writes (final "
+                          "value %lld): a stale token got through",
+                          name, lost, writes, val);
+    }
+    if (keys)
+        freeReplyObject(keys);
+    redisFree(c);
+}
+
+static void check_memory(struct tt_env *e, struct tt_report *r)
+{
+    long long limit = (long long)e->cfg->rss_limit_mb * 1024;
+
+    tt_env_watch(e);
+    for (int i = 0; i < e->nproxies; i++) {
+        r->rss_peak_kb[i] = e->rss_peak_kb[i];
+        r->rss_end_kb[i] = tt_env_proxy_rss_kb(e, i);
+        if (r->rss_peak_kb[i] > limit)
+            tt_report_add(r, "memory", "",
+                          "lockproxy P%d peak RSS %lld KB is over the %d MB bound (a client's "
+                          "unread replies or queued requests are not limited)",
+                          i, r->rss_peak_kb[i], e->cfg->rss_limit_mb);
+    }
+}
+
+void tt_end_checks(struct tt_env *e, struct tt_report *r, int settle_ms)
+{
+    check_memory(e, r);
+    check_leftovers(e, r, settle_ms);
+    check_resource(e, r);
+}

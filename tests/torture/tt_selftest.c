@@ -1,0 +1,345 @@
+/* Torture suite: the checker on synthetic histories. Each case writes
+ * client logs in the format the clients write (tt_client.c), runs the
+ * checker and asserts what it must find: every overlap class, readers
+ * sharing, permits, the late grant (a later holder told afterwards does not
+ * excuse the overlap), wait bounds with and without a stop, fair FIFO with
+ * and without a fault near, unanswered ops. A checker that cannot fail is
+ * worth nothing; this proves each rule can. */
+#include <sys/stat.h>
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "proxy_util.h"
+#include "tt_check.h"
+
+#define BASE_US  1000000000ll
+#define BOUND_MS 5000
+
+struct hist {
+    char dir[TT_PATH_MAX];
+    int seq[16]; /* per client id */
+    struct tt_fault faults[4];
+    int nfaults;
+};
+
+static int failures;
+
+static void hist_init(struct hist *h, const char *name)
+{
+    memset(h, 0, sizeof(*h));
+    snprintf(h->dir, sizeof(h->dir), "%s/selftest-%s", pu_tmpdir(), name);
+    if (mkdir(h->dir, 0700) != 0)
+        TEST_FAIL("mkdir %s", h->dir);
+}
+
+/* One op of client c, answered res with val and text; reply_ms < 0:
+ * never answered. */
+static void op_v(struct hist *h, int c, enum tt_cmd cmd, const char *name, int lease, int wait,
+                 long long send_ms, long long reply_ms, enum tt_res res, long long val,
+                 const char *text)
+{
+    char path[TT_PATH_MAX + 32], line[256];
+    int fd, n, seq = ++h->seq[c];
+
+    snprintf(path, sizeof(path), "%s/client-%d.log", h->dir, c);
+    fd = open(path, O_WRONLY | O_CREAT | O_APPEND, 0644);
+    n = snprintf(line, sizeof(line), "S %d %lld %d 0 %s %d %d\n", seq, BASE_US + send_ms * 1000,
+                 (int)cmd, name, lease, wait);
+    if (fd < 0 || write(fd, line, (size_t)n) != n)
+        TEST_FAIL("write %s", path);
+    if (reply_ms >= 0) {
+        n = snprintf(line, sizeof(line), "R %d %lld %d %lld %s\n", seq, BASE_US + reply_ms * 1000,
+                     (int)res, val, text);
+        if (write(fd, line, (size_t)n) != n)
+            TEST_FAIL("write %s", path);
+    }
+    close(fd);
+}
+
+static void op(struct hist *h, int c, enum tt_cmd cmd, const char *name, int lease, int wait,
+               long long send_ms, long long reply_ms, enum tt_res res)
+{
+    op_v(h, c, cmd, name, lease, wait, send_ms, reply_ms, res, tt_cmd_is_release(cmd) ? 1 : 0, "");
+}
+
+/* A granted acquire and its release. */
+static void hold(struct hist *h, int c, enum tt_cmd acq, enum tt_cmd rel, const char *name,
+                 int lease, long long send, long long grant, long long release, enum tt_res rres)
+{
+    op(h, c, acq, name, lease, 5000, send, grant, TT_R_OK);
+    if (release >= 0)
+        op(h, c, rel, name, lease, -1, release, release + 1, rres);
+}
+
+static void fault(struct hist *h, enum tt_fault_kind k, int target, long long from, long long to)
+{
+    struct tt_fault *f = &h->faults[h->nfaults++];
+
+    memset(f, 0, sizeof(*f));
+    f->kind = k;
+    f->target = target;
+    f->start_us = BASE_US + from * 1000;
+    f->end_us = BASE_US + to * 1000;
+    f->triggered = true;
+}
+
+static void run_check(struct hist *h, struct tt_report *r)
+{
+    struct tt_check_params p = {
+        .sem_permits = 2,
+        .bound_us = BOUND_MS * 1000ll,
+        .fifo_margin_us = 500000,
+        .fault_settle_us = 2000000,
+        .idle_gap_us = 1000000,
+        .live_settle_us = 5000000,
+        .watchdog_us = 1500000,
+        .faults = h->faults,
+        .nfaults = h->nfaults,
+    };
+    struct tt_history *hist = tt_history_load(h->dir, 0);
+
+    memset(r, 0, sizeof(*r));
+    if (!hist)
+        TEST_FAIL("cannot load %s", h->dir);
+    tt_check_run(hist, &p, r);
+    tt_history_free(hist);
+}
+
+static void expect(const char *cs, const char *what, long long got, long long want)
+{
+    if (got == want)
+        return;
+    fprintf(stderr, "self-test %s: %s = %lld, expected %lld\n", cs, what, got, want);
+    failures++;
+}
+
+/* Two plain holders, neither told: silent. */
+static void case_silent(void)
+{
+    struct hist h;
+    struct tt_report r;
+
+    hist_init(&h, "silent");
+    hold(&h, 0, TT_LOCK, TT_UNLOCK, "a", 0, 0, 10, 100, TT_R_INT);
+    hold(&h, 1, TT_LOCK, TT_UNLOCK, "a", 0, 20, 50, 150, TT_R_INT);
+    run_check(&h, &r);
+    expect("silent", "silent overlaps", r.overlaps[TT_OV_SILENT], 1);
+    expect("silent", "overlap violations", tt_report_count(&r, "overlap", "a"), 1);
+    tt_report_free(&r);
+}
+
+/* The first holder's release says LOCKLOST: told. */
+static void case_told(void)
+{
+    struct hist h;
+    struct tt_report r;
+
+    hist_init(&h, "told");
+    hold(&h, 0, TT_LOCK, TT_UNLOCK, "a", 0, 0, 10, 100, TT_R_LOCKLOST);
+    hold(&h, 1, TT_LOCK, TT_UNLOCK, "a", 0, 20, 50, 150, TT_R_INT);
+    run_check(&h, &r);
+    expect("told", "told-lost overlaps", r.overlaps[TT_OV_TOLD_LOST], 1);
+    expect("told", "violations", r.nviol, 0);
+    tt_report_free(&r);
+}
+
+/* The late grant: the later holder is told LOCKLOST afterwards, the first
+ * never; the grant itself was wrong. */
+static void case_late_grant(void)
+{
+    struct hist h;
+    struct tt_report r;
+
+    hist_init(&h, "late");
+    hold(&h, 0, TT_LOCK, TT_UNLOCK, "a", 0, 200, 1800, 2800, TT_R_INT);
+    hold(&h, 1, TT_LOCK, TT_UNLOCK, "a", 0, 20, 2060, 2360, TT_R_LOCKLOST);
+    run_check(&h, &r);
+    expect("late-grant", "silent overlaps", r.overlaps[TT_OV_SILENT], 1);
+    tt_report_free(&r);
+}
+
+/* Past the first holder's LEASE deadline, or past the second's own. */
+static void case_past_deadline(void)
+{
+    struct hist h;
+    struct tt_report r;
+
+    hist_init(&h, "past");
+    hold(&h, 0, TT_LOCK, TT_UNLOCK, "a", 30, 0, 10, 100, TT_R_INT);
+    hold(&h, 1, TT_LOCK, TT_UNLOCK, "a", 0, 20, 50, 150, TT_R_INT);
+    hold(&h, 2, TT_LOCK, TT_UNLOCK, "b", 0, 0, 10, 100, TT_R_INT);
+    hold(&h, 3, TT_LOCK, TT_UNLOCK, "b", 20, 0, 50, 150, TT_R_INT);
+    run_check(&h, &r);
+    expect("past-deadline", "past-deadline overlaps", r.overlaps[TT_OV_PAST_DEADLINE], 2);
+    expect("past-deadline", "violations", r.nviol, 0);
+    tt_report_free(&r);
+}
+
+/* A holder that never released (its process ended) is told. */
+static void case_noend(void)
+{
+    struct hist h;
+    struct tt_report r;
+
+    hist_init(&h, "noend");
+    hold(&h, 0, TT_LOCK, TT_UNLOCK, "a", 0, 0, 10, -1, TT_R_NONE);
+    hold(&h, 1, TT_LOCK, TT_UNLOCK, "a", 0, 20, 50, 150, TT_R_INT);
+    run_check(&h, &r);
+    expect("noend", "told-noend overlaps", r.overlaps[TT_OV_TOLD_NOEND], 1);
+    expect("noend", "violations", r.nviol, 0);
+    tt_report_free(&r);
+}
+
+/* Readers share; a writer with a reader is a silent overlap. */
+static void case_rwlock(void)
+{
+    struct hist h;
+    struct tt_report r;
+
+    hist_init(&h, "rw");
+    hold(&h, 0, TT_RLOCK, TT_RUNLOCK, "rw", 0, 0, 10, 100, TT_R_INT);
+    hold(&h, 1, TT_RLOCK, TT_RUNLOCK, "rw", 0, 5, 20, 110, TT_R_INT);
+    hold(&h, 2, TT_WLOCK, TT_WUNLOCK, "rw", 0, 5, 50, 120, TT_R_INT);
+    run_check(&h, &r);
+    expect("rwlock", "silent overlaps", r.overlaps[TT_OV_SILENT], 2);
+    tt_report_free(&r);
+}
+
+/* Three untold holders of two permits: silent; one told: not. */
+static void case_semaphore(void)
+{
+    struct hist h;
+    struct tt_report r;
+
+    hist_init(&h, "sem");
+    hold(&h, 0, TT_SEM_ACQ, TT_SEM_REL, "s", 0, 0, 10, 100, TT_R_INT);
+    hold(&h, 1, TT_SEM_ACQ, TT_SEM_REL, "s", 0, 0, 20, 100, TT_R_INT);
+    hold(&h, 2, TT_SEM_ACQ, TT_SEM_REL, "s", 0, 0, 30, 100, TT_R_INT);
+    hold(&h, 3, TT_SEM_ACQ, TT_SEM_REL, "t", 0, 0, 10, 100, TT_R_CONN);
+    hold(&h, 4, TT_SEM_ACQ, TT_SEM_REL, "t", 0, 0, 20, 100, TT_R_INT);
+    hold(&h, 5, TT_SEM_ACQ, TT_SEM_REL, "t", 0, 0, 30, 100, TT_R_INT);
+    run_check(&h, &r);
+    expect("semaphore", "silent overlaps", r.overlaps[TT_OV_SILENT], 1);
+    expect("semaphore", "violations on s", tt_report_count(&r, "overlap", "s"), 1);
+    expect("semaphore", "violations on t", tt_report_count(&r, "overlap", "t"), 0);
+    tt_report_free(&r);
+}
+
+/* WAIT 1000 answered past WAIT + bound: a violation, unless the client
+ * was stopped long enough meanwhile. */
+static void case_wait_bound(void)
+{
+    struct hist h;
+    struct tt_report r;
+
+    hist_init(&h, "wait");
+    op(&h, 0, TT_LOCK, "a", 0, 1000, 0, 1000 + BOUND_MS + 10, TT_R_NIL);
+    op(&h, 1, TT_LOCK, "b", 0, 1000, 0, 1000 + BOUND_MS + 10, TT_R_NIL);
+    fault(&h, TT_F_CLIENT_STOP, 1, 100, 600);
+    run_check(&h, &r);
+    expect("wait-bound", "violations on a", tt_report_count(&r, "wait-bound", "a"), 1);
+    expect("wait-bound", "violations on b", tt_report_count(&r, "wait-bound", "b"), 0);
+    tt_report_free(&r);
+}
+
+/* A queued first, B granted first: an inversion, unless a fault was near. */
+static void case_fifo(void)
+{
+    struct hist h;
+    struct tt_report r;
+
+    hist_init(&h, "fifo");
+    hold(&h, 0, TT_FAIRLOCK, TT_FAIRUNLOCK, "f", 0, 0, 2000, 2100, TT_R_INT);
+    hold(&h, 1, TT_FAIRLOCK, TT_FAIRUNLOCK, "f", 0, 1000, 1500, 1600, TT_R_INT);
+    hold(&h, 2, TT_FAIRLOCK, TT_FAIRUNLOCK, "g", 0, 10000, 12000, 12100, TT_R_INT);
+    hold(&h, 3, TT_FAIRLOCK, TT_FAIRUNLOCK, "g", 0, 11000, 11500, 11600, TT_R_INT);
+    fault(&h, TT_F_KILL_PUBSUB_CONN, -1, 11200, 11200);
+    run_check(&h, &r);
+    expect("fifo", "inversions", r.fifo_inversions, 1);
+    expect("fifo", "violations on f", tt_report_count(&r, "fifo", "f"), 1);
+    expect("fifo", "violations on g", tt_report_count(&r, "fifo", "g"), 0);
+    tt_report_free(&r);
+}
+
+static void case_unanswered(void)
+{
+    struct hist h;
+    struct tt_report r;
+
+    hist_init(&h, "unanswered");
+    op(&h, 0, TT_LOCK, "a", 0, 1000, 0, -1, TT_R_NONE);
+    run_check(&h, &r);
+    expect("unanswered", "unanswered", r.unanswered, 1);
+    tt_report_free(&r);
+}
+
+/* A release answered :0 ("still held") without a LEASE: stuck. */
+static void case_stuck(void)
+{
+    struct hist h;
+    struct tt_report r;
+
+    hist_init(&h, "stuck");
+    op(&h, 0, TT_LOCK, "a", 0, 1000, 0, 10, TT_R_OK);
+    op_v(&h, 0, TT_UNLOCK, "a", 0, -1, 50, 51, TT_R_INT, 0, "");
+    op(&h, 1, TT_LOCK, "b", 3000, 1000, 0, 10, TT_R_OK);
+    op_v(&h, 1, TT_UNLOCK, "b", 3000, -1, 50, 51, TT_R_INT, 0, "");
+    run_check(&h, &r);
+    expect("stuck", "stuck without LEASE", r.stuck_watchdog, 1);
+    expect("stuck", "stuck with LEASE", r.stuck_leased, 1);
+    expect("stuck", "violations on a", tt_report_count(&r, "stuck-hold", "a"), 1);
+    expect("stuck", "violations on b", tt_report_count(&r, "stuck-hold", "b"), 0);
+    tt_report_free(&r);
+}
+
+/* A nil after a second with nobody holding: starved. Not when an acquire
+ * with an unknown outcome may hold it, or a fault is near. */
+static void case_idle(void)
+{
+    struct hist h;
+    struct tt_report r;
+
+    hist_init(&h, "idle");
+    hold(&h, 0, TT_LOCK, TT_UNLOCK, "a", 0, 0, 10, 200, TT_R_INT);
+    op(&h, 1, TT_LOCK, "a", 0, 3000, 100, 3100, TT_R_NIL);
+    hold(&h, 2, TT_LOCK, TT_UNLOCK, "b", 0, 0, 10, 200, TT_R_INT);
+    op_v(&h, 3, TT_LOCK, "b", 0, 500, 150, 1150, TT_R_UPSTREAM, 0,
+         "UPSTREAM Redis did not answer in time; outcome unknown");
+    op(&h, 4, TT_LOCK, "b", 0, 2000, 160, 2160, TT_R_NIL);
+    hold(&h, 5, TT_LOCK, TT_UNLOCK, "c", 0, 10000, 10010, 10200, TT_R_INT);
+    op(&h, 6, TT_LOCK, "c", 0, 3000, 10100, 13100, TT_R_NIL);
+    hold(&h, 7, TT_WLOCK, TT_WUNLOCK, "rw", 0, 20000, 20010, 23000, TT_R_INT);
+    hold(&h, 8, TT_RLOCK, TT_RUNLOCK, "rw", 0, 23500, 23510, 26000, TT_R_INT);
+    op(&h, 9, TT_WLOCK, "rw", 0, 2500, 23100, 25600, TT_R_NIL);  /* readers held it: fine */
+    op(&h, 10, TT_RLOCK, "rw", 0, 2900, 20100, 23000, TT_R_NIL); /* only a writer: fine */
+    fault(&h, TT_F_REDIS_SLEEP, -1, 9000, 9500);
+    run_check(&h, &r);
+    expect("idle", "starved on a", tt_report_count(&r, "idle-starvation", "a"), 1);
+    expect("idle", "starved on b", tt_report_count(&r, "idle-starvation", "b"), 0);
+    expect("idle", "starved on c", tt_report_count(&r, "idle-starvation", "c"), 0);
+    expect("idle", "starved on rw", tt_report_count(&r, "idle-starvation", "rw"), 0);
+    tt_report_free(&r);
+}
+
+int tt_selftest_run(void)
+{
+    case_silent();
+    case_told();
+    case_late_grant();
+    case_past_deadline();
+    case_noend();
+    case_rwlock();
+    case_semaphore();
+    case_wait_bound();
+    case_fifo();
+    case_unanswered();
+    case_stuck();
+    case_idle();
+    printf("torture self-test: %s (%d failed expectation%s)\n", failures ? "FAIL" : "PASS",
+           failures, failures == 1 ? "" : "s");
+    return failures ? 1 : 0;
+}
