@@ -1,5 +1,8 @@
 /* A Redis Cluster upstream: seeds, the topology connection, the slot map
- * and the node table's life. Redirects of requests are in redirect.c.
+ * and the node table's life. Redirects of requests are in redirect.c. A
+ * Redis Sentinel upstream is this same machinery with the sentinels as
+ * seeds and one master owning every slot (sentinel.c: its query, its
+ * answers, its subscription); the differences are marked "Sentinel:".
  *
  * DESIGN BLOCK
  *
@@ -21,9 +24,9 @@
  * Replies are applied in order, so the mode is known before any node (and
  * so any pub/sub connection) exists.
  *
- * Apply (topo_apply): every master owning slots gets a node (found by its
- * announced address, else created and started; a DRAINING or STOPPED one
- * is revived), the slot map is rebuilt, nodes no longer listed as masters
+ * Apply (pool__cluster_apply): every master owning slots gets a node
+ * (found by its announced address, else created and started; a DRAINING
+ * or STOPPED one is revived), the slot map is rebuilt, nodes no longer listed as masters
  * with slots start DRAINING (no new requests; their connections stop a
  * request timeout later, so replies, MOVED included, still arrive), and
  * every slot whose owner changed is marked in `changed`.
@@ -45,6 +48,14 @@
  * its non-NULL entries and each node's nslots its own; a node is freed
  * only by the tick, when idle and no parked request points at it.
  *
+ * Sentinel: the topology connection asks the sentinels only (round robin
+ * over them, never a master), the query is SENTINEL
+ * GET-MASTER-ADDR-BY-NAME, the pub/sub mode is classic from the start,
+ * and a node that answered READONLY leaves the map at once
+ * (pool__cluster_drop_node). Reviving such a node (a sentinel names it
+ * again) restarts its connections, so ROLE is checked again before it
+ * serves.
+ *
  * Rejected: a refresh after every N redirects (Envoy) or only on MOVED
  * (redis-cluster-proxy, which then never notices a dead master: its #32):
  * a failed node and the period cover those; querying every node and
@@ -60,6 +71,7 @@
 #include "common/log.h"
 #include "pool/pool-int.h"
 #include "pool/resp.h"
+#include "pool/sentinel.h"
 #include "pool/topo.h"
 #include "sched/loop.h"
 
@@ -107,9 +119,11 @@ static int seeds_parse(struct pool__cluster *cl, const char *list)
     return 0;
 }
 
+/* The seeds are the cluster's nodes, or the sentinels. */
 int pool__cluster_create(struct pool *p)
 {
     struct pool__cluster *cl = calloc(1, sizeof(*cl));
+    bool sentinel = p->kind == POOL__UP_SENTINEL;
     int err;
 
     if (!cl)
@@ -119,11 +133,13 @@ int pool__cluster_create(struct pool *p)
     sched_timer_init(&cl->tick, cluster_on_tick);
     sched_timer_init(&cl->notify, cluster_on_notify);
     pool__redirect_init(cl);
-    err = seeds_parse(cl, p->opts.cluster_seeds);
-    if (err == 0)
-        err = pool__addr_init(&cl->topo_addr, cl->seeds[0].host, cl->seeds[0].port, NULL);
     pool__rconn_init(&cl->topo, p, NULL, &cl->topo_addr, POOL__RCONN_TOPO, 0);
     cl->initial = true;
+    err = seeds_parse(cl, sentinel ? p->opts.sentinels : p->opts.cluster_seeds);
+    if (err == 0)
+        err = pool__addr_init(&cl->topo_addr, cl->seeds[0].host, cl->seeds[0].port, NULL);
+    if (err == 0 && sentinel)
+        err = pool__sentinel_create(cl);
     return err;
 }
 
@@ -134,6 +150,8 @@ void pool__cluster_destroy(struct pool *p)
 
     LP_BUG_ON(sched_timer_is_pending(&cl->tick) || sched_timer_is_pending(&cl->notify) ||
               sched_timer_is_pending(&cl->retry) || !list_empty(&cl->parked));
+    if (cl->sn)
+        pool__sentinel_destroy(cl);
     pool__rconn_deinit(&cl->topo);
     pool__addr_deinit(&cl->topo_addr);
     for (i = 0; i < cl->nseeds; i++)
@@ -186,12 +204,22 @@ int pool__cluster_start(struct pool *p)
     err = topo_retarget(cl, cl->seeds[first].host, cl->seeds[first].port);
     if (err < 0)
         return err;
-    log_msg(LOG_LVL_INFO, "pool: cluster via %s (%u command connections per master, pub/sub %s)",
-            cl->topo_addr.where, p->opts.size,
-            p->opts.pubsub_mode == POOL_PUBSUB_AUTO      ? "auto"
-            : p->opts.pubsub_mode == POOL_PUBSUB_SHARDED ? "sharded"
-                                                         : "classic");
+    if (cl->sn)
+        cl->next_candidate = (size_t)first + 1; /* after a failure: the next sentinel */
+    if (cl->sn)
+        log_msg(LOG_LVL_INFO,
+                "pool: sentinel master '%s' via %s (%zu sentinels; %u command connections)",
+                p->opts.sentinel_master, cl->topo_addr.where, cl->nseeds, p->opts.size);
+    else
+        log_msg(LOG_LVL_INFO,
+                "pool: cluster via %s (%u command connections per master, pub/sub %s)",
+                cl->topo_addr.where, p->opts.size,
+                p->opts.pubsub_mode == POOL_PUBSUB_AUTO      ? "auto"
+                : p->opts.pubsub_mode == POOL_PUBSUB_SHARDED ? "sharded"
+                                                             : "classic");
     pool__rconn_start(&cl->topo);
+    if (cl->sn)
+        pool__sentinel_start(cl);
     sched_loop_timer_in(p->loop, &cl->tick, p->opts.cluster_refresh_ms);
     return 0;
 }
@@ -203,26 +231,33 @@ void pool__cluster_stop(struct pool *p)
     sched_loop_timer_del(p->loop, &cl->tick);
     sched_loop_timer_del(p->loop, &cl->notify);
     pool__rconn_stop(&cl->topo);
+    if (cl->sn)
+        pool__sentinel_stop(cl);
     pool__redirect_stop(cl);
 }
 
 bool pool__cluster_is_stopped(const struct pool *p)
 {
-    return p->cl->topo.state == POOL__RCONN_DISCONNECTED;
+    const struct pool__cluster *cl = p->cl;
+
+    return cl->topo.state == POOL__RCONN_DISCONNECTED && (!cl->sn || pool__sentinel_is_stopped(cl));
 }
 
 /* The topology connection was lost: the next attempt goes to the next
- * candidate (active masters first, then the seeds), round robin. */
+ * candidate (active masters first, then the seeds), round robin.
+ * Sentinel: the next sentinel (a master cannot answer for them). */
 void pool__cluster_topo_released(struct pool *p)
 {
     struct pool__cluster *cl = p->cl;
     size_t nactive = 0, k;
     struct list *pos;
 
-    for (pos = p->nodes.next; pos != &p->nodes; pos = pos->next)
+    if (cl->sn)
+        pool__sentinel_released(cl);
+    for (pos = p->nodes.next; pos != &p->nodes && !cl->sn; pos = pos->next)
         nactive += list_entry(pos, struct pool_node, link)->state == POOL__NODE_ACTIVE;
     k = cl->next_candidate++ % (nactive + cl->nseeds);
-    for (pos = p->nodes.next; pos != &p->nodes; pos = pos->next) {
+    for (pos = p->nodes.next; pos != &p->nodes && nactive; pos = pos->next) {
         struct pool_node *n = list_entry(pos, struct pool_node, link);
 
         if (n->state == POOL__NODE_ACTIVE && k-- == 0) {
@@ -264,16 +299,22 @@ struct pool_node *pool__cluster_any(struct pool *p, uint64_t hint)
 
 /* ---- nodes --------------------------------------------------------------------- */
 
-/* Makes a DRAINING or STOPPED node serve again. */
+/* Makes a DRAINING or STOPPED node serve again. One that answered
+ * READONLY (demoted) reconnects first, so that its handshake's ROLE
+ * confirms it is a master before it takes a request. */
 static void node_revive(struct pool_node *n)
 {
-    bool stopped = n->state == POOL__NODE_STOPPED;
+    bool restart = n->state == POOL__NODE_STOPPED || n->demoted;
 
+    if (n->demoted && n->state != POOL__NODE_STOPPED)
+        pool__node_stop(n);
     n->state = POOL__NODE_ACTIVE;
     n->role = "master";
-    if (stopped)
+    n->demoted = false;
+    if (restart)
         pool__node_start(n);
-    log_msg(LOG_LVL_INFO, "pool: cluster node %s is a master again", n->addr.where);
+    log_msg(LOG_LVL_INFO, "pool: %s node %s is a master again",
+            n->pool->cl->sn ? "sentinel" : "cluster", n->addr.where);
 }
 
 struct pool_node *pool__cluster_node_at(struct pool *p, struct pool_node *from, const char *host,
@@ -301,7 +342,8 @@ struct pool_node *pool__cluster_node_at(struct pool *p, struct pool_node *from, 
         pool__set_error(p, "cluster: cannot add node %s:%d", name, port);
         return NULL;
     }
-    log_msg(LOG_LVL_INFO, "pool: cluster node %s added", n->addr.where);
+    log_msg(LOG_LVL_INFO, "pool: %s node %s added", p->cl->sn ? "sentinel" : "cluster",
+            n->addr.where);
     pool__node_start(n);
     return n;
 }
@@ -377,24 +419,44 @@ static int apply_nodes(struct pool__cluster *cl, const struct pool__topo *t, str
     return 0;
 }
 
-/* What a node that left the map is now, for its stats. */
-static void node_drain(struct pool__cluster *cl, struct pool_node *n, const struct pool__topo *t)
+/* What a node that left the map is now, for its stats: its role in t
+ * (the topology that left it out, or NULL), else role. */
+static void node_drain(struct pool__cluster *cl, struct pool_node *n, const struct pool__topo *t,
+                       const char *role)
 {
     size_t i;
 
     n->state = POOL__NODE_DRAINING;
     n->drain_ms = sched_loop_now_ms(cl->pool->loop) + cl->pool->opts.request_timeout_ms;
-    n->role = "gone";
-    for (i = 0; i < t->nnodes; i++) {
+    n->role = role;
+    for (i = 0; t && i < t->nnodes; i++) {
         if (pool__addr_is(&n->addr, t->nodes[i].host, strlen(t->nodes[i].host), t->nodes[i].port)) {
             n->role = t->nodes[i].master ? "master" : "replica";
             memcpy(n->health, t->nodes[i].health, sizeof(n->health));
         }
     }
-    log_msg(LOG_LVL_INFO, "pool: cluster node %s left the slot map (%s)", n->addr.where, n->role);
+    log_msg(LOG_LVL_INFO, "pool: %s node %s left the slot map (%s)",
+            cl->sn ? "sentinel" : "cluster", n->addr.where, n->role);
 }
 
-static void topo_apply(struct pool__cluster *cl, const struct pool__topo *t)
+void pool__cluster_drop_node(struct pool *p, struct pool_node *n)
+{
+    struct pool__cluster *cl = p->cl;
+    int s;
+
+    if (n->state != POOL__NODE_ACTIVE)
+        return;
+    for (s = 0; s < POOL_SLOTS; s++) {
+        if (cl->slots[s] == n)
+            slot_set(cl, s, NULL);
+    }
+    node_drain(cl, n, NULL, "replica");
+    n->demoted = true;
+    notify_soon(cl);
+    pool__cluster_refresh(p);
+}
+
+void pool__cluster_apply(struct pool__cluster *cl, const struct pool__topo *t)
 {
     struct pool *p = cl->pool;
     struct pool_node **of = calloc(t->nnodes ? t->nnodes : 1, sizeof(*of));
@@ -415,13 +477,14 @@ static void topo_apply(struct pool__cluster *cl, const struct pool__topo *t)
         struct pool_node *n = list_entry(pos, struct pool_node, link);
 
         if (n->state == POOL__NODE_ACTIVE && n->gen != cl->gen && n->nslots == 0)
-            node_drain(cl, n, t);
+            node_drain(cl, n, t, "gone");
     }
     cl->refreshes++;
     if (cl->nchanged != before || !cl->have_map || pool__pubsub_homeless(p))
         notify_soon(cl);
     if (cl->nchanged != before)
-        log_msg(LOG_LVL_INFO, "pool: cluster map: %u masters, %u slots served, %u changed",
+        log_msg(cl->sn ? LOG_LVL_DEBUG : LOG_LVL_INFO,
+                "pool: cluster map: %u masters, %u slots served, %u changed",
                 (unsigned)pool__topo_masters(t), cl->slots_served, cl->nchanged - before);
     cl->have_map = true;
     tick_fast(cl);
@@ -501,7 +564,9 @@ static void on_topology(void *arg, const redisReply *r, int err)
     int rc;
 
     cl->querying = false;
-    if (err == 0 && r->type == REDIS_REPLY_ERROR) {
+    if (err == 0 && cl->sn) {
+        pool__sentinel_reply(cl, r);
+    } else if (err == 0 && r->type == REDIS_REPLY_ERROR) {
         topo_error(cl, r);
     } else if (err == 0) {
         t = malloc(sizeof(*t));
@@ -510,7 +575,7 @@ static void on_topology(void *arg, const redisReply *r, int err)
                              : pool__topo_parse_shards(t, r, cl->topo_addr.host);
         if (rc == 0 && pool__topo_masters(t) > 0) {
             cl->warned = false;
-            topo_apply(cl, t);
+            pool__cluster_apply(cl, t);
         } else {
             pool__set_error(cl->pool, "%s: unusable topology reply (%s)", cl->topo_addr.where,
                             rc < 0 ? strerror(-rc) : "no master serves a slot");
@@ -524,19 +589,32 @@ static void on_topology(void *arg, const redisReply *r, int err)
         topo_query(cl);
 }
 
+/* The question: CLUSTER SHARDS (SLOTS), or a sentinel's. Returns argc. */
+static int topo_question(const struct pool__cluster *cl, const char *argv[3])
+{
+    if (cl->sn) {
+        pool__sentinel_query(cl, argv);
+        return 3;
+    }
+    argv[0] = "CLUSTER";
+    argv[1] = cl->use_slots ? "SLOTS" : "SHARDS";
+    return 2;
+}
+
 static void topo_query(struct pool__cluster *cl)
 {
     static const char *const detect[] = {"PUBSUB", "SHARDNUMSUB"};
-    static const char *const shards[] = {"CLUSTER", "SHARDS"};
-    static const char *const slots[] = {"CLUSTER", "SLOTS"};
     struct pool *p = cl->pool;
+    const char *argv[3];
+    int argc;
 
     cl->again = true;
     if (p->stopping || cl->querying || !pool__rconn_is_ready(&cl->topo))
         return; /* after the one in flight, or when the connection is READY */
     if (!p->pubsub_known && !cl->detecting && topo_send(cl, 2, detect, on_detect) == 0)
         cl->detecting = true;
-    if (topo_send(cl, 2, cl->use_slots ? slots : shards, on_topology) == 0) {
+    argc = topo_question(cl, argv);
+    if (topo_send(cl, argc, argv, on_topology) == 0) {
         cl->querying = true;
         cl->again = false;
     }
@@ -551,6 +629,8 @@ void pool__cluster_refresh(struct pool *p)
 void pool__cluster_topo_up(struct pool *p)
 {
     p->cl->querying = false;
+    if (p->cl->sn)
+        pool__sentinel_topo_up(p->cl);
     topo_query(p->cl);
 }
 
@@ -684,7 +764,9 @@ void pool__cluster_stats(const struct pool *p, struct pool_stats *st)
 {
     const struct pool__cluster *cl = p->cl;
 
-    st->cluster = true;
+    st->cluster = cl->sn == NULL;
+    if (cl->sn)
+        pool__sentinel_stats(cl, st);
     st->slots_served = cl->slots_served;
     st->topology_refreshes = cl->refreshes;
     st->topology_changes = cl->changes;

@@ -1,7 +1,9 @@
 /* The cluster state of a pool (module-private to pool/): seeds, the
  * topology connection, the slot map, the requests waiting to be re-sent,
- * and the deferred topology notification. Shared by cluster.c (topology)
- * and redirect.c (MOVED/ASK/TRYAGAIN); the design is in cluster.c. */
+ * and the deferred topology notification. Shared by cluster.c (topology),
+ * redirect.c (MOVED/ASK/TRYAGAIN/READONLY) and, for a Sentinel upstream
+ * (a one-master "cluster": the seeds are the sentinels, sn is set),
+ * sentinel.c; the design is in cluster.c. */
 #ifndef LP_POOL_CLUSTER_H
 #define LP_POOL_CLUSTER_H
 
@@ -13,6 +15,7 @@
 #include "pool/addr.h"
 #include "pool/pool.h"
 #include "pool/rconn.h"
+#include "pool/topo.h"
 #include "sched/timer-t.h"
 
 #ifdef __cplusplus
@@ -21,10 +24,12 @@ extern "C" {
 
 struct pool;
 struct pool_node;
+struct pool__sentinel;
 
 struct pool__cluster {
     struct pool *pool;                      /* borrowed: owner */
-    struct pool__addr *seeds;               /* owned: nseeds seed addresses */
+    struct pool__sentinel *sn;              /* owned: Sentinel state, NULL for a cluster */
+    struct pool__addr *seeds;               /* owned: nseeds seed (sentinel) addresses */
     size_t nseeds;                          /* entries in seeds */
     struct pool__addr topo_addr;            /* owned: where the topology connection goes */
     size_t next_candidate;                  /* rotation over active nodes, then seeds */
@@ -48,6 +53,11 @@ struct pool__cluster {
     uint64_t refreshes;                     /* stats: topology replies applied */
     uint64_t changes;                       /* stats: on_topology notifications */
 };
+
+/* Applies a parsed topology t to the node table and slot map (nodes
+ * created, revived or drained; changed slots marked for the deferred
+ * notification). */
+void pool__cluster_apply(struct pool__cluster *cl, const struct pool__topo *t);
 
 #ifdef __cplusplus
 }

@@ -2,7 +2,11 @@
  * whether each reply is what it should be. The connection state machine
  * (rconn.c) sends it on connect and becomes READY after the last reply.
  *
- *   AUTH [user] password   if a password is set (every kind)
+ *   AUTH [user] password   if a password is set (every kind; a sentinel's
+ *                          own credentials on connections to a sentinel)
+ *   ROLE                   Sentinel upstream, command and pub/sub
+ *                          connections: the node must say "master" (a
+ *                          sentinel may name a demoted node for a while)
  *   SELECT db              if db != 0 (command connections; a cluster has
  *                          only db 0)
  *   SCRIPT LOAD text       every registered script (command connections):
@@ -11,7 +15,8 @@
  *   PING                   when none of the above applies, so that READY
  *                          always means the server has answered
  *
- * Pub/sub and topology connections send AUTH only (or PING). */
+ * Pub/sub, topology and sentinel connections send AUTH (and ROLE) only,
+ * or PING. */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -37,13 +42,19 @@ static int hs_push(struct pool__rconn *rc, enum pool__req_kind kind, unsigned sc
     return err;
 }
 
-static int hs_auth(struct pool__rconn *rc)
+/* True for a connection to a sentinel (its queries, its subscription). */
+static bool hs_to_sentinel(const struct pool__rconn *rc)
 {
-    const struct pool_opts *o = &rc->pool->opts;
-    const char *argv[3] = {"AUTH", o->user, o->password};
+    return rc->pool->kind == POOL__UP_SENTINEL &&
+           (rc->kind == POOL__RCONN_TOPO || rc->kind == POOL__RCONN_SENTINEL);
+}
 
-    if (!o->user) {
-        argv[1] = o->password;
+static int hs_auth(struct pool__rconn *rc, const char *user, const char *password)
+{
+    const char *argv[3] = {"AUTH", user, password};
+
+    if (!user) {
+        argv[1] = password;
         return hs_push(rc, POOL__REQ_AUTH, 0, 2, argv, NULL);
     }
     return hs_push(rc, POOL__REQ_AUTH, 0, 3, argv, NULL);
@@ -70,13 +81,18 @@ static int hs_script(struct pool__rconn *rc, unsigned i)
 int pool__hs_send(struct pool__rconn *rc)
 {
     static const char *const ping[] = {"PING"};
+    static const char *const role[] = {"ROLE"};
     const struct pool *p = rc->pool;
-    bool cmd = rc->kind == POOL__RCONN_CMD;
+    bool cmd = rc->kind == POOL__RCONN_CMD, sentinel = hs_to_sentinel(rc);
+    const char *user = sentinel ? p->opts.sentinel_user : p->opts.user;
+    const char *password = sentinel ? p->opts.sentinel_password : p->opts.password;
     int err = 0;
     unsigned i;
 
-    if (p->opts.password)
-        err = hs_auth(rc);
+    if (password)
+        err = hs_auth(rc, user, password);
+    if (err == 0 && p->kind == POOL__UP_SENTINEL && rc->node)
+        err = hs_push(rc, POOL__REQ_ROLE, 0, 1, role, NULL);
     if (err == 0 && cmd && p->opts.db != 0)
         err = hs_select(rc);
     for (i = 0; err == 0 && cmd && i < p->nscripts; i++)
@@ -94,6 +110,8 @@ static const char *hs_step_name(const struct pool *p, enum pool__req_kind kind, 
         return "SELECT";
     if (kind == POOL__REQ_PING)
         return "PING";
+    if (kind == POOL__REQ_ROLE)
+        return "ROLE";
     return p->scripts[script].name ? p->scripts[script].name : "script";
 }
 
@@ -108,9 +126,32 @@ static int hs_store_sha(struct pool *p, unsigned script, const redisReply *r)
     return 0;
 }
 
-int pool__hs_check(struct pool *p, const struct pool__req *req, const redisReply *r, char *err,
-                   size_t errlen)
+/* ROLE answers ["master", offset, replicas]; a replica ["slave", host,
+ * port, state, offset], named in the error. */
+static int hs_check_role(struct pool__rconn *rc, const redisReply *r, char *err, size_t errlen)
 {
+    const redisReply *role = r->type == REDIS_REPLY_ARRAY && r->elements > 0 ? r->element[0] : NULL;
+
+    if (role && pool__resp_str_is(role, "master"))
+        return 0;
+    if (role && pool__resp_str_is(role, "slave") && r->elements >= 3 &&
+        r->element[1]->type == REDIS_REPLY_STRING && r->element[2]->type == REDIS_REPLY_INTEGER)
+        snprintf(err, errlen,
+                 "ROLE: a replica (of %.*s:%lld), not the master: asking the sentinels",
+                 (int)LP_MIN(r->element[1]->len, (size_t)64), r->element[1]->str,
+                 (long long)r->element[2]->integer);
+    else
+        snprintf(err, errlen, "ROLE: not a master (%.*s): asking the sentinels",
+                 role && role->str ? (int)LP_MIN(role->len, (size_t)32) : 1,
+                 role && role->str ? role->str : "?");
+    pool__sentinel_not_master(rc, r);
+    return -EPROTO;
+}
+
+int pool__hs_check(struct pool__rconn *rc, const struct pool__req *req, const redisReply *r,
+                   char *err, size_t errlen)
+{
+    struct pool *p = rc->pool;
     const char *step = hs_step_name(p, req->kind, req->script);
     bool script = req->kind == POOL__REQ_SCRIPT;
 
@@ -119,6 +160,8 @@ int pool__hs_check(struct pool *p, const struct pool__req *req, const redisReply
                  (int)LP_MIN(r->len, (size_t)80), r->str);
         return -EPROTO;
     }
+    if (req->kind == POOL__REQ_ROLE)
+        return hs_check_role(rc, r, err, errlen);
     if (script && hs_store_sha(p, req->script, r) < 0) {
         snprintf(err, errlen, "SCRIPT LOAD %s: unexpected reply", step);
         return -EPROTO;

@@ -2,8 +2,9 @@
  * request records of the pipelines, and the calls between pool.c
  * (options, submission, stats), req.c (request records), node.c (a node and its
  * connections), rconn.c (one connection), pubsub.c (channel table),
- * cluster.c (topology) and redirect.c (MOVED/ASK/TRYAGAIN). Nothing
- * outside pool/ and its unit tests includes this. */
+ * cluster.c (topology), sentinel.c (a Sentinel's answers and events) and
+ * redirect.c (MOVED/ASK/TRYAGAIN/READONLY). Nothing outside pool/ and its
+ * unit tests includes this. */
 #ifndef LP_POOL_POOL_INT_H
 #define LP_POOL_POOL_INT_H
 
@@ -49,6 +50,7 @@ enum pool__req_kind {
     POOL__REQ_ASKING = 7,   /* ASKING before a request sent on an ASK redirect: reply dropped */
     POOL__REQ_INTERNAL = 8, /* the pool's own command (topology): a callback, no stats, no
                                redirects */
+    POOL__REQ_ROLE = 9,     /* handshake (sentinel): ROLE, the node must be a master */
 };
 
 /* One expected reply in a connection's FIFO, or a cluster request waiting
@@ -109,6 +111,7 @@ struct pool_node {
     char id[POOL__NODE_ID_SIZE]; /* cluster node id, or "" */
     const char *role;            /* static: "master", "replica", "gone" */
     char health[16];             /* last CLUSTER SHARDS health, or "" */
+    bool demoted;                /* sentinel: answered READONLY; reconnects (ROLE) to serve again */
     uint64_t requests;           /* stats: caller requests sent here */
     uint64_t errors;             /* stats: requests failed here by loss or timeout */
     uint64_t moved;              /* stats: MOVED replies from here */
@@ -118,15 +121,23 @@ struct pool_node {
     uint64_t latency_last_us;    /* stats: last sampled round trip */
 };
 
+/* Where the masters come from. */
+enum pool__upstream {
+    POOL__UP_SINGLE = 1,   /* one node, given by the options */
+    POOL__UP_CLUSTER = 2,  /* Redis Cluster: the masters of the slot map (cl) */
+    POOL__UP_SENTINEL = 3, /* Redis Sentinel: one master owning every slot (cl, cl->sn) */
+};
+
 struct pool {
     struct sched_loop *loop;      /* borrowed: the loop driving every connection */
+    enum pool__upstream kind;     /* see enum; fixed at creation */
     struct pool_opts opts;        /* copy; string fields owned (strdup) */
     struct pool__script *scripts; /* owned: nscripts entries */
     size_t nscripts;              /* registered scripts */
     struct list nodes;            /* owned: struct pool_node, creation order */
     size_t nnodes;                /* entries on nodes */
     struct pool_node *single;     /* borrowed: the node of a single-node pool, else NULL */
-    struct pool__cluster *cl;     /* owned: cluster state, NULL for a single node */
+    struct pool__cluster *cl;     /* owned: cluster (or sentinel) state, NULL for a single node */
     struct hmap chans;            /* owned buckets: struct pool_chan by name */
     struct list homeless;         /* owned: struct pool_chan with no node (slot not served) */
     uint64_t nsubs;               /* channels with a listener attached */
@@ -202,10 +213,10 @@ int pool__req_format_kept(const struct pool *p, struct buf *b, const struct pool
  * rc->handshake). Returns 0 or -ENOMEM. */
 int pool__hs_send(struct pool__rconn *rc);
 
-/* Checks one handshake reply r to req (and stores a SCRIPT LOAD's SHA1).
- * Returns 0, or -EPROTO with the reason in err. */
-int pool__hs_check(struct pool *p, const struct pool__req *req, const redisReply *r, char *err,
-                   size_t errlen);
+/* Checks one handshake reply r to req on rc (and stores a SCRIPT LOAD's
+ * SHA1). Returns 0, or -EPROTO with the reason in err. */
+int pool__hs_check(struct pool__rconn *rc, const struct pool__req *req, const redisReply *r,
+                   char *err, size_t errlen);
 
 /* ---- pool.c ------------------------------------------------------------------ */
 
@@ -351,6 +362,10 @@ struct pool_node *pool__cluster_node_at(struct pool *p, struct pool_node *from, 
 void pool__cluster_topo_up(struct pool *p);
 void pool__cluster_topo_released(struct pool *p);
 
+/* n is no longer a master (sentinel: it answered READONLY): its slots
+ * leave the map, it drains, the topology is asked for again. */
+void pool__cluster_drop_node(struct pool *p, struct pool_node *n);
+
 /* Stats of the cluster state. */
 void pool__cluster_stats(const struct pool *p, struct pool_stats *st);
 
@@ -380,6 +395,23 @@ bool pool__node_is_connecting(const struct pool_node *n);
 
 /* Fails every parked request with err. May invoke callbacks. */
 void pool__redirect_fail_all(struct pool *p, int err);
+
+/* ---- sentinel.c --------------------------------------------------------------- */
+
+/* A master connection's ROLE said r, not master: counted, and the sentinel
+ * that named this node (when it still serves) is replaced by the next. */
+void pool__sentinel_not_master(struct pool__rconn *rc, const redisReply *r);
+
+/* The subscription connection became READY / lost READY / was released,
+ * and one push from it (borrowed). */
+void pool__sentinel_sub_up(struct pool *p);
+void pool__sentinel_sub_down(struct pool *p);
+void pool__sentinel_sub_released(struct pool *p);
+void pool__sentinel_sub_reply(struct pool *p, const redisReply *r);
+
+/* Records msg as the last error of rc, named for a reader: "sentinel
+ * host:port: msg" or "master NAME at host:port: msg". */
+void pool__sentinel_conn_error(struct pool__rconn *rc, const char *msg);
 
 /* Parses an error reply "<word> <slot> <host>:<port>" (MOVED, ASK) into
  * slot, host (NUL-terminated, hostsize bytes at most; "" when Redis left

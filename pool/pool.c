@@ -3,7 +3,8 @@
  * stats. Request records live in req.c, a node and its connections in
  * node.c and rconn.c, the
  * channel table in pubsub.c, a cluster's topology in cluster.c and its
- * redirects in redirect.c.
+ * redirects in redirect.c, a Sentinel upstream's specifics in sentinel.c
+ * (on top of cluster.c's node table).
  *
  * Routing is two-step: route() maps a request to the node that owns its
  * key, then the caller's hint picks one of that node's connections so
@@ -11,7 +12,9 @@
  * owns every key and the first step costs nothing: no slot is computed,
  * no command is kept for a re-send (single-node requests are never
  * re-sent elsewhere). A cluster computes the key's slot, indexes the slot
- * map, and keeps the formatted command in the request for MOVED/ASK. */
+ * map, and keeps the formatted command in the request for MOVED/ASK. A
+ * Sentinel master owns every slot: its requests use slot 0 (no CRC16)
+ * and keep their command for a re-send after READONLY. */
 #include "pool/pool.h"
 
 #include <errno.h>
@@ -44,16 +47,26 @@ void pool_opts_default(struct pool_opts *o)
 /* ---- creation ------------------------------------------------------------ */
 
 /* A cluster has only database 0 and needs a refresh period; sharded
- * pub/sub exists only in a cluster. */
+ * pub/sub exists only in a cluster. A Sentinel upstream needs a master
+ * name and a re-ask period, and is no cluster. */
 static int opts_validate_upstream(const struct pool_opts *o)
 {
     if (o->pubsub_mode != POOL_PUBSUB_AUTO && o->pubsub_mode != POOL_PUBSUB_SHARDED &&
         o->pubsub_mode != POOL_PUBSUB_CLASSIC)
         return -EINVAL;
+    if (o->cluster_seeds && o->sentinels)
+        return -EINVAL;
     if (o->cluster_seeds)
         return o->db == 0 && o->cluster_refresh_ms > 0 && o->cluster_seeds[0] ? 0 : -EINVAL;
     if (o->pubsub_mode == POOL_PUBSUB_SHARDED)
         return -EINVAL;
+    if (o->sentinel_user && !o->sentinel_password)
+        return -EINVAL;
+    if (o->sentinels)
+        return o->sentinels[0] && o->sentinel_master && o->sentinel_master[0] &&
+                       o->cluster_refresh_ms > 0
+                   ? 0
+                   : -EINVAL;
     if (!o->unix_path && (!o->host || o->port <= 0 || o->port > 65535))
         return -EINVAL;
     return 0;
@@ -96,6 +109,10 @@ static void opts_free(struct pool_opts *o)
     free_str(o->user);
     free_str(o->password);
     free_str(o->cluster_seeds);
+    free_str(o->sentinels);
+    free_str(o->sentinel_master);
+    free_str(o->sentinel_user);
+    free_str(o->sentinel_password);
 }
 
 /* Duplicates s into *dst (NULL stays NULL). */
@@ -108,20 +125,41 @@ static int dup_str(const char **dst, const char *s)
     return *dst ? 0 : -ENOMEM;
 }
 
-/* Deep copy; seeds win over a unix path, which wins over host; what is
- * not used is not kept. On failure nothing is left allocated. */
+/* The Sentinel strings (NULL unless sentinels is set). */
+static int opts_copy_sentinel(struct pool_opts *dst, const struct pool_opts *src)
+{
+    int err;
+
+    if (!src->sentinels)
+        return 0;
+    err = dup_str(&dst->sentinels, src->sentinels);
+    if (err == 0)
+        err = dup_str(&dst->sentinel_master, src->sentinel_master);
+    if (err == 0)
+        err = dup_str(&dst->sentinel_user, src->sentinel_user);
+    if (err == 0)
+        err = dup_str(&dst->sentinel_password, src->sentinel_password);
+    return err;
+}
+
+/* Deep copy; seeds or sentinels win over a unix path, which wins over
+ * host; what is not used is not kept. On failure nothing is left
+ * allocated. */
 static int opts_copy(struct pool_opts *dst, const struct pool_opts *src)
 {
-    bool cluster = src->cluster_seeds != NULL;
+    bool managed = src->cluster_seeds != NULL || src->sentinels != NULL;
     int err;
 
     *dst = *src;
     dst->unix_path = dst->user = dst->password = dst->cluster_seeds = NULL;
-    err = dup_str(&dst->host, cluster || src->unix_path ? NULL : src->host);
+    dst->sentinels = dst->sentinel_master = dst->sentinel_user = dst->sentinel_password = NULL;
+    err = dup_str(&dst->host, managed || src->unix_path ? NULL : src->host);
     if (err == 0)
-        err = dup_str(&dst->unix_path, cluster ? NULL : src->unix_path);
+        err = dup_str(&dst->unix_path, managed ? NULL : src->unix_path);
     if (err == 0)
         err = dup_str(&dst->cluster_seeds, src->cluster_seeds);
+    if (err == 0)
+        err = opts_copy_sentinel(dst, src);
     if (err == 0)
         err = dup_str(&dst->user, src->user);
     if (err == 0)
@@ -159,17 +197,20 @@ static void pool_init_rest(struct pool *p)
     list_init(&p->homeless);
     list_init(&p->free_reqs);
     p->rng = (clock_mono_ns() ^ (uint64_t)(uintptr_t)p) | 1;
+    p->kind = p->opts.cluster_seeds ? POOL__UP_CLUSTER
+              : p->opts.sentinels   ? POOL__UP_SENTINEL
+                                    : POOL__UP_SINGLE;
     p->sharded = p->opts.pubsub_mode == POOL_PUBSUB_SHARDED;
-    p->pubsub_known = !p->opts.cluster_seeds || p->opts.pubsub_mode != POOL_PUBSUB_AUTO;
+    p->pubsub_known = p->kind != POOL__UP_CLUSTER || p->opts.pubsub_mode != POOL_PUBSUB_AUTO;
 }
 
-/* The single master (a plain pool) or the cluster state (whose nodes come
- * with the first topology). */
+/* The single master (a plain pool) or the cluster (sentinel) state, whose
+ * nodes come with the first topology (the first answer). */
 static int pool_init_upstream(struct pool *p)
 {
     const struct pool_opts *o = &p->opts;
 
-    if (o->cluster_seeds)
+    if (p->kind != POOL__UP_SINGLE)
         return pool__cluster_create(p);
     p->single = pool__node_create(p, o->host, o->port, o->unix_path);
     return p->single ? 0 : -ENOMEM;
@@ -281,7 +322,9 @@ void pool_stop(struct pool *p)
         return;
     p->stopping = true;
     log_msg(LOG_LVL_INFO, "pool: stopping (%s)",
-            p->cl ? p->opts.cluster_seeds : p->single->addr.where);
+            p->kind == POOL__UP_CLUSTER    ? p->opts.cluster_seeds
+            : p->kind == POOL__UP_SENTINEL ? p->opts.sentinels
+                                           : p->single->addr.where);
     if (p->cl)
         pool__cluster_stop(p);
     for (pos = p->nodes.next; pos != &p->nodes; pos = pos->next)
@@ -320,7 +363,12 @@ void pool_destroy(struct pool *p)
 
 bool pool_is_cluster(const struct pool *p)
 {
-    return p->cl != NULL;
+    return p->kind == POOL__UP_CLUSTER;
+}
+
+bool pool_is_sentinel(const struct pool *p)
+{
+    return p->kind == POOL__UP_SENTINEL;
 }
 
 const char *pool_slot_owner(const struct pool *p, unsigned slot)
@@ -341,6 +389,15 @@ bool pool_pubsub_sharded(const struct pool *p)
 static size_t arg_len(const char *const *argv, const size_t *lens, int i)
 {
     return lens ? lens[i] : strlen(argv[i]);
+}
+
+/* The routing slot of argv[i]: its hash slot in a cluster, 0 for a
+ * Sentinel master (which owns them all), -1 for a single node. */
+static int key_slot(const struct pool *p, const char *const *argv, const size_t *lens, int i)
+{
+    if (p->kind == POOL__UP_CLUSTER)
+        return pool_slot(argv[i], arg_len(argv, lens, i));
+    return p->kind == POOL__UP_SENTINEL ? 0 : -1;
 }
 
 bool pool_is_ready(const struct pool *p)
@@ -418,8 +475,8 @@ int pool_command(struct pool *p, uint64_t hint, int argc, const char *const *arg
 
     if (argc < 1 || !argv || !cb)
         return -EINVAL;
-    if (p->cl && argc > 1)
-        slot = pool_slot(argv[1], arg_len(argv, lens, 1));
+    if (argc > 1)
+        slot = key_slot(p, argv, lens, 1);
     return command_at(p, hint, slot, argc, argv, lens, cb, arg);
 }
 
@@ -443,8 +500,8 @@ int pool_eval(struct pool *p, uint64_t hint, unsigned script, int numkeys, int a
         return -EINVAL;
     if (p->stopping)
         return -ENOTCONN;
-    if (p->cl && numkeys > 0)
-        slot = pool_slot(argv[0], arg_len(argv, lens, 0));
+    if (numkeys > 0)
+        slot = key_slot(p, argv, lens, 0);
     rc = route(p, slot, hint);
     if (!rc)
         return -ENOTCONN;

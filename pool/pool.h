@@ -1,7 +1,8 @@
 /* The upstream Redis pool, shared by every client of the proxy: one node
- * (a single Redis master) or, for a Redis Cluster upstream, one node per
- * master; each node has a few pipelined command connections and one
- * pub/sub connection.
+ * (a single Redis master), for a Redis Cluster upstream one node per
+ * master, or for a Redis Sentinel upstream the node of the master the
+ * sentinels name; each node has a few pipelined command connections and
+ * one pub/sub connection.
  *
  * Requests are appended to a connection's output and go out with everything
  * else queued in the same loop iteration (one write per connection per
@@ -20,6 +21,23 @@
  * owns the channel's slot (SSUBSCRIBE in sharded mode, SUBSCRIBE in
  * classic mode) and moves it when the slot moves.
  *
+ * Sentinel: the node table of a cluster with one master owning every slot
+ * (so MOVED-free routing, parking, re-homing of channels and the topology
+ * callback are the cluster's own). The master is asked of one sentinel at
+ * a time (SENTINEL GET-MASTER-ADDR-BY-NAME): the first of the list that
+ * resolves, the next one after any failure (connect, error, a name it does
+ * not know, a master it named that is not one); again every
+ * cluster_refresh_ms, at once on a +switch-master or +promoted-slave
+ * message (one subscription, on the same sentinel), when a master
+ * connection is lost and when a reply says READONLY; every 100 ms while
+ * no master is ready.
+ * Each master connection runs ROLE in its handshake: one to a node that is
+ * not a master never becomes ready, and the sentinel is asked again. A
+ * switch moves requests and channels to the new master (LOST, then READY
+ * there), its connections load the scripts, and on_topology reports every
+ * slot changed. Sentinels have their own AUTH (sentinel_user/password);
+ * user/password/db are the master's.
+ *
  * Failure contract: a request either gets exactly one callback, or the submit
  * call returns < 0 and no callback ever comes. Requests in flight when a
  * connection dies get err = -ECONNRESET (never re-sent: the command may have
@@ -28,7 +46,13 @@
  * reply). While no connection to the key's node is ready, submits fail fast
  * with -ENOTCONN. A cluster request whose redirect target never became
  * ready within the request timeout gets -ENOTCONN in its callback: it was
- * not executed. Reconnects use exponential backoff. */
+ * not executed. Sentinel: a -READONLY reply (the master was demoted
+ * under us: the command did not run) is never delivered: the request
+ * waits for the new master and is re-sent there, or gets -ENOTCONN (not
+ * executed) when none is ready within the request timeout. While the
+ * master is being switched, submits fail fast with -ENOTCONN and
+ * pool_get_stats()'s last_error says so. Reconnects use exponential
+ * backoff. */
 #ifndef LP_POOL_POOL_H
 #define LP_POOL_POOL_H
 
@@ -63,7 +87,9 @@ enum pool_pubsub_mode {
 };
 
 /* A change of the cluster's slot map, reported after the pool applied it
- * (routing and subscriptions already follow it). */
+ * (routing and subscriptions already follow it). Sentinel: a new master
+ * (every slot changed, masters 1), or the master lost (a READONLY reply:
+ * masters 0, slots_served 0) until the sentinels name the next one. */
 struct pool_topology_event {
     bool initial;          /* the first map since pool_start(): every slot "changed" */
     unsigned nchanged;     /* slots whose owner changed */
@@ -73,8 +99,9 @@ struct pool_topology_event {
 };
 
 /* Called from the loop (never from inside a pool call) after each change
- * of owner of one or more slots: a failover, a migration, a resharding.
- * The callback may submit requests and start or stop subscriptions. */
+ * of owner of one or more slots: a failover, a migration, a resharding, a
+ * Sentinel master switch. The callback may submit requests and start or
+ * stop subscriptions. */
 typedef void pool_topology_fn(void *arg, const struct pool_topology_event *ev);
 
 /* True when bit slot is set in a slot bitmap. */
@@ -104,14 +131,22 @@ struct pool_opts {
      * as "[addr]:port"). When set, host, port and unix_path are ignored,
      * db must be 0 and size is per master. NULL: a single node. */
     const char *cluster_seeds;
-    enum pool_pubsub_mode pubsub_mode; /* cluster only (AUTO or CLASSIC for a single node) */
-    unsigned cluster_refresh_ms;       /* periodic topology refresh (cluster) */
-    pool_topology_fn *on_topology;     /* borrowed: slot map changes (cluster), or NULL */
+    enum pool_pubsub_mode pubsub_mode; /* cluster only (AUTO or CLASSIC otherwise) */
+    unsigned cluster_refresh_ms;       /* periodic topology refresh (cluster), re-ask (sentinel) */
+    pool_topology_fn *on_topology;     /* borrowed: slot map changes (cluster, sentinel), or NULL */
     void *topology_arg;                /* borrowed: its argument */
+    /* Redis Sentinel upstream: "host:port[,host:port...]" sentinels (IPv6
+     * as "[addr]:port"), asked in this order for sentinel_master. When
+     * set, host, port and unix_path are ignored and cluster_seeds must be
+     * NULL; user, password and db are the master's. NULL: no sentinel. */
+    const char *sentinels;
+    const char *sentinel_master;   /* the master's name (SENTINEL MONITOR <name>) */
+    const char *sentinel_user;     /* the sentinels' AUTH user, or NULL */
+    const char *sentinel_password; /* the sentinels' AUTH password, or NULL (no AUTH) */
 };
 
 /* Fills opts with defaults (localhost:6379, size 2, 1000/3000/50/2000 ms,
- * no cluster, pub/sub AUTO, refresh every 1000 ms). */
+ * no cluster, no sentinel, pub/sub AUTO, refresh every 1000 ms). */
 void pool_opts_default(struct pool_opts *o);
 
 /* A script the pool keeps loaded. Text is borrowed for the pool's life. */
@@ -139,10 +174,11 @@ int pool_create(struct pool **out, struct sched_loop *loop, const struct pool_op
 int pool_set_tls(struct pool *p, struct sched_tls_ctx *ctx, const char *server_name);
 
 /* Starts connecting (command and pub/sub connections; a cluster: the
- * topology connection, the nodes follow its first answer). The host (the
- * seeds) is resolved here, blocking: start-up only; later lookups never
- * block the loop. Returns 0 or -errno (e.g. the host, or no seed,
- * resolves). */
+ * topology connection, the nodes follow its first answer; sentinel: the
+ * query and subscription connections to the first sentinel, the master
+ * follows its answer). The host (the seeds, the sentinels) is resolved
+ * here, blocking: start-up only; later lookups never block the loop.
+ * Returns 0 or -errno (e.g. the host, or no seed or sentinel, resolves). */
 int pool_start(struct pool *p);
 
 /* Closes every connection; pending requests get -ECONNRESET callbacks and
@@ -196,6 +232,9 @@ const char *pool_slot_owner(const struct pool *p, unsigned slot);
 
 /* True for a Redis Cluster upstream (opts.cluster_seeds). */
 bool pool_is_cluster(const struct pool *p);
+
+/* True for a Redis Sentinel upstream (opts.sentinels). */
+bool pool_is_sentinel(const struct pool *p);
 
 /* True when channels are subscribed with SSUBSCRIBE, so publishers must
  * use SPUBLISH for listeners to hear them; false for SUBSCRIBE/PUBLISH. In
@@ -251,6 +290,20 @@ struct pool_stats {
     uint64_t moved;              /* MOVED replies received (all nodes, ever) */
     uint64_t ask;                /* ASK replies received */
     uint64_t tryagain;           /* TRYAGAIN, CLUSTERDOWN, LOADING replies received */
+    /* Sentinel (zero, false or "" otherwise). */
+    bool sentinel;              /* a Redis Sentinel upstream */
+    const char *master_name;    /* the monitored master's name */
+    const char *master_addr;    /* "host:port" of the master in use, "" while none */
+    const char *sentinel_addr;  /* the sentinel asked now ("host:port") */
+    unsigned sentinels;         /* sentinels configured */
+    bool sentinel_connected;    /* the query connection to sentinel_addr is ready */
+    bool sentinel_subscribed;   /* the +switch-master/+promoted-slave subscription is up */
+    uint64_t sentinel_answers;  /* answers naming a master */
+    uint64_t sentinel_failures; /* sentinels given up on (connect, error, unknown name) */
+    uint64_t master_switches;   /* a different master named (the first one not counted) */
+    uint64_t switch_events;     /* +switch-master/+promoted-slave messages for this master */
+    uint64_t readonly;          /* READONLY replies (the request waited for the new master) */
+    uint64_t role_mismatches;   /* master connections refused: ROLE was not master */
 };
 void pool_get_stats(const struct pool *p, struct pool_stats *st);
 

@@ -2,8 +2,10 @@
  * with FIFO reply matching, NOSCRIPT retry, timeouts, and reconnect with
  * exponential backoff. The same machine drives every kind: a node's
  * command connections, a node's pub/sub connection (replies go to
- * pubsub.c once it is READY) and a cluster pool's topology connection
- * (the pool's own CLUSTER SHARDS queries, answered to cluster.c).
+ * pubsub.c once it is READY), a cluster pool's topology connection
+ * (the pool's own CLUSTER SHARDS queries, answered to cluster.c; a
+ * sentinel pool's master queries) and a sentinel subscription (pushes go
+ * to sentinel.c once it is READY).
  *
  * DESIGN BLOCK
  *
@@ -25,16 +27,18 @@
  *     READY         command, topology: request-timeout check, armed only
  *                   while the FIFO is non-empty, for when the oldest
  *                   request expires;
- *                   pub/sub: keepalive PING every request_timeout_ms;
+ *                   pub/sub, sentinel: keepalive PING every
+ *                   request_timeout_ms;
  *                   either: "now" when a recycle was requested
  *     CLOSING       no timer
  *
- * Handshake (what is sent: handshake.c): AUTH, SELECT, SCRIPT LOAD of
- * every script (command connections, so every node of a cluster has them,
- * a promoted replica included), or a PING, all pipelined in one write:
- * READY always means the server answered (a frozen server accepts
- * connections into its backlog). Any error reply fails the attempt (wrong
- * password, NOAUTH, LOADING, bad script) and the connection backs off and
+ * Handshake (what is sent: handshake.c): AUTH, ROLE (a sentinel's
+ * master), SELECT, SCRIPT LOAD of every script (command connections, so
+ * every node of a cluster has them, a promoted replica included), or a
+ * PING, all pipelined in one write: READY always means the server
+ * answered (a frozen server accepts connections into its backlog). Any
+ * error reply fails the attempt (wrong password, NOAUTH, LOADING, bad
+ * script, a ROLE that is not master) and the connection backs off and
  * retries.
  *
  * Invariants:
@@ -48,15 +52,17 @@
  *   - only READY command connections take caller requests (pool.c routes
  *     nowhere else), so a submit can never land on a dying connection.
  *   - the pub/sub FIFO carries only handshake replies; when READY every
- *     reply is a push (or a subscribe confirmation) for pubsub.c.
+ *     reply is a push (or a subscribe confirmation) for pubsub.c (for
+ *     sentinel.c on a sentinel subscription).
  *   - an ASKING record (cluster) is always directly followed in the FIFO
  *     by the request it prefixes; its reply is dropped.
  *   - sample, when set, is a caller request on this FIFO: the one whose
  *     round trip is being timed for the node's latency stats (one at a
  *     time, so a busy pipeline costs one clock read per round trip).
  *
- * Ownership: the node (the cluster state, for the topology connection)
- * embeds and owns each connection. A connection owns its reader and the
+ * Ownership: the node (the cluster state, for the topology connection;
+ * the sentinel state, for its subscription) embeds and owns each
+ * connection. A connection owns its reader and the
  * records in its fifo (records come from and return to pool.free_reqs).
  * Replies are owned by on_data and freed after dispatch; callbacks borrow
  * them for the call.
@@ -129,6 +135,8 @@ static const char *rconn_name(const struct pool__rconn *rc)
 {
     if (rc->kind == POOL__RCONN_PUBSUB)
         return "pubsub";
+    if (rc->kind == POOL__RCONN_SENTINEL)
+        return "sentinel";
     return rc->kind == POOL__RCONN_TOPO ? "topology" : "cmd";
 }
 
@@ -143,7 +151,9 @@ static void rconn_set_error(struct pool__rconn *rc, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
-    if (rc->pool->cl)
+    if (rc->pool->kind == POOL__UP_SENTINEL)
+        pool__sentinel_conn_error(rc, msg);
+    else if (rc->pool->cl)
         pool__set_error(rc->pool, "%s: %s", rc->addr->where, msg);
     else
         pool__set_error(rc->pool, "%s", msg);
@@ -302,6 +312,8 @@ static void rconn_drop(struct pool__rconn *rc, int err)
     rconn_fail_all(rc, err);
     if (was_ready && rc->kind == POOL__RCONN_PUBSUB)
         pool__pubsub_down(rc->node);
+    if (was_ready && rc->kind == POOL__RCONN_SENTINEL)
+        pool__sentinel_sub_down(rc->pool);
     if (rc->kind == POOL__RCONN_CMD && !rc->stopped)
         pool__node_conn_down(rc, was_ready);
 }
@@ -316,7 +328,8 @@ static void rconn_ready(struct pool__rconn *rc)
     rc->warned = false;
     if (rc->ever_ready)
         p->reconnects++;
-    log_msg(rc->kind == POOL__RCONN_TOPO ? LOG_LVL_DEBUG : LOG_LVL_INFO,
+    log_msg(rc->kind == POOL__RCONN_TOPO || rc->kind == POOL__RCONN_SENTINEL ? LOG_LVL_DEBUG
+                                                                             : LOG_LVL_INFO,
             "pool: %s conn %u to %s ready%s", rconn_name(rc), rc->id, rc->addr->where,
             rc->ever_ready ? " again" : "");
     rc->ever_ready = true;
@@ -330,7 +343,10 @@ static void rconn_ready(struct pool__rconn *rc)
     }
     rc->ping_sent_ms = 0;
     rconn_arm(rc, p->opts.request_timeout_ms);
-    pool__pubsub_up(rc->node);
+    if (rc->kind == POOL__RCONN_SENTINEL)
+        pool__sentinel_sub_up(p);
+    else
+        pool__pubsub_up(rc->node);
 }
 
 /* Polling period while a host name is being resolved off the loop. */
@@ -379,7 +395,7 @@ static void rconn_connect(struct pool__rconn *rc)
 static void rconn_hs_reply(struct pool__rconn *rc, struct pool__req *req, const redisReply *r)
 {
     char msg[128];
-    int err = pool__hs_check(rc->pool, req, r, msg, sizeof(msg));
+    int err = pool__hs_check(rc, req, r, msg, sizeof(msg));
 
     pool__req_put(rc->pool, req);
     if (err == 0) {
@@ -451,6 +467,10 @@ static void rconn_dispatch(struct pool__rconn *rc, const redisReply *r)
 
     if (rc->kind == POOL__RCONN_PUBSUB && rc->state == POOL__RCONN_READY) {
         pool__pubsub_reply(rc->node, r);
+        return;
+    }
+    if (rc->kind == POOL__RCONN_SENTINEL && rc->state == POOL__RCONN_READY) {
+        pool__sentinel_sub_reply(rc->pool, r);
         return;
     }
     n = list_first(&rc->fifo);
@@ -544,6 +564,8 @@ static void rconn_on_release(struct sched_conn *c)
         return;
     if (rc->kind == POOL__RCONN_TOPO)
         pool__cluster_topo_released(rc->pool);
+    if (rc->kind == POOL__RCONN_SENTINEL)
+        pool__sentinel_sub_released(rc->pool);
     rconn_arm(rc, rconn_backoff_ms(rc));
 }
 
@@ -594,7 +616,7 @@ static void rconn_tick(struct pool__rconn *rc)
         rconn_set_error(rc, "recycled after an output error");
         rconn_log_failure(rc, true);
         rconn_drop(rc, -ECONNRESET);
-    } else if (rc->kind == POOL__RCONN_PUBSUB) {
+    } else if (rc->kind == POOL__RCONN_PUBSUB || rc->kind == POOL__RCONN_SENTINEL) {
         rconn_keepalive(rc);
     } else {
         rconn_check_timeout(rc);

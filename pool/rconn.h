@@ -1,6 +1,7 @@
 /* One upstream Redis connection (module-private to pool/): a node's
  * command connection with its pipeline of in-flight requests, a node's
- * pub/sub connection, or a cluster pool's topology connection. The state
+ * pub/sub connection, a cluster pool's topology connection (a sentinel
+ * pool's queries to a sentinel), or a sentinel subscription. The state
  * machine, invariants and ownership rules are in the design block at the
  * top of rconn.c. */
 #ifndef LP_POOL_RCONN_H
@@ -35,15 +36,16 @@ enum pool__rconn_state {
 };
 
 enum pool__rconn_kind {
-    POOL__RCONN_CMD = 1,    /* a node's command connection: FIFO of requests */
-    POOL__RCONN_PUBSUB = 2, /* a node's pub/sub connection: pushes go to pubsub.c */
-    POOL__RCONN_TOPO = 3,   /* a cluster's topology connection: the pool's own queries */
+    POOL__RCONN_CMD = 1,      /* a node's command connection: FIFO of requests */
+    POOL__RCONN_PUBSUB = 2,   /* a node's pub/sub connection: pushes go to pubsub.c */
+    POOL__RCONN_TOPO = 3,     /* a cluster's topology connection: the pool's own queries */
+    POOL__RCONN_SENTINEL = 4, /* a sentinel subscription (+switch-master): pushes to sentinel.c */
 };
 
 struct pool__rconn {
     struct sched_conn conn;       /* owned: stream state, live unless DISCONNECTED */
     struct pool *pool;            /* borrowed: the owning pool */
-    struct pool_node *node;       /* borrowed: the owning node, NULL for TOPO */
+    struct pool_node *node;       /* borrowed: the owning node, NULL for TOPO and SENTINEL */
     struct pool__addr *addr;      /* borrowed: where to connect (the node's, or the topology's) */
     redisReader *reader;          /* owned: parser of the current socket, or NULL */
     struct list fifo;             /* owned: struct pool__req awaiting replies, send order */

@@ -1,6 +1,6 @@
 /* Cluster redirects and retries of caller requests: MOVED, ASK, TRYAGAIN,
- * CLUSTERDOWN, LOADING; and, for a single node, the clear error when the
- * upstream turns out to be a cluster node.
+ * CLUSTERDOWN, LOADING; a Sentinel master's READONLY; and, for a single
+ * node, the clear error when the upstream turns out to be a cluster node.
  *
  * Each of these replies means the command did not run, so the request may
  * be sent again; a cluster request keeps its formatted command (tail) for
@@ -12,6 +12,11 @@
  *   TRYAGAIN,        parked, re-sent after a backoff (pool__backoff_ms of
  *   CLUSTERDOWN,     the request's retries), routed afresh by its slot;
  *   LOADING          CLUSTERDOWN also asks for a topology refresh
+ *   READONLY         (Sentinel) the master was demoted under us: the node
+ *                    leaves the map, the sentinels are asked again, the
+ *                    request is parked after a backoff and then routed to
+ *                    the master named by then; it gets -ENOTCONN (not
+ *                    executed) rather than the READONLY at its deadline
  *
  * Bounds: at most MAX_REDIRECTS MOVED/ASK per request (two nodes that
  * disagree cannot bounce it forever), then the caller gets the redirect as
@@ -34,6 +39,7 @@
 #include "pool/cluster.h"
 #include "pool/pool-int.h"
 #include "pool/resp.h"
+#include "pool/sentinel.h"
 #include "sched/loop.h"
 
 /* MOVED/ASK followed per request before the redirect is handed back. */
@@ -284,10 +290,37 @@ static bool on_busy(struct pool__rconn *rc, struct pool__req *req, const redisRe
     return true;
 }
 
+/* Sentinel: READONLY (see the file comment; the backoff keeps a request
+ * from bouncing on a node that a stale sentinel still names) and LOADING
+ * (a restarted master loading its data); anything else is the caller's,
+ * MOVED included: a Sentinel-managed master is no cluster node. */
+static bool sentinel_redirect(struct pool__rconn *rc, struct pool__req *req, const redisReply *r)
+{
+    struct pool *p = rc->pool;
+    uint64_t when;
+
+    if (pool__resp_is_error(r, "LOADING"))
+        return on_busy(rc, req, r);
+    if (!pool__resp_is_error(r, "READONLY"))
+        return false;
+    pool__sentinel_readonly(p, rc->node);
+    when = sched_loop_now_ms(p->loop) + pool__backoff_ms(p, req->tries++);
+    if (when >= req_deadline(p, req)) {
+        pool__req_complete(p, req, NULL, -ENOTCONN);
+        return true;
+    }
+    req->target = NULL;
+    req->asking = false;
+    park(p->cl, req, when);
+    return true;
+}
+
 bool pool__redirect(struct pool__rconn *rc, struct pool__req *req, const redisReply *r)
 {
     if (!rc->pool->cl)
         return single_redirect(rc, req, r);
+    if (rc->pool->kind == POOL__UP_SENTINEL)
+        return sentinel_redirect(rc, req, r);
     if (pool__resp_is_error(r, "MOVED "))
         return on_redirect(rc, req, r, false);
     if (pool__resp_is_error(r, "ASK "))

@@ -1,5 +1,5 @@
-/* CLUSTER SHARDS and CLUSTER SLOTS replies -> struct pool__topo; see
- * topo.h.
+/* CLUSTER SHARDS, CLUSTER SLOTS and SENTINEL GET-MASTER-ADDR-BY-NAME
+ * replies -> struct pool__topo; see topo.h.
  *
  * Shapes (RESP2: the pool never switches to RESP3):
  *
@@ -9,6 +9,8 @@
  *                          ... ] ],
  *             ... ]
  *   SLOTS:  [ [start, end, [host, port, id, {meta}], [replica...]...], ... ]
+ *   SENTINEL GET-MASTER-ADDR-BY-NAME: [host, "port"], or nil for a name
+ *           the sentinel does not monitor
  *
  * A node's address is its endpoint, or its ip when the endpoint is
  * unknown, or the host the reply came from when neither is known (Redis
@@ -21,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/util.h"
 #include "pool/resp.h"
 
 static bool is_array(const redisReply *r)
@@ -314,4 +317,27 @@ static int slots_entry(struct pool__topo *t, const redisReply *r, const char *fa
 int pool__topo_parse_slots(struct pool__topo *t, const redisReply *r, const char *fallback_host)
 {
     return parse_entries(t, r, fallback_host, slots_entry);
+}
+
+/* ---- SENTINEL GET-MASTER-ADDR-BY-NAME ------------------------------------------ */
+
+int pool__topo_parse_sentinel(struct pool__topo *t, const redisReply *r)
+{
+    char host[POOL__HOST_MAX];
+    int64_t port;
+    int idx;
+
+    topo_init(t);
+    if (r->type == REDIS_REPLY_NIL)
+        return -ENOENT;
+    if (!is_array(r) || r->elements != 2 || copy_str(host, sizeof(host), r->element[0]) < 0 ||
+        host_unknown(host) || !is_str(r->element[1]) ||
+        util_parse_i64(r->element[1]->str, r->element[1]->len, &port) < 0 || port <= 0 ||
+        port > 65535)
+        return -EPROTO;
+    idx = topo_node(t, host, (int)port);
+    if (idx < 0)
+        return idx;
+    t->nodes[idx].master = true;
+    return topo_range(t, 0, POOL_SLOTS - 1, idx);
 }

@@ -1,7 +1,9 @@
-/* Cluster topology replies (module-private to pool/): CLUSTER SHARDS
- * (Redis >= 7) and CLUSTER SLOTS parsed from hiredis reply trees into one
- * plain description, a node list plus a slot -> node index, which
- * cluster.c applies to the node table. Pure functions: no I/O, no pool. */
+/* Topology replies (module-private to pool/): CLUSTER SHARDS (Redis >= 7)
+ * and CLUSTER SLOTS, and a sentinel's SENTINEL GET-MASTER-ADDR-BY-NAME,
+ * parsed from hiredis reply trees into one plain description, a node list
+ * plus a slot -> node index, which cluster.c applies to the node table (a
+ * Sentinel-monitored master is one node owning every slot). Pure
+ * functions: no I/O, no pool. */
 #ifndef LP_POOL_TOPO_H
 #define LP_POOL_TOPO_H
 
@@ -46,6 +48,12 @@ int pool__topo_parse_shards(struct pool__topo *t, const redisReply *r, const cha
 /* Same for a CLUSTER SLOTS reply (the first node of each range is its
  * master, the others replicas). */
 int pool__topo_parse_slots(struct pool__topo *t, const redisReply *r, const char *fallback_host);
+
+/* Parses a SENTINEL GET-MASTER-ADDR-BY-NAME reply ([host, port], the
+ * port as a string) into t: one master owning every slot. Returns 0,
+ * -ENOENT (nil: the sentinel does not know the master's name), -EPROTO
+ * (any other shape, an error reply included) or -ENOMEM. */
+int pool__topo_parse_sentinel(struct pool__topo *t, const redisReply *r);
 
 void pool__topo_free(struct pool__topo *t);
 

@@ -91,6 +91,28 @@ static void info_upstream(struct px_server *srv, struct buf *o)
                 (unsigned long long)st.noscript_retries, st.last_error ? st.last_error : "");
 }
 
+/* Only for a redis-sentinel:// upstream: which master, through which
+ * sentinel, and how it has been followed. */
+static void info_sentinel(struct px_server *srv, struct buf *o)
+{
+    struct pool_stats st;
+
+    if (!pool_is_sentinel(srv->pool))
+        return;
+    pool_get_stats(srv->pool, &st);
+    buf_appendf(o,
+                "# Sentinel\r\nsentinel_master_name:%s\r\nsentinel_master:%s\r\n"
+                "sentinel_current:%s\r\nsentinels:%u\r\nsentinel_connected:%d\r\n"
+                "sentinel_subscribed:%d\r\nsentinel_answers:%llu\r\nsentinel_failures:%llu\r\n"
+                "sentinel_master_switches:%llu\r\nsentinel_switch_events:%llu\r\n"
+                "sentinel_readonly_replies:%llu\r\nsentinel_role_mismatches:%llu\r\n\r\n",
+                st.master_name, st.master_addr, st.sentinel_addr, st.sentinels,
+                st.sentinel_connected ? 1 : 0, st.sentinel_subscribed ? 1 : 0,
+                (unsigned long long)st.sentinel_answers, (unsigned long long)st.sentinel_failures,
+                (unsigned long long)st.master_switches, (unsigned long long)st.switch_events,
+                (unsigned long long)st.readonly, (unsigned long long)st.role_mismatches);
+}
+
 static void info_stats(struct px_server *srv, struct buf *o)
 {
     const struct px_stats *s = &srv->stats;
@@ -120,6 +142,7 @@ static const struct info_section sections[] = {
     {"locks", info_locks},
     {"upstream", info_upstream},
     {"cluster", px_upstream_nodes_info},
+    {"sentinel", info_sentinel},
     {"stats", info_stats},
     {"sync", px_sync_info},
     {"tls", px_tls_info},

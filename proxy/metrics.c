@@ -482,6 +482,46 @@ static void write_upstream(struct px_server *srv, struct buf *o)
     }
 }
 
+/* Only for a redis-sentinel:// upstream. */
+static void write_sentinel(struct px_server *srv, struct buf *o)
+{
+    struct pool_stats st;
+
+    if (!pool_is_sentinel(srv->pool))
+        return;
+    pool_get_stats(srv->pool, &st);
+    {
+        const struct metric ms[] = {
+            {"lockproxy_sentinel_connected", "gauge",
+             "1 while a sentinel answers the master queries.", st.sentinel_connected},
+            {"lockproxy_sentinel_subscribed", "gauge",
+             "1 while the +switch-master/+promoted-slave subscription is up.",
+             st.sentinel_subscribed},
+            {"lockproxy_sentinel_master_known", "gauge",
+             "1 while a master named by the sentinels is in use.", st.master_addr[0] != '\0'},
+            {"lockproxy_sentinel_failures_total", "counter",
+             "Sentinels given up on (connect, error, unknown master name).", st.sentinel_failures},
+            {"lockproxy_sentinel_master_switches_total", "counter",
+             "Times the sentinels named a different master.", st.master_switches},
+            {"lockproxy_sentinel_switch_events_total", "counter",
+             "+switch-master/+promoted-slave messages for this master.", st.switch_events},
+            {"lockproxy_sentinel_readonly_replies_total", "counter",
+             "READONLY replies from a demoted master (never passed to clients).", st.readonly},
+            {"lockproxy_sentinel_role_mismatches_total", "counter",
+             "Master connections refused because ROLE was not master.", st.role_mismatches},
+        };
+
+        write_metrics(o, ms, LP_ARRAY_SIZE(ms));
+    }
+    /* Names and addresses need no escaping: opts.c admits no quote or
+     * backslash in a master name; an address is host:port. */
+    buf_appendf(o,
+                "# HELP lockproxy_sentinel_master_info The master in use (addr \"\" while none).\n"
+                "# TYPE lockproxy_sentinel_master_info gauge\n"
+                "lockproxy_sentinel_master_info{name=\"%s\",addr=\"%s\",sentinel=\"%s\"} 1\n",
+                st.master_name, st.master_addr, st.sentinel_addr);
+}
+
 void px_metrics_write(struct px_server *srv, struct buf *out)
 {
     struct px_metrics *m = srv->metrics;
@@ -496,6 +536,7 @@ void px_metrics_write(struct px_server *srv, struct buf *out)
     write_upstream(srv, out);
     px_upstream_nodes_metrics(srv, out);
     px_tls_metrics(srv, out);
+    write_sentinel(srv, out);
     write_hist(out, "lockproxy_upstream_latency_seconds",
                "Time from submitting a script to Redis to its reply.", &m->upstream);
 }

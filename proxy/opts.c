@@ -32,6 +32,12 @@ static const char usage_text[] =
     "                             (default redis://127.0.0.1:6379); a Redis Cluster:\n"
     "                             redis-cluster://[user:password@]HOST:PORT[,HOST:PORT\n"
     "                             ...] (seed nodes; rediss-cluster:// for TLS)\n"
+    "                             a Sentinel-monitored master: redis-sentinel://\n"
+    "                             [user:password@]HOST:PORT[,HOST:PORT...]/NAME[/db]\n"
+    "                             (credentials and db: the master's;\n"
+    "                             rediss-sentinel:// for TLS to the master)\n"
+    "  --sentinel-user NAME       AUTH user for the sentinels (default none)\n"
+    "  --sentinel-password PASS   AUTH password for the sentinels (default none)\n"
     "  --pool-size N              pipelined upstream connections (default 2)\n"
     "  --lock-watchdog-timeout MS lease of locks taken without LEASE, renewed\n"
     "                             every MS/3 while the connection lives (default 30000)\n"
@@ -149,6 +155,19 @@ static const char *parse_userinfo(const char *s, struct px_addr *a)
     return at + 1;
 }
 
+/* Parses the database number after a '/' (slash), if any. */
+static int parse_db(const char *slash, struct px_addr *a)
+{
+    int64_t v;
+
+    if (!slash || !slash[1])
+        return 0;
+    if (util_parse_i64(slash + 1, strlen(slash + 1), &v) < 0 || v < 0 || v > 1000000)
+        return -EINVAL;
+    a->db = (int)v;
+    return 0;
+}
+
 /* Parses "host:port[/db]" (host may be [v6]). */
 static int parse_hostport(const char *s, struct px_addr *a)
 {
@@ -168,12 +187,56 @@ static int parse_hostport(const char *s, struct px_addr *a)
         snprintf(a->host, sizeof(a->host), "%.*s", (int)(colon - s - 2), s + 1);
     else
         snprintf(a->host, sizeof(a->host), "%.*s", (int)(colon - s), s);
-    if (slash && slash[1]) {
-        if (util_parse_i64(slash + 1, strlen(slash + 1), &v) < 0 || v < 0 || v > 1000000)
-            return -EINVAL;
-        a->db = (int)v;
+    return parse_db(slash, a);
+}
+
+/* A master name: 1..127 printable bytes, none of blank / @ , " \ (so it
+ * survives the URL, logs and a Prometheus label as is). */
+static bool master_name_ok(const char *s, size_t n)
+{
+    size_t i;
+
+    if (n == 0 || n >= PX_MASTER_NAME_MAX)
+        return false;
+    for (i = 0; i < n; i++) {
+        if (s[i] <= ' ' || s[i] >= 0x7f || strchr("/@,\"\\", s[i]))
+            return false;
     }
-    return 0;
+    return true;
+}
+
+/* "host:port[,host:port...]/name[/db]" after redis-sentinel:// and the
+ * credentials: each sentinel is checked like a host:port and the list is
+ * kept as given. */
+static int parse_sentinels(const char *s, struct px_addr *a)
+{
+    const char *slash = strchr(s, '/'), *name, *end, *p;
+    struct px_addr one;
+
+    if (!slash || slash == s || (size_t)(slash - s) >= sizeof(a->sentinels))
+        return -EINVAL;
+    for (p = s;; p = end + 1) {
+        char hp[300];
+
+        end = memchr(p, ',', (size_t)(slash - p));
+        end = end ? end : slash;
+        if (end == p || (size_t)(end - p) >= sizeof(hp))
+            return -EINVAL;
+        snprintf(hp, sizeof(hp), "%.*s", (int)(end - p), p);
+        memset(&one, 0, sizeof(one));
+        if (parse_hostport(hp, &one) < 0 || !one.host[0])
+            return -EINVAL;
+        if (end == slash)
+            break;
+    }
+    name = slash + 1;
+    end = strchr(name, '/');
+    if (!master_name_ok(name, end ? (size_t)(end - name) : strlen(name)))
+        return -EINVAL;
+    snprintf(a->sentinels, sizeof(a->sentinels), "%.*s", (int)(slash - s), s);
+    snprintf(a->master_name, sizeof(a->master_name), "%.*s",
+             (int)(end ? (size_t)(end - name) : strlen(name)), name);
+    return parse_db(end, a);
 }
 
 /* Parses the seeds of "redis-cluster://" (s is past it, and past the
@@ -227,6 +290,12 @@ int px_addr_parse(const char *s, struct px_addr *out)
         snprintf(out->path, sizeof(out->path), "%s", s + 7);
         return 0;
     }
+    if (strncmp(s, "redis-sentinel://", 17) == 0)
+        return parse_sentinels(parse_userinfo(s + 17, out), out);
+    if (strncmp(s, "rediss-sentinel://", 18) == 0) {
+        out->tls = true;
+        return parse_sentinels(parse_userinfo(s + 18, out), out);
+    }
     if (strncmp(s, "redis://", 8) == 0) {
         s = parse_userinfo(s + 8, out);
     } else if (strncmp(s, "rediss://", 9) == 0) {
@@ -277,6 +346,8 @@ static const char *const tls_auth_names[] = {"no", "optional", "yes", NULL};
 static const struct opt_key keys[] = {
     {"listen", OPT_LISTEN, FIELD(listen), 0, 0, NULL, false},
     {"upstream", OPT_ADDR, FIELD(upstream), 0, 0, NULL, false},
+    {"sentinel-user", OPT_STR, STR(sentinel_user), 0, 0, NULL, false},
+    {"sentinel-password", OPT_STR, STR(sentinel_password), 0, 0, NULL, false},
     {"pool-size", OPT_NUM, NUM(pool_size), 1, 64, NULL, false},
     {"lock-watchdog-timeout", OPT_NUM, NUM(watchdog_ms), 30, 86400000, NULL, false},
     {"on-disconnect", OPT_ENUM, FIELD(on_disc), 0, 0, disc_names, true},
@@ -406,8 +477,9 @@ static int set_addr(struct px_opts *o, const struct opt_key *k, const char *v, c
                                        : "");
         return -EINVAL;
     }
-    if (parsed.cluster && k->kind != OPT_ADDR) {
-        snprintf(why, n, "redis-cluster:// is for --upstream only, got '%.200s'", v);
+    if ((parsed.cluster || parsed.sentinels[0]) && k->kind != OPT_ADDR) {
+        snprintf(why, n, "%s is for --upstream only, got '%.200s'",
+                 parsed.cluster ? "redis-cluster://" : "redis-sentinel://", v);
         return -EINVAL;
     }
     if (k->kind != OPT_LISTEN) {
@@ -426,13 +498,18 @@ static int set_addr(struct px_opts *o, const struct opt_key *k, const char *v, c
     return 0;
 }
 
+/* A string setting; the whole field is rewritten, so equal values
+ * compare equal (px_opts_diff_restart). */
 static int set_str(struct px_opts *o, const struct opt_key *k, const char *v, char *why, size_t n)
 {
+    char *field = (char *)o + k->off;
+
     if (strlen(v) >= k->width) {
         snprintf(why, n, "longer than %zu bytes", k->width - 1);
         return -EINVAL;
     }
-    snprintf((char *)o + k->off, k->width, "%s", v);
+    memset(field, 0, k->width);
+    memcpy(field, v, strlen(v));
     return 0;
 }
 

@@ -1,6 +1,6 @@
 /* Options of the lockproxy server: defaults, the settings every flag and
  * config-file key maps to (px_opts_set), parsing of --flags and of
- * redis:// / unix:// addresses, and the --help text. Config files are read
+ * redis:// / redis-sentinel:// / unix:// addresses, and the --help text. Config files are read
  * by config.c through the same px_opts_set. */
 #ifndef LP_PROXY_OPTS_H
 #define LP_PROXY_OPTS_H
@@ -36,7 +36,12 @@ enum px_tls_auth {
     PX_TLS_AUTH_YES = 2,      /* one signed by the CA is required (the default) */
 };
 
-/* An address: TCP host:port, or a unix socket path (host empty). */
+#define PX_SENTINELS_MAX   1024u /* bytes of a redis-sentinel:// host list */
+#define PX_MASTER_NAME_MAX 128u  /* bytes of a sentinel master name, NUL included */
+
+/* An address: TCP host:port, a unix socket path (host empty), or, for the
+ * upstream, a Redis Cluster's seeds or a Sentinel-monitored master
+ * (sentinels set, host empty). */
 struct px_addr {
     bool tls;           /* tls://HOST:PORT (listen) or rediss:// (upstream) */
     char host[256];     /* TCP host, "" for unix */
@@ -47,6 +52,8 @@ struct px_addr {
     int db;             /* upstream SELECT db */
     bool cluster;       /* redis-cluster://: host and port are the first seed */
     char seeds[1024];   /* redis-cluster:// seeds "host:port[,host:port...]", else "" */
+    char sentinels[PX_SENTINELS_MAX];     /* "host:port,host:port", "" unless redis-sentinel:// */
+    char master_name[PX_MASTER_NAME_MAX]; /* redis-sentinel://: the monitored master's name */
 };
 
 struct px_opts {
@@ -54,7 +61,9 @@ struct px_opts {
     unsigned nlisten;                     /* addresses in listen, >= 1 */
     unsigned layer;                       /* being applied: 0 defaults, 1 config file, 2 flags */
     unsigned listen_layer;                /* the layer listen came from (a later one replaces it) */
-    struct px_addr upstream;              /* the Redis server */
+    struct px_addr upstream;              /* the Redis server (or its sentinels) */
+    char sentinel_user[128];              /* the sentinels' AUTH user, "" for none */
+    char sentinel_password[256];          /* the sentinels' AUTH password, "" for no AUTH */
     unsigned pool_size;                   /* pipelined upstream connections */
     uint64_t watchdog_ms;                 /* lease used (and renewed) without LEASE */
     enum px_on_disconnect on_disc;        /* fate of a dead connection's locks */
@@ -124,9 +133,11 @@ size_t px_opts_diff_restart(const struct px_opts *a, const struct px_opts *b, co
                             size_t max);
 
 /* Parses "redis://[user:password@]host:port[/db]", the same with
- * "rediss://" (TLS), "host:port", "tls://host:port", "unix:///path" or
+ * "rediss://" (TLS), "host:port", "tls://host:port", "unix:///path",
  * "redis-cluster://[user:password@]host:port[,host:port ...]" (seeds of a
- * Redis Cluster; no /db). Returns 0 or -EINVAL. */
+ * Redis Cluster; no /db) or "redis-sentinel://[user:password@]host:port
+ * [,host:port ...]/name[/db]" (the credentials and db are the master's).
+ * Returns 0 or -EINVAL. */
 int px_addr_parse(const char *s, struct px_addr *out);
 
 /* Checks what no single setting can (a TLS listener needs a certificate,

@@ -229,6 +229,12 @@ static int server_pool(struct px_server *srv)
     po.user = u->user[0] ? u->user : NULL;
     po.password = u->password[0] ? u->password : NULL;
     po.db = u->db;
+    if (u->sentinels[0]) {
+        po.sentinels = u->sentinels;
+        po.sentinel_master = u->master_name;
+        po.sentinel_user = srv->opts.sentinel_user[0] ? srv->opts.sentinel_user : NULL;
+        po.sentinel_password = srv->opts.sentinel_password[0] ? srv->opts.sentinel_password : NULL;
+    }
     po.size = srv->opts.pool_size;
     po.request_timeout_ms = srv->opts.upstream_timeout_ms;
     server_pool_cluster(srv, &po);

@@ -34,7 +34,8 @@ static bool predis_atexit_done;
 
 static void predis_rm_dir(const char *dir)
 {
-    static const char *files[] = {"redis.sock", "redis.log", "dump.rdb", "nodes.conf", "cli.log"};
+    static const char *files[] = {"redis.sock", "redis.log",     "dump.rdb",
+                                  "nodes.conf", "sentinel.conf", "cli.log"};
     char path[192];
     size_t i;
 
@@ -150,6 +151,8 @@ static int build_argv(const struct predis *r, const char **argv, char *port)
 
     snprintf(port, 16, "%d", r->port);
     argv[n++] = PREDIS_BIN;
+    if (r->conf)
+        argv[n++] = r->conf; /* a config file must come first */
     argv[n++] = "--port";
     argv[n++] = port;
     argv[n++] = "--dir";

@@ -20,11 +20,12 @@ extern "C" {
 #define PREDIS_MAX_EXTRA 8
 
 struct predis {
-    pid_t pid;                               /* running server, or -1 */
-    int port;                                /* TCP port, kept across restarts */
-    char dir[64];                            /* owned: temp dir, "" until created */
-    char sock[128];                          /* unix socket path inside dir */
-    const char *password;                    /* borrowed: --requirepass, or NULL */
+    pid_t pid;            /* running server, or -1 */
+    const char *conf;     /* borrowed: config file passed first (a sentinel's), or NULL */
+    int port;             /* TCP port, kept across restarts */
+    char dir[64];         /* owned: temp dir, "" until created */
+    char sock[128];       /* unix socket path inside dir */
+    const char *password; /* borrowed: --requirepass, or NULL */
     const char *extra[PREDIS_MAX_EXTRA + 1]; /* borrowed: extra args, NULL-terminated */
 };
 

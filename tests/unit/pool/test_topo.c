@@ -1,10 +1,12 @@
-/* Unit tests for pool/topo.c: CLUSTER SHARDS and CLUSTER SLOTS replies,
+/* Unit tests for pool/topo.c: CLUSTER SHARDS, CLUSTER SLOTS and SENTINEL
+ * GET-MASTER-ADDR-BY-NAME replies,
  * written as RESP and parsed by hiredis's reader into the redisReply trees
  * the pool gets, then turned into a topology (nodes, roles, slot owners).
  * Shapes follow what Redis 7.0 sends (checked against a live cluster):
  * several ranges per shard, replicas, unknown endpoints ("?", ""), a shard
  * listing a failed old master after a failover, CLUSTER SLOTS with the 7.0
- * metadata element; and malformed replies. */
+ * metadata element; a sentinel's answer (one master owning every slot),
+ * its nil for an unknown name; and malformed replies. */
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -351,5 +353,76 @@ TEST(topo_malformed)
     buf_deinit(&b);
 }
 
+/* Parses b as a sentinel answer; returns the result, t filled. */
+static int parse_sentinel(struct pool__topo *t, const struct buf *b)
+{
+    redisReply *r = parse(b);
+    int rc = pool__topo_parse_sentinel(t, r);
+
+    freeReplyObject(r);
+    return rc;
+}
+
+TEST(topo_sentinel)
+{
+    struct pool__topo t;
+    struct buf b;
+    int s;
+
+    buf_init(&b);
+    w_arr(&b, 2);
+    w_str(&b, "10.0.0.7");
+    w_str(&b, "6380");
+    ASSERT_EQ(parse_sentinel(&t, &b), 0);
+    ASSERT_EQ(t.nnodes, 1);
+    ASSERT_STREQ(t.nodes[0].host, "10.0.0.7");
+    ASSERT_EQ(t.nodes[0].port, 6380);
+    ASSERT_TRUE(t.nodes[0].master);
+    ASSERT_EQ(t.nodes[0].nslots, 16384);
+    ASSERT_EQ(pool__topo_masters(&t), 1);
+    for (s = 0; s < 16384; s++)
+        ASSERT_EQ(t.owner[s], 0);
+    pool__topo_free(&t);
+    /* a name the sentinel does not monitor */
+    buf_reset(&b);
+    ASSERT_OK(buf_appendf(&b, "*-1\r\n"));
+    ASSERT_EQ(parse_sentinel(&t, &b), -ENOENT);
+    pool__topo_free(&t);
+    buf_reset(&b);
+    ASSERT_OK(buf_appendf(&b, "$-1\r\n"));
+    ASSERT_EQ(parse_sentinel(&t, &b), -ENOENT);
+    pool__topo_free(&t);
+    buf_deinit(&b);
+}
+
+/* Anything but [host, "port"]: an error reply, one element, an integer
+ * port, a port out of range, an empty host. */
+TEST(topo_sentinel_malformed)
+{
+    static const char *const bad[] = {
+        "-ERR unknown command 'SENTINEL'\r\n",
+        "*1\r\n$9\r\n127.0.0.1\r\n",
+        "*2\r\n$9\r\n127.0.0.1\r\n:6379\r\n",
+        "*2\r\n$9\r\n127.0.0.1\r\n$5\r\n70000\r\n",
+        "*2\r\n$9\r\n127.0.0.1\r\n$2\r\n6x\r\n",
+        "*2\r\n$0\r\n\r\n$4\r\n6379\r\n",
+        "*3\r\n$9\r\n127.0.0.1\r\n$4\r\n6379\r\n$1\r\nx\r\n",
+    };
+    struct pool__topo t;
+    struct buf b;
+    size_t i;
+
+    buf_init(&b);
+    for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        buf_reset(&b);
+        ASSERT_OK(buf_appendf(&b, "%s", bad[i]));
+        if (parse_sentinel(&t, &b) != -EPROTO)
+            TEST_FAIL("sentinel reply %zu was accepted", i);
+        pool__topo_free(&t);
+    }
+    buf_deinit(&b);
+}
+
 TEST_MAIN(TEST_CASE(topo_shards), TEST_CASE(topo_shards_failover), TEST_CASE(topo_slots),
-          TEST_CASE(topo_slots_uncovered), TEST_CASE(topo_malformed))
+          TEST_CASE(topo_slots_uncovered), TEST_CASE(topo_malformed), TEST_CASE(topo_sentinel),
+          TEST_CASE(topo_sentinel_malformed))

@@ -43,6 +43,83 @@ TEST(addr_forms)
     ASSERT_TRUE(!a.tls);
 }
 
+/* redis-sentinel://: the master's credentials and db, the sentinels as
+ * given, the name; anything malformed refused. */
+TEST(addr_sentinel)
+{
+    static const char *const bad[] = {
+        "redis-sentinel://10.0.0.1:26379",           /* no name */
+        "redis-sentinel://10.0.0.1:26379/",          /* empty name */
+        "redis-sentinel:///mymaster",                /* no sentinel */
+        "redis-sentinel://10.0.0.1:26379,/mymaster", /* empty entry */
+        "redis-sentinel://10.0.0.1/mymaster",        /* no port */
+        "redis-sentinel://10.0.0.1:0/mymaster",      /* bad port */
+        "redis-sentinel://:26379/mymaster",          /* no host */
+        "redis-sentinel://h:26379/my master",        /* blank in the name */
+        "redis-sentinel://h:26379/my\"master",       /* quote in the name */
+        "redis-sentinel://h:26379/mymaster/x",       /* bad db */
+        "redis-sentinel://h:26379/mymaster/-1",      /* bad db */
+    };
+    struct px_addr a;
+    size_t i;
+
+    ASSERT_OK(px_addr_parse("redis-sentinel://app:p@ss@10.0.0.1:26379,[::1]:26380,s3.local:26381/"
+                            "orders-master/2",
+                            &a));
+    ASSERT_STREQ(a.sentinels, "10.0.0.1:26379,[::1]:26380,s3.local:26381");
+    ASSERT_STREQ(a.master_name, "orders-master");
+    ASSERT_STREQ(a.user, "app");
+    ASSERT_STREQ(a.password, "p@ss");
+    ASSERT_EQ(a.db, 2);
+    ASSERT_STREQ(a.host, "");
+    ASSERT_OK(px_addr_parse("redis-sentinel://127.0.0.1:26379/mymaster", &a));
+    ASSERT_STREQ(a.sentinels, "127.0.0.1:26379");
+    ASSERT_STREQ(a.master_name, "mymaster");
+    ASSERT_STREQ(a.password, "");
+    ASSERT_EQ(a.db, 0);
+    ASSERT_OK(px_addr_parse("redis-sentinel://:secret@127.0.0.1:26379/mymaster/", &a));
+    ASSERT_STREQ(a.password, "secret");
+    ASSERT_STREQ(a.user, "");
+    for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        if (px_addr_parse(bad[i], &a) == 0)
+            TEST_FAIL("accepted %s", bad[i]);
+    }
+}
+
+/* The sentinels' own credentials are settings of their own; only the
+ * upstream may be a redis-sentinel:// address; a restart is needed to
+ * change any of them. */
+TEST(flags_sentinel)
+{
+    char *argv[] = {
+        "lockproxy",       "--upstream", "redis-sentinel://:datapw@127.0.0.1:26379/mymaster",
+        "--sentinel-user", "watcher",    "--sentinel-password=sentpw"};
+    char *bad[] = {"lockproxy", "--listen", "redis-sentinel://127.0.0.1:26379/mymaster"};
+    const char *changed[8];
+    struct px_opts o, o2;
+    FILE *null = fopen("/dev/null", "w");
+
+    px_opts_default(&o);
+    ASSERT_EQ(px_opts_parse(&o, 6, argv, null, null), 0);
+    ASSERT_STREQ(o.upstream.sentinels, "127.0.0.1:26379");
+    ASSERT_STREQ(o.upstream.master_name, "mymaster");
+    ASSERT_STREQ(o.upstream.password, "datapw");
+    ASSERT_STREQ(o.sentinel_user, "watcher");
+    ASSERT_STREQ(o.sentinel_password, "sentpw");
+    ASSERT_TRUE(!px_opts_key_reloadable("sentinel-password"));
+    o2 = o;
+    ASSERT_EQ(px_opts_diff_restart(&o, &o2, changed, 8), 0);
+    ASSERT_OK(px_opts_set(&o2, "sentinel-password", 1, (const char *const[]){"s"}, NULL, 0));
+    ASSERT_OK(px_opts_set(&o2, "sentinel-password", 1, (const char *const[]){"sentpw"}, NULL, 0));
+    ASSERT_EQ(px_opts_diff_restart(&o, &o2, changed, 8), 0);
+    ASSERT_OK(px_opts_set(&o2, "sentinel-user", 1, (const char *const[]){"other"}, NULL, 0));
+    ASSERT_EQ(px_opts_diff_restart(&o, &o2, changed, 8), 1);
+    ASSERT_STREQ(changed[0], "sentinel-user");
+    px_opts_default(&o);
+    ASSERT_TRUE(px_opts_parse(&o, 3, bad, null, null) < 0);
+    fclose(null);
+}
+
 TEST(flags)
 {
     char *argv[] = {"lockproxy",       "--pool-size", "4",    "--lock-watchdog-timeout=900",
@@ -163,6 +240,6 @@ TEST(channel_names)
     ASSERT_EQ(px_channel_name(out, 8, "redisson_lock__channel:", "a", 1), 0);
 }
 
-TEST_MAIN(TEST_CASE(addr_forms), TEST_CASE(flags), TEST_CASE(flags_rejected),
-          TEST_CASE(flags_client_limits), TEST_CASE(flags_client_limits_rejected),
-          TEST_CASE(channel_names))
+TEST_MAIN(TEST_CASE(addr_forms), TEST_CASE(addr_sentinel), TEST_CASE(flags_sentinel),
+          TEST_CASE(flags), TEST_CASE(flags_rejected), TEST_CASE(flags_client_limits),
+          TEST_CASE(flags_client_limits_rejected), TEST_CASE(channel_names))
