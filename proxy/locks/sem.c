@@ -251,10 +251,11 @@ void px__sem_cmd_addpermits(struct px_req *req)
 /* {1, count} (or {0, 0}: the key was gone) -> the new count. */
 static void sem_reply_release(struct px_req *req, const redisReply *r)
 {
-    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
-        r->element[1]->type != REDIS_REPLY_INTEGER)
+    long long status, count;
+
+    if (!px__sem_pair_reply(r, &status, &count))
         return px_wait_reply_upstream(req, -EPROTO);
-    px_reply_int(px_req_out(req), r->element[1]->integer);
+    px_reply_int(px_req_out(req), count);
 }
 
 void px__sem_cmd_release(struct px_req *req)
