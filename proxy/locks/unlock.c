@@ -360,7 +360,7 @@ static bool info_apply(struct px_req *req, struct unlockop *u, const redisReply 
     if (r->type != REDIS_REPLY_ARRAY || r->elements != 3)
         return false;
     held = h && px_hold_is_held(h) && r->element[1]->integer > 0;
-    px_reply_array(b, 12);
+    px_reply_map(b, req->cl->proto, 6);
     px_reply_cstr(b, "locked");
     px_reply_int(b, r->element[0]->integer);
     px_reply_cstr(b, "hold_count");
