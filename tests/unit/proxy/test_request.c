@@ -6,6 +6,7 @@
  * whole, cut in two at every split point, and one byte at a time, and must
  * render the same each time. */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -422,7 +423,7 @@ TEST(reply_encoding_resp3)
         ASSERT_OK(px_reply_map(&b, proto, 2));
         ASSERT_OK(px_reply_null(&b, proto));
         ASSERT_OK(px_reply_double(&b, proto, 1.5));
-        ASSERT_OK(px_reply_double(&b, proto, -1.0 / 0.0));
+        ASSERT_OK(px_reply_double(&b, proto, -INFINITY));
         ASSERT_OK(px_reply_bool(&b, proto, true));
         ASSERT_OK(px_reply_bool(&b, proto, false));
         ASSERT_OK(px_reply_push(&b, proto, 3));
