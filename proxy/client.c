@@ -601,6 +601,7 @@ static void client_init(struct px_server *srv, struct px_client *cl)
 
     px_parser_init(&cl->parser, srv->opts.max_args, srv->opts.max_request_bytes);
     cl->srv = srv;
+    cl->proto = PX_PROTO_RESP2;
     px_auth_client_init(cl);
     cl->id = ++srv->next_client_id;
     list_init(&cl->queued);

@@ -69,6 +69,7 @@ struct px_client {
     bool conn_released;         /* sched on_release delivered */
     bool quit;                  /* close after the replies are sent */
     char name[64];              /* CLIENT SETNAME */
+    int proto;                  /* RESP version of its replies: 2, or 3 after HELLO 3 */
     bool authed;                /* AUTH passed, or no auth was configured at connect */
     const struct px_user *user; /* borrowed from srv->opts.auth: logged-in user, or NULL */
     uint64_t barrier_ms;        /* when the current barrier request was dispatched */

@@ -363,7 +363,7 @@ static bool info_apply(struct px_req *req, struct unlockop *u, const redisReply 
     if (!px_shape_ints(r, 3, 3, v, &n))
         return false;
     held = h && px_hold_is_held(h) && v[1] > 0;
-    px_reply_array(b, 12);
+    px_reply_map(b, req->cl->proto, 6);
     px_reply_cstr(b, "locked");
     px_reply_int(b, v[0]);
     px_reply_cstr(b, "hold_count");

@@ -173,7 +173,7 @@ static void wait_timeout(struct px_wait_op *op)
         if (op->kind->stat == PX_WAIT_STAT_LOCK)
             op->srv->stats.timeouts++;
     }
-    px_reply_nil(px_req_out(op->req));
+    px_reply_null(px_req_out(op->req), op->req->cl->proto);
     wait_finish(op, false);
 }
 

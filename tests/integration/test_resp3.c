@@ -1,0 +1,140 @@
+/* RESP3: HELLO 3 and its server map, the protocol switch per connection
+ * (and back with HELLO 2), RESP3 types in replies (maps for LOCK.INFO and
+ * HELLO, nulls for nil), HELLO's errors and AUTH, and RESP2 left as it was
+ * for connections that never asked for RESP3. Asserted on the exact bytes
+ * (hiredis 0.14 cannot parse RESP3). */
+#include <stdio.h>
+#include <string.h>
+
+#include "harness.h"
+#include "ops_util.h"
+#include "proxy_util.h"
+#include "resp3_util.h"
+
+/* "$<len>\r\n<s>\r\n" into buf. */
+static const char *bulk(char *buf, size_t n, const char *s)
+{
+    snprintf(buf, n, "$%zu\r\n%s\r\n", strlen(s), s);
+    return buf;
+}
+
+/* The HELLO reply's fields, in Redis's order, whatever the header. */
+static void expect_hello_body(const char *got, int proto)
+{
+    char want[64];
+
+    ASSERT_TRUE(strstr(got, "$6\r\nserver\r\n$9\r\nlockproxy\r\n$7\r\nversion\r\n") != NULL);
+    snprintf(want, sizeof(want), "$5\r\nproto\r\n:%d\r\n$2\r\nid\r\n:", proto);
+    ASSERT_TRUE(strstr(got, want) != NULL);
+    ASSERT_TRUE(strstr(got, "$4\r\nmode\r\n$10\r\nstandalone\r\n$4\r\nrole\r\n$6\r\nmaster\r\n"
+                            "$7\r\nmodules\r\n*0\r\n") != NULL);
+}
+
+TEST(resp3_hello)
+{
+    struct pu_env e = {0};
+    struct r3_conn *c;
+    const char *got;
+
+    pu_env_start(&e, "epoll", NULL);
+    c = r3_open(e.proxy.port);
+    r3_send(c, "HELLO", "3", NULL);
+    expect_hello_body(R3_EXPECT_PREFIX(c, "%7\r\n$6\r\nserver\r\n"), 3);
+    r3_send(c, "HELLO", NULL); /* no version: the current one */
+    expect_hello_body(R3_EXPECT_PREFIX(c, "%7\r\n"), 3);
+    r3_send(c, "HELLO", "2", NULL);
+    got = R3_EXPECT_PREFIX(c, "*14\r\n$6\r\nserver\r\n");
+    expect_hello_body(got, 2);
+    r3_send(c, "HELLO", "4", NULL);
+    R3_EXPECT(c, "-NOPROTO unsupported protocol version\r\n");
+    r3_send(c, "HELLO", "three", NULL);
+    R3_EXPECT(c, "-ERR Protocol version is not an integer or out of range\r\n");
+    r3_send(c, "HELLO", "3", "SETNAME", "w1", "BOGUS", NULL);
+    R3_EXPECT(c, "-ERR Syntax error in HELLO option 'BOGUS'\r\n");
+    r3_send(c, "PING", NULL); /* still RESP2: a failed HELLO switches nothing */
+    R3_EXPECT(c, "+PONG\r\n");
+    r3_send(c, "CLIENT", "GETNAME", NULL);
+    R3_EXPECT(c, "$-1\r\n");
+    r3_send(c, "HELLO", "3", "SETNAME", "w1", NULL);
+    R3_EXPECT_PREFIX(c, "%7\r\n");
+    r3_send(c, "CLIENT", "GETNAME", NULL);
+    R3_EXPECT(c, "$2\r\nw1\r\n");
+    r3_close(c);
+    pu_env_stop(&e);
+}
+
+/* Nil is "_", LOCK.INFO a map; a RESP2 connection beside it keeps "$-1"
+ * and the flat array, byte for byte. */
+TEST(resp3_types)
+{
+    struct pu_env e = {0};
+    struct r3_conn *c3, *c2;
+    char info3[512], info2[512], b[64];
+
+    pu_env_start(&e, "epoll", NULL);
+    c3 = r3_open(e.proxy.port);
+    c2 = r3_open(e.proxy.port);
+    r3_send(c3, "HELLO", "3", NULL);
+    R3_EXPECT_PREFIX(c3, "%7\r\n");
+    r3_send(c2, "LOCK", "r3a", NULL);
+    R3_EXPECT(c2, "+OK\r\n");
+    r3_send(c3, "TRYLOCK", "r3a", NULL);
+    R3_EXPECT(c3, "_\r\n");
+    r3_send(c3, "LOCK", "r3a", "WAIT", "50", NULL);
+    R3_EXPECT(c3, "_\r\n");
+    r3_send(c2, "TRYLOCK", "r3b", NULL);
+    R3_EXPECT(c2, "+OK\r\n");
+    r3_send(c3, "TRYLOCK", "r3b", NULL);
+    R3_EXPECT(c3, "_\r\n");
+    r3_send(c2, "TRYLOCK", "r3c", NULL);
+    R3_EXPECT(c2, "+OK\r\n");
+    r3_send(c3, "CLIENT", "GETNAME", NULL);
+    R3_EXPECT(c3, "_\r\n");
+    r3_send(c2, "CLIENT", "GETNAME", NULL);
+    R3_EXPECT(c2, "$-1\r\n");
+    r3_send(c3, "TRYLOCK", "r3mine", NULL);
+    R3_EXPECT(c3, "+OK\r\n");
+    r3_send(c3, "LOCK.INFO", "r3mine", NULL);
+    snprintf(info3, sizeof(info3), "%s", R3_EXPECT_PREFIX(c3, "%6\r\n$6\r\nlocked\r\n:1\r\n"));
+    ASSERT_TRUE(strstr(info3, bulk(b, sizeof(b), "hold_count")) != NULL);
+    ASSERT_TRUE(strstr(info3, "$8\r\nwatchdog\r\n:1\r\n$5\r\ntoken\r\n:-1\r\n") != NULL);
+    r3_send(c2, "LOCK.INFO", "r3a", NULL);
+    snprintf(info2, sizeof(info2), "%s", R3_EXPECT_PREFIX(c2, "*12\r\n$6\r\nlocked\r\n:1\r\n"));
+    ASSERT_TRUE(strstr(info2, "$8\r\nwatchdog\r\n:1\r\n$5\r\ntoken\r\n:-1\r\n") != NULL);
+    /* Back to RESP2 on the same connection. */
+    r3_send(c3, "HELLO", "2", NULL);
+    R3_EXPECT_PREFIX(c3, "*14\r\n");
+    r3_send(c3, "TRYLOCK", "r3a", NULL);
+    R3_EXPECT(c3, "$-1\r\n");
+    r3_send(c3, "LOCK.INFO", "r3mine", NULL);
+    R3_EXPECT_PREFIX(c3, "*12\r\n");
+    r3_close(c3);
+    r3_close(c2);
+    pu_env_stop(&e);
+}
+
+TEST(resp3_hello_auth)
+{
+    static const char *const extra[] = {"--requirepass", "s3cret", NULL};
+    struct pu_env e = {0};
+    struct r3_conn *c;
+
+    ou_env_start(&e, "epoll", extra);
+    c = r3_open(e.proxy.port);
+    r3_send(c, "HELLO", "3", NULL);
+    R3_EXPECT_PREFIX(c, "-NOAUTH HELLO must be called with the client already authenticated");
+    r3_send(c, "HELLO", "3", "AUTH", "default", "nope", NULL);
+    R3_EXPECT_PREFIX(c, "-WRONGPASS");
+    r3_send(c, "TRYLOCK", "x", NULL);
+    R3_EXPECT(c, "-NOAUTH Authentication required.\r\n");
+    r3_send(c, "HELLO", "3", "AUTH", "default", "s3cret", "SETNAME", "me", NULL);
+    expect_hello_body(R3_EXPECT_PREFIX(c, "%7\r\n"), 3);
+    r3_send(c, "CLIENT", "GETNAME", NULL);
+    R3_EXPECT(c, "$2\r\nme\r\n");
+    r3_send(c, "TRYLOCK", "x", NULL);
+    R3_EXPECT(c, "+OK\r\n");
+    r3_close(c);
+    pu_env_stop(&e);
+}
+
+TEST_MAIN(TEST_CASE(resp3_hello), TEST_CASE(resp3_types), TEST_CASE(resp3_hello_auth))
