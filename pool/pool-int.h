@@ -51,6 +51,8 @@ enum pool__req_kind {
     POOL__REQ_INTERNAL = 8, /* the pool's own command (topology): a callback, no stats, no
                                redirects */
     POOL__REQ_ROLE = 9,     /* handshake (sentinel): ROLE, the node must be a master */
+    POOL__REQ_WAIT = 10,    /* WAIT behind an EVAL of pool_eval_wait(): carries the caller
+                               once the EVAL answered (cb set), else its reply is dropped */
 };
 
 /* One expected reply in a connection's FIFO, or a cluster request waiting
@@ -73,6 +75,8 @@ struct pool__req {
     unsigned tries;             /* cluster: TRYAGAIN/CLUSTERDOWN/LOADING retries */
     bool retried;               /* EVAL: the NOSCRIPT retry was sent */
     bool asking;                /* cluster: the next send is preceded by ASKING */
+    struct pool_wait *wait;     /* borrowed: EVAL followed by WAIT, its WAIT record, or NULL */
+    redisReply *held;           /* owned: WAIT: the script's reply, until WAIT answers */
     char *tail;                 /* owned when != inl: formatted bulks, or NULL */
     size_t tail_len;            /* bytes in tail */
     char inl[POOL__REQ_INLINE]; /* owned: inline tail storage */
@@ -183,6 +187,13 @@ static inline bool pool__req_is_caller(const struct pool__req *req)
 {
     return req->kind == POOL__REQ_CMD || req->kind == POOL__REQ_EVAL ||
            req->kind == POOL__REQ_INTERNAL;
+}
+
+/* A request whose reply goes to a caller's callback: a caller request, or
+ * a WAIT record that took the caller over from its EVAL. */
+static inline bool pool__req_has_caller(const struct pool__req *req)
+{
+    return pool__req_is_caller(req) || (req->kind == POOL__REQ_WAIT && req->cb);
 }
 
 /* Makes room for a kept tail of nbulks bulks, n bytes (inline when it

@@ -489,14 +489,17 @@ int pool_command_slot(struct pool *p, uint64_t hint, int slot, int argc, const c
 }
 
 /* The first key routes (scripts touch keys of one slot by contract). */
-int pool_eval(struct pool *p, uint64_t hint, unsigned script, int numkeys, int argc,
-              const char *const *argv, const size_t *lens, pool_reply_fn *cb, void *arg)
+static int eval_at(struct pool *p, uint64_t hint, unsigned script, int numkeys, int argc,
+                   const char *const *argv, const size_t *lens, struct pool_wait *w,
+                   pool_reply_fn *cb, void *arg)
 {
     struct pool__rconn *rc;
     struct pool__req *req;
     int slot = -1;
 
     if (script >= p->nscripts || numkeys < 0 || argc < numkeys || !cb || (argc && !argv))
+        return -EINVAL;
+    if (w && (w->replicas == 0 || w->timeout_ms == 0))
         return -EINVAL;
     if (p->stopping)
         return -ENOTCONN;
@@ -508,7 +511,26 @@ int pool_eval(struct pool *p, uint64_t hint, unsigned script, int numkeys, int a
     req = req_new(p, slot, hint, cb, arg);
     if (!req)
         return -ENOMEM;
+    if (w) {
+        w->acked = -1;
+        req->wait = w;
+    }
     return pool__rconn_eval(rc, req, script, numkeys, argc, argv, lens);
+}
+
+int pool_eval(struct pool *p, uint64_t hint, unsigned script, int numkeys, int argc,
+              const char *const *argv, const size_t *lens, pool_reply_fn *cb, void *arg)
+{
+    return eval_at(p, hint, script, numkeys, argc, argv, lens, NULL, cb, arg);
+}
+
+int pool_eval_wait(struct pool *p, uint64_t hint, unsigned script, int numkeys, int argc,
+                   const char *const *argv, const size_t *lens, struct pool_wait *w,
+                   pool_reply_fn *cb, void *arg)
+{
+    if (!w)
+        return -EINVAL;
+    return eval_at(p, hint, script, numkeys, argc, argv, lens, w, cb, arg);
 }
 
 /* ---- errors, randomness ------------------------------------------------------ */

@@ -80,6 +80,12 @@ static const char usage_text[] =
     "                             repeatable; clients AUTH NAME PASSWORD\n"
     "  --metrics HOST:PORT        serve Prometheus /metrics, /healthz and /livez over\n"
     "                             HTTP on HOST:PORT (default off)\n"
+    "  --sync-replicas N          grant a lock only once N replicas acknowledged\n"
+    "                             it (WAIT after every script that changes lock\n"
+    "                             state); else undo it and answer NOREPLICAS\n"
+    "                             (default 0: off; see the README's Guarantees)\n"
+    "  --sync-timeout MS          how long WAIT waits for the replicas; below\n"
+    "                             --upstream-timeout (default 1000)\n"
     "  --cluster-pubsub MODE      Redis Cluster pub/sub: auto (sharded on Redis 7+,\n"
     "                             as Redisson's shardedSubscriptionMode), sharded\n"
     "                             (SSUBSCRIBE/SPUBLISH) or classic (SUBSCRIBE/\n"
@@ -130,6 +136,8 @@ void px_opts_default(struct px_opts *o)
     o->unix_perm = 0;
     o->tls_auth_clients = PX_TLS_AUTH_YES;
     o->tls_handshake_timeout_ms = 10000;
+    o->sync_replicas = 0;
+    o->sync_timeout_ms = 1000;
 }
 
 void px_opts_deinit(struct px_opts *o)
@@ -367,6 +375,8 @@ static const struct opt_key keys[] = {
     {"log-level", OPT_ENUM, FIELD(log_level), 0, 0, level_names, true},
     {"metrics", OPT_METRICS, FIELD(metrics), 0, 0, NULL, false},
     {"cluster-pubsub", OPT_ENUM, FIELD(cluster_pubsub), 0, 0, pubsub_names, false},
+    {"sync-replicas", OPT_NUM, NUM(sync_replicas), 0, 1000, NULL, true},
+    {"sync-timeout", OPT_NUM, NUM(sync_timeout_ms), 1, 3600000, NULL, true},
     {"requirepass", OPT_PASS, FIELD(auth), 0, 0, NULL, true},
     {"user", OPT_USER, FIELD(auth), 0, 0, NULL, true},
     {"config", OPT_CONFIG, FIELD(config), 0, 0, NULL, false},
@@ -729,6 +739,13 @@ int px_opts_check(const struct px_opts *o, char *msg, size_t n)
     }
     if (o->tls_key_file[0] && !o->tls_cert_file[0]) {
         snprintf(msg, n, "--tls-key-file needs --tls-cert-file");
+        return -EINVAL;
+    }
+    if (o->sync_replicas > 0 && o->sync_timeout_ms >= o->upstream_timeout_ms) {
+        snprintf(msg, n,
+                 "--sync-timeout %u must be below --upstream-timeout %u (WAIT holds the "
+                 "upstream connection for up to --sync-timeout)",
+                 o->sync_timeout_ms, o->upstream_timeout_ms);
         return -EINVAL;
     }
     return 0;

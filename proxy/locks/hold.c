@@ -414,7 +414,7 @@ static void settle_log_rollback(struct px_hold *h, uint64_t n)
         return;
     log_msg(LOG_LVL_WARN,
             "rolled back %llu acquisition(s) of %s '%.*s' by %.*s that no client was told of "
-            "(late grant or lost reply) (%llu similar not logged)",
+            "(late, unreplicated or lost reply) (%llu similar not logged)",
             (unsigned long long)n, h->kind->name, (int)LP_MIN(h->nlen, 200u), h->key, (int)h->olen,
             h->owner, (unsigned long long)quiet);
 }
