@@ -297,6 +297,7 @@ struct pool_stats {
     uint64_t requests;         /* requests sent */
     uint64_t inflight;         /* requests awaiting a reply */
     uint64_t reconnects;       /* successful reconnects after a loss */
+    uint64_t restarts;         /* masters that answered with a new run_id (restarted) */
     uint64_t errors;           /* requests failed by connection loss or timeout */
     uint64_t batches;          /* writes (flushes) to command connections */
     uint64_t noscript_retries; /* NOSCRIPT reloads */
