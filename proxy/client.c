@@ -56,6 +56,7 @@
 #include "proxy/cmd.h"
 #include "proxy/locks/locks.h"
 #include "proxy/metrics.h"
+#include "proxy/push.h"
 #include "proxy/reply.h"
 #include "proxy/server.h"
 #include "proxy/tls.h"
@@ -185,6 +186,7 @@ static void client_flush_done(struct px_client *cl)
         px_req_free(req);
         /* The new head may have finished already; its reply is in req->reply. */
     }
+    px_push_flush(cl);
     if (!cl->closing)
         sched_conn_mark_dirty(&cl->conn);
 }
@@ -538,6 +540,7 @@ static void client_maybe_free(struct px_client *cl)
     buf_deinit(&cl->conn.out);
     buf_deinit(&cl->conn.sending);
     buf_deinit(&cl->in);
+    buf_deinit(&cl->pushes);
     px_parser_deinit(&cl->parser);
     free(cl);
 }

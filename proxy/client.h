@@ -70,6 +70,9 @@ struct px_client {
     bool quit;                  /* close after the replies are sent */
     char name[64];              /* CLIENT SETNAME */
     int proto;                  /* RESP version of its replies: 2, or 3 after HELLO 3 */
+    bool sub_lease_lost;        /* SUBSCRIBEd to lockproxy:lease-lost (push.h) */
+    struct buf pushes;          /* owned: pushes kept until whole replies end the output */
+    unsigned exec_unsent;       /* elements of an EXEC reply not written yet (multi.h) */
     bool authed;                /* AUTH passed, or no auth was configured at connect */
     const struct px_user *user; /* borrowed from srv->opts.auth: logged-in user, or NULL */
     uint64_t barrier_ms;        /* when the current barrier request was dispatched */

@@ -19,6 +19,7 @@
 #include "proxy/locks/latch.h"
 #include "proxy/locks/lock.h"
 #include "proxy/locks/semaphore.h"
+#include "proxy/push.h"
 #include "proxy/reply.h"
 #include "proxy/server.h"
 
@@ -254,6 +255,7 @@ static const struct px_cmd_set *const cmd_sets[] = {
     &conn_cmd_set,      &px_lock_cmd_set,
     &px_rwlock_cmd_set, &px_fairlock_cmd_set, /* lock family: lock.h */
     &px_sem_cmd_set,    &px_latch_cmd_set,
+    &px_push_cmd_set, /* SUBSCRIBE lockproxy:lease-lost: push.h */
 };
 
 struct cmd_entry {
