@@ -261,5 +261,38 @@ TEST(resp3_lease_lost_push)
     pu_env_stop(&e);
 }
 
+/* A lease lost while EXEC's array is being written: the push comes after
+ * the whole array, never inside it. Redis is paused so that the EXEC's
+ * TRYLOCK is in flight when the fixed lease runs out. */
+TEST(resp3_push_waits_for_exec)
+{
+    struct pu_env e = {0};
+    struct r3_conn *c;
+
+    pu_env_start(&e, "epoll", NULL);
+    c = r3_open(e.proxy.port);
+    r3_send(c, "HELLO", "3", NULL);
+    R3_EXPECT_PREFIX(c, "%7\r\n");
+    r3_send(c, "SUBSCRIBE", "lockproxy:lease-lost", NULL);
+    R3_EXPECT_PREFIX(c, ">3\r\n$9\r\nsubscribe");
+    r3_send(c, "TRYLOCK", "fixed", "LEASE", "400", NULL);
+    R3_EXPECT(c, "+OK\r\n");
+    r3_send(c, "MULTI", NULL);
+    R3_EXPECT(c, "+OK\r\n");
+    r3_send(c, "TRYLOCK", "inexec", NULL);
+    R3_EXPECT(c, "+QUEUED\r\n");
+    pu_redis_pause(&e.redis);
+    r3_send(c, "EXEC", NULL);
+    ASSERT_NULL(r3_next(c, 900)); /* "*1" only: the lease ran out meanwhile */
+    pu_redis_resume(&e.redis);
+    R3_EXPECT(c, "*1\r\n+OK\r\n");
+    R3_EXPECT(c, LOST_MSG("10\r\nLOCK fixed"));
+    r3_send(c, "PING", NULL);
+    R3_EXPECT(c, "+PONG\r\n");
+    r3_close(c);
+    pu_env_stop(&e);
+}
+
 TEST_MAIN(TEST_CASE(resp3_hello), TEST_CASE(resp3_types), TEST_CASE(resp3_hello_auth),
-          TEST_CASE(resp3_subscribe_rules), TEST_CASE(resp3_lease_lost_push))
+          TEST_CASE(resp3_subscribe_rules), TEST_CASE(resp3_lease_lost_push),
+          TEST_CASE(resp3_push_waits_for_exec))
