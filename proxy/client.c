@@ -245,7 +245,8 @@ static void client_dispatch(struct px_client *cl, struct px_req *req)
     req->state = PX_REQ_RUNNING;
     if (req->answered) /* the parser's answer, kept in order */
         return px_multi_reject(req);
-    cl->srv->stats.commands++;
+    if (!req->in_exec) /* counted when it came, not again at EXEC */
+        cl->srv->stats.commands++;
     px_cmd_dispatch(req);
 }
 
