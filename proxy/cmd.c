@@ -19,6 +19,8 @@
 #include "proxy/locks/latch.h"
 #include "proxy/locks/lock.h"
 #include "proxy/locks/semaphore.h"
+#include "proxy/multi.h"
+#include "proxy/push.h"
 #include "proxy/reply.h"
 #include "proxy/server.h"
 
@@ -254,6 +256,8 @@ static const struct px_cmd_set *const cmd_sets[] = {
     &conn_cmd_set,      &px_lock_cmd_set,
     &px_rwlock_cmd_set, &px_fairlock_cmd_set, /* lock family: lock.h */
     &px_sem_cmd_set,    &px_latch_cmd_set,
+    &px_push_cmd_set,  /* SUBSCRIBE lockproxy:lease-lost: push.h */
+    &px_multi_cmd_set, /* MULTI, EXEC, DISCARD: multi.h */
 };
 
 struct cmd_entry {
@@ -327,7 +331,7 @@ bool px_cmd_may_block(const struct px_req *req)
 {
     const struct px_cmd *c = req->cmd;
 
-    return c && c->may_block && req->argc >= c->min_args && c->may_block(req);
+    return c && c->may_block && !req->in_exec && req->argc >= c->min_args && c->may_block(req);
 }
 
 void px_cmd_dispatch(struct px_req *req)
@@ -336,15 +340,17 @@ void px_cmd_dispatch(struct px_req *req)
     const struct px_arg *name = &req->argv[0];
 
     if (!px_auth_admit(req))
-        return px_req_done(req);
+        return px_multi_reject(req);
     if (!c) {
         px_reply_error(px_req_out(req), "ERR unknown command '%.*s'", (int)LP_MIN(name->len, 64u),
                        name->p);
-        return px_req_done(req);
+        return px_multi_reject(req);
     }
     if (req->argc < c->min_args || (c->max_args >= 0 && req->argc > c->max_args)) {
         px_reply_error(px_req_out(req), "ERR wrong number of arguments for '%s' command", c->name);
-        return px_req_done(req);
+        return px_multi_reject(req);
     }
+    if (px_multi_intercept(req))
+        return;
     c->fn(req);
 }

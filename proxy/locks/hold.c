@@ -59,6 +59,7 @@
 #include "proxy/locks/scripts.h"
 #include "proxy/locks/wait.h"
 #include "proxy/metrics.h"
+#include "proxy/push.h"
 #include "proxy/server.h"
 #include "sched/loop.h"
 
@@ -111,7 +112,7 @@ static int plain_settle(struct px_server *srv, const char *name, size_t nlen, co
                           arg);
 }
 
-const struct px_hold_kind px_hold_plain = {"lock", plain_renew_script, plain_settle, true};
+const struct px_hold_kind px_hold_plain = {"lock", "LOCK", plain_renew_script, plain_settle, true};
 
 /* ---- the table ---------------------------------------------------------------- */
 
@@ -317,6 +318,7 @@ void px_hold_mark_lost(struct px_hold *h)
     h->verify = false;
     list_del_init(&h->due_node);
     sched_loop_timer_in(srv->loop, &h->timer, PX_HOLD_TOMBSTONE_MS);
+    px_push_lease_lost(h->cl, h->kind->cmd, h->key, h->nlen);
 }
 
 /* ---- requests in flight and settles ------------------------------------------------ */

@@ -444,7 +444,7 @@ void px_wait_init(struct px_wait_op *op, const struct px_wait_kind *kind, struct
     px_waitset_member_init(&op->member, wait_on_wake);
     list_init(&op->client_node);
     sched_timer_init(&op->timer, wait_on_timer);
-    if (wait_ms == 0)
+    if (wait_ms == 0 || req->in_exec) /* inside EXEC: one attempt (multi.h) */
         op->deadline = 0;
     else if (wait_ms < 0)
         op->deadline = PX_WAIT_FOREVER;
