@@ -13,6 +13,7 @@
 #include "common/util.h"
 #include "pool/pool.h"
 #include "proxy/client.h"
+#include "proxy/cmd.h"
 #include "proxy/locks/lock.h"
 #include "proxy/reply.h"
 #include "proxy/request.h"
@@ -78,6 +79,26 @@ void px_args_reply_syntax(struct px_req *req, const struct px_arg *a)
     px_reply_error(px_req_out(req), "ERR syntax error near '%.*s'", (int)LP_MIN(a->len, 32u), a->p);
 }
 
+void px_args_reply_option(struct px_req *req, const struct px_arg *a)
+{
+    static const char *const keywords[] = {"LEASE", "WAIT", "FENCED", "OWNER", "KEEP"};
+    const char *cmd = req->cmd ? req->cmd->name : "";
+    size_t i;
+
+    for (i = 0; i < LP_ARRAY_SIZE(keywords) && !px_args_is(a, keywords[i]); i++)
+        ;
+    if (i == LP_ARRAY_SIZE(keywords) || !cmd[0])
+        return px_args_reply_syntax(req, a);
+    if (strcmp(keywords[i], "WAIT") == 0 && strstr(cmd, "TRY")) {
+        px_reply_error(px_req_out(req),
+                       "ERR %s takes no WAIT: it never waits (use %.*s%s name "
+                       "WAIT ms)",
+                       cmd, (int)(strstr(cmd, "TRY") - cmd), cmd, strstr(cmd, "TRY") + 3);
+        return;
+    }
+    px_reply_error(px_req_out(req), "ERR %s takes no %s option", cmd, keywords[i]);
+}
+
 void px_args_reply_no_value(struct px_req *req, const char *opt, size_t len)
 {
     px_reply_error(px_req_out(req), "ERR option '%.*s' needs a value", (int)LP_MIN(len, 32u), opt);
@@ -101,7 +122,50 @@ void px_args_reply_upstream(struct px_req *req, int err)
     }
 }
 
+/* What a command works on, for errors: by its name's family. */
+static const char *object_of(const struct px_req *req)
+{
+    static const struct {
+        const char *prefix; /* upper-case command name prefix */
+        const char *object; /* what the family's name holds */
+    } families[] = {
+        {"PSEM.", "permit-expirable semaphore"},
+        {"SEM.", "semaphore"},
+        {"LATCH.", "count-down latch"},
+        {"RLOCK", "read-write lock"},
+        {"WLOCK", "read-write lock"},
+        {"RUNLOCK", "read-write lock"},
+        {"WUNLOCK", "read-write lock"},
+        {"FAIR", "fair lock"},
+    };
+    const char *name = req->cmd ? req->cmd->name : "";
+    size_t i;
+
+    for (i = 0; i < LP_ARRAY_SIZE(families); i++) {
+        if (strncmp(name, families[i].prefix, strlen(families[i].prefix)) == 0)
+            return families[i].object;
+    }
+    return "lock";
+}
+
+/* Redis's own WRONGTYPE, raised by a redis.call() inside a script on a key
+ * of another type, ends with " script: <sha>, on @user_script:<line>.":
+ * clients get the object's words instead (as FORCEUNLOCK's TYPE check
+ * words it), and never a script's internals. Errors the scripts raise
+ * themselves (redis.error_reply) carry no such suffix. */
+#define REDIS_WRONGTYPE "WRONGTYPE Operation against a key holding the wrong kind of value"
+
 void px_args_reply_redis_error(struct px_req *req, const struct redisReply *r)
 {
-    px_reply_error(px_req_out(req), "%.*s", (int)LP_MIN(r->len, 400u), r->str);
+    const char *script = r->str ? strstr(r->str, " script: ") : NULL;
+    size_t n = script ? (size_t)(script - r->str) : r->len;
+
+    if (r->str && strncmp(r->str, REDIS_WRONGTYPE, strlen(REDIS_WRONGTYPE)) == 0) {
+        px_reply_error(px_req_out(req),
+                       "WRONGTYPE the name '%.*s' holds another kind of value, "
+                       "not a %s",
+                       (int)LP_MIN(req->argv[1].len, 200u), req->argv[1].p, object_of(req));
+        return;
+    }
+    px_reply_error(px_req_out(req), "%.*s", (int)LP_MIN(n, 400u), r->str);
 }

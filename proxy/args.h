@@ -50,6 +50,12 @@ void px_args_reply_bad(struct px_req *req, const char *what, const char *must,
 /* Replies "-ERR syntax error near '<a>'" (a cut to 32 bytes). */
 void px_args_reply_syntax(struct px_req *req, const struct px_arg *a);
 
+/* Replies for an option a that the command does not take: "-ERR <CMD>
+ * takes no <OPT> option" when a is an option keyword of another command
+ * (for WAIT on a TRY... command, naming the command that waits), else the
+ * syntax error above. */
+void px_args_reply_option(struct px_req *req, const struct px_arg *a);
+
 /* Replies "-ERR option '<opt>' needs a value" (opt: len bytes, at most 32
  * shown). */
 void px_args_reply_no_value(struct px_req *req, const char *opt, size_t len);

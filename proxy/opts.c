@@ -472,6 +472,80 @@ static bool addr_form_ok(const struct opt_key *k, const char *v)
     return strncmp(v, "tls://", 6) != 0;
 }
 
+/* The URL forms, by scheme, as errors show them. */
+static const struct {
+    const char *scheme; /* prefix, with "://" */
+    const char *form;   /* what follows it */
+} url_forms[] = {
+    {"redis://", "[user:password@]HOST:PORT[/db]"},
+    {"rediss://", "[user:password@]HOST:PORT[/db]"},
+    {"redis-cluster://", "[user:password@]HOST:PORT[,HOST:PORT...]"},
+    {"rediss-cluster://", "[user:password@]HOST:PORT[,HOST:PORT...]"},
+    {"redis-sentinel://", "[user:password@]HOST:PORT[,HOST:PORT...]/NAME[/db]"},
+    {"rediss-sentinel://", "[user:password@]HOST:PORT[,HOST:PORT...]/NAME[/db]"},
+    {"unix://", "/path"},
+    {"tls://", "HOST:PORT"},
+};
+
+/* What is wrong with the "host:port[/...]" part p of an address. */
+static const char *hostport_why(const char *p)
+{
+    const char *end = p + strcspn(p, "/,"), *colon = end;
+    int64_t v;
+
+    if (end == p)
+        return "no HOST:PORT";
+    while (colon > p && *colon != ':')
+        colon--;
+    if (*colon != ':')
+        return "no :PORT after the host";
+    if (colon == p)
+        return "no HOST before :PORT";
+    if (util_parse_i64(colon + 1, (size_t)(end - colon - 1), &v) < 0 || v < 1 || v > 65535)
+        return "the port must be a number from 1 to 65535";
+    return *end == '/' ? "a bad /db or /NAME after HOST:PORT" : "a bad HOST:PORT in the list";
+}
+
+/* Explains why address v was refused for key k, into why. */
+static void addr_why(const struct opt_key *k, const char *v, char *why, size_t n)
+{
+    const char *sep = strstr(v, "://"), *rest;
+    const char *forms = k->kind == OPT_LISTEN ? "HOST:PORT, tls://HOST:PORT or unix:///path"
+                        : k->kind == OPT_ADDR ? "redis://, rediss:// (TLS), redis[s]-cluster://, "
+                                                "redis[s]-sentinel:// or unix:///path"
+                                              : "HOST:PORT or unix:///path";
+    size_t i;
+
+    for (i = 0; i < LP_ARRAY_SIZE(url_forms); i++) {
+        if (strncmp(v, url_forms[i].scheme, strlen(url_forms[i].scheme)) == 0)
+            break;
+    }
+
+    if (sep && i == LP_ARRAY_SIZE(url_forms)) {
+        snprintf(why, n, "unknown scheme in '%.200s' (%s)", v, forms);
+        return;
+    }
+    if (i < LP_ARRAY_SIZE(url_forms) && !addr_form_ok(k, v)) {
+        snprintf(why, n, "%s is not for --%s, got '%.200s' (%s)", url_forms[i].scheme, k->name, v,
+                 forms);
+        return;
+    }
+    if (i == LP_ARRAY_SIZE(url_forms)) {
+        snprintf(why, n, "cannot parse address '%.200s': %s (HOST:PORT%s)", v, hostport_why(v),
+                 k->kind == OPT_LISTEN ? ", tls://HOST:PORT or unix:///path" : "");
+        return;
+    }
+    rest = v + strlen(url_forms[i].scheme);
+    if (strrchr(rest, '@'))
+        rest = strrchr(rest, '@') + 1;
+    snprintf(why, n, "cannot parse address '%.200s': %s (expected %s%s)", v,
+             strcmp(url_forms[i].scheme, "unix://") == 0 ? "a path must start with /"
+             : strstr(url_forms[i].scheme, "sentinel") && !strchr(rest, '/')
+                 ? "no /NAME (the master's name) after the sentinels"
+                 : hostport_why(rest),
+             url_forms[i].scheme, url_forms[i].form);
+}
+
 static int set_addr(struct px_opts *o, const struct opt_key *k, const char *v, char *why, size_t n)
 {
     struct px_addr *a = (struct px_addr *)((char *)o + k->off), parsed;
@@ -481,10 +555,7 @@ static int set_addr(struct px_opts *o, const struct opt_key *k, const char *v, c
         return 0;
     }
     if (px_addr_parse(v, &parsed) < 0 || !addr_form_ok(k, v)) {
-        snprintf(why, n, "cannot parse address '%.200s'%s", v,
-                 k->kind == OPT_LISTEN ? " (HOST:PORT, tls://HOST:PORT or unix:///path)"
-                 : k->kind == OPT_ADDR ? " (redis://, rediss://, redis-cluster:// or unix:///path)"
-                                       : "");
+        addr_why(k, v, why, n);
         return -EINVAL;
     }
     if ((parsed.cluster || parsed.sentinels[0]) && k->kind != OPT_ADDR) {
@@ -620,6 +691,18 @@ static int apply_flag(struct px_opts *o, const char *name, const char *v, char *
     return rc < 0 ? (rc == -ENOMEM ? rc : -EINVAL) : 0;
 }
 
+/* Why argument f (not "--name=value", and last or without a value) was
+ * refused: an unknown flag, a known one without its value, or no flag. */
+static void flag_error(const char *f, char *msg, size_t n)
+{
+    if (strncmp(f, "--", 2) != 0)
+        snprintf(msg, n, "unexpected argument '%.100s' (options start with --; see --help)", f);
+    else if (strlen(f) < 64 && key_find(f + 2))
+        snprintf(msg, n, "option '%.100s' needs a value (see --help)", f);
+    else
+        snprintf(msg, n, "unknown option '%.100s' (see --help)", f);
+}
+
 int px_opts_parse_flags(struct px_opts *o, int argc, char **argv, char *msg, size_t n)
 {
     int i, rc;
@@ -637,7 +720,7 @@ int px_opts_parse_flags(struct px_opts *o, int argc, char **argv, char *msg, siz
         } else if (i + 1 < argc && strncmp(f, "--", 2) == 0 && strlen(f) < sizeof(name)) {
             rc = apply_flag(o, f + 2, argv[++i], msg, n);
         } else {
-            snprintf(msg, n, "'%.100s' needs a value or is unknown (see --help)", f);
+            flag_error(f, msg, n);
             rc = -EINVAL;
         }
         if (rc < 0)

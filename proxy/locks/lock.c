@@ -172,7 +172,7 @@ static int parse_option(struct px_req *req, int *i, unsigned allow, struct px__l
 
     *i += kind == PX__LOCK_OPT_FENCED ? 1 : 2;
     if (kind == 0) {
-        px_args_reply_syntax(req, opt);
+        px_args_reply_option(req, opt);
         return -EINVAL;
     }
     if (kind == PX__LOCK_OPT_FENCED) {

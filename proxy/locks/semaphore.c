@@ -212,9 +212,11 @@ void px__sem_return(struct px_server *srv, const char *name, size_t nlen, int64_
 
 void px__sem_reply_notinit(struct px_req *req)
 {
+    bool psem = req->argv[0].len > 0 && (req->argv[0].p[0] | 0x20) == 'p';
+
     px_reply_error(px_req_out(req),
-                   "NOTINIT semaphore '%.*s' has no permits set (use TRYSETPERMITS first)",
-                   (int)LP_MIN(req->argv[1].len, 200u), req->argv[1].p);
+                   "NOTINIT semaphore '%.*s' has no permits set (use %s.TRYSETPERMITS first)",
+                   (int)LP_MIN(req->argv[1].len, 200u), req->argv[1].p, psem ? "PSEM" : "SEM");
 }
 
 bool px__sem_pair_reply(const redisReply *r, long long *status, long long *value)
@@ -257,7 +259,7 @@ static int parse_option(struct px_req *req, int *i, bool wait_ok, bool lease_ok,
         return 0;
     }
     if (!wait && !lease) {
-        px_args_reply_syntax(req, opt);
+        px_args_reply_option(req, opt);
         return -EINVAL;
     }
     if (*i + 1 >= req->argc) {

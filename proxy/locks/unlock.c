@@ -351,10 +351,25 @@ void px__lock_cmd_forceunlock(struct px_req *req)
 
 /* ---- LOCK.INFO ----------------------------------------------------------------- */
 
-static bool info_apply(struct px_req *req, struct unlockop *u, const redisReply *r)
+/* The caller's hold of name that this proxy confirmed: a plain, fair or
+ * read hold (owner), else a write hold (owner + ":write"), or NULL. */
+static struct px_hold *info_hold(struct px_req *req, const struct unlockop *u)
 {
     const struct px_arg *name = &req->argv[1];
+    char wowner[PX_OWNER_MAX + 8];
     struct px_hold *h = px_hold_find(req->cl->srv, name->p, name->len, u->owner, u->olen);
+
+    if (h && px_hold_is_held(h))
+        return h;
+    memcpy(wowner, u->owner, u->olen);
+    memcpy(wowner + u->olen, ":write", 6);
+    h = px_hold_find(req->cl->srv, name->p, name->len, wowner, u->olen + 6);
+    return h && px_hold_is_held(h) ? h : NULL;
+}
+
+static bool info_apply(struct px_req *req, struct unlockop *u, const redisReply *r)
+{
+    struct px_hold *h = info_hold(req, u);
     struct buf *b = px_req_out(req);
     long long v[3];
     size_t n;
@@ -362,7 +377,7 @@ static bool info_apply(struct px_req *req, struct unlockop *u, const redisReply 
 
     if (!px_shape_ints(r, 3, 3, v, &n))
         return false;
-    held = h && px_hold_is_held(h) && v[1] > 0;
+    held = h && v[1] > 0;
     px_reply_map(b, req->cl->proto, 6);
     px_reply_cstr(b, "locked");
     px_reply_int(b, v[0]);

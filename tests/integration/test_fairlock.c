@@ -429,8 +429,8 @@ static void scenario_stale(struct pu_env *e)
     /* Arguments and types. */
     PU_ERR(c, "ERR LEASE must be a non-negative integer", "FAIRLOCK %s LEASE %d", "fs", -1);
     PU_ERR(c, "ERR WAIT must be a non-negative integer", "FAIRLOCK %s WAIT %s", "fs", "1.5");
-    PU_ERR(c, "ERR syntax error", "FAIRLOCK %s FENCED", "fs");
-    PU_ERR(c, "ERR syntax error", "FAIRUNLOCK %s WAIT %d", "fs", 1);
+    PU_ERR(c, "ERR FAIRLOCK takes no FENCED option", "FAIRLOCK %s FENCED", "fs");
+    PU_ERR(c, "ERR FAIRUNLOCK takes no WAIT option", "FAIRUNLOCK %s WAIT %d", "fs", 1);
     PU_OK(rc, "SET %s %s", "fstr", "v");
     PU_ERR(c, "WRONGTYPE", "FAIRLOCK %s", "fstr");
     PU_STR(rc, "v", "GET %s", "fstr");

@@ -97,7 +97,7 @@ static void scenario_tokens(struct pu_env *e)
     /* Bad input. */
     PU_ERR(c1, "ERR LEASE must be a non-negative integer", "LOCK %s LEASE %d FENCED", "fe", -3);
     PU_ERR(c1, "ERR option 'WAIT' needs a value", "LOCK %s FENCED WAIT", "fe");
-    PU_ERR(c1, "ERR syntax error", "UNLOCK %s FENCED", "fe");
+    PU_ERR(c1, "ERR UNLOCK takes no FENCED option", "UNLOCK %s FENCED", "fe");
     ASSERT_TRUE(!pu_exists(rc, "fe"));
     redisFree(rc);
     redisFree(c2);

@@ -428,7 +428,7 @@ static void scenario_sem_bad_input(struct pu_env *e)
     PU_ERR(c, "ERR WAIT must be a non-negative integer (ms), got 'soon'",
            "SEM.ACQUIRE %s 2 WAIT soon", "b");
     PU_ERR(c, "ERR option 'WAIT' needs a value", "SEM.ACQUIRE %s 1 WAIT", "b");
-    PU_ERR(c, "ERR syntax error near 'WAIT'", "SEM.TRYACQUIRE %s WAIT 5", "b");
+    PU_ERR(c, "ERR SEM.TRYACQUIRE takes no WAIT", "SEM.TRYACQUIRE %s WAIT 5", "b");
     PU_ERR(c, "ERR syntax error near 'FOO'", "SEM.ACQUIRE %s 1 FOO", "b");
     PU_ERR(c, "ERR LEASE must be a positive integer (ms), got '0'", "PSEM.ACQUIRE %s LEASE 0", "b");
     PU_ERR(c, "ERR permit id must be 32 hex characters, got 'zz'", "PSEM.RELEASE %s zz", "b");

@@ -606,7 +606,7 @@ TEST(tls_startup_errors)
     expect_startup_error(mismatch, 1, "does not match certificate file");
     snprintf(listen, sizeof(listen), "127.0.0.1:%d", pu_free_port());
     expect_startup_error(up_ca, 1, "TLS (upstream): cannot read CA file /nonexistent/ca.pem");
-    expect_startup_error(bad_url, 2, "cannot parse address 'tls://127.0.0.1:1'");
+    expect_startup_error(bad_url, 2, "tls:// is not for --upstream, got 'tls://127.0.0.1:1'");
 }
 
 TEST_MAIN(TEST_CASE(tls_both_sides), TEST_CASE(tls_auth_clients_modes),
