@@ -61,7 +61,7 @@ static void usage(FILE *f)
         "                        faults (slot-migrate, cluster-failover, master-kill) twice\n"
         "                        each, no timed scenarios; combines with --long\n"
         "  --sentinel            the lock Redis is a master with 2 replicas and 3 sentinels\n"
-        "                        (redis-sentinel://); preset: 16 clients, 2 proxies, 40 s,\n"
+        "                        (redis-sentinel://); preset: 16 clients, 2 proxies, 50 s,\n"
         "                        sentinel-failover and sentinel-kill twice each, no timed\n"
         "                        scenarios; combines with --long and --sync-replicas\n"
         "  --sync-replicas N     run the proxies with --sync-replicas N (--sync-timeout 500)\n"
@@ -147,7 +147,7 @@ static bool parse_args(int argc, char **argv, struct tt_config *c)
         if (strcmp(argv[i], "--cluster") == 0)
             c->duration_s = 45;
         if (strcmp(argv[i], "--sentinel") == 0)
-            c->duration_s = 40;
+            c->duration_s = 50;
     }
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--long") == 0) {

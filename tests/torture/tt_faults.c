@@ -282,7 +282,14 @@ static void sentinel_failover(struct tt_env *e, struct tt_fault *f)
 
     f->names = all_names();
     f->start_us = tt_now_us();
-    nm = rsentinel_failover(e->sentinel);
+    /* Sentinel may refuse or abort a failover (a replica it judges not
+     * good enough yet, right after another failover): asked again. */
+    for (int i = 0; i < 4 && (nm = rsentinel_try_failover(e->sentinel, 8000)) < 0; i++)
+        ;
+    if (nm < 0) {
+        f->end_us = tt_now_us();
+        return note(f, "the sentinels did not fail over from node %d (4 tries)", m);
+    }
     agreed = tt_now_us();
     proxies_follow(e, nm);
     f->end_us = tt_now_us();

@@ -324,6 +324,9 @@ TEST(sync_replicas_keys)
     ASSERT_TRUE(px_opts_key_reloadable("sync-timeout"));
     px_opts_deinit(&o);
     expect_error("sync-timeout 0\n", "sync-timeout", "needs a number from 1");
+    /* TLS to Sentinel is refused, with a message that says so. */
+    expect_error("upstream rediss-sentinel://127.0.0.1:26379/mymaster\n", "upstream",
+                 "rediss-sentinel:// (TLS to Redis Sentinel) is not supported");
     expect_error("sync-replicas -1\n", "sync-replicas", "needs a number from 0");
 }
 
