@@ -34,8 +34,8 @@ static const char usage_text[] =
     "                             ...] (seed nodes; rediss-cluster:// for TLS)\n"
     "                             a Sentinel-monitored master: redis-sentinel://\n"
     "                             [user:password@]HOST:PORT[,HOST:PORT...]/NAME[/db]\n"
-    "                             (credentials and db: the master's;\n"
-    "                             rediss-sentinel:// for TLS to the master)\n"
+    "                             (credentials and db: the master's; no TLS:\n"
+    "                             rediss-sentinel:// is refused)\n"
     "  --sentinel-user NAME       AUTH user for the sentinels (default none)\n"
     "  --sentinel-password PASS   AUTH password for the sentinels (default none)\n"
     "  --pool-size N              pipelined upstream connections (default 2)\n"
@@ -556,6 +556,13 @@ static int set_addr(struct px_opts *o, const struct opt_key *k, const char *v, c
     }
     if (px_addr_parse(v, &parsed) < 0 || !addr_form_ok(k, v)) {
         addr_why(k, v, why, n);
+        return -EINVAL;
+    }
+    if (parsed.sentinels[0] && parsed.tls) {
+        snprintf(why, n,
+                 "rediss-sentinel:// (TLS to Redis Sentinel) is not supported: it would take TLS "
+                 "to the sentinels and to every node they may name, which is untested; use "
+                 "redis-sentinel:// on a trusted network, or rediss:// to a single master");
         return -EINVAL;
     }
     if ((parsed.cluster || parsed.sentinels[0]) && k->kind != OPT_ADDR) {

@@ -193,6 +193,8 @@ TEST(replicas_sync_grants)
     struct rp x;
     redisContext *c, *m;
     long long waits0;
+    redisReply *r;
+    int i;
 
     rp_start(&x, "epoll");
     c = pu_client(&x.e);
@@ -208,6 +210,21 @@ TEST(replicas_sync_grants)
     ASSERT_EQ(pu_info_int(c, "sync_grants_refused"), 0);
     ASSERT_TRUE(pu_info_int(c, "sync_writes") >= 17);
     ASSERT_EQ(pu_info_int(c, "sync_replicas"), 1);
+    /* NOSCRIPT: the script is re-sent as EVAL, with a WAIT of its own
+     * behind it; the first WAIT's answer is dropped. Pipelined, so the
+     * replies must stay matched. */
+    PU_OK(m, "SCRIPT FLUSH");
+    pu_send(c, "LOCK rp:ns1");
+    pu_send(c, "LOCK rp:ns2");
+    pu_send(c, "UNLOCK rp:ns1");
+    for (i = 0; i < 3; i++) {
+        r = pu_recv(c);
+        PU_CHECK(r, i < 2 ? PU_K_STATUS : PU_K_INT, 1, i < 2 ? "OK" : NULL);
+        freeReplyObject(r);
+    }
+    PU_INT(c, 1, "UNLOCK rp:ns2");
+    ASSERT_TRUE(pu_info_int(c, "upstream_noscript_retries") >= 1);
+    ASSERT_EQ(pu_info_int(c, "sync_grants_refused"), 0);
     redisFree(m);
     redisFree(c);
     rp_stop(&x);
