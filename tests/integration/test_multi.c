@@ -99,6 +99,7 @@ TEST(multi_discard_and_errors)
 {
     struct pu_env e = {0};
     redisContext *c, *rc;
+    redisReply *r;
 
     pu_env_start(&e, "epoll", NULL);
     c = pu_client(&e);
@@ -113,6 +114,17 @@ TEST(multi_discard_and_errors)
     PU_ERR(c, "ERR DISCARD without MULTI", "DISCARD");
     PU_OK(c, "TRYLOCK %s", "md"); /* out of the transaction: runs at once */
     ASSERT_TRUE(pu_exists(rc, "md"));
+    /* WATCH is refused (outside and inside MULTI, without marking it);
+     * UNWATCH is a no-op. */
+    PU_ERR(c, "ERR WATCH is not supported", "WATCH %s", "md");
+    PU_OK(c, "UNWATCH");
+    PU_OK(c, "MULTI");
+    PU_ERR(c, "ERR WATCH is not supported", "WATCH %s", "md");
+    expect_queued(c, "UNWATCH%s", "");
+    r = pu_cmd(c, "EXEC");
+    ASSERT_TRUE(r->type == REDIS_REPLY_ARRAY && r->elements == 1);
+    PU_CHECK(r->element[0], PU_K_STATUS, 0, "OK");
+    freeReplyObject(r);
     /* Commands that change the connection cannot be queued. */
     PU_OK(c, "MULTI");
     PU_ERR(c, "ERR Command not allowed inside a transaction", "HELLO %d", 2);
