@@ -257,7 +257,7 @@ static const struct px_cmd_set *const cmd_sets[] = {
     &px_rwlock_cmd_set, &px_fairlock_cmd_set, /* lock family: lock.h */
     &px_sem_cmd_set,    &px_latch_cmd_set,
     &px_push_cmd_set,  /* SUBSCRIBE lockproxy:lease-lost: push.h */
-    &px_multi_cmd_set, /* MULTI, EXEC, DISCARD: multi.h */
+    &px_multi_cmd_set, /* MULTI, EXEC, DISCARD, WATCH, UNWATCH: multi.h */
 };
 
 struct cmd_entry {
