@@ -242,6 +242,7 @@ static void client_dispatch(struct px_client *cl, struct px_req *req)
     if (req->answered) /* the parser's answer, kept in order */
         return px_req_done(req);
     cl->srv->stats.commands++;
+    cl->last_cmd = req->cmd;
     px_cmd_dispatch(req);
 }
 
