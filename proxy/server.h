@@ -88,6 +88,7 @@ struct px_server {
     struct sched_timer verify_timer; /* moves verify_retry to renew_due */
     struct px_jobs jobs;             /* upstream jobs retried until Redis answers (locks/jobs.c) */
     uint64_t start_ms;               /* monotonic start time */
+    bool ready;                      /* "ready" announced: the upstream answered once (ready.c) */
     struct px_stats stats;           /* counters for INFO */
     struct px_metrics *metrics;      /* owned: histograms and per-command counters */
     struct px_http *http;            /* owned: the --metrics HTTP listener, or NULL */
