@@ -203,12 +203,13 @@ static void info_stats(struct px_server *srv, struct buf *o)
                 "protocol_errors:%llu\r\nauth_failures:%llu\r\nconfig_reloads:%llu\r\n"
                 "config_reload_errors:%llu\r\nclient_output_pauses:%llu\r\n"
                 "client_output_buffer_limit_disconnections:%llu\r\nclient_idle_timeouts:%llu\r\n"
-                "client_auth_timeouts:%llu\r\n\r\n",
+                "client_auth_timeouts:%llu\r\nprotected_mode_refusals:%llu\r\n\r\n",
                 (unsigned long long)s->commands, (unsigned long long)s->upstream_errs,
                 (unsigned long long)s->proto_errs, (unsigned long long)s->auth_failures,
                 (unsigned long long)s->reloads, (unsigned long long)s->reload_errors,
                 (unsigned long long)s->output_pauses, (unsigned long long)s->output_closes,
-                (unsigned long long)s->idle_closes, (unsigned long long)s->auth_closes);
+                (unsigned long long)s->idle_closes, (unsigned long long)s->auth_closes,
+                (unsigned long long)s->protected_refusals);
 }
 
 struct info_section {

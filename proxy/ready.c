@@ -44,7 +44,7 @@ static void announce_ready(struct px_server *srv)
 {
     struct buf up;
 
-    srv->ready = true;
+    srv->ready = 2;
     buf_init(&up);
     addr_append(&up, &srv->opts.upstream, true);
     buf_append(&up, "", 1);
@@ -68,6 +68,7 @@ void px_ready_start(struct px_server *srv)
     buf_append(&b, "", 1);
     log_msg(LOG_LVL_INFO, "lockproxy %s listening on %s", LP_VERSION, b.data);
     buf_deinit(&b);
+    srv->ready = 1;
     if (pool_is_ready(srv->pool))
         return announce_ready(srv);
     buf_init(&b);
@@ -85,7 +86,7 @@ void px_ready_start(struct px_server *srv)
 
 void px_ready_poll(struct px_server *srv)
 {
-    if (!srv->ready && pool_is_ready(srv->pool))
+    if (srv->ready == 1 && pool_is_ready(srv->pool))
         announce_ready(srv);
 }
 

@@ -29,6 +29,7 @@
 #include "proxy/locks/locks.h"
 #include "proxy/locks/scripts.h"
 #include "proxy/metrics.h"
+#include "proxy/protect.h"
 #include "proxy/ready.h"
 
 #define PX_DRAIN_MS  2000u /* how long the stop waits for releases to reach Redis */
@@ -38,6 +39,8 @@ static void on_accept(struct sched_listener *ls, int fd)
 {
     struct px_listener *l = LP_CONTAINER_OF(ls, struct px_listener, ls);
 
+    if (px_protect_refuse(l->srv, fd, l->tls))
+        return;
     px_client_accept(l->srv, fd, l->tls ? l->srv->tls.cur.server : NULL);
 }
 
@@ -365,6 +368,7 @@ int px_server_run(struct px_server *srv)
 
     if (rc < 0)
         return rc;
+    px_protect_check_listeners(srv);
     px_ready_start(srv);
     rc = sched_loop_run(srv->loop);
     px_ready_stopping(srv);
