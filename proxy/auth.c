@@ -10,6 +10,7 @@
 
 #include "common/log.h"
 #include "proxy/client.h"
+#include "proxy/client_cmd.h"
 #include "proxy/cmd.h"
 #include "proxy/reply.h"
 #include "proxy/request.h"
@@ -473,18 +474,20 @@ static void auth_failed(struct px_client *cl, const char *user, size_t ulen)
 {
     struct px_server *srv = cl->srv;
     uint64_t now = sched_loop_now_ms(srv->loop);
+    char addr[PX_CLIENT_ADDR_MAX];
 
     srv->stats.auth_failures++;
+    px_client_addr(cl, false, addr, sizeof(addr));
     if (now - srv->auth_log_ms < PX_AUTH_LOG_EVERY_MS && srv->auth_log_ms != 0) {
         srv->auth_log_quiet++;
-        log_msg(LOG_LVL_DEBUG, "auth: client %llu failed AUTH as '%.*s'",
-                (unsigned long long)cl->id, (int)(ulen < 64 ? ulen : 64), user);
+        log_msg(LOG_LVL_DEBUG, "auth: client %llu from %s failed AUTH as '%.*s'",
+                (unsigned long long)cl->id, addr, (int)(ulen < 64 ? ulen : 64), user);
         return;
     }
     log_msg(LOG_LVL_WARN,
-            "auth: client %llu failed AUTH as '%.*s' (%llu more failures since the "
+            "auth: client %llu from %s failed AUTH as '%.*s' (%llu more failures since the "
             "last report)",
-            (unsigned long long)cl->id, (int)(ulen < 64 ? ulen : 64), user,
+            (unsigned long long)cl->id, addr, (int)(ulen < 64 ? ulen : 64), user,
             (unsigned long long)srv->auth_log_quiet);
     srv->auth_log_ms = now;
     srv->auth_log_quiet = 0;

@@ -247,6 +247,7 @@ static void client_dispatch(struct px_client *cl, struct px_req *req)
         return px_multi_reject(req);
     if (!req->in_exec) /* counted when it came, not again at EXEC */
         cl->srv->stats.commands++;
+    cl->last_cmd = req->cmd;
     px_cmd_dispatch(req);
 }
 

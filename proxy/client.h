@@ -39,6 +39,7 @@
 extern "C" {
 #endif
 
+struct px_cmd;
 struct px_server;
 struct px_user;
 struct sched_tls_ctx;
@@ -52,41 +53,44 @@ enum px_client_input {
 };
 
 struct px_client {
-    struct sched_conn conn;     /* the socket (first member: 8-aligned) */
-    struct px_server *srv;      /* borrowed */
-    uint64_t id;                /* CLIENT ID, also the owner id */
-    struct list client_node;    /* in srv->clients */
-    struct px_parser parser;    /* owned: request parser */
-    struct buf in;              /* owned: input not taken yet when reading stopped mid-read */
-    const char *rd;             /* borrowed: unparsed rest of the read being handled */
-    size_t rdlen;               /* bytes at rd */
-    struct list queued;         /* struct px_req not yet dispatched (FIFO) */
-    struct list running;        /* struct px_req dispatched, in order */
-    unsigned nreqs;             /* queued + running */
-    struct px_req *barrier;     /* running blocking request, or NULL */
-    struct px_cl_locks locks;   /* what it waits for and holds (proxy/locks/) */
-    unsigned upstream_refs;     /* pool callbacks outstanding */
-    bool closing;               /* connection is going away */
-    bool conn_released;         /* sched on_release delivered */
-    bool quit;                  /* close after the replies are sent */
-    char name[64];              /* CLIENT SETNAME */
-    int proto;                  /* RESP version of its replies: 2, or 3 after HELLO 3 */
-    bool sub_lease_lost;        /* SUBSCRIBEd to lockproxy:lease-lost (push.h) */
-    struct buf pushes;          /* owned: pushes kept until whole replies end the output */
-    unsigned exec_unsent;       /* elements of an EXEC reply not written yet (multi.h) */
-    struct px_multi multi;      /* MULTI ... EXEC state (multi.h) */
-    bool authed;                /* AUTH passed, or no auth was configured at connect */
-    const struct px_user *user; /* borrowed from srv->opts.auth: logged-in user, or NULL */
-    uint64_t barrier_ms;        /* when the current barrier request was dispatched */
-    struct px_req *mark_req;    /* borrowed: request whose reply starts at conn.out[mark] */
-    size_t mark;                /* conn.out write offset where mark_req's reply starts */
-    enum px_client_input input; /* whether the input is read, see the enum */
-    bool processing;            /* client_process() is on the stack: it takes what is due */
-    unsigned preauth;           /* requests taken before AUTH since the last read */
-    struct sched_timer timer;   /* deadline: AUTH (--auth-timeout), then idle (--timeout) */
-    uint64_t accept_ms;         /* loop time of the accept */
-    uint64_t active_ms;         /* last input, or output progress the deadline saw */
-    uint64_t seen_out;          /* conn.bytes_out when the deadline last looked */
+    struct sched_conn conn;        /* the socket (first member: 8-aligned) */
+    struct px_server *srv;         /* borrowed */
+    uint64_t id;                   /* CLIENT ID, also the owner id */
+    struct list client_node;       /* in srv->clients */
+    struct px_parser parser;       /* owned: request parser */
+    struct buf in;                 /* owned: input not taken yet when reading stopped mid-read */
+    const char *rd;                /* borrowed: unparsed rest of the read being handled */
+    size_t rdlen;                  /* bytes at rd */
+    struct list queued;            /* struct px_req not yet dispatched (FIFO) */
+    struct list running;           /* struct px_req dispatched, in order */
+    unsigned nreqs;                /* queued + running */
+    struct px_req *barrier;        /* running blocking request, or NULL */
+    struct px_cl_locks locks;      /* what it waits for and holds (proxy/locks/) */
+    unsigned upstream_refs;        /* pool callbacks outstanding */
+    bool closing;                  /* connection is going away */
+    bool conn_released;            /* sched on_release delivered */
+    bool quit;                     /* close after the replies are sent */
+    char name[64];                 /* CLIENT SETNAME */
+    char lib_name[64];             /* CLIENT SETINFO LIB-NAME (client_cmd.c) */
+    char lib_ver[64];              /* CLIENT SETINFO LIB-VER */
+    const struct px_cmd *last_cmd; /* borrowed: static; the last command dispatched, or NULL */
+    int proto;                     /* RESP version of its replies: 2, or 3 after HELLO 3 */
+    bool sub_lease_lost;           /* SUBSCRIBEd to lockproxy:lease-lost (push.h) */
+    struct buf pushes;             /* owned: pushes kept until whole replies end the output */
+    unsigned exec_unsent;          /* elements of an EXEC reply not written yet (multi.h) */
+    struct px_multi multi;         /* MULTI ... EXEC state (multi.h) */
+    bool authed;                   /* AUTH passed, or no auth was configured at connect */
+    const struct px_user *user;    /* borrowed from srv->opts.auth: logged-in user, or NULL */
+    uint64_t barrier_ms;           /* when the current barrier request was dispatched */
+    struct px_req *mark_req;       /* borrowed: request whose reply starts at conn.out[mark] */
+    size_t mark;                   /* conn.out write offset where mark_req's reply starts */
+    enum px_client_input input;    /* whether the input is read, see the enum */
+    bool processing;               /* client_process() is on the stack: it takes what is due */
+    unsigned preauth;              /* requests taken before AUTH since the last read */
+    struct sched_timer timer;      /* deadline: AUTH (--auth-timeout), then idle (--timeout) */
+    uint64_t accept_ms;            /* loop time of the accept */
+    uint64_t active_ms;            /* last input, or output progress the deadline saw */
+    uint64_t seen_out;             /* conn.bytes_out when the deadline last looked */
 };
 
 /* Adopts an accepted socket; with tls (a server context), the client

@@ -15,6 +15,7 @@
 #include "proxy/args.h"
 #include "proxy/auth.h"
 #include "proxy/client.h"
+#include "proxy/client_cmd.h"
 #include "proxy/info.h"
 #include "proxy/locks/latch.h"
 #include "proxy/locks/lock.h"
@@ -196,31 +197,6 @@ static void cmd_hello(struct px_req *req)
     px_req_done(req);
 }
 
-static void cmd_client(struct px_req *req)
-{
-    struct px_client *cl = req->cl;
-    const struct px_arg *sub = &req->argv[1];
-    struct buf *b = px_req_out(req);
-
-    if (px_args_is(sub, "ID") && req->argc == 2) {
-        px_reply_int(b, (int64_t)cl->id);
-    } else if (px_args_is(sub, "GETNAME") && req->argc == 2) {
-        if (cl->name[0])
-            px_reply_cstr(b, cl->name);
-        else
-            px_reply_null(b, cl->proto);
-    } else if (px_args_is(sub, "SETNAME") && req->argc == 3) {
-        snprintf(cl->name, sizeof(cl->name), "%.*s", (int)req->argv[2].len, req->argv[2].p);
-        px_reply_status(b, "OK");
-    } else if (px_args_is(sub, "SETINFO")) {
-        px_reply_status(b, "OK");
-    } else {
-        px_reply_error(b, "ERR unknown CLIENT subcommand or wrong arguments, try ID, "
-                          "SETNAME, GETNAME");
-    }
-    px_req_done(req);
-}
-
 /* Minimal COMMAND: clients call it for hints; an empty table is valid. */
 static void cmd_command(struct px_req *req)
 {
@@ -245,7 +221,7 @@ static void cmd_info(struct px_req *req)
 static const struct px_cmd conn_cmds[] = {
     {"PING", 1, 2, cmd_ping, NULL, 0},        {"ECHO", 2, 2, cmd_echo, NULL, 0},
     {"QUIT", 1, -1, cmd_quit, NULL, 0},       {"SELECT", 2, 2, cmd_select, NULL, 0},
-    {"HELLO", 1, -1, cmd_hello, NULL, 0},     {"CLIENT", 2, -1, cmd_client, NULL, 0},
+    {"HELLO", 1, -1, cmd_hello, NULL, 0},     {"CLIENT", 2, -1, px_client_cmd, NULL, 0},
     {"COMMAND", 1, -1, cmd_command, NULL, 0}, {"INFO", 1, 2, cmd_info, NULL, 0},
     {"AUTH", 2, 3, cmd_auth, NULL, 0},
 };

@@ -241,6 +241,9 @@ int px_config_load(struct px_opts *o, int argc, char **argv, char *msg, size_t n
         if (rc < 0)
             return rc;
     }
+    rc = px_opts_parse_env(o, msg, n);
+    if (rc != 0)
+        return rc;
     rc = px_opts_parse_flags(o, argc, argv, msg, n);
     if (rc != 0)
         return rc;

@@ -2,9 +2,13 @@
 #include "proxy/info.h"
 
 #include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <strings.h>
+#include <unistd.h>
 
 #include "pool/pool.h"
+#include "proxy/client.h"
 #include "proxy/locks/semaphore.h"
 #include "proxy/metrics.h"
 #include "proxy/server.h"
@@ -35,14 +39,91 @@ static void info_server(struct px_server *srv, struct buf *o)
                 srv->opts.on_disc == PX_DISCONNECT_RELEASE ? "release" : "expire");
 }
 
+/* Clients with a waiting command (Redis's blocked_clients). */
+static unsigned blocked_clients(struct px_server *srv)
+{
+    struct list *n;
+    unsigned b = 0;
+
+    for (n = srv->clients.next; n != &srv->clients; n = n->next)
+        b += list_entry(n, struct px_client, client_node)->barrier != NULL;
+    return b;
+}
+
 static void info_clients(struct px_server *srv, struct buf *o)
 {
     buf_appendf(o,
-                "# Clients\r\nconnected_clients:%u\r\nmax_clients:%u\r\n"
+                "# Clients\r\nconnected_clients:%u\r\nblocked_clients:%u\r\nmax_clients:%u\r\n"
                 "total_connections_received:%llu\r\nrejected_connections:%llu\r\n"
                 "clients_output_paused:%u\r\n\r\n",
-                srv->nclients, srv->opts.max_clients, (unsigned long long)srv->stats.connections,
-                (unsigned long long)srv->stats.rejected, srv->nclients_out_paused);
+                srv->nclients, blocked_clients(srv), srv->opts.max_clients,
+                (unsigned long long)srv->stats.connections, (unsigned long long)srv->stats.rejected,
+                srv->nclients_out_paused);
+}
+
+/* jemalloc's control interface when jemalloc is the allocator (it is,
+ * except under the sanitizers): weak, so the proxy library links without
+ * it. */
+extern int mallctl(const char *name, void *oldp, size_t *oldlenp, void *newp, size_t newlen)
+    __attribute__((weak));
+
+/* Resident set size in bytes (0 if /proc cannot tell). */
+static uint64_t rss_bytes(void)
+{
+    unsigned long long pages = 0, rss = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+
+    if (!f)
+        return 0;
+    if (fscanf(f, "%llu %llu", &pages, &rss) != 2)
+        rss = 0;
+    fclose(f);
+    return (uint64_t)rss * (uint64_t)sysconf(_SC_PAGESIZE);
+}
+
+/* Bytes allocated: jemalloc's stats.allocated, else the RSS. */
+static uint64_t used_bytes(uint64_t rss)
+{
+    uint64_t epoch = 1;
+    size_t allocated = 0, len = sizeof(allocated), elen = sizeof(epoch);
+
+    if (mallctl && mallctl("epoch", &epoch, &elen, &epoch, elen) == 0 &&
+        mallctl("stats.allocated", &allocated, &len, NULL, 0) == 0 && allocated > 0)
+        return allocated;
+    return rss;
+}
+
+/* As Redis's bytesToHuman: B, K, M, G with two decimals. */
+static void human(uint64_t n, char *out, size_t cap)
+{
+    static const char units[] = "KMGTP";
+    double d = (double)n;
+    int u = -1;
+
+    while (d >= 1024 && u + 1 < (int)sizeof(units) - 1) {
+        d /= 1024;
+        u++;
+    }
+    if (u < 0)
+        snprintf(out, cap, "%lluB", (unsigned long long)n);
+    else
+        snprintf(out, cap, "%.2f%c", d, units[u]);
+}
+
+/* What redis-cli --stat and dashboards read (used_memory). */
+static void info_memory(struct px_server *srv, struct buf *o)
+{
+    uint64_t rss = rss_bytes(), used = used_bytes(rss);
+    char h1[32], h2[32];
+
+    (void)srv;
+    human(used, h1, sizeof(h1));
+    human(rss, h2, sizeof(h2));
+    buf_appendf(o,
+                "# Memory\r\nused_memory:%llu\r\nused_memory_human:%s\r\n"
+                "used_memory_rss:%llu\r\nused_memory_rss_human:%s\r\nmem_allocator:%s\r\n\r\n",
+                (unsigned long long)used, h1, (unsigned long long)rss, h2,
+                mallctl ? "jemalloc" : "libc");
 }
 
 static void info_locks(struct px_server *srv, struct buf *o)
@@ -129,12 +210,13 @@ static void info_stats(struct px_server *srv, struct buf *o)
                 "protocol_errors:%llu\r\nauth_failures:%llu\r\nconfig_reloads:%llu\r\n"
                 "config_reload_errors:%llu\r\nclient_output_pauses:%llu\r\n"
                 "client_output_buffer_limit_disconnections:%llu\r\nclient_idle_timeouts:%llu\r\n"
-                "client_auth_timeouts:%llu\r\n\r\n",
+                "client_auth_timeouts:%llu\r\nprotected_mode_refusals:%llu\r\n\r\n",
                 (unsigned long long)s->commands, (unsigned long long)s->upstream_errs,
                 (unsigned long long)s->proto_errs, (unsigned long long)s->auth_failures,
                 (unsigned long long)s->reloads, (unsigned long long)s->reload_errors,
                 (unsigned long long)s->output_pauses, (unsigned long long)s->output_closes,
-                (unsigned long long)s->idle_closes, (unsigned long long)s->auth_closes);
+                (unsigned long long)s->idle_closes, (unsigned long long)s->auth_closes,
+                (unsigned long long)s->protected_refusals);
 }
 
 struct info_section {
@@ -146,6 +228,7 @@ struct info_section {
 static const struct info_section sections[] = {
     {"server", info_server},
     {"clients", info_clients},
+    {"memory", info_memory},
     {"locks", info_locks},
     {"upstream", info_upstream},
     {"cluster", px_upstream_nodes_info},

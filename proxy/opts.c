@@ -3,6 +3,7 @@
  * parsed and where it is stored, and whether a reload may change it. */
 #include "proxy/opts.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <stddef.h>
 #include <stdlib.h>
@@ -71,6 +72,9 @@ static const char usage_text[] =
     "                             after about twice SECONDS (default 300, 0 off)\n"
     "  --unixsocketperm MODE      octal mode of the unix:// sockets it creates,\n"
     "                             e.g. 660 (default: as the umask leaves it)\n"
+    "  --protected-mode yes|no    yes: without requirepass or users, accept only\n"
+    "                             loopback and Unix socket clients (others get\n"
+    "                             -DENIED, as Redis's protected mode) (default yes)\n"
     "  --log-level LEVEL          error, warn, info or debug (default info)\n"
     "  --config FILE              read settings from FILE first: \"key value\" lines\n"
     "                             whose keys are these flag names; flags override\n"
@@ -91,6 +95,9 @@ static const char usage_text[] =
     "                             (SSUBSCRIBE/SPUBLISH) or classic (SUBSCRIBE/\n"
     "                             PUBLISH); match your Redisson fleet (default auto)\n"
     "  --help                     print this help and exit\n"
+    "Every setting may also come from the environment: LOCKPROXY_<NAME>, the\n"
+    "flag's name in upper case with '_' for '-' (LOCKPROXY_UPSTREAM,\n"
+    "LOCKPROXY_REQUIREPASS, ...); it overrides the config file, flags override it.\n"
     "  --version                  print the version and exit\n"
     "\n"
     "TLS (see the README; SIGHUP re-reads the certificate files):\n"
@@ -134,6 +141,7 @@ void px_opts_default(struct px_opts *o)
     o->auth_timeout_s = 10;
     o->keepalive_s = 300;
     o->unix_perm = 0;
+    o->protected_mode = 1;
     o->tls_auth_clients = PX_TLS_AUTH_YES;
     o->tls_handshake_timeout_ms = 10000;
     o->sync_replicas = 0;
@@ -346,6 +354,7 @@ static const char *const io_names[] = {"auto", "uring", "epoll", NULL};
 static const char *const level_names[] = {"error", "warn", "info", "debug", NULL};
 static const char *const pubsub_names[] = {"auto", "sharded", "classic", NULL}; /* pool.h order */
 static const char *const tls_auth_names[] = {"no", "optional", "yes", NULL};
+static const char *const yes_no_names[] = {"no", "yes", NULL};
 
 #define NUM(field)   offsetof(struct px_opts, field), sizeof(((struct px_opts *)0)->field)
 #define FIELD(field) offsetof(struct px_opts, field), 0
@@ -372,6 +381,7 @@ static const struct opt_key keys[] = {
     {"auth-timeout", OPT_NUM, NUM(auth_timeout_s), 0, 86400, NULL, true},
     {"tcp-keepalive", OPT_NUM, NUM(keepalive_s), 0, 32767, NULL, true},
     {"unixsocketperm", OPT_MODE, NUM(unix_perm), 0, 0777, NULL, false},
+    {"protected-mode", OPT_ENUM, FIELD(protected_mode), 0, 0, yes_no_names, true},
     {"log-level", OPT_ENUM, FIELD(log_level), 0, 0, level_names, true},
     {"metrics", OPT_METRICS, FIELD(metrics), 0, 0, NULL, false},
     {"cluster-pubsub", OPT_ENUM, FIELD(cluster_pubsub), 0, 0, pubsub_names, false},
@@ -708,6 +718,40 @@ static void flag_error(const char *f, char *msg, size_t n)
         snprintf(msg, n, "option '%.100s' needs a value (see --help)", f);
     else
         snprintf(msg, n, "unknown option '%.100s' (see --help)", f);
+}
+
+/* LOCKPROXY_<KEY> for key ("max-clients": LOCKPROXY_MAX_CLIENTS). */
+static void env_name(const char *key, char *out, size_t n)
+{
+    size_t i, at = (size_t)snprintf(out, n, "LOCKPROXY_");
+
+    for (i = 0; key[i] && at + 1 < n; i++, at++)
+        out[at] = key[i] == '-' ? '_' : (char)toupper((unsigned char)key[i]);
+    out[at] = '\0';
+}
+
+int px_opts_parse_env(struct px_opts *o, char *msg, size_t n)
+{
+    char name[64], inner[400];
+    const char *v;
+    size_t i;
+    int rc;
+
+    o->layer = 3;
+    for (i = 0; i < LP_ARRAY_SIZE(keys); i++) {
+        if (keys[i].kind == OPT_CONFIG)
+            continue;
+        env_name(keys[i].name, name, sizeof(name));
+        v = getenv(name);
+        if (!v)
+            continue;
+        rc = apply_flag(o, keys[i].name, v, inner, sizeof(inner));
+        if (rc < 0) {
+            snprintf(msg, n, "%s: %s", name, inner);
+            return rc;
+        }
+    }
+    return 0;
 }
 
 int px_opts_parse_flags(struct px_opts *o, int argc, char **argv, char *msg, size_t n)

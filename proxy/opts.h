@@ -59,7 +59,8 @@ struct px_addr {
 struct px_opts {
     struct px_addr listen[PX_LISTEN_MAX]; /* where clients connect (nlisten of them) */
     unsigned nlisten;                     /* addresses in listen, >= 1 */
-    unsigned layer;                       /* being applied: 0 defaults, 1 config file, 2 flags */
+    unsigned layer;                       /* being applied: 0 defaults, 1 config file, 2 flags,
+                                             3 LOCKPROXY_* environment */
     unsigned listen_layer;                /* the layer listen came from (a later one replaces it) */
     struct px_addr upstream;              /* the Redis server (or its sentinels) */
     char sentinel_user[128];              /* the sentinels' AUTH user, "" for none */
@@ -74,16 +75,17 @@ struct px_opts {
     uint64_t linger_ms;                   /* idle time before a channel is unsubscribed */
     size_t max_request_bytes;             /* largest request (and unparsed input) per client */
     unsigned max_args;                    /* most arguments in one request */
-    unsigned max_pipeline;           /* requests outstanding per client before reading pauses */
-    size_t out_soft;                 /* unsent reply bytes that pause a client's reading, 0 off */
-    size_t out_hard;                 /* unsent reply bytes that close a client, 0 off */
-    unsigned timeout_s;              /* idle seconds before a client is closed, 0 off */
-    unsigned auth_timeout_s;         /* seconds to AUTH (when auth is on), 0 off */
-    unsigned keepalive_s;            /* TCP keepalive idle seconds on clients, 0 off */
-    unsigned unix_perm;              /* mode of created Unix sockets, 0: as the umask leaves it */
-    struct px_addr metrics;          /* --metrics HTTP address; port 0 and no path: off */
-    char tls_cert_file[PX_PATH_MAX]; /* TLS listeners' certificate chain (PEM), "" none */
-    char tls_key_file[PX_PATH_MAX];  /* its private key, "" for in the certificate file */
+    unsigned max_pipeline;   /* requests outstanding per client before reading pauses */
+    size_t out_soft;         /* unsent reply bytes that pause a client's reading, 0 off */
+    size_t out_hard;         /* unsent reply bytes that close a client, 0 off */
+    unsigned timeout_s;      /* idle seconds before a client is closed, 0 off */
+    unsigned auth_timeout_s; /* seconds to AUTH (when auth is on), 0 off */
+    unsigned keepalive_s;    /* TCP keepalive idle seconds on clients, 0 off */
+    unsigned unix_perm;      /* mode of created Unix sockets, 0: as the umask leaves it */
+    int protected_mode;      /* 1: without auth, only loopback and Unix clients (protect.c) */
+    struct px_addr metrics;  /* --metrics HTTP address; port 0 and no path: off */
+    char tls_cert_file[PX_PATH_MAX];       /* TLS listeners' certificate chain (PEM), "" none */
+    char tls_key_file[PX_PATH_MAX];        /* its private key, "" for in the certificate file */
     char tls_ca_cert_file[PX_PATH_MAX];    /* CAs of client certificates, "" none */
     enum px_tls_auth tls_auth_clients;     /* client certificates on TLS listeners */
     unsigned tls_handshake_timeout_ms;     /* close a TLS client not through its handshake */
@@ -116,6 +118,12 @@ int px_opts_set(struct px_opts *o, const char *key, int nvals, const char *const
 
 /* True when key may be changed by a reload (SIGHUP) without a restart. */
 bool px_opts_key_reloadable(const char *key);
+
+/* Applies LOCKPROXY_<KEY> environment variables (every key but config;
+ * KEY is the flag's name in upper case with '_' for '-'), as one more
+ * layer between the config file and the flags. Returns 0 or -EINVAL with
+ * a message naming the variable. */
+int px_opts_parse_env(struct px_opts *o, char *msg, size_t n);
 
 /* Parses argv flags into o. Returns 0 to run, 1 when --help or --version
  * was given (nothing printed), or -EINVAL / -ENOMEM with a message naming

@@ -29,6 +29,8 @@
 #include "proxy/locks/locks.h"
 #include "proxy/locks/scripts.h"
 #include "proxy/metrics.h"
+#include "proxy/protect.h"
+#include "proxy/ready.h"
 
 #define PX_DRAIN_MS  2000u /* how long the stop waits for releases to reach Redis */
 #define PX_SETTLE_MS 2000u /* how long start-up waits for the first upstream attempt */
@@ -37,6 +39,8 @@ static void on_accept(struct sched_listener *ls, int fd)
 {
     struct px_listener *l = LP_CONTAINER_OF(ls, struct px_listener, ls);
 
+    if (px_protect_refuse(l->srv, fd, l->tls))
+        return;
     px_client_accept(l->srv, fd, l->tls ? l->srv->tls.cur.server : NULL);
 }
 
@@ -177,6 +181,7 @@ static void signal_hook(struct sched_hook *hook)
 {
     struct px_server *srv = LP_CONTAINER_OF(hook, struct px_server, signal_hook);
 
+    px_ready_poll(srv);
     if (!srv->reload)
         return;
     srv->reload = 0;
@@ -363,10 +368,10 @@ int px_server_run(struct px_server *srv)
 
     if (rc < 0)
         return rc;
-
-    log_msg(LOG_LVL_INFO, "lockproxy ready: io=%s uuid=%s", sched_loop_backend(srv->loop),
-            srv->uuid);
+    px_protect_check_listeners(srv);
+    px_ready_start(srv);
     rc = sched_loop_run(srv->loop);
+    px_ready_stopping(srv);
     log_msg(LOG_LVL_INFO, "stopping: releasing the locks of %u connected clients", srv->nclients);
     server_stop_listeners(srv);
     px_http_stop(srv);

@@ -12,6 +12,7 @@
 #include "common/hmap.h"
 #include "common/list.h"
 #include "proxy/locks/jobs.h"
+#include "proxy/locks/locks.h"
 #include "proxy/opts.h"
 #include "proxy/request.h"
 #include "proxy/tls.h"
@@ -26,29 +27,30 @@ struct px_metrics;
 struct px_http;
 
 struct px_stats {
-    uint64_t connections;   /* client connections accepted since start */
-    uint64_t rejected;      /* connections refused over --max-clients */
-    uint64_t commands;      /* requests processed */
-    uint64_t acquired;      /* successful LOCK/TRYLOCK */
-    uint64_t released;      /* full releases through UNLOCK */
-    uint64_t timeouts;      /* LOCK calls whose WAIT ran out */
-    uint64_t renewals;      /* watchdog renewals that extended a lease */
-    uint64_t renew_batches; /* renewal scripts sent */
-    uint64_t leases_lost;   /* holds found lost (renewal or unlock) */
-    uint64_t late_grants;   /* grants refused: too little of their lease left (wait.c) */
-    uint64_t unknown_acqs;  /* acquires answered "outcome unknown" (wait.c) */
-    uint64_t rolled_back;   /* acquisitions found applied but never confirmed, undone */
-    uint64_t disc_releases; /* locks released because a connection closed */
-    uint64_t wakeups;       /* wake-up messages received */
-    uint64_t upstream_errs; /* requests answered with an UPSTREAM error */
-    uint64_t proto_errs;    /* connections closed on a protocol error */
-    uint64_t auth_failures; /* failed AUTH / HELLO AUTH attempts */
-    uint64_t reloads;       /* configuration reloads applied */
-    uint64_t reload_errors; /* reloads refused (bad file) */
-    uint64_t output_pauses; /* times a client's reading paused for its unsent replies */
-    uint64_t output_closes; /* clients closed past --client-output-hard-limit */
-    uint64_t idle_closes;   /* clients closed by --timeout */
-    uint64_t auth_closes;   /* clients closed by --auth-timeout */
+    uint64_t connections;        /* client connections accepted since start */
+    uint64_t rejected;           /* connections refused over --max-clients */
+    uint64_t commands;           /* requests processed */
+    uint64_t acquired;           /* successful LOCK/TRYLOCK */
+    uint64_t released;           /* full releases through UNLOCK */
+    uint64_t timeouts;           /* LOCK calls whose WAIT ran out */
+    uint64_t renewals;           /* watchdog renewals that extended a lease */
+    uint64_t renew_batches;      /* renewal scripts sent */
+    uint64_t leases_lost;        /* holds found lost (renewal or unlock) */
+    uint64_t late_grants;        /* grants refused: too little of their lease left (wait.c) */
+    uint64_t unknown_acqs;       /* acquires answered "outcome unknown" (wait.c) */
+    uint64_t rolled_back;        /* acquisitions found applied but never confirmed, undone */
+    uint64_t disc_releases;      /* locks released because a connection closed */
+    uint64_t wakeups;            /* wake-up messages received */
+    uint64_t upstream_errs;      /* requests answered with an UPSTREAM error */
+    uint64_t proto_errs;         /* connections closed on a protocol error */
+    uint64_t auth_failures;      /* failed AUTH / HELLO AUTH attempts */
+    uint64_t reloads;            /* configuration reloads applied */
+    uint64_t reload_errors;      /* reloads refused (bad file) */
+    uint64_t output_pauses;      /* times a client's reading paused for its unsent replies */
+    uint64_t output_closes;      /* clients closed past --client-output-hard-limit */
+    uint64_t idle_closes;        /* clients closed by --timeout */
+    uint64_t auth_closes;        /* clients closed by --auth-timeout */
+    uint64_t protected_refusals; /* clients refused by protected mode (protect.c) */
     /* Upstream topology (locks/watchdog.c): master changes of some slots
      * (failover, migration), holds of those slots checked at once, and
      * of those found lost. */
@@ -93,15 +95,17 @@ struct px_server {
     struct sched_timer verify_timer; /* moves verify_retry to renew_due */
     struct px_jobs jobs;             /* upstream jobs retried until Redis answers (locks/jobs.c) */
     uint64_t start_ms;               /* monotonic start time */
-    struct px_stats stats;           /* counters for INFO */
-    struct px_metrics *metrics;      /* owned: histograms and per-command counters */
-    struct px_http *http;            /* owned: the --metrics HTTP listener, or NULL */
-    struct sched_hook signal_hook;   /* applies flags set by signal handlers */
-    volatile sig_atomic_t reload;    /* SIGHUP seen, reload not yet done */
-    uint64_t auth_log_ms;            /* when an auth failure was last logged */
-    uint64_t auth_log_quiet;         /* auth failures not logged since then */
-    uint64_t limit_log_ms;           /* when an output-limit close was last logged */
-    uint64_t limit_log_quiet;        /* output-limit closes not logged since then */
+    unsigned ready; /* ready.c: 0 starting, 1 waiting for the upstream, 2 "ready" announced */
+    struct px_stats stats;         /* counters for INFO */
+    struct px_metrics *metrics;    /* owned: histograms and per-command counters */
+    struct px_http *http;          /* owned: the --metrics HTTP listener, or NULL */
+    struct sched_hook signal_hook; /* applies flags set by signal handlers */
+    volatile sig_atomic_t reload;  /* SIGHUP seen, reload not yet done */
+    struct px_ratelog protect_log; /* protected-mode refusals logged (protect.c) */
+    uint64_t auth_log_ms;          /* when an auth failure was last logged */
+    uint64_t auth_log_quiet;       /* auth failures not logged since then */
+    uint64_t limit_log_ms;         /* when an output-limit close was last logged */
+    uint64_t limit_log_quiet;      /* output-limit closes not logged since then */
 };
 
 /* Creates the loop, the pool, the listening socket and the metrics

@@ -256,6 +256,7 @@ void px_hold_granted(struct px_hold *h, const struct px_hold_kind *kind, struct 
     if (h->state == PX_HOLD_PENDING) {
         h->state = PX_HOLD_HELD;
         h->cl = cl;
+        h->held_ms = sched_loop_now_ms(srv->loop);
         list_add_tail(&cl->locks.holds, &h->client_node);
         srv->nholds++;
         px_metrics_hold_begin(srv, h);

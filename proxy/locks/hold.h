@@ -96,6 +96,7 @@ struct px_hold {
     int64_t token;                   /* last fencing token issued to this holder, or -1 */
     uint64_t count;                  /* reentrancy count confirmed to clients (0 unless HELD) */
     uint64_t lease_ms;               /* lease set at every acquire/renewal */
+    uint64_t held_ms;                /* monotonic ms it became HELD (LOCK.LIST's age) */
     uint64_t expires_ms;             /* monotonic ms the lease ends by, from the send of the
                                         request that set it (acquire or renewal) */
     unsigned inflight;               /* requests about the pair in flight (acquire, unlock) */

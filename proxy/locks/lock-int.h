@@ -1,6 +1,7 @@
 /* What lock.c (the acquire side) and unlock.c (the release side) share:
  * argument parsing, owner fields, the acquire op on the wait engine, the
- * plain kind and the scripts of lock.c. Private to those two files. */
+ * plain kind and the scripts of lock.c. Private to those two files (and
+ * list.c, which lists the acquire ops). */
 #ifndef LP_PROXY_LOCKS_LOCK_INT_H
 #define LP_PROXY_LOCKS_LOCK_INT_H
 
@@ -95,6 +96,9 @@ struct px__lockop {
 void px__lock_cmd_unlock(struct px_req *req);
 void px__lock_cmd_forceunlock(struct px_req *req);
 void px__lock_cmd_info(struct px_req *req);
+
+/* LOCK.LIST handler (list.c, which reads the acquire ops' owners). */
+void px__lock_cmd_list(struct px_req *req);
 
 #ifdef __cplusplus
 }

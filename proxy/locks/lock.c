@@ -495,5 +495,6 @@ static const struct px_cmd lock_cmds[] = {
     {"UNLOCK", 2, 4, px__lock_cmd_unlock, NULL, 1},
     {"FORCEUNLOCK", 2, 2, px__lock_cmd_forceunlock, NULL, 1},
     {"LOCK.INFO", 2, 4, px__lock_cmd_info, NULL, 1},
+    {"LOCK.LIST", 1, 2, px__lock_cmd_list, NULL, 0},
 };
 const struct px_cmd_set px_lock_cmd_set = {lock_cmds, LP_ARRAY_SIZE(lock_cmds)};

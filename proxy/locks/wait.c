@@ -440,6 +440,7 @@ void px_wait_init(struct px_wait_op *op, const struct px_wait_kind *kind, struct
     op->state = PX_WAIT_NEW;
     op->req = req;
     op->srv = srv;
+    op->start_ms = sched_loop_now_ms(srv->loop);
     op->set = NULL;
     px_waitset_member_init(&op->member, wait_on_wake);
     list_init(&op->client_node);

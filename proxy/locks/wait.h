@@ -134,6 +134,7 @@ struct px_wait_op {
     struct sched_timer timer;        /* re-poll / WAIT deadline while JOINING or ASLEEP */
     uint64_t deadline;               /* monotonic ms, PX_WAIT_FOREVER, or 0 (one attempt) */
     uint64_t sent_ms;                /* monotonic ms the attempt in flight was sent */
+    uint64_t start_ms;               /* monotonic ms the op started (LOCK.LIST's age) */
     uint64_t lease_ms;               /* lease the attempts ask for; 0: none (no validity check) */
     struct px_wait_snap snap;        /* the channel's set when the first attempt went */
 };

@@ -196,8 +196,18 @@ static void scenario_keepalive(const char *backend, struct lu_netns *ns)
     snprintf(listen, sizeof(listen), "0.0.0.0:%d", port);
     snprintf(p.log_path, sizeof(p.log_path), "%.100s/proxy-keepalive-%s.log", pu_tmpdir(), backend);
     {
-        const char *extra[] = {"--io", backend,       "--listen", listen, "--tcp-keepalive",
-                               "1",    "--log-level", "debug",    NULL};
+        /* The client is another host, and no auth is set: protected mode off. */
+        const char *extra[] = {"--io",
+                               backend,
+                               "--listen",
+                               listen,
+                               "--tcp-keepalive",
+                               "1",
+                               "--log-level",
+                               "debug",
+                               "--protected-mode",
+                               "no",
+                               NULL};
 
         memcpy(p.extra, extra, sizeof(extra));
     }

@@ -1,11 +1,16 @@
 /* What a new user hit trying lockproxy (issue 12, "Found when tried as a
  * new user"): LOCK.INFO on one's own write lock, raw script errors on a
  * name of another type, error texts that named commands that do not
- * exist or said too little, and start-up flag errors. */
+ * exist or said too little, start-up flag errors, and the README's
+ * quickstart transcript, run as written. */
 #include <sys/wait.h>
 
+#include <poll.h>
+#include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "harness.h"
 #include "proxy_util.h"
@@ -154,5 +159,191 @@ TEST(flag_errors_say_what_is_wrong)
     expect_flag_error("--listen", "redis://h:1", "redis:// is not for --listen");
 }
 
-TEST_MAIN(TEST_CASE(lockinfo_counts_write_holds), TEST_CASE(script_errors_mapped),
-          TEST_CASE(error_texts_name_real_commands), TEST_CASE(flag_errors_say_what_is_wrong))
+/* ---- the README's quickstart, run as written -------------------------------- */
+
+#define REDIS_CLI "/usr/bin/redis-cli"
+
+/* Terminal 1: an interactive redis-cli (formatted output: --no-raw). */
+struct term {
+    pid_t pid;
+    int in;  /* its stdin */
+    int out; /* its stdout and stderr */
+};
+
+static void term_start(struct term *t, int port)
+{
+    int a[2], b[2];
+    char p[16];
+
+    snprintf(p, sizeof(p), "%d", port);
+    ASSERT_EQ(pipe(a), 0);
+    ASSERT_EQ(pipe(b), 0);
+    t->pid = fork();
+    ASSERT_TRUE(t->pid >= 0);
+    if (t->pid == 0) {
+        dup2(a[0], 0);
+        dup2(b[1], 1);
+        dup2(b[1], 2);
+        execl(REDIS_CLI, REDIS_CLI, "--no-raw", "-p", p, (char *)NULL);
+        _exit(127);
+    }
+    close(a[0]);
+    close(b[1]);
+    t->in = a[1];
+    t->out = b[0];
+}
+
+/* What arrives until 300 ms pass without output (at most 5 s for the
+ * first byte). */
+static void term_read(struct term *t, char *out, size_t n)
+{
+    struct pollfd pfd = {.fd = t->out, .events = POLLIN};
+    size_t used = 0;
+    ssize_t got;
+
+    out[0] = '\0';
+    while (used + 1 < n && poll(&pfd, 1, used ? 300 : 5000) > 0) {
+        got = read(t->out, out + used, n - used - 1);
+        if (got <= 0)
+            break;
+        used += (size_t)got;
+        out[used] = '\0';
+    }
+}
+
+static void term_stop(struct term *t)
+{
+    close(t->in);
+    close(t->out);
+    kill(t->pid, SIGKILL);
+    waitpid(t->pid, NULL, 0);
+}
+
+/* Compares output with the expected lines of the transcript (comments
+ * after two blanks and '#' dropped; a line "..." ends the comparison). */
+static void expect_output(const char *cmd, const char *out, char **want, int nwant)
+{
+    const char *p = out;
+    int i;
+
+    for (i = 0; i < nwant; i++) {
+        size_t len = strcspn(p, "\n");
+
+        if (strcmp(want[i] + strspn(want[i], " "), "...") == 0)
+            return;
+        if (!*p || strlen(want[i]) != len || strncmp(p, want[i], len) != 0)
+            TEST_FAIL("README quickstart, '%s': line %d is '%.*s', the README says '%s'", cmd,
+                      i + 1, (int)len, p, want[i]);
+        p += len + (p[len] == '\n');
+    }
+    if (*p)
+        TEST_FAIL("README quickstart, '%s': more output than the README shows: %s", cmd, p);
+}
+
+/* A transcript line without its comment ("  # ..."), trailing blanks cut. */
+static char *strip_comment(char *line)
+{
+    char *c = strstr(line, "  #");
+    size_t n;
+
+    if (c)
+        *c = '\0';
+    n = strlen(line);
+    while (n > 0 && line[n - 1] == ' ')
+        line[--n] = '\0';
+    return line;
+}
+
+/* Runs one command of the transcript: "127.0.0.1:7379> X" in terminal 1,
+ * "$ redis-cli -p 7379 X" as a one-shot redis-cli. */
+static void run_step(struct term *t, int port, char *cmd, char **want, int nwant)
+{
+    static char out[16384];
+    const char *argv[16];
+    char p[16], *save = NULL, *tok;
+    int argc = 0;
+
+    if (strncmp(cmd, "127.0.0.1:7379> ", 16) == 0) {
+        ASSERT_TRUE(t->pid > 0);
+        ASSERT_TRUE(write(t->in, cmd + 16, strlen(cmd + 16)) > 0 && write(t->in, "\n", 1) == 1);
+        term_read(t, out, sizeof(out));
+        return expect_output(cmd, out, want, nwant);
+    }
+    if (strcmp(cmd, "$ redis-cli -p 7379") == 0)
+        return term_start(t, port);
+    if (strncmp(cmd, "$ redis-cli -p 7379 ", 20) != 0)
+        return; /* scripts/run.sh: the test started the proxy */
+    snprintf(p, sizeof(p), "%d", port);
+    argv[argc++] = REDIS_CLI;
+    argv[argc++] = "--no-raw";
+    argv[argc++] = "-p";
+    argv[argc++] = p;
+    for (tok = strtok_r(cmd + 20, " ", &save); tok && argc < 15; tok = strtok_r(NULL, " ", &save))
+        argv[argc++] = tok;
+    argv[argc] = NULL;
+    pu_run_capture(argv, out, sizeof(out), 5000);
+    expect_output(cmd + 2, out, want, nwant);
+}
+
+/* The README next to this file. */
+static char *readme(void)
+{
+    const char *me = __FILE__, *cut = strstr(me, "/tests/integration/");
+    char path[PU_PATH_MAX];
+    char *buf;
+    FILE *f;
+    long len;
+
+    if (!cut)
+        TEST_SKIP("source tree not found");
+    snprintf(path, sizeof(path), "%.*s/README.md", (int)(cut - me), me);
+    f = fopen(path, "r");
+    ASSERT_TRUE(f != NULL);
+    fseek(f, 0, SEEK_END);
+    len = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    buf = calloc(1, (size_t)len + 1);
+    ASSERT_EQ(fread(buf, 1, (size_t)len, f), (size_t)len);
+    fclose(f);
+    return buf;
+}
+
+static void scenario_quickstart(struct pu_env *e)
+{
+    char *text = readme(), *block, *end, *line, *save = NULL, *cmd = NULL, *want[64];
+    struct term t = {0};
+    int nwant = 0;
+
+    if (access(REDIS_CLI, X_OK) != 0)
+        TEST_SKIP("redis-cli missing");
+    block = strstr(text, "## Quickstart with redis-cli");
+    ASSERT_TRUE(block && (block = strstr(block, "```console\n")));
+    block += 11;
+    end = strstr(block, "\n```");
+    ASSERT_TRUE(end != NULL);
+    end[1] = '\0';
+    for (line = strtok_r(block, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        if (strncmp(line, "$ ", 2) == 0 || strncmp(line, "127.0.0.1:7379> ", 16) == 0) {
+            if (cmd)
+                run_step(&t, e->proxy.port, cmd, want, nwant);
+            cmd = strip_comment(line);
+            nwant = 0;
+        } else if (nwant < 64) {
+            want[nwant++] = strip_comment(line);
+        }
+    }
+    if (cmd)
+        run_step(&t, e->proxy.port, cmd, want, nwant);
+    if (t.pid > 0)
+        term_stop(&t);
+    free(text);
+}
+
+TEST(readme_quickstart_transcript_is_true)
+{
+    pu_each_backend(scenario_quickstart, NULL);
+}
+
+TEST_MAIN(TEST_CASE(readme_quickstart_transcript_is_true), TEST_CASE(lockinfo_counts_write_holds),
+          TEST_CASE(script_errors_mapped), TEST_CASE(error_texts_name_real_commands),
+          TEST_CASE(flag_errors_say_what_is_wrong))
