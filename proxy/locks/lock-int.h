@@ -1,6 +1,7 @@
 /* What lock.c (the acquire side) and unlock.c (the release side) share:
  * argument parsing, owner fields, the acquire op on the wait engine, the
- * plain kind and the scripts of lock.c. Private to those two files. */
+ * plain kind and the scripts of lock.c. Private to those two files and
+ * multilock.c (whose names are plain locks). */
 #ifndef LP_PROXY_LOCKS_LOCK_INT_H
 #define LP_PROXY_LOCKS_LOCK_INT_H
 
