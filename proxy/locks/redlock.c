@@ -425,24 +425,43 @@ struct rl_call {
     unsigned i; /* master */
 };
 
-struct rl_op {
-    struct px_wait_op wait;               /* the engine's part */
+struct rl_op;
+
+/* One attempt: the acquire sent to every master. It decides as soon as a
+ * majority granted, or can no longer grant, without waiting for a slow
+ * master; it outlives its op until every master answered, so a grant that
+ * comes after the decision is given back unless the op kept the grant. */
+struct rl_attempt {
+    struct rl_op *op;                     /* borrowed until decided, then NULL */
     struct px_redlock *rl;                /* borrowed */
-    struct rl_chan *chan;                 /* reference: the masters' subscriptions, or NULL */
     struct rl_call calls[PX_REDLOCK_MAX]; /* reply arguments */
-    unsigned pending;                     /* replies outstanding in this attempt */
-    unsigned took;                        /* masters (bits) that granted this attempt */
+    unsigned pending;                     /* replies outstanding */
+    unsigned took;                        /* masters (bits) that granted */
     unsigned unknown;                     /* masters (bits) whose reply was lost */
     unsigned held;                        /* masters that answered "held by another" */
+    bool decided;                         /* the outcome went to the engine */
+    bool kept;                            /* the op used the grant (late grants stay too) */
     int64_t count;                        /* the highest count granted */
     int64_t min_pttl;                     /* the shortest PTTL of a holder, or -3 */
-    uint64_t confirmed;                   /* the count confirmed before this op */
-    bool watchdog;                        /* no LEASE */
-    uint64_t lease_ms;                    /* lease asked on every master */
-    const char *name;                     /* borrowed: request argument */
-    size_t nlen;                          /* name length */
-    size_t olen;                          /* owner length */
-    char owner[PX_OWNER_MAX];             /* owned: owner field */
+    uint64_t confirmed;                   /* the count to settle back to */
+    size_t nlen, olen;                    /* name and owner lengths */
+    char *owner;                          /* borrowed: into key */
+    char key[];                           /* owned: name NUL owner NUL */
+};
+
+struct rl_op {
+    struct px_wait_op wait;     /* the engine's part */
+    struct px_redlock *rl;      /* borrowed */
+    struct rl_chan *chan;       /* reference: the masters' subscriptions, or NULL */
+    struct rl_attempt *attempt; /* the attempt being decided (during its decision), or NULL */
+    int64_t count;              /* the count granted */
+    uint64_t confirmed;         /* the count confirmed before this op */
+    bool watchdog;              /* no LEASE */
+    uint64_t lease_ms;          /* lease asked on every master */
+    const char *name;           /* borrowed: request argument */
+    size_t nlen;                /* name length */
+    size_t olen;                /* owner length */
+    char owner[PX_OWNER_MAX];   /* owned: owner field */
 };
 
 static struct rl_op *rl_op_of(const struct px_wait_op *w)
@@ -467,81 +486,115 @@ static unsigned popcount(unsigned v)
     return (unsigned)__builtin_popcount(v);
 }
 
-/* Every master answered: one outcome for the engine (see the design
- * block). The reply passed is built here: {1, count}, {0, pttl}, or nil
- * for "fewer than a majority answered". */
-static void rl_fold(struct rl_op *op)
+/* Gives back what att took (or may have) and the op did not keep. */
+static void rl_attempt_give_back(struct rl_attempt *att)
 {
-    struct px_redlock *rl = op->rl;
-    unsigned nok = popcount(op->took);
+    unsigned mask = att->took | att->unknown;
+
+    if (att->kept || mask == 0)
+        return;
+    rl_settle(att->rl, att->key, att->nlen, att->owner, att->olen, att->confirmed, mask);
+    att->took = att->unknown = 0;
+}
+
+/* Decides att once a majority granted, or cannot any more: one outcome
+ * for the engine, {1, count}, {0, pttl}, or nil for "fewer than a
+ * majority answered" (see the design block). */
+static void rl_decide(struct rl_attempt *att)
+{
+    struct px_redlock *rl = att->rl;
+    struct rl_op *op = att->op;
+    unsigned nok = popcount(att->took);
     redisReply el[2] = {{.type = REDIS_REPLY_INTEGER}, {.type = REDIS_REPLY_INTEGER}};
     redisReply *elp[2] = {&el[0], &el[1]};
     redisReply arr = {.type = REDIS_REPLY_ARRAY, .elements = 2, .element = elp};
     redisReply nil = {.type = REDIS_REPLY_NIL};
+    const redisReply *r = &arr;
 
+    att->decided = true;
+    op->attempt = att;
     if (nok >= rl->majority) {
         el[0].integer = 1;
-        el[1].integer = op->count;
-        return px_wait_on_reply(&op->wait, &arr, 0);
+        el[1].integer = att->count;
+    } else {
+        rl_attempt_give_back(att);
+        if (nok + att->held + att->pending < rl->majority) {
+            rl->quorum_refusals++;
+            r = &nil;
+        }
+        el[1].integer = att->min_pttl;
     }
-    rl_settle(rl, op->name, op->nlen, op->owner, op->olen, op->confirmed, op->took | op->unknown);
-    op->took = op->unknown = 0;
-    if (nok + op->held < rl->majority) {
-        rl->quorum_refusals++;
-        return px_wait_on_reply(&op->wait, &nil, 0);
-    }
-    el[1].integer = op->min_pttl;
-    px_wait_on_reply(&op->wait, &arr, 0);
+    px_wait_on_reply(&op->wait, r, 0); /* op may be freed on return */
+    att->op = NULL;
 }
 
 static void rl_on_master(void *arg, const redisReply *r, int err)
 {
     struct rl_call *c = arg;
-    struct rl_op *op = c->ctx;
+    struct rl_attempt *att = c->ctx;
+    unsigned nok, majority = att->rl->majority;
 
+    att->pending--;
     if (err < 0) {
-        op->unknown |= 1u << c->i;
+        att->unknown |= 1u << c->i;
     } else if (r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
                r->element[0]->type == REDIS_REPLY_INTEGER &&
                r->element[1]->type == REDIS_REPLY_INTEGER) {
         if (r->element[0]->integer == 1) {
-            op->took |= 1u << c->i;
-            op->count = LP_MAX(op->count, r->element[1]->integer);
+            att->took |= 1u << c->i;
+            att->count = LP_MAX(att->count, r->element[1]->integer);
         } else {
             int64_t pttl = r->element[1]->integer;
 
-            op->held++;
-            if (op->min_pttl == -3 || (pttl >= 0 && (op->min_pttl < 0 || pttl < op->min_pttl)))
-                op->min_pttl = pttl;
+            att->held++;
+            if (att->min_pttl == -3 || (pttl >= 0 && (att->min_pttl < 0 || pttl < att->min_pttl)))
+                att->min_pttl = pttl;
         }
     }
     /* an error reply (WRONGTYPE...) counts as a master that did not answer */
-    if (--op->pending == 0)
-        rl_fold(op);
+    nok = popcount(att->took);
+    if (!att->decided && (nok >= majority || nok + att->pending < majority))
+        rl_decide(att);
+    else if (att->decided)
+        rl_attempt_give_back(att); /* a late grant the op did not keep */
+    if (att->pending == 0)
+        free(att);
 }
 
 static int rl_send(struct px_wait_op *w)
 {
     struct rl_op *op = rl_op_of(w);
     struct px_redlock *rl = op->rl;
+    struct rl_attempt *att = calloc(1, sizeof(*att) + op->nlen + op->olen + 2);
     char lease[24];
     const char *argv[3] = {op->name, lease, op->owner};
     size_t lens[3] = {op->nlen, 0, op->olen};
-    unsigned i, sent = 0;
+    unsigned i;
 
+    if (!att)
+        return -ENOMEM;
+    att->op = op;
+    att->rl = rl;
+    att->min_pttl = -3;
+    att->confirmed = op->confirmed;
+    att->nlen = op->nlen;
+    att->olen = op->olen;
+    memcpy(att->key, op->name, op->nlen);
+    att->owner = att->key + op->nlen + 1;
+    memcpy(att->owner, op->owner, op->olen);
     lens[1] = util_u64_to_str(op->lease_ms, lease);
-    op->took = op->unknown = op->held = 0;
-    op->count = 0;
-    op->min_pttl = -3;
     for (i = 0; i < rl->n; i++) {
-        op->calls[i].ctx = op;
-        op->calls[i].i = i;
+        att->calls[i].ctx = att;
+        att->calls[i].i = i;
         if (rl_eval(rl, i, px_route_hint(op->name, op->nlen), px__lock_script(PX__LK_ACQUIRE), 1, 3,
-                    argv, lens, rl_on_master, &op->calls[i]) == 0)
-            sent++;
+                    argv, lens, rl_on_master, &att->calls[i]) == 0)
+            att->pending++; /* replies are never synchronous */
     }
-    op->pending = sent; /* replies are never synchronous; fewer than a majority: refused then */
-    return sent ? 0 : -ENOTCONN;
+    if (att->pending == 0) {
+        free(att);
+        return -ENOTCONN;
+    }
+    return 0;
 }
 
 static enum px_wait_res rl_reply(struct px_wait_op *w, const redisReply *r, uint64_t *repoll)
@@ -557,8 +610,10 @@ static enum px_wait_res rl_reply(struct px_wait_op *w, const redisReply *r, uint
                        op->rl->majority, op->rl->n);
         return PX_WAIT_FINISHED;
     }
-    if (r->element[0]->integer == 1)
+    if (r->element[0]->integer == 1) {
+        op->count = r->element[1]->integer;
         return PX_WAIT_GRANTED;
+    }
     pttl = r->element[1]->integer;
     *repoll = pttl >= 0 ? (uint64_t)LP_MAX(pttl, 1) : pttl == -1 ? w->srv->opts.watchdog_ms : 1;
     return PX_WAIT_CONTENDED;
@@ -580,10 +635,11 @@ static void rl_granted(struct px_wait_op *w)
     if (!h)
         h = rl_hold_new(rl, op->name, op->nlen, op->owner, op->olen);
     if (!h) {
-        rl_settle(rl, op->name, op->nlen, op->owner, op->olen, op->confirmed, op->took);
+        rl_attempt_give_back(op->attempt);
         px_reply_error(px_req_out(req), "ERR out of memory");
         return;
     }
+    op->attempt->kept = true;
     h->state = RL_HELD;
     h->count = (uint64_t)op->count;
     h->lease_ms = op->lease_ms;
@@ -598,16 +654,17 @@ static void rl_granted(struct px_wait_op *w)
     px_reply_int(px_req_out(req), (int64_t)validity);
 }
 
-/* Gives back what the attempt took (or may have) on every master. */
+/* Gives back what the attempt being decided took (or may have) on every
+ * master, and what it takes later. */
 static void rl_undo(struct px_wait_op *w, enum px_undo_why why)
 {
     struct rl_op *op = rl_op_of(w);
 
-    if (why == PX_UNDO_GONE && w->srv->opts.on_disc != PX_DISCONNECT_RELEASE)
+    if (why == PX_UNDO_GONE && w->srv->opts.on_disc != PX_DISCONNECT_RELEASE) {
+        op->attempt->kept = true; /* left to expire, as the connection's holds */
         return;
-    rl_settle(op->rl, op->name, op->nlen, op->owner, op->olen, op->confirmed,
-              op->took | op->unknown);
-    op->took = op->unknown = 0;
+    }
+    rl_attempt_give_back(op->attempt);
 }
 
 static void rl_destroy(struct px_wait_op *w)

@@ -228,6 +228,31 @@ TEST(redlock_masters_down)
     pu_env_stop(&x.e);
 }
 
+/* A hung master (SIGSTOP) does not hold up a majority of the others: the
+ * grant comes at once, well within a lease shorter than --upstream-timeout
+ * (3 s), and the hung master's late grant is given back. */
+TEST(redlock_hung_master)
+{
+    static struct rlx x;
+    redisContext *c;
+    char owner[PU_OWNER_MAX];
+    long long t0;
+
+    rlx_masters(&x);
+    rlx_start(&x, NULL, NULL);
+    c = pu_client(&x.e);
+    pu_conn_owner(c, owner, sizeof(owner));
+    pu_redis_pause(&x.m[2]);
+    t0 = pu_now_ms();
+    ASSERT_TRUE(expect_validity(c, "REDLOCK %s LEASE 2000 WAIT 0", "hm") > 1000);
+    ASSERT_TRUE(pu_now_ms() - t0 < 1000);
+    PU_INT(c, 1, "REDUNLOCK hm");
+    pu_redis_resume(&x.m[2]);
+    PU_EVENTUALLY(!m_exists(&x, 2, "hm"), 5000);
+    redisFree(c);
+    pu_env_stop(&x.e);
+}
+
 TEST(redlock_validity_check)
 {
     static struct rlx x;
@@ -327,5 +352,6 @@ TEST(redlock_renewal_needs_majority)
 }
 
 TEST_MAIN(TEST_CASE(redlock_basic), TEST_CASE(redlock_startup_needs_odd_masters),
-          TEST_CASE(redlock_masters_down), TEST_CASE(redlock_validity_check),
-          TEST_CASE(redlock_redisson_layout_excludes), TEST_CASE(redlock_renewal_needs_majority))
+          TEST_CASE(redlock_masters_down), TEST_CASE(redlock_hung_master),
+          TEST_CASE(redlock_validity_check), TEST_CASE(redlock_redisson_layout_excludes),
+          TEST_CASE(redlock_renewal_needs_majority))
