@@ -54,6 +54,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/buf.h"
 #include "common/clock.h"
 #include "common/hmap.h"
 #include "common/log.h"
@@ -933,6 +934,30 @@ int px_redlock_start(struct px_server *srv)
     }
     log_msg(LOG_LVL_INFO, "redlock: %u masters, a grant needs %u", rl->n, rl->majority);
     return 0;
+}
+
+void px_redlock_info(struct px_server *srv, struct buf *out)
+{
+    struct px_redlock *rl = srv->redlock;
+    struct pool_stats st;
+    unsigned i, up = 0;
+
+    if (!rl)
+        return;
+    for (i = 0; i < rl->n; i++) {
+        pool_get_stats(rl->pools[i], &st);
+        up += strcmp(st.state, "up") == 0;
+    }
+    buf_appendf(out,
+                "# Redlock\r\nredlock_masters:%u\r\nredlock_majority:%u\r\n"
+                "redlock_masters_up:%u\r\nredlock_holds:%zu\r\nredlock_quorum_refusals:%llu\r\n",
+                rl->n, rl->majority, up, rl->holds.count, (unsigned long long)rl->quorum_refusals);
+    for (i = 0; i < rl->n; i++) {
+        pool_get_stats(rl->pools[i], &st);
+        buf_appendf(out, "redlock_master_%u:%s:%d,%s\r\n", i, srv->opts.redlock[i].host,
+                    srv->opts.redlock[i].port, st.state);
+    }
+    buf_appendf(out, "\r\n");
 }
 
 bool px_redlock_connecting(const struct px_server *srv)

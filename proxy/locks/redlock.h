@@ -13,7 +13,13 @@
 extern "C" {
 #endif
 
+struct buf;
 struct px_server;
+
+/* INFO redlock (only with --redlock-upstream): redlock_masters,
+ * redlock_majority, redlock_masters_up, redlock_holds,
+ * redlock_quorum_refusals, and redlock_master_<i>:<host:port>,<state>. */
+void px_redlock_info(struct px_server *srv, struct buf *out);
 
 /* REDLOCK, REDUNLOCK. */
 extern const struct px_cmd_set px_redlock_cmd_set;

@@ -125,8 +125,12 @@ TEST(redlock_basic)
     c2 = pu_client(&x.e);
     pu_conn_owner(c, owner, sizeof(owner));
 
+    ASSERT_EQ(pu_info_int(c, "redlock_masters"), 3);
+    ASSERT_EQ(pu_info_int(c, "redlock_majority"), 2);
+    ASSERT_EQ(pu_info_int(c, "redlock_masters_up"), 3);
     v = expect_validity(c, "REDLOCK %s", "rk");
     ASSERT_TRUE(v > 20000 && v < 30000);
+    ASSERT_EQ(pu_info_int(c, "redlock_holds"), 1);
     for (i = 0; i < NMASTERS; i++) {
         redisContext *m = master(&x, i);
 
@@ -221,7 +225,8 @@ TEST(redlock_masters_down)
     r = pu_cmd(c, "REDLOCK d2 WAIT 5000");
     ASSERT_TRUE(pu_is_err(r, "UPSTREAM REDLOCK reached fewer than 2 of 3 masters"));
     freeReplyObject(r);
-    ASSERT_TRUE(pu_now_ms() - t0 < 2000);        /* refused at once, not after WAIT */
+    ASSERT_TRUE(pu_now_ms() - t0 < 2000); /* refused at once, not after WAIT */
+    ASSERT_TRUE(pu_info_int(c, "redlock_quorum_refusals") >= 1);
     PU_EVENTUALLY(!m_exists(&x, 0, "d2"), 3000); /* the lone grant was given back */
     PU_ERR(c, "NOTOWNER", "REDUNLOCK d2");
     redisFree(c);
