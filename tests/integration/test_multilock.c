@@ -141,6 +141,34 @@ static void scenario_wake_and_disconnect(struct pu_env *e)
     redisFree(c);
 }
 
+/* Renewal and lost leases, as for LOCK: without LEASE every name is
+ * renewed (the watchdog timeout is 1500 ms here); with LEASE the names
+ * expire and MULTIUNLOCK answers LOCKLOST. */
+static void scenario_renew_and_lost(struct pu_env *e)
+{
+    redisContext *c = pu_client(e), *rc = pu_redis_client(e);
+
+    PU_OK(c, "MULTILOCK r1 r2");
+    pu_sleep_ms(2000);
+    ASSERT_TRUE(pu_exists(rc, "r1") && pu_exists(rc, "r2"));
+    ASSERT_TRUE(pu_info_int(c, "watchdog_renewals") >= 2);
+    PU_INT(c, 1, "MULTIUNLOCK r1 r2");
+
+    PU_OK(c, "MULTILOCK l1 l2 LEASE 300");
+    pu_sleep_ms(600);
+    ASSERT_TRUE(!pu_exists(rc, "l1") && !pu_exists(rc, "l2"));
+    PU_ERR(c, "LOCKLOST", "MULTIUNLOCK l1 l2");
+    redisFree(rc);
+    redisFree(c);
+}
+
+TEST(multilock_renew_and_lost)
+{
+    static const char *const flags[] = {"--lock-watchdog-timeout", "1500", NULL};
+
+    pu_each_backend(scenario_renew_and_lost, flags);
+}
+
 TEST(multilock_layout)
 {
     pu_each_backend(scenario_layout, NULL);
@@ -369,6 +397,6 @@ TEST(multilock_cluster_ordered)
     rcluster_cleanup(&cl);
 }
 
-TEST_MAIN(TEST_CASE(multilock_layout), TEST_CASE(multilock_exclusion),
-          TEST_CASE(multilock_wake_and_disconnect), TEST_CASE(multilock_contention),
-          TEST_CASE(multilock_cluster_ordered))
+TEST_MAIN(TEST_CASE(multilock_layout), TEST_CASE(multilock_renew_and_lost),
+          TEST_CASE(multilock_exclusion), TEST_CASE(multilock_wake_and_disconnect),
+          TEST_CASE(multilock_contention), TEST_CASE(multilock_cluster_ordered))
