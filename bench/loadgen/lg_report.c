@@ -122,6 +122,8 @@ static void print_redis(const struct lg_result *res)
                per_acq(res, res->delta[i].calls));
     }
     printf("); %.2f calls incl. scripts\n", per_acq(res, res->redis_all_calls));
+    printf("  %-17s %.1f commands per read of a client socket (batching)\n", "Redis cmds/read",
+           res->redis_reads ? (double)res->redis_client_cmds / (double)res->redis_reads : 0.0);
     printf("  %-17s %.0f scripts/s (EVALSHA + EVAL)\n", "Redis scripts",
            lg_result_scripts_per_sec(res));
     print_cpu("Redis CPU", true, res->redis_cpu_s, res->seconds);

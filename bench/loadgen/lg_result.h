@@ -53,6 +53,7 @@ struct lg_result {
     double redis_cpu_s;                       /* Redis CPU seconds in the measured phase */
     uint64_t redis_client_cmds;               /* commands clients sent to Redis */
     uint64_t redis_all_calls;                 /* all commandstats calls, incl. inside scripts */
+    uint64_t redis_reads;                     /* reads Redis made from client sockets */
     unsigned ndelta;                          /* entries in delta */
     struct lg_cmdstat delta[LG_MAX_CMDSTATS]; /* per-command call deltas */
     bool proxy_cpu_ok;                        /* proxy_cpu_s is valid */

@@ -118,7 +118,7 @@ int lg_redis_snapshot(const struct lg_endpoint *ep, struct lg_redis_snap *out, c
                       size_t errlen)
 {
     redisContext *rc;
-    char *stats, *cpu;
+    char *stats, *cpu, *misc;
 
     memset(out, 0, sizeof(*out));
     rc = connect_ep(ep, err, errlen);
@@ -126,13 +126,16 @@ int lg_redis_snapshot(const struct lg_endpoint *ep, struct lg_redis_snap *out, c
         return -ECONNREFUSED;
     stats = command_str(rc, "INFO commandstats", err, errlen);
     cpu = stats ? command_str(rc, "INFO cpu", err, errlen) : NULL;
-    if (stats && cpu) {
+    misc = cpu ? command_str(rc, "INFO stats", err, errlen) : NULL;
+    if (stats && cpu && misc) {
         parse_cmdstats(stats, out);
         out->cpu_s = info_double(cpu, "used_cpu_sys:") + info_double(cpu, "used_cpu_user:");
+        out->reads = (uint64_t)info_double(misc, "total_reads_processed:");
         out->ok = true;
     }
     free(stats);
     free(cpu);
+    free(misc);
     redisFree(rc);
     return out->ok ? 0 : -EPROTO;
 }
