@@ -266,6 +266,7 @@ for c in only:
                 "rcpu": col("redis_cpu_us_per_acq"), "rcmd": col("redis_cmds_per_acq"),
                 "masters": col("redis_masters"),
                 "pcpu": pcpu / acq * 1e6 if acq and acq == acq else float("nan"),
+                "other": col("other_cpu_s") / col("seconds") * 100,
                 "errors": sum(int(k.get(t, {}).get("errors", "0")) for k in kvs),
                 "viol": sum(int(k.get(t, {}).get("violations", "0")) for k in kvs),
                 "n": sum(1 for k in kvs if k.get(t, {}).get("ran") == "1"),
@@ -273,12 +274,15 @@ for c in only:
 
 print(f"lockproxy Redis Cluster benchmark: medians of {runs} run(s) (results in {out})")
 print(f"{'cluster':8} {'workload':12} {'target':7} {'ops/s':>9} {'p50 ms':>8} {'p99 ms':>8} "
-      f"{'Redis us/acq':>13} {'cmds/acq':>9} {'proxy us/acq':>13} {'err':>4} {'viol':>4} runs")
+      f"{'Redis us/acq':>13} {'cmds/acq':>9} {'proxy us/acq':>13} {'other %':>8} {'err':>4} "
+      f"{'viol':>4} runs")
 for (c, wl, t), r in rows.items():
     label = f"{c}({int(r['masters']) if r['masters'] == r['masters'] else '?'}m)"
     print(f"{label:8} {wl:12} {t:7} {r['ops']:9.0f} {r['p50']:8.2f} {r['p99']:8.2f} "
-          f"{r['rcpu']:13.2f} {r['rcmd']:9.2f} {r['pcpu']:13.2f} {r['errors']:4d} {r['viol']:4d} "
+          f"{r['rcpu']:13.2f} {r['rcmd']:9.2f} {r['pcpu']:13.2f} {r['other']:8.0f} {r['errors']:4d} "
+          f"{r['viol']:4d} "
           f"{r['n']}/{runs}")
+print("other %: CPU taken by other processes during the measured phase, % of one core (noise)")
 print()
 print("ratios: proxy/direct on each cluster (ops/s, Redis CPU per acquisition summed over masters)")
 for c in only:
