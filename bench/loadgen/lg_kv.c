@@ -32,6 +32,7 @@ static void kv_redis(FILE *f, const char *t, const struct lg_result *res)
     double acq = res->acquisitions ? (double)res->acquisitions : 1.0;
 
     fprintf(f, "%s redis_ok %d\n", t, res->redis_ok ? 1 : 0);
+    fprintf(f, "%s redis_masters %u\n", t, res->redis_nodes);
     kv_num(f, t, "redis_cmds_per_acq", res->redis_ok, (double)res->redis_client_cmds / acq);
     kv_num(f, t, "redis_calls_per_acq", res->redis_ok, (double)res->redis_all_calls / acq);
     kv_num(f, t, "redis_cpu_s", res->redis_ok, res->redis_cpu_s);

@@ -151,9 +151,10 @@ uint64_t lg_redis_calls(const struct lg_redis_snap *s, const char *name)
 
 bool lg_cmd_is_script_internal(const char *name)
 {
-    static const char *const inner[] = {
-        "exists", "hexists", "hincrby", "pexpire", "pttl",  "del", "publish", "hget",   "hmget",
-        "type",   "hset",    "hdel",    "hlen",    "hkeys", "get", "set",     "incrby", "decrby"};
+    static const char *const inner[] = {"exists", "hexists", "hincrby", "pexpire", "pttl",
+                                        "del",    "publish", "hget",    "hmget",   "spublish",
+                                        "type",   "hset",    "hdel",    "hlen",    "hkeys",
+                                        "get",    "set",     "incrby",  "decrby"};
 
     for (size_t i = 0; i < sizeof(inner) / sizeof(inner[0]); i++) {
         if (strcmp(name, inner[i]) == 0)

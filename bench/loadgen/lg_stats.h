@@ -55,7 +55,7 @@ uint64_t lg_redis_calls(const struct lg_redis_snap *s, const char *name);
 
 /* True for commands that our Lua scripts run (so commandstats counts them
  * although no client sent them): exists, hexists, hincrby, pexpire, pttl,
- * del, publish, hget, hmget, type, and for the rwlock and semaphore scripts
+ * del, publish, spublish, hget, hmget, type, and for the rwlock and semaphore scripts
  * hset, hdel, hlen, hkeys, get, set, incrby, decrby. */
 bool lg_cmd_is_script_internal(const char *name);
 
