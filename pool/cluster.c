@@ -354,6 +354,14 @@ static void notify_soon(struct pool__cluster *cl)
         sched_loop_timer_in(cl->pool->loop, &cl->notify, 0);
 }
 
+static void slot_changed(struct pool__cluster *cl, int slot)
+{
+    if (!(cl->changed[slot >> 3] & (1u << (slot & 7)))) {
+        cl->changed[slot >> 3] |= (uint8_t)(1u << (slot & 7));
+        cl->nchanged++;
+    }
+}
+
 /* Sets slot's owner, keeping the counters and the changed bitmap. */
 static void slot_set(struct pool__cluster *cl, int slot, struct pool_node *n)
 {
@@ -370,10 +378,19 @@ static void slot_set(struct pool__cluster *cl, int slot, struct pool_node *n)
     else
         cl->slots_served--;
     cl->slots[slot] = n;
-    if (!(cl->changed[slot >> 3] & (1u << (slot & 7)))) {
-        cl->changed[slot >> 3] |= (uint8_t)(1u << (slot & 7));
-        cl->nchanged++;
+    slot_changed(cl, slot);
+}
+
+void pool__cluster_node_restarted(struct pool__cluster *cl, const struct pool_node *n)
+{
+    int slot;
+
+    for (slot = 0; slot < POOL_SLOTS; slot++) {
+        if (cl->slots[slot] == n)
+            slot_changed(cl, slot);
     }
+    if (cl->nchanged)
+        notify_soon(cl);
 }
 
 struct pool_node *pool__cluster_moved(struct pool *p, struct pool_node *from, int slot,

@@ -59,6 +59,10 @@ struct pool__cluster {
  * notification). */
 void pool__cluster_apply(struct pool__cluster *cl, const struct pool__topo *t);
 
+/* n restarted (pool__node_run_id): reports its slots changed, as a
+ * failover would, so that their holds are checked. */
+void pool__cluster_node_restarted(struct pool__cluster *cl, const struct pool_node *n);
+
 #ifdef __cplusplus
 }
 #endif

@@ -12,6 +12,9 @@
  *   SCRIPT LOAD text       every registered script (command connections):
  *                          the SHA1s are stored per pool, as SHA1 is a
  *                          function of the text, the same on every node
+ *   INFO server            command connections: the server's run_id; a
+ *                          new one means it restarted (node.c); an error
+ *                          (an ACL user without +info) only skips that
  *   PING                   when none of the above applies, so that READY
  *                          always means the server has answered
  *
@@ -82,6 +85,7 @@ int pool__hs_send(struct pool__rconn *rc)
 {
     static const char *const ping[] = {"PING"};
     static const char *const role[] = {"ROLE"};
+    static const char *const info[] = {"INFO", "server"};
     const struct pool *p = rc->pool;
     bool cmd = rc->kind == POOL__RCONN_CMD, sentinel = hs_to_sentinel(rc);
     const char *user = sentinel ? p->opts.sentinel_user : p->opts.user;
@@ -97,6 +101,8 @@ int pool__hs_send(struct pool__rconn *rc)
         err = hs_select(rc);
     for (i = 0; err == 0 && cmd && i < p->nscripts; i++)
         err = hs_script(rc, i);
+    if (err == 0 && cmd && rc->node)
+        err = hs_push(rc, POOL__REQ_RUNID, 0, 2, info, NULL);
     if (err == 0 && rc->handshake == 0)
         err = hs_push(rc, POOL__REQ_PING, 0, 1, ping, NULL);
     return err;
@@ -112,6 +118,8 @@ static const char *hs_step_name(const struct pool *p, enum pool__req_kind kind, 
         return "PING";
     if (kind == POOL__REQ_ROLE)
         return "ROLE";
+    if (kind == POOL__REQ_RUNID)
+        return "INFO server";
     return p->scripts[script].name ? p->scripts[script].name : "script";
 }
 
@@ -148,6 +156,25 @@ static int hs_check_role(struct pool__rconn *rc, const redisReply *r, char *err,
     return -EPROTO;
 }
 
+/* INFO server has a "run_id:<40 hex>" line; a server without one (a
+ * proxy in between) is not checked for restarts. */
+static void hs_run_id(struct pool__rconn *rc, const redisReply *r)
+{
+    static const char key[] = "run_id:";
+    const char *p, *end;
+
+    if (r->type != REDIS_REPLY_STRING)
+        return;
+    p = strstr(r->str, key);
+    if (!p)
+        return;
+    p += sizeof(key) - 1;
+    end = p;
+    while (end < r->str + r->len && *end != '\r' && *end != '\n')
+        end++;
+    pool__node_run_id(rc->node, p, (size_t)(end - p));
+}
+
 int pool__hs_check(struct pool__rconn *rc, const struct pool__req *req, const redisReply *r,
                    char *err, size_t errlen)
 {
@@ -155,6 +182,10 @@ int pool__hs_check(struct pool__rconn *rc, const struct pool__req *req, const re
     const char *step = hs_step_name(p, req->kind, req->script);
     bool script = req->kind == POOL__REQ_SCRIPT;
 
+    if (req->kind == POOL__REQ_RUNID) {
+        hs_run_id(rc, r); /* best effort: a user without +info is not checked */
+        return 0;
+    }
     if (r->type == REDIS_REPLY_ERROR) {
         snprintf(err, errlen, "%s%s: %.*s", script ? "SCRIPT LOAD " : "", step,
                  (int)LP_MIN(r->len, (size_t)80), r->str);

@@ -26,8 +26,10 @@
 
 #include "common/compiler.h"
 #include "common/log.h"
+#include "pool/cluster.h"
 #include "pool/pool-int.h"
 #include "pool/rconn.h"
+#include "sched/loop.h"
 
 struct pool_node *pool__node_create(struct pool *p, const char *host, int port,
                                     const char *unix_path)
@@ -252,4 +254,29 @@ void pool__node_conn_down(struct pool__rconn *rc, bool was_ready)
 {
     if (rc->pool->cl && was_ready && rc->node->state == POOL__NODE_ACTIVE)
         pool__cluster_refresh(rc->pool);
+}
+
+/* ---- restarts ----------------------------------------------------------------- */
+
+void pool__node_run_id(struct pool_node *n, const char *id, size_t len)
+{
+    struct pool *p = n->pool;
+    bool restarted;
+
+    if (len == 0 || len >= sizeof(n->run_id))
+        return;
+    restarted = n->run_id[0] != '\0' && (strlen(n->run_id) != len || memcmp(n->run_id, id, len));
+    memcpy(n->run_id, id, len);
+    n->run_id[len] = '\0';
+    if (!restarted || p->stopping)
+        return;
+    p->restarts++;
+    log_msg(LOG_LVL_WARN,
+            "pool: %s restarted (new run_id %s); what it held may be lost: checking the holds "
+            "of its slots",
+            n->addr.where, n->run_id);
+    if (p->cl)
+        pool__cluster_node_restarted(p->cl, n);
+    else
+        sched_loop_timer_in(p->loop, &p->restarted, 0);
 }

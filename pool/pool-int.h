@@ -51,6 +51,9 @@ enum pool__req_kind {
     POOL__REQ_INTERNAL = 8, /* the pool's own command (topology): a callback, no stats, no
                                redirects */
     POOL__REQ_ROLE = 9,     /* handshake (sentinel): ROLE, the node must be a master */
+    POOL__REQ_WAIT = 10,    /* WAIT behind an EVAL of pool_eval_wait(): carries the caller
+                               once the EVAL answered (cb set), else its reply is dropped */
+    POOL__REQ_RUNID = 11,   /* handshake (command connections): INFO server, for run_id */
 };
 
 /* One expected reply in a connection's FIFO, or a cluster request waiting
@@ -73,6 +76,8 @@ struct pool__req {
     unsigned tries;             /* cluster: TRYAGAIN/CLUSTERDOWN/LOADING retries */
     bool retried;               /* EVAL: the NOSCRIPT retry was sent */
     bool asking;                /* cluster: the next send is preceded by ASKING */
+    struct pool_wait *wait;     /* borrowed: EVAL followed by WAIT, its WAIT record, or NULL */
+    redisReply *held;           /* owned: WAIT: the script's reply, until WAIT answers */
     char *tail;                 /* owned when != inl: formatted bulks, or NULL */
     size_t tail_len;            /* bytes in tail */
     char inl[POOL__REQ_INLINE]; /* owned: inline tail storage */
@@ -112,6 +117,7 @@ struct pool_node {
     const char *role;            /* static: "master", "replica", "gone" */
     char health[16];             /* last CLUSTER SHARDS health, or "" */
     bool demoted;                /* sentinel: answered READONLY; reconnects (ROLE) to serve again */
+    char run_id[POOL__SHA_SIZE]; /* the server's run_id as last seen, or "" */
     uint64_t requests;           /* stats: caller requests sent here */
     uint64_t errors;             /* stats: requests failed here by loss or timeout */
     uint64_t moved;              /* stats: MOVED replies from here */
@@ -158,6 +164,8 @@ struct pool {
     uint64_t moved;               /* stats: MOVED replies (cluster) */
     uint64_t ask;                 /* stats: ASK replies (cluster) */
     uint64_t tryagain;            /* stats: TRYAGAIN/CLUSTERDOWN/LOADING replies (cluster) */
+    uint64_t restarts;            /* stats: a master answered with a new run_id */
+    struct sched_timer restarted; /* single node: reports a restart from the loop (0 ms) */
     char last_error[160];         /* last connection error text, or "" */
     struct sched_tls_ctx *tls;    /* owned reference: upstream TLS (tls.c), NULL: plain */
     char *tls_server_name;        /* owned: name to verify instead of the host, or NULL */
@@ -183,6 +191,13 @@ static inline bool pool__req_is_caller(const struct pool__req *req)
 {
     return req->kind == POOL__REQ_CMD || req->kind == POOL__REQ_EVAL ||
            req->kind == POOL__REQ_INTERNAL;
+}
+
+/* A request whose reply goes to a caller's callback: a caller request, or
+ * a WAIT record that took the caller over from its EVAL. */
+static inline bool pool__req_has_caller(const struct pool__req *req)
+{
+    return pool__req_is_caller(req) || (req->kind == POOL__REQ_WAIT && req->cb);
 }
 
 /* Makes room for a kept tail of nbulks bulks, n bytes (inline when it
@@ -288,6 +303,12 @@ void pool__node_conn_up(struct pool__rconn *rc);
 
 /* A command connection failed (was_ready: it was serving). */
 void pool__node_conn_down(struct pool__rconn *rc, bool was_ready);
+
+/* The run_id n's server answered in a handshake (len bytes of id). A new
+ * one after an earlier one means the server restarted, and may have lost
+ * what it held: the holds of its slots are reported for a check, as after
+ * a failover (on_topology, from the loop). */
+void pool__node_run_id(struct pool_node *n, const char *id, size_t len);
 
 /* ---- pubsub.c ------------------------------------------------------------------ */
 

@@ -190,9 +190,12 @@ static int scripts_init(struct pool *p, const struct pool_script *scripts, size_
     return 0;
 }
 
+static void pool_on_restarted(struct sched_timer *t);
+
 /* Everything that cannot fail. */
 static void pool_init_rest(struct pool *p)
 {
+    sched_timer_init(&p->restarted, pool_on_restarted);
     list_init(&p->nodes);
     list_init(&p->homeless);
     list_init(&p->free_reqs);
@@ -214,6 +217,24 @@ static int pool_init_upstream(struct pool *p)
         return pool__cluster_create(p);
     p->single = pool__node_create(p, o->host, o->port, o->unix_path);
     return p->single ? 0 : -ENOMEM;
+}
+
+/* A single node restarted (pool__node_run_id): every slot "changed". */
+static void pool_on_restarted(struct sched_timer *t)
+{
+    struct pool *p = LP_CONTAINER_OF(t, struct pool, restarted);
+    struct pool_topology_event ev;
+    uint8_t all[POOL_SLOT_BITMAP_SIZE];
+
+    if (p->stopping || !p->opts.on_topology)
+        return;
+    memset(all, 0xff, sizeof(all));
+    ev.initial = false;
+    ev.nchanged = POOL_SLOTS;
+    ev.slots = all;
+    ev.masters = 1;
+    ev.slots_served = POOL_SLOTS;
+    p->opts.on_topology(p->opts.topology_arg, &ev);
 }
 
 /* Frees whatever pool_init_upstream() made (nothing is running yet). */
@@ -325,6 +346,7 @@ void pool_stop(struct pool *p)
             p->kind == POOL__UP_CLUSTER    ? p->opts.cluster_seeds
             : p->kind == POOL__UP_SENTINEL ? p->opts.sentinels
                                            : p->single->addr.where);
+    sched_loop_timer_del(p->loop, &p->restarted);
     if (p->cl)
         pool__cluster_stop(p);
     for (pos = p->nodes.next; pos != &p->nodes; pos = pos->next)
@@ -489,14 +511,17 @@ int pool_command_slot(struct pool *p, uint64_t hint, int slot, int argc, const c
 }
 
 /* The first key routes (scripts touch keys of one slot by contract). */
-int pool_eval(struct pool *p, uint64_t hint, unsigned script, int numkeys, int argc,
-              const char *const *argv, const size_t *lens, pool_reply_fn *cb, void *arg)
+static int eval_at(struct pool *p, uint64_t hint, unsigned script, int numkeys, int argc,
+                   const char *const *argv, const size_t *lens, struct pool_wait *w,
+                   pool_reply_fn *cb, void *arg)
 {
     struct pool__rconn *rc;
     struct pool__req *req;
     int slot = -1;
 
     if (script >= p->nscripts || numkeys < 0 || argc < numkeys || !cb || (argc && !argv))
+        return -EINVAL;
+    if (w && (w->replicas == 0 || w->timeout_ms == 0))
         return -EINVAL;
     if (p->stopping)
         return -ENOTCONN;
@@ -508,7 +533,26 @@ int pool_eval(struct pool *p, uint64_t hint, unsigned script, int numkeys, int a
     req = req_new(p, slot, hint, cb, arg);
     if (!req)
         return -ENOMEM;
+    if (w) {
+        w->acked = -1;
+        req->wait = w;
+    }
     return pool__rconn_eval(rc, req, script, numkeys, argc, argv, lens);
+}
+
+int pool_eval(struct pool *p, uint64_t hint, unsigned script, int numkeys, int argc,
+              const char *const *argv, const size_t *lens, pool_reply_fn *cb, void *arg)
+{
+    return eval_at(p, hint, script, numkeys, argc, argv, lens, NULL, cb, arg);
+}
+
+int pool_eval_wait(struct pool *p, uint64_t hint, unsigned script, int numkeys, int argc,
+                   const char *const *argv, const size_t *lens, struct pool_wait *w,
+                   pool_reply_fn *cb, void *arg)
+{
+    if (!w)
+        return -EINVAL;
+    return eval_at(p, hint, script, numkeys, argc, argv, lens, w, cb, arg);
 }
 
 /* ---- errors, randomness ------------------------------------------------------ */
@@ -596,6 +640,7 @@ void pool_get_stats(const struct pool *p, struct pool_stats *st)
     st->requests = p->requests;
     st->inflight = p->inflight;
     st->reconnects = p->reconnects;
+    st->restarts = p->restarts;
     st->errors = p->errors;
     st->batches = p->batches;
     st->noscript_retries = p->noscript_retries;

@@ -212,6 +212,30 @@ int pool_command_slot(struct pool *p, uint64_t hint, int slot, int argc, const c
 int pool_eval(struct pool *p, uint64_t hint, unsigned script, int numkeys, int argc,
               const char *const *argv, const size_t *lens, pool_reply_fn *cb, void *arg);
 
+/* Replicated writes (--sync-replicas): pool_eval_wait() sends "WAIT
+ * replicas timeout_ms" right behind the EVALSHA, in the same write on the
+ * same connection, so WAIT counts the replicas that acknowledged this
+ * script's effects (and everything the connection wrote before). The
+ * script's reply is held until WAIT answers; then the callback gets it,
+ * with w->acked already set. A script re-sent (NOSCRIPT, MOVED, ASK,
+ * TRYAGAIN, READONLY) is followed by a new WAIT where it runs. WAIT blocks
+ * the connection in Redis for up to timeout_ms when fewer replicas answer,
+ * and requests queued behind it on that connection wait too: keep
+ * timeout_ms well below the request timeout. */
+struct pool_wait {
+    unsigned replicas;   /* in: WAIT's numreplicas, >= 1 */
+    unsigned timeout_ms; /* in: WAIT's timeout in ms, >= 1 */
+    int acked;           /* out, set before the callback: WAIT's answer, or -1 when
+                            there is none (an error reply, a failed request, WAIT
+                            refused: see the log) */
+};
+
+/* pool_eval() followed by WAIT (see struct pool_wait; w borrowed until the
+ * callback, which comes after WAIT's answer). Same return contract. */
+int pool_eval_wait(struct pool *p, uint64_t hint, unsigned script, int numkeys, int argc,
+                   const char *const *argv, const size_t *lens, struct pool_wait *w,
+                   pool_reply_fn *cb, void *arg);
+
 /* The cluster hash slot of key (Redis's HASH_SLOT: CRC16 of the hash tag,
  * the text between the first '{' and the first '}' after it when not
  * empty, else of the whole key) modulo 16384. What pool_command() and
@@ -273,6 +297,7 @@ struct pool_stats {
     uint64_t requests;         /* requests sent */
     uint64_t inflight;         /* requests awaiting a reply */
     uint64_t reconnects;       /* successful reconnects after a loss */
+    uint64_t restarts;         /* masters that answered with a new run_id (restarted) */
     uint64_t errors;           /* requests failed by connection loss or timeout */
     uint64_t batches;          /* writes (flushes) to command connections */
     uint64_t noscript_retries; /* NOSCRIPT reloads */

@@ -56,6 +56,11 @@
  *     sentinel.c on a sentinel subscription).
  *   - an ASKING record (cluster) is always directly followed in the FIFO
  *     by the request it prefixes; its reply is dropped.
+ *   - a WAIT record (pool_eval_wait) is always directly behind its EVAL
+ *     in the FIFO. When the EVAL answers, the record takes the caller
+ *     over and holds the reply (owned) until WAIT answers; when the EVAL
+ *     errs or is re-sent, the record only drops WAIT's answer (a re-sent
+ *     EVAL gets a new WAIT behind it where it goes).
  *   - sample, when set, is a caller request on this FIFO: the one whose
  *     round trip is being timed for the node's latency stats (one at a
  *     time, so a busy pipeline costs one clock read per round trip).
@@ -275,6 +280,31 @@ static void rconn_complete(struct pool__rconn *rc, struct pool__req *req, const 
     pool__req_complete(rc->pool, req, r, err);
 }
 
+/* Formats WAIT behind req (an EVAL of pool_eval_wait() just queued) and
+ * queues its record. When that fails, req goes without: acked stays -1,
+ * which its caller takes as "not replicated". */
+static void rconn_append_wait(struct pool__rconn *rc, struct pool__req *req)
+{
+    char nrep[24], tmo[24];
+    const char *argv[3] = {"WAIT", nrep, tmo};
+    size_t lens[3] = {4, 0, 0};
+    struct pool__req *w;
+
+    if (!req->wait)
+        return;
+    lens[1] = pool__resp_u64(nrep, req->wait->replicas);
+    lens[2] = pool__resp_u64(tmo, req->wait->timeout_ms);
+    w = pool__req_get(rc->pool);
+    if (!w || pool__resp_command(sched_conn_wbuf(&rc->conn), 3, argv, lens) < 0) {
+        if (w)
+            pool__req_put(rc->pool, w);
+        req->wait = NULL;
+        return;
+    }
+    w->kind = POOL__REQ_WAIT;
+    rconn_enqueue(rc, w, false);
+}
+
 /* Empties the FIFO: caller requests fail with err. The FIFO is detached
  * first so callbacks never see it half-drained. */
 static void rconn_fail_all(struct pool__rconn *rc, int err)
@@ -290,7 +320,7 @@ static void rconn_fail_all(struct pool__rconn *rc, int err)
         struct pool__req *req = list_entry(n, struct pool__req, node);
 
         list_del_init(n);
-        if (pool__req_is_caller(req))
+        if (pool__req_has_caller(req))
             rconn_complete(rc, req, NULL, err);
         else
             pool__req_put(rc->pool, req);
@@ -428,6 +458,7 @@ static void rconn_retry_eval(struct pool__rconn *rc, struct pool__req *req)
     log_msg(LOG_LVL_DEBUG, "pool: cmd conn %u to %s: NOSCRIPT for %s, retrying with EVAL", rc->id,
             rc->addr->where, name ? name : "script");
     rconn_enqueue(rc, req, fresh);
+    rconn_append_wait(rc, req);
 }
 
 static void rconn_protocol_error(struct pool__rconn *rc, const char *why)
@@ -460,23 +491,71 @@ static bool rconn_error_reply(struct pool__rconn *rc, struct pool__req *req, con
     return pool__redirect(rc, req, r);
 }
 
-static void rconn_dispatch(struct pool__rconn *rc, const redisReply *r)
+/* The reply r to an EVAL followed by WAIT (the next record). An error
+ * reply is not held: it is delivered (or the script re-sent, with a WAIT
+ * of its own), and the WAIT record behind drops its answer. Otherwise the
+ * WAIT record takes over the caller and keeps r until WAIT answers.
+ * Returns true when r was kept. */
+static bool rconn_eval_waited(struct pool__rconn *rc, struct pool__req *req, redisReply *r)
+{
+    struct list *n = list_first(&rc->fifo);
+    struct pool__req *w = n ? list_entry(n, struct pool__req, node) : NULL;
+
+    LP_BUG_ON(!w || w->kind != POOL__REQ_WAIT || w->cb);
+    if (r->type == REDIS_REPLY_ERROR) {
+        if (!rconn_error_reply(rc, req, r))
+            rconn_complete(rc, req, r, 0);
+        return false;
+    }
+    w->cb = req->cb;
+    w->arg = req->arg;
+    w->wait = req->wait;
+    w->held = r;
+    pool__req_put(rc->pool, req); /* in flight still: w completes the request */
+    return true;
+}
+
+/* WAIT's answer: the caller (if its EVAL answered) gets the held reply. A
+ * WAIT refused (an ACL without +wait, a replica) leaves acked at -1. */
+static void rconn_wait_reply(struct pool__rconn *rc, struct pool__req *w, const redisReply *r)
+{
+    static bool warned;
+    redisReply *held = w->held;
+
+    if (!w->cb) {
+        pool__req_put(rc->pool, w);
+        return;
+    }
+    if (r->type == REDIS_REPLY_INTEGER)
+        w->wait->acked = r->integer < 0 ? 0 : (int)LP_MIN(r->integer, (long long)INT32_MAX);
+    else if (!warned && r->type == REDIS_REPLY_ERROR) {
+        warned = true;
+        log_msg(LOG_LVL_WARN, "pool: cmd conn %u to %s: WAIT failed: %.*s", rc->id, rc->addr->where,
+                (int)LP_MIN(r->len, (size_t)200), r->str);
+    }
+    w->held = NULL;
+    rconn_complete(rc, w, held, 0);
+    freeReplyObject(held);
+}
+
+/* Returns true when r was kept (rconn_eval_waited); else the caller frees it. */
+static bool rconn_dispatch(struct pool__rconn *rc, redisReply *r)
 {
     struct list *n;
     struct pool__req *req;
 
     if (rc->kind == POOL__RCONN_PUBSUB && rc->state == POOL__RCONN_READY) {
         pool__pubsub_reply(rc->node, r);
-        return;
+        return false;
     }
     if (rc->kind == POOL__RCONN_SENTINEL && rc->state == POOL__RCONN_READY) {
         pool__sentinel_sub_reply(rc->pool, r);
-        return;
+        return false;
     }
     n = list_first(&rc->fifo);
     if (!n) {
         rconn_protocol_error(rc, "reply without a request");
-        return;
+        return false;
     }
     req = list_entry(n, struct pool__req, node);
     list_del_init(n);
@@ -484,10 +563,15 @@ static void rconn_dispatch(struct pool__rconn *rc, const redisReply *r)
         rconn_sampled(rc);
     if (req->kind == POOL__REQ_ASKING)
         pool__req_put(rc->pool, req);
+    else if (req->kind == POOL__REQ_WAIT)
+        rconn_wait_reply(rc, req, r);
     else if (!pool__req_is_caller(req))
         rconn_hs_reply(rc, req, r);
+    else if (req->wait)
+        return rconn_eval_waited(rc, req, r);
     else if (r->type != REDIS_REPLY_ERROR || !rconn_error_reply(rc, req, r))
         rconn_complete(rc, req, r, 0);
+    return false;
 }
 
 static void rconn_on_data(struct sched_conn *c, const char *data, size_t len)
@@ -509,8 +593,8 @@ static void rconn_on_data(struct sched_conn *c, const char *data, size_t len)
             rconn_protocol_error(rc, rc->reader->errstr);
             return;
         }
-        rconn_dispatch(rc, r);
-        freeReplyObject(r);
+        if (!rconn_dispatch(rc, r))
+            freeReplyObject(r);
     }
 }
 
@@ -752,6 +836,7 @@ int pool__rconn_eval(struct pool__rconn *rc, struct pool__req *req, unsigned scr
         return err;
     pool__req_keep_tail(req, sched_conn_wbuf(&rc->conn));
     rconn_count(rc, req);
+    rconn_append_wait(rc, req);
     return 0;
 }
 
@@ -785,6 +870,7 @@ int pool__rconn_resend(struct pool__rconn *rc, struct pool__req *req)
     }
     req->asking = false;
     rconn_enqueue(rc, req, fresh);
+    rconn_append_wait(rc, req);
     rc->node->requests++;
     return 0;
 }

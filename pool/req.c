@@ -51,6 +51,8 @@ struct pool__req *pool__req_get(struct pool *p)
     req->asking = false;
     req->tail = NULL;
     req->tail_len = 0;
+    req->wait = NULL;
+    req->held = NULL;
     return req;
 }
 
@@ -61,6 +63,9 @@ void pool__req_put(struct pool *p, struct pool__req *req)
     if (req->tail != req->inl)
         free(req->tail);
     req->tail = NULL;
+    if (req->held)
+        freeReplyObject(req->held);
+    req->held = NULL;
     if (p->nfree_reqs >= POOL_FREE_REQS_MAX) {
         free(req);
         return;

@@ -56,6 +56,8 @@
 #include "proxy/cmd.h"
 #include "proxy/locks/locks.h"
 #include "proxy/metrics.h"
+#include "proxy/multi.h"
+#include "proxy/push.h"
 #include "proxy/reply.h"
 #include "proxy/server.h"
 #include "proxy/tls.h"
@@ -180,11 +182,13 @@ static void client_flush_done(struct px_client *cl)
             break;
         list_del_init(&req->node);
         cl->nreqs--;
+        px_multi_req_gone(cl, req);
         if (!cl->closing && buf_size(&req->reply) > 0)
             buf_append(sched_conn_wbuf(&cl->conn), buf_head(&req->reply), buf_size(&req->reply));
         px_req_free(req);
         /* The new head may have finished already; its reply is in req->reply. */
     }
+    px_push_flush(cl);
     if (!cl->closing)
         sched_conn_mark_dirty(&cl->conn);
 }
@@ -240,8 +244,9 @@ static void client_dispatch(struct px_client *cl, struct px_req *req)
     list_add_tail(&cl->running, &req->node);
     req->state = PX_REQ_RUNNING;
     if (req->answered) /* the parser's answer, kept in order */
-        return px_req_done(req);
-    cl->srv->stats.commands++;
+        return px_multi_reject(req);
+    if (!req->in_exec) /* counted when it came, not again at EXEC */
+        cl->srv->stats.commands++;
     cl->last_cmd = req->cmd;
     px_cmd_dispatch(req);
 }
@@ -539,6 +544,7 @@ static void client_maybe_free(struct px_client *cl)
     buf_deinit(&cl->conn.out);
     buf_deinit(&cl->conn.sending);
     buf_deinit(&cl->in);
+    buf_deinit(&cl->pushes);
     px_parser_deinit(&cl->parser);
     free(cl);
 }
@@ -551,6 +557,7 @@ static void client_drop_queued(struct px_client *cl)
     {
         list_del_init(n);
         cl->nreqs--;
+        px_multi_req_gone(cl, list_entry(n, struct px_req, node));
         px_req_free(list_entry(n, struct px_req, node));
     }
 }
@@ -566,6 +573,7 @@ void px_client_close(struct px_client *cl)
     client_set_input(cl, PX_INPUT_DONE);
     sched_loop_timer_del(srv->loop, &cl->timer);
     client_drop_queued(cl);
+    px_multi_client_gone(cl);
     px_locks_client_gone(cl);
     list_del_init(&cl->client_node);
     srv->nclients--;
@@ -602,10 +610,12 @@ static void client_init(struct px_server *srv, struct px_client *cl)
 
     px_parser_init(&cl->parser, srv->opts.max_args, srv->opts.max_request_bytes);
     cl->srv = srv;
+    cl->proto = PX_PROTO_RESP2;
     px_auth_client_init(cl);
     cl->id = ++srv->next_client_id;
     list_init(&cl->queued);
     list_init(&cl->running);
+    px_multi_init(&cl->multi);
     px_locks_client_init(&cl->locks);
     sched_timer_init(&cl->timer, client_on_deadline);
     cl->input = PX_INPUT_READING;

@@ -30,6 +30,7 @@
 #include "common/buf.h"
 #include "common/list.h"
 #include "proxy/locks/locks.h"
+#include "proxy/multi.h"
 #include "proxy/request.h"
 #include "sched/conn-t.h"
 #include "sched/timer-t.h"
@@ -73,6 +74,11 @@ struct px_client {
     char lib_name[64];             /* CLIENT SETINFO LIB-NAME (client_cmd.c) */
     char lib_ver[64];              /* CLIENT SETINFO LIB-VER */
     const struct px_cmd *last_cmd; /* borrowed: static; the last command dispatched, or NULL */
+    int proto;                     /* RESP version of its replies: 2, or 3 after HELLO 3 */
+    bool sub_lease_lost;           /* SUBSCRIBEd to lockproxy:lease-lost (push.h) */
+    struct buf pushes;             /* owned: pushes kept until whole replies end the output */
+    unsigned exec_unsent;          /* elements of an EXEC reply not written yet (multi.h) */
+    struct px_multi multi;         /* MULTI ... EXEC state (multi.h) */
     bool authed;                   /* AUTH passed, or no auth was configured at connect */
     const struct px_user *user;    /* borrowed from srv->opts.auth: logged-in user, or NULL */
     uint64_t barrier_ms;           /* when the current barrier request was dispatched */

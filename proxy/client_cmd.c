@@ -125,14 +125,14 @@ static void client_line(const struct px_client *cl, struct buf *b)
                 "id=%llu addr=%s laddr=%s fd=%d name=%s age=%llu idle=%llu flags=%s db=0 sub=0 "
                 "psub=0 ssub=0 multi=-1 watch=0 qbuf=%zu qbuf-free=0 argv-mem=0 multi-mem=0 "
                 "rbs=0 rbp=0 obl=0 oll=0 omem=%zu tot-mem=%zu events=r cmd=%s user=%s redir=-1 "
-                "resp=2 lib-name=%s lib-ver=%s holds=%u waits=%u",
+                "resp=%d lib-name=%s lib-ver=%s holds=%u waits=%u",
                 (unsigned long long)cl->id, px_client_addr(cl, false, addr, sizeof(addr)),
                 px_client_addr(cl, true, laddr, sizeof(laddr)), cl->conn.fd, cl->name,
                 (unsigned long long)(now - cl->accept_ms) / 1000,
                 (unsigned long long)(now - cl->active_ms) / 1000, client_flags(cl),
                 buf_size(&cl->in), unsent, buf_size(&cl->in) + unsent, cmd,
-                cl->user ? cl->user->name : PX_AUTH_DEFAULT_USER, cl->lib_name, cl->lib_ver,
-                list_count(&cl->locks.holds) + list_count(&cl->locks.claims),
+                cl->user ? cl->user->name : PX_AUTH_DEFAULT_USER, cl->proto, cl->lib_name,
+                cl->lib_ver, list_count(&cl->locks.holds) + list_count(&cl->locks.claims),
                 list_count(&cl->locks.waits));
 }
 
@@ -337,7 +337,7 @@ void px_client_cmd(struct px_req *req)
         if (cl->name[0])
             px_reply_cstr(b, cl->name);
         else
-            px_reply_nil(b);
+            px_reply_null(b, cl->proto);
     } else if (px_args_is(sub, "SETNAME") && req->argc == 3) {
         if (!printable(&req->argv[2])) {
             px_reply_error(b, "ERR Client names cannot contain spaces, newlines or special "

@@ -20,6 +20,8 @@
 #include "proxy/locks/latch.h"
 #include "proxy/locks/lock.h"
 #include "proxy/locks/semaphore.h"
+#include "proxy/multi.h"
+#include "proxy/push.h"
 #include "proxy/reply.h"
 #include "proxy/server.h"
 
@@ -86,28 +88,22 @@ static void cmd_auth(struct px_req *req)
     finish_status(req, "OK");
 }
 
-/* Applies HELLO's AUTH and SETNAME options. Returns false when a reply
- * (an error) has been written. */
-static bool hello_options(struct px_req *req)
+/* Finds HELLO's AUTH and SETNAME options (argv indexes of their
+ * keywords, 0 when absent). Returns false when a reply (a syntax error)
+ * has been written: then nothing is applied, as in Redis. */
+static bool hello_parse(struct px_req *req, int *auth, int *setname)
 {
-    struct px_client *cl = req->cl;
-    bool authed = false;
     int i;
 
+    *auth = *setname = 0;
     for (i = 2; i < req->argc; i++) {
         const struct px_arg *a = &req->argv[i];
 
         if (px_args_is(a, "AUTH") && i + 2 < req->argc) {
-            if (px_auth_login(cl, req->argv[i + 1].p, req->argv[i + 1].len, req->argv[i + 2].p,
-                              req->argv[i + 2].len) < 0) {
-                reply_wrongpass(req);
-                return false;
-            }
-            authed = true;
+            *auth = i;
             i += 2;
         } else if (px_args_is(a, "SETNAME") && i + 1 < req->argc) {
-            snprintf(cl->name, sizeof(cl->name), "%.*s", (int)req->argv[i + 1].len,
-                     req->argv[i + 1].p);
+            *setname = i;
             i++;
         } else {
             px_reply_error(px_req_out(req), "ERR Syntax error in HELLO option '%.*s'",
@@ -116,36 +112,80 @@ static bool hello_options(struct px_req *req)
             return false;
         }
     }
-    if (authed || cl->authed || !px_auth_required(cl->srv->opts.auth))
+    return true;
+}
+
+/* Applies HELLO's AUTH and SETNAME options. Returns false when a reply
+ * (an error) has been written. */
+static bool hello_options(struct px_req *req)
+{
+    struct px_client *cl = req->cl;
+    const struct px_arg *v = req->argv;
+    int auth, setname;
+
+    if (!hello_parse(req, &auth, &setname))
+        return false;
+    if (auth &&
+        px_auth_login(cl, v[auth + 1].p, v[auth + 1].len, v[auth + 2].p, v[auth + 2].len) < 0) {
+        reply_wrongpass(req);
+        return false;
+    }
+    if (!auth && !cl->authed && px_auth_required(cl->srv->opts.auth)) {
+        px_reply_error(px_req_out(req), "NOAUTH HELLO must be called with the client already "
+                                        "authenticated, otherwise the HELLO <proto> AUTH <user> "
+                                        "<pass> option can be used to authenticate the client "
+                                        "and select the RESP protocol version at the same time");
+        px_req_done(req);
+        return false;
+    }
+    if (setname)
+        snprintf(cl->name, sizeof(cl->name), "%.*s", (int)v[setname + 1].len, v[setname + 1].p);
+    return true;
+}
+
+/* The protocol HELLO asks for (2 or 3) into *proto, or 0 when it names
+ * none; false when a reply (an error) has been written. */
+static bool hello_proto(struct px_req *req, int *proto)
+{
+    const struct px_arg *v = &req->argv[1];
+
+    *proto = 0;
+    if (req->argc < 2)
         return true;
-    px_reply_error(px_req_out(req), "NOAUTH HELLO must be called with the client already "
-                                    "authenticated, otherwise the HELLO <proto> AUTH <user> "
-                                    "<pass> option can be used to authenticate the client and "
-                                    "select the RESP protocol version at the same time");
+    if (v->len != 1 || !isdigit((unsigned char)v->p[0])) {
+        px_reply_error(px_req_out(req), "ERR Protocol version is not an integer or out of range");
+        px_req_done(req);
+        return false;
+    }
+    *proto = v->p[0] - '0';
+    if (*proto == PX_PROTO_RESP2 || *proto == PX_PROTO_RESP3)
+        return true;
+    px_reply_error(px_req_out(req), "NOPROTO unsupported protocol version");
     px_req_done(req);
     return false;
 }
 
-/* HELLO [protover [AUTH user pass] [SETNAME name]]: RESP2 only. */
+/* HELLO [protover [AUTH user pass] [SETNAME name]]: switches the
+ * connection to RESP2 or RESP3 and answers Redis's server map, in the
+ * protocol now in use. */
 static void cmd_hello(struct px_req *req)
 {
     struct px_client *cl = req->cl;
     struct buf *b;
+    int proto;
 
-    if (req->argc >= 2 && !(req->argv[1].len == 1 && req->argv[1].p[0] == '2')) {
-        px_reply_error(px_req_out(req), "NOPROTO lockproxy speaks RESP2 only (HELLO 2)");
-        return px_req_done(req);
-    }
-    if (!hello_options(req))
+    if (!hello_proto(req, &proto) || !hello_options(req))
         return;
+    if (proto)
+        cl->proto = proto;
     b = px_req_out(req);
-    px_reply_array(b, 14);
+    px_reply_map(b, cl->proto, 7);
     px_reply_cstr(b, "server");
     px_reply_cstr(b, "lockproxy");
     px_reply_cstr(b, "version");
     px_reply_cstr(b, LP_VERSION);
     px_reply_cstr(b, "proto");
-    px_reply_int(b, 2);
+    px_reply_int(b, cl->proto);
     px_reply_cstr(b, "id");
     px_reply_int(b, (int64_t)cl->id);
     px_reply_cstr(b, "mode");
@@ -192,6 +232,8 @@ static const struct px_cmd_set *const cmd_sets[] = {
     &conn_cmd_set,      &px_lock_cmd_set,
     &px_rwlock_cmd_set, &px_fairlock_cmd_set, /* lock family: lock.h */
     &px_sem_cmd_set,    &px_latch_cmd_set,
+    &px_push_cmd_set,  /* SUBSCRIBE lockproxy:lease-lost: push.h */
+    &px_multi_cmd_set, /* MULTI, EXEC, DISCARD: multi.h */
 };
 
 struct cmd_entry {
@@ -265,7 +307,7 @@ bool px_cmd_may_block(const struct px_req *req)
 {
     const struct px_cmd *c = req->cmd;
 
-    return c && c->may_block && req->argc >= c->min_args && c->may_block(req);
+    return c && c->may_block && !req->in_exec && req->argc >= c->min_args && c->may_block(req);
 }
 
 void px_cmd_dispatch(struct px_req *req)
@@ -274,15 +316,17 @@ void px_cmd_dispatch(struct px_req *req)
     const struct px_arg *name = &req->argv[0];
 
     if (!px_auth_admit(req))
-        return px_req_done(req);
+        return px_multi_reject(req);
     if (!c) {
         px_reply_error(px_req_out(req), "ERR unknown command '%.*s'", (int)LP_MIN(name->len, 64u),
                        name->p);
-        return px_req_done(req);
+        return px_multi_reject(req);
     }
     if (req->argc < c->min_args || (c->max_args >= 0 && req->argc > c->max_args)) {
         px_reply_error(px_req_out(req), "ERR wrong number of arguments for '%s' command", c->name);
-        return px_req_done(req);
+        return px_multi_reject(req);
     }
+    if (px_multi_intercept(req))
+        return;
     c->fn(req);
 }

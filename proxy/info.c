@@ -145,12 +145,18 @@ static void info_locks(struct px_server *srv, struct buf *o)
                 "late_grants_refused:%llu\r\nunknown_outcomes:%llu\r\n"
                 "unknown_outcomes_rolled_back:%llu\r\ndisconnect_releases_retried:%llu\r\n"
                 "disconnect_releases_dropped:%llu\r\nrollbacks_retried:%llu\r\n"
-                "rollbacks_dropped:%llu\r\ncleanup_pending:%u\r\n\r\n",
+                "rollbacks_dropped:%llu\r\ncleanup_pending:%u\r\n",
                 (unsigned long long)s->late_grants, (unsigned long long)s->unknown_acqs,
                 (unsigned long long)s->rolled_back, (unsigned long long)j->retried[PX_JOB_RELEASE],
                 (unsigned long long)j->dropped[PX_JOB_RELEASE],
                 (unsigned long long)j->retried[PX_JOB_ROLLBACK],
                 (unsigned long long)j->dropped[PX_JOB_ROLLBACK], j->ndue + j->ninflight);
+    buf_appendf(o,
+                "sync_replicas:%u\r\nsync_timeout_ms:%u\r\nsync_writes:%llu\r\n"
+                "sync_writes_unreplicated:%llu\r\nsync_grants_refused:%llu\r\n\r\n",
+                srv->opts.sync_replicas, srv->opts.sync_timeout_ms,
+                (unsigned long long)s->sync_writes, (unsigned long long)s->sync_short,
+                (unsigned long long)s->sync_refused);
 }
 
 static void info_upstream(struct px_server *srv, struct buf *o)
@@ -162,14 +168,15 @@ static void info_upstream(struct px_server *srv, struct buf *o)
                 "# Upstream\r\nupstream_state:%s\r\nupstream_conns:%u\r\n"
                 "upstream_conns_ready:%u\r\npubsub_ready:%d\r\npubsub_channels:%llu\r\n"
                 "upstream_requests:%llu\r\nupstream_inflight:%llu\r\n"
-                "upstream_batches:%llu\r\nupstream_reconnects:%llu\r\n"
+                "upstream_batches:%llu\r\nupstream_reconnects:%llu\r\nupstream_restarts:%llu\r\n"
                 "upstream_errors:%llu\r\nupstream_noscript_retries:%llu\r\n"
                 "upstream_last_error:%s\r\n\r\n",
                 st.state, st.conns, st.conns_ready, st.pubsub_ready ? 1 : 0,
                 (unsigned long long)st.channels, (unsigned long long)st.requests,
                 (unsigned long long)st.inflight, (unsigned long long)st.batches,
-                (unsigned long long)st.reconnects, (unsigned long long)st.errors,
-                (unsigned long long)st.noscript_retries, st.last_error ? st.last_error : "");
+                (unsigned long long)st.reconnects, (unsigned long long)st.restarts,
+                (unsigned long long)st.errors, (unsigned long long)st.noscript_retries,
+                st.last_error ? st.last_error : "");
 }
 
 /* Only for a redis-sentinel:// upstream: which master, through which

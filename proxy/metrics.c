@@ -289,8 +289,19 @@ static void rtt_on_reply(void *arg, const redisReply *reply, int err)
     cb(cb_arg, reply, err);
 }
 
+/* pool_eval(), or pool_eval_wait() when w is set. */
+static int metrics_pool_eval(struct px_server *srv, uint64_t hint, unsigned script, int numkeys,
+                             int argc, const char *const *argv, const size_t *lens,
+                             struct pool_wait *w, pool_reply_fn *cb, void *arg)
+{
+    if (w)
+        return pool_eval_wait(srv->pool, hint, script, numkeys, argc, argv, lens, w, cb, arg);
+    return pool_eval(srv->pool, hint, script, numkeys, argc, argv, lens, cb, arg);
+}
+
 int px_metrics_eval(struct px_server *srv, uint64_t hint, unsigned script, int numkeys, int argc,
-                    const char *const *argv, const size_t *lens, pool_reply_fn *cb, void *arg)
+                    const char *const *argv, const size_t *lens, struct pool_wait *w,
+                    pool_reply_fn *cb, void *arg)
 {
     struct px_metrics *m = srv->metrics;
     struct rtt_rec *r = m->free_rtts;
@@ -299,12 +310,12 @@ int px_metrics_eval(struct px_server *srv, uint64_t hint, unsigned script, int n
     if (r)
         m->free_rtts = r->next;
     else if (!(r = malloc(sizeof(*r))))
-        return pool_eval(srv->pool, hint, script, numkeys, argc, argv, lens, cb, arg);
+        return metrics_pool_eval(srv, hint, script, numkeys, argc, argv, lens, w, cb, arg);
     r->m = m;
     r->cb = cb;
     r->arg = arg;
     r->start_ns = clock_mono_ns();
-    rc = pool_eval(srv->pool, hint, script, numkeys, argc, argv, lens, rtt_on_reply, r);
+    rc = metrics_pool_eval(srv, hint, script, numkeys, argc, argv, lens, w, rtt_on_reply, r);
     if (rc < 0)
         rtt_put(m, r);
     return rc;
@@ -440,6 +451,14 @@ static void write_locks(struct px_server *srv, struct buf *o)
          srv->jobs.retried[PX_JOB_ROLLBACK]},
         {"lockproxy_rollbacks_dropped_total", "counter", "Roll-backs given up.",
          srv->jobs.dropped[PX_JOB_ROLLBACK]},
+        {"lockproxy_sync_writes_total", "counter",
+         "Writes sent with WAIT (--sync-replicas) and answered.", s->sync_writes},
+        {"lockproxy_sync_unreplicated_writes_total", "counter",
+         "Writes fewer replicas than --sync-replicas acknowledged within --sync-timeout.",
+         s->sync_short},
+        {"lockproxy_sync_grants_refused_total", "counter",
+         "Grants undone and answered NOREPLICAS: not replicated to --sync-replicas replicas.",
+         s->sync_refused},
         {"lockproxy_cleanup_pending", "gauge",
          "Releases, returns and roll-backs waiting for Redis or in flight.",
          srv->jobs.ndue + srv->jobs.ninflight},
@@ -472,6 +491,9 @@ static void write_upstream(struct px_server *srv, struct buf *o)
             {"lockproxy_upstream_inflight", "gauge", "Requests awaiting a reply.", st.inflight},
             {"lockproxy_upstream_reconnects_total", "counter", "Reconnects after a loss.",
              st.reconnects},
+            {"lockproxy_upstream_restarts_total", "counter",
+             "Masters found restarted (a new run_id); their holds were checked at once.",
+             st.restarts},
             {"lockproxy_upstream_errors_total", "counter",
              "Requests failed by connection loss or timeout.", st.errors},
             {"lockproxy_upstream_error_replies_total", "counter",

@@ -49,9 +49,11 @@ void px_metrics_hold_begin(struct px_server *srv, const void *hold);
 void px_metrics_hold_end(struct px_server *srv, const void *hold);
 
 /* pool_eval() on srv->pool that also observes the time from submit to
- * reply. Same arguments (after srv) and the same return contract. */
+ * reply; pool_eval_wait() when w is not NULL. Same arguments (after srv)
+ * and the same return contract. */
 int px_metrics_eval(struct px_server *srv, uint64_t hint, unsigned script, int numkeys, int argc,
-                    const char *const *argv, const size_t *lens, pool_reply_fn *cb, void *arg);
+                    const char *const *argv, const size_t *lens, struct pool_wait *w,
+                    pool_reply_fn *cb, void *arg);
 
 /* Appends every metric in the Prometheus text format (version 0.0.4). */
 void px_metrics_write(struct px_server *srv, struct buf *out);

@@ -35,8 +35,8 @@ static const char usage_text[] =
     "                             ...] (seed nodes; rediss-cluster:// for TLS)\n"
     "                             a Sentinel-monitored master: redis-sentinel://\n"
     "                             [user:password@]HOST:PORT[,HOST:PORT...]/NAME[/db]\n"
-    "                             (credentials and db: the master's;\n"
-    "                             rediss-sentinel:// for TLS to the master)\n"
+    "                             (credentials and db: the master's; no TLS:\n"
+    "                             rediss-sentinel:// is refused)\n"
     "  --sentinel-user NAME       AUTH user for the sentinels (default none)\n"
     "  --sentinel-password PASS   AUTH password for the sentinels (default none)\n"
     "  --pool-size N              pipelined upstream connections (default 2)\n"
@@ -84,6 +84,12 @@ static const char usage_text[] =
     "                             repeatable; clients AUTH NAME PASSWORD\n"
     "  --metrics HOST:PORT        serve Prometheus /metrics, /healthz and /livez over\n"
     "                             HTTP on HOST:PORT (default off)\n"
+    "  --sync-replicas N          grant a lock only once N replicas acknowledged\n"
+    "                             it (WAIT after every script that changes lock\n"
+    "                             state); else undo it and answer NOREPLICAS\n"
+    "                             (default 0: off; see the README's Guarantees)\n"
+    "  --sync-timeout MS          how long WAIT waits for the replicas; below\n"
+    "                             --upstream-timeout (default 1000)\n"
     "  --cluster-pubsub MODE      Redis Cluster pub/sub: auto (sharded on Redis 7+,\n"
     "                             as Redisson's shardedSubscriptionMode), sharded\n"
     "                             (SSUBSCRIBE/SPUBLISH) or classic (SUBSCRIBE/\n"
@@ -138,6 +144,8 @@ void px_opts_default(struct px_opts *o)
     o->protected_mode = 1;
     o->tls_auth_clients = PX_TLS_AUTH_YES;
     o->tls_handshake_timeout_ms = 10000;
+    o->sync_replicas = 0;
+    o->sync_timeout_ms = 1000;
 }
 
 void px_opts_deinit(struct px_opts *o)
@@ -377,6 +385,8 @@ static const struct opt_key keys[] = {
     {"log-level", OPT_ENUM, FIELD(log_level), 0, 0, level_names, true},
     {"metrics", OPT_METRICS, FIELD(metrics), 0, 0, NULL, false},
     {"cluster-pubsub", OPT_ENUM, FIELD(cluster_pubsub), 0, 0, pubsub_names, false},
+    {"sync-replicas", OPT_NUM, NUM(sync_replicas), 0, 1000, NULL, true},
+    {"sync-timeout", OPT_NUM, NUM(sync_timeout_ms), 1, 3600000, NULL, true},
     {"requirepass", OPT_PASS, FIELD(auth), 0, 0, NULL, true},
     {"user", OPT_USER, FIELD(auth), 0, 0, NULL, true},
     {"config", OPT_CONFIG, FIELD(config), 0, 0, NULL, false},
@@ -556,6 +566,13 @@ static int set_addr(struct px_opts *o, const struct opt_key *k, const char *v, c
     }
     if (px_addr_parse(v, &parsed) < 0 || !addr_form_ok(k, v)) {
         addr_why(k, v, why, n);
+        return -EINVAL;
+    }
+    if (parsed.sentinels[0] && parsed.tls) {
+        snprintf(why, n,
+                 "rediss-sentinel:// (TLS to Redis Sentinel) is not supported: it would take TLS "
+                 "to the sentinels and to every node they may name, which is untested; use "
+                 "redis-sentinel:// on a trusted network, or rediss:// to a single master");
         return -EINVAL;
     }
     if ((parsed.cluster || parsed.sentinels[0]) && k->kind != OPT_ADDR) {
@@ -856,6 +873,13 @@ int px_opts_check(const struct px_opts *o, char *msg, size_t n)
     }
     if (o->tls_key_file[0] && !o->tls_cert_file[0]) {
         snprintf(msg, n, "--tls-key-file needs --tls-cert-file");
+        return -EINVAL;
+    }
+    if (o->sync_replicas > 0 && o->sync_timeout_ms >= o->upstream_timeout_ms) {
+        snprintf(msg, n,
+                 "--sync-timeout %u must be below --upstream-timeout %u (WAIT holds the "
+                 "upstream connection for up to --sync-timeout)",
+                 o->sync_timeout_ms, o->upstream_timeout_ms);
         return -EINVAL;
     }
     return 0;

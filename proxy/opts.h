@@ -94,6 +94,8 @@ struct px_opts {
     char up_tls_ca_cert_file[PX_PATH_MAX]; /* CAs of the upstream, "" the system store */
     char up_tls_server_name[256];          /* name the upstream certificate must carry, "" host */
     int cluster_pubsub;                    /* --cluster-pubsub: enum pool_pubsub_mode (0 auto) */
+    unsigned sync_replicas;                /* --sync-replicas: WAIT for N replicas, 0 off */
+    unsigned sync_timeout_ms;              /* --sync-timeout: WAIT's timeout */
     struct px_auth *auth;                  /* owned reference: requirepass and users, NULL: none */
     char config[PX_CONFIG_PATH_MAX];       /* --config file, "" for none */
     int argc;                              /* command line, re-applied over the file on reload */

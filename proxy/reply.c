@@ -1,7 +1,8 @@
-/* RESP2 reply encoding; see reply.h. */
+/* RESP2 and RESP3 reply encoding; see reply.h. */
 #include "proxy/reply.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -83,4 +84,44 @@ int px_reply_nil(struct buf *b)
 int px_reply_array(struct buf *b, size_t n)
 {
     return reply_num(b, '*', (int64_t)n);
+}
+
+int px_reply_map(struct buf *b, int proto, size_t npairs)
+{
+    if (proto == PX_PROTO_RESP3)
+        return reply_num(b, '%', (int64_t)npairs);
+    return reply_num(b, '*', (int64_t)(2 * npairs));
+}
+
+int px_reply_null(struct buf *b, int proto)
+{
+    if (proto == PX_PROTO_RESP3)
+        return buf_append(b, "_\r\n", 3);
+    return px_reply_nil(b);
+}
+
+int px_reply_double(struct buf *b, int proto, double v)
+{
+    char tmp[40];
+    int n;
+
+    if (isinf(v))
+        n = snprintf(tmp, sizeof(tmp), "%s", v > 0 ? "inf" : "-inf");
+    else
+        n = snprintf(tmp, sizeof(tmp), "%.17g", v);
+    if (proto == PX_PROTO_RESP3)
+        return buf_appendf(b, ",%s\r\n", tmp);
+    return px_reply_bulk(b, tmp, (size_t)n);
+}
+
+int px_reply_bool(struct buf *b, int proto, bool v)
+{
+    if (proto == PX_PROTO_RESP3)
+        return buf_append(b, v ? "#t\r\n" : "#f\r\n", 4);
+    return px_reply_int(b, v ? 1 : 0);
+}
+
+int px_reply_push(struct buf *b, int proto, size_t n)
+{
+    return reply_num(b, proto == PX_PROTO_RESP3 ? '>' : '*', (int64_t)n);
 }

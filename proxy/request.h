@@ -56,6 +56,7 @@ struct px_req {
     enum px_req_state state;   /* see enum */
     bool blocking;             /* barrier: later requests wait for this one */
     bool answered;             /* argc == 0 and reply holds its answer (a skipped request) */
+    bool in_exec;              /* one of an EXEC's commands: never waits (multi.h) */
     const struct px_cmd *cmd;  /* borrowed: looked up at parse time, NULL if unknown */
     int argc;                  /* arguments, argv[0] is the command */
     struct px_arg *argv;       /* owned: argc entries (argv_inl when small) */

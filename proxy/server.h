@@ -57,6 +57,11 @@ struct px_stats {
     uint64_t topology_changes;
     uint64_t topology_verified;
     uint64_t topology_leases_lost;
+    /* --sync-replicas (locks/repl.c, wait.c): writes answered after their
+     * WAIT, those fewer replicas acknowledged, grants refused for it. */
+    uint64_t sync_writes;
+    uint64_t sync_short;
+    uint64_t sync_refused;
 };
 
 /* One --listen address. */

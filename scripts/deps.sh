@@ -5,7 +5,9 @@
 # redis-server for the integration tests, iproute2 (`ip`: the keepalive
 # test puts a client in a network namespace of its own), clang with its
 # runtime (libFuzzer, sanitizers) for the fuzz targets, and nutcracker
-# (twemproxy), the proxy the benchmarks compare with. Idempotent and quiet:
+# (twemproxy), the proxy the benchmarks compare with, and the client
+# libraries' tests' runtimes (python3-redis; Node.js and npm when no node is
+# installed). Idempotent and quiet:
 # it only runs apt-get (update + install) when a package is missing, with
 # sudo only when not root. It never starts or stops the system redis
 # service; Debian's nutcracker service stays down too (it needs
@@ -14,7 +16,13 @@
 set -euo pipefail
 
 PACKAGES=(build-essential cmake pkg-config libhiredis-dev liburing-dev libjemalloc-dev libssl-dev
-    libbenchmark-dev redis-server redis-tools iproute2 clang libclang-rt-dev nutcracker openssl)
+    libbenchmark-dev redis-server redis-tools iproute2 clang libclang-rt-dev nutcracker openssl
+    python3-redis)
+# Node.js for the ioredis and node-redis tests (tests/clients/): Debian's,
+# unless a node and npm are already installed (e.g. a newer Node.js).
+if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+    PACKAGES+=(nodejs npm)
+fi
 
 missing=()
 for pkg in "${PACKAGES[@]}"; do

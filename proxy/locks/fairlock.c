@@ -153,7 +153,8 @@ static int fair_settle(struct px_server *srv, const char *name, size_t nlen, con
     return fair_send(srv, px_route_hint(name, nlen), FAIR_SETTLE, &f, cb, arg);
 }
 
-static const struct px_hold_kind fair_hold = {"fair lock", fair_renew_script, fair_settle, true};
+static const struct px_hold_kind fair_hold = {"fair lock", "FAIRLOCK", fair_renew_script,
+                                              fair_settle, true};
 
 /* ---- lock kind ------------------------------------------------------------------- */
 

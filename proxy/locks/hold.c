@@ -59,6 +59,7 @@
 #include "proxy/locks/scripts.h"
 #include "proxy/locks/wait.h"
 #include "proxy/metrics.h"
+#include "proxy/push.h"
 #include "proxy/server.h"
 #include "sched/loop.h"
 
@@ -111,7 +112,7 @@ static int plain_settle(struct px_server *srv, const char *name, size_t nlen, co
                           arg);
 }
 
-const struct px_hold_kind px_hold_plain = {"lock", plain_renew_script, plain_settle, true};
+const struct px_hold_kind px_hold_plain = {"lock", "LOCK", plain_renew_script, plain_settle, true};
 
 /* ---- the table ---------------------------------------------------------------- */
 
@@ -318,6 +319,7 @@ void px_hold_mark_lost(struct px_hold *h)
     h->verify = false;
     list_del_init(&h->due_node);
     sched_loop_timer_in(srv->loop, &h->timer, PX_HOLD_TOMBSTONE_MS);
+    px_push_lease_lost(h->cl, h->kind->cmd, h->key, h->nlen);
 }
 
 /* ---- requests in flight and settles ------------------------------------------------ */
@@ -415,7 +417,7 @@ static void settle_log_rollback(struct px_hold *h, uint64_t n)
         return;
     log_msg(LOG_LVL_WARN,
             "rolled back %llu acquisition(s) of %s '%.*s' by %.*s that no client was told of "
-            "(late grant or lost reply) (%llu similar not logged)",
+            "(late, unreplicated or lost reply) (%llu similar not logged)",
             (unsigned long long)n, h->kind->name, (int)LP_MIN(h->nlen, 200u), h->key, (int)h->olen,
             h->owner, (unsigned long long)quiet);
 }

@@ -55,6 +55,7 @@ struct px_settle {
  * kind, defined by the module that owns the kind. */
 struct px_hold_kind {
     const char *name; /* for logs: "lock", "read lock", ... */
+    const char *cmd;  /* the command that takes it, in lease-lost pushes: "LOCK", ... */
     /* Pool id of the batched renew script: KEYS n1..nN; ARGV lease,
      * o1..oN -> {1 renewed | 0 not held, ...}. */
     unsigned (*renew_script)(void);

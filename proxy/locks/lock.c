@@ -35,6 +35,7 @@
 #include "proxy/locks/lock-int.h"
 #include "proxy/locks/lua_scripts.h"
 #include "proxy/locks/scripts.h"
+#include "proxy/locks/shape.h"
 #include "proxy/locks/wait.h"
 #include "proxy/metrics.h"
 #include "proxy/reply.h"
@@ -313,19 +314,6 @@ static void lockop_attempt_done(struct px_wait_op *w)
     px_hold_end(lockop_of(w)->hold);
 }
 
-static bool acquire_reply_ok(const redisReply *r)
-{
-    size_t i;
-
-    if (r->type != REDIS_REPLY_ARRAY || r->elements < 2 || r->elements > 3)
-        return false;
-    for (i = 0; i < r->elements; i++) {
-        if (r->element[i]->type != REDIS_REPLY_INTEGER)
-            return false;
-    }
-    return true;
-}
-
 /* When to re-poll a holder whose remaining lease is pttl: at its end (PTTL
  * is 0 during a lease's last millisecond, so never sooner than 1 ms); for a
  * key without expiry (-1), every watchdog timeout as a safety net. */
@@ -339,18 +327,19 @@ static uint64_t repoll_ms(const struct px_server *srv, int64_t pttl)
 static enum px_wait_res lockop_reply(struct px_wait_op *w, const redisReply *r, uint64_t *repoll)
 {
     struct px__lockop *op = lockop_of(w);
+    struct px_shape_acq a;
 
-    if (!acquire_reply_ok(r)) {
+    if (!px_shape_acquire(r, &a)) {
         px_args_reply_upstream(w->req, -EPROTO);
         return PX_WAIT_FINISHED;
     }
-    if (r->element[0]->integer != 1) {
-        *repoll = repoll_ms(w->srv, r->element[1]->integer);
+    if (!a.granted) {
+        *repoll = repoll_ms(w->srv, a.pttl);
         return PX_WAIT_CONTENDED;
     }
     op->queued = false; /* the acquire took the op out of any queue */
-    op->count = r->element[1]->integer;
-    op->token = r->elements == 3 ? r->element[2]->integer : -1;
+    op->count = a.count;
+    op->token = a.token;
     if (op->hold->state == PX_HOLD_RELEASING || op->hold->state == PX_HOLD_DEAD) {
         /* The pair's release, sent after this attempt, takes it back: the
          * next attempt goes after the release. */

@@ -164,9 +164,10 @@ static int write_settle(struct px_server *srv, const char *name, size_t nlen, co
                           argv, lens, cb, arg);
 }
 
-static const struct px_hold_kind read_hold = {"read lock", read_renew_script, read_settle, false};
-static const struct px_hold_kind write_hold = {"write lock", write_renew_script, write_settle,
-                                               true};
+static const struct px_hold_kind read_hold = {"read lock", "RLOCK", read_renew_script, read_settle,
+                                              false};
+static const struct px_hold_kind write_hold = {"write lock", "WLOCK", write_renew_script,
+                                               write_settle, true};
 
 /* ---- lock kinds ------------------------------------------------------------------ */
 

@@ -15,6 +15,7 @@
 #include "proxy/locks/lock.h"
 #include "proxy/locks/locks.h"
 #include "proxy/locks/lua_scripts.h"
+#include "proxy/locks/repl.h"
 #include "proxy/locks/semaphore.h"
 #include "proxy/metrics.h"
 #include "proxy/reply.h"
@@ -41,7 +42,9 @@ const struct px_script_set *const px_script_sets[] = {
     &px_sem_script_set,      &px_latch_script_set, NULL,
 };
 
-static bool script_publishes[SCRIPTS_MAX]; /* by pool id */
+static bool script_publishes[SCRIPTS_MAX];    /* by pool id */
+static bool script_writes[SCRIPTS_MAX];       /* by pool id */
+static const char *script_names[SCRIPTS_MAX]; /* by pool id, for logs */
 
 size_t px_scripts_build(const struct pool_script **out)
 {
@@ -56,11 +59,23 @@ size_t px_scripts_build(const struct pool_script **out)
         for (k = 0; k < set->n; k++) {
             table[n].name = set->scripts[k]->name;
             table[n].text = set->scripts[k]->text;
+            script_writes[n] = set->scripts[k]->writes;
+            script_names[n] = set->scripts[k]->name;
             script_publishes[n++] = set->scripts[k]->publishes;
         }
     }
     *out = table;
     return n;
+}
+
+/* Through px_repl_eval() when the script writes and --sync-replicas is on. */
+static int script_send(struct px_server *srv, uint64_t hint, unsigned script, int numkeys, int argc,
+                       const char *const *argv, const size_t *lens, pool_reply_fn *cb, void *arg)
+{
+    if (srv->opts.sync_replicas > 0 && script < SCRIPTS_MAX && script_writes[script])
+        return px_repl_eval(srv, hint, script, script_names[script], numkeys, argc, argv, lens, cb,
+                            arg);
+    return px_metrics_eval(srv, hint, script, numkeys, argc, argv, lens, NULL, cb, arg);
 }
 
 int px_script_eval(struct px_server *srv, uint64_t hint, unsigned script, int numkeys, int argc,
@@ -71,14 +86,14 @@ int px_script_eval(struct px_server *srv, uint64_t hint, unsigned script, int nu
     bool sharded;
 
     if (script >= SCRIPTS_MAX || !script_publishes[script])
-        return px_metrics_eval(srv, hint, script, numkeys, argc, argv, lens, cb, arg);
+        return script_send(srv, hint, script, numkeys, argc, argv, lens, cb, arg);
     LP_BUG_ON(argc < 0 || argc > (int)PX_SCRIPT_PUBLISH_ARGS);
     memcpy(av, argv, (size_t)argc * sizeof(*av));
     memcpy(lv, lens, (size_t)argc * sizeof(*lv));
     sharded = pool_pubsub_sharded(srv->pool);
     av[argc] = sharded ? "spublish" : "publish";
     lv[argc] = sharded ? 8 : 7;
-    return px_metrics_eval(srv, hint, script, numkeys, argc + 1, av, lv, cb, arg);
+    return script_send(srv, hint, script, numkeys, argc + 1, av, lv, cb, arg);
 }
 
 size_t px_channel_name(char *dst, size_t cap, const char *prefix, const char *name, size_t len)

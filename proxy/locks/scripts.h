@@ -20,6 +20,9 @@
  * pool learns after start applies from then on), else PUBLISH. So a
  * proxy and a Redisson fleet in the same mode wake each other.
  *
+ * Writes: a script that changes data (lua_embed.cmake decides from the
+ * commands it calls) is followed by WAIT under --sync-replicas (repl.h).
+ *
  * Names in a Redis Cluster: every key and channel of an object must hash
  * to the slot of its name (a script's keys must share a slot, and a
  * sharded channel lives on its slot's shard). Redisson's "{name}" rule
@@ -48,6 +51,7 @@ struct px_lua {
     const char *name; /* for logs */
     const char *text; /* Lua source */
     bool publishes;   /* takes the publish command as its last ARGV */
+    bool writes;      /* changes data: followed by WAIT under --sync-replicas */
 };
 
 enum px_script {
@@ -76,8 +80,10 @@ size_t px_scripts_build(const struct pool_script **out);
 #define PX_SCRIPT_PUBLISH_ARGS 15
 
 /* EVALSHA of script (a pool id) through the metrics (px_metrics_eval),
- * with the publish command appended when the script publishes. Same
- * contract as pool_eval. */
+ * with the publish command appended when the script publishes, and, with
+ * --sync-replicas, followed by WAIT when the script writes (repl.h: the
+ * callback then runs after WAIT answered, px_repl_short() telling whether
+ * enough replicas acknowledged). Same contract as pool_eval. */
 int px_script_eval(struct px_server *srv, uint64_t hint, unsigned script, int numkeys, int argc,
                    const char *const *argv, const size_t *lens, pool_reply_fn *cb, void *arg);
 

@@ -251,10 +251,11 @@ void px__sem_cmd_addpermits(struct px_req *req)
 /* {1, count} (or {0, 0}: the key was gone) -> the new count. */
 static void sem_reply_release(struct px_req *req, const redisReply *r)
 {
-    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
-        r->element[1]->type != REDIS_REPLY_INTEGER)
+    long long status, count;
+
+    if (!px__sem_pair_reply(r, &status, &count))
         return px_wait_reply_upstream(req, -EPROTO);
-    px_reply_int(px_req_out(req), r->element[1]->integer);
+    px_reply_int(px_req_out(req), count);
 }
 
 void px__sem_cmd_release(struct px_req *req)
@@ -346,9 +347,9 @@ static void semop_granted(struct px_wait_op *w)
     px_reply_status(px_req_out(w->req), "OK");
 }
 
-/* Permits have no lease (never LATE). A grant for a closed connection goes
- * back. An unknown outcome cannot be told: the count has no owner, and
- * returning permits that were not taken would make permits out of
+/* Permits have no lease (never LATE). A grant for a closed connection, or
+ * one fewer replicas than --sync-replicas acknowledged, goes back. An unknown outcome cannot be
+ * told: the count has no owner, and returning permits that were not taken would make permits out of
  * nothing, so the proxy takes the safe side (they stay taken until
  * someone releases them), and counts and logs it. */
 static void semop_undo(struct px_wait_op *w, enum px_undo_why why)
@@ -358,7 +359,7 @@ static void semop_undo(struct px_wait_op *w, enum px_undo_why why)
     const struct px_arg *name = &w->req->argv[1];
     uint64_t quiet;
 
-    if (why == PX_UNDO_GONE && !s->keep)
+    if ((why == PX_UNDO_GONE && !s->keep) || why == PX_UNDO_UNREPLICATED)
         sem_send_return(w->srv, name->p, name->len, s->permits);
     if (why != PX_UNDO_UNKNOWN)
         return;

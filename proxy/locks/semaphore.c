@@ -27,6 +27,7 @@
 #include "proxy/locks/lua_scripts.h"
 #include "proxy/locks/scripts.h"
 #include "proxy/locks/sem-int.h"
+#include "proxy/locks/shape.h"
 #include "proxy/locks/wait.h"
 #include "proxy/metrics.h"
 #include "proxy/reply.h"
@@ -220,11 +221,13 @@ void px__sem_reply_notinit(struct px_req *req)
 
 bool px__sem_pair_reply(const redisReply *r, long long *status, long long *value)
 {
-    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
-        r->element[0]->type != REDIS_REPLY_INTEGER || r->element[1]->type != REDIS_REPLY_INTEGER)
+    long long v[2];
+    size_t n;
+
+    if (!px_shape_ints(r, 2, 2, v, &n))
         return false;
-    *status = r->element[0]->integer;
-    *value = r->element[1]->integer;
+    *status = v[0];
+    *value = v[1];
     return true;
 }
 

@@ -26,6 +26,7 @@
 #include "proxy/locks/lock-int.h"
 #include "proxy/locks/lock.h"
 #include "proxy/locks/scripts.h"
+#include "proxy/locks/shape.h"
 #include "proxy/locks/wait.h"
 #include "proxy/locks/waitset.h"
 #include "proxy/metrics.h"
@@ -370,18 +371,20 @@ static bool info_apply(struct px_req *req, struct unlockop *u, const redisReply 
 {
     struct px_hold *h = info_hold(req, u);
     struct buf *b = px_req_out(req);
+    long long v[3];
+    size_t n;
     bool held;
 
-    if (r->type != REDIS_REPLY_ARRAY || r->elements != 3)
+    if (!px_shape_ints(r, 3, 3, v, &n))
         return false;
-    held = h && r->element[1]->integer > 0;
-    px_reply_array(b, 12);
+    held = h && v[1] > 0;
+    px_reply_map(b, req->cl->proto, 6);
     px_reply_cstr(b, "locked");
-    px_reply_int(b, r->element[0]->integer);
+    px_reply_int(b, v[0]);
     px_reply_cstr(b, "hold_count");
-    px_reply_int(b, r->element[1]->integer);
+    px_reply_int(b, v[1]);
     px_reply_cstr(b, "ttl_ms");
-    px_reply_int(b, r->element[2]->integer);
+    px_reply_int(b, v[2]);
     px_reply_cstr(b, "owner");
     px_reply_bulk(b, u->owner, u->olen);
     px_reply_cstr(b, "watchdog");

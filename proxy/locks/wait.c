@@ -16,6 +16,7 @@
  *   RETRYING, GRANTING, WOKEN -- contended ------> ASLEEP, or RETRYING at once if WOKEN
  *   in flight -- granted, finished, error -------> DONE
  *   in flight -- granted too late ---------------> undo; a new attempt (WAIT left) or DONE
+ *   in flight -- granted, not replicated --------> undo; DONE (NOREPLICAS)
  *   JOINING, ASLEEP -- connection closed --------> DONE (reply dropped)
  *
  * "In flight" is TRYING, RETRYING, GRANTING and WOKEN: an attempt (or a
@@ -57,6 +58,12 @@
  *   unconfirmed outcome. Kinds without a lease (lease_ms 0: SEM permits,
  *   latches) need no check: what they take does not run out by itself, so
  *   a reply that comes late grants exactly what an early one would.
+ * - Replication (--sync-replicas N, repl.h): a grant whose WAIT counted
+ *   fewer than N replicas is undone (kind->undo(UNREPLICATED): exactly this
+ *   acquisition, as for a late one), counted, logged, and answered
+ *   NOREPLICAS at once, WAIT left or not: with replicas missing, another
+ *   attempt would most likely cost another --sync-timeout for nothing.
+ *   Only grants are checked: a contended attempt granted nothing.
  * - An op that ends without a grant calls kind->give_up (a fair lock's
  *   queue entry); one whose outcome is unknown first calls
  *   kind->undo(UNKNOWN), which makes the kind find out and roll back.
@@ -76,6 +83,7 @@
 #include "proxy/args.h"
 #include "proxy/client.h"
 #include "proxy/locks/locks.h"
+#include "proxy/locks/repl.h"
 #include "proxy/locks/scripts.h"
 #include "proxy/metrics.h"
 #include "proxy/reply.h"
@@ -173,7 +181,7 @@ static void wait_timeout(struct px_wait_op *op)
         if (op->kind->stat == PX_WAIT_STAT_LOCK)
             op->srv->stats.timeouts++;
     }
-    px_reply_nil(px_req_out(op->req));
+    px_reply_null(px_req_out(op->req), op->req->cl->proto);
     wait_finish(op, false);
 }
 
@@ -321,7 +329,39 @@ static void wait_late(struct px_wait_op *op, uint64_t age)
     wait_finish(op, true);
 }
 
-static void wait_granted(struct px_wait_op *op)
+static void wait_log_unreplicated(struct px_wait_op *op, int acked)
+{
+    static struct px_ratelog rl;
+    const struct px_arg *name = &op->req->argv[1];
+    uint64_t quiet;
+
+    if (!px_ratelog_allow(&rl, now_ms(op), &quiet))
+        return;
+    log_msg(LOG_LVL_WARN,
+            "grant refused: %s '%.*s' reached %d of %u replicas within %u ms; given back "
+            "(%llu similar not logged)",
+            op->kind->name, (int)LP_MIN(name->len, 200u), name->p, acked < 0 ? 0 : acked,
+            op->srv->opts.sync_replicas, op->srv->opts.sync_timeout_ms, (unsigned long long)quiet);
+}
+
+/* A grant fewer replicas than --sync-replicas acknowledged: give it back
+ * and say so. */
+static void wait_unreplicated(struct px_wait_op *op, int acked)
+{
+    op->srv->stats.sync_refused++;
+    wait_log_unreplicated(op, acked);
+    if (op->kind->undo)
+        op->kind->undo(op, PX_UNDO_UNREPLICATED);
+    px_reply_error(px_req_out(op->req),
+                   "NOREPLICAS %s not replicated to %u replicas within %u ms (%d acknowledged); "
+                   "not acquired",
+                   op->kind->name, op->srv->opts.sync_replicas, op->srv->opts.sync_timeout_ms,
+                   acked < 0 ? 0 : acked);
+    wait_finish(op, true);
+}
+
+/* short_, acked: the attempt's replication (px_repl_short, px_repl_acked). */
+static void wait_granted(struct px_wait_op *op, bool short_, int acked)
 {
     uint64_t age;
 
@@ -334,6 +374,8 @@ static void wait_granted(struct px_wait_op *op)
         if (age + px_wait_margin_ms(op->lease_ms) > op->lease_ms)
             return wait_late(op, age);
     }
+    if (short_)
+        return wait_unreplicated(op, acked);
     op->kind->granted(op);
     wait_finish(op, true);
 }
@@ -349,6 +391,8 @@ void px_wait_on_reply(void *arg, const redisReply *r, int err)
     struct px_wait_op *op = arg;
     struct px_client *cl = op->req->cl;
     bool woken = op->state == PX_WAIT_WOKEN;
+    bool short_ = px_repl_short(op->srv);
+    int acked = px_repl_acked(op->srv);
     uint64_t repoll_ms = 0;
 
     LP_BUG_ON(!wait_in_flight(op));
@@ -366,7 +410,7 @@ void px_wait_on_reply(void *arg, const redisReply *r, int err)
     } else {
         switch (op->kind->reply(op, r, &repoll_ms)) {
         case PX_WAIT_GRANTED:
-            wait_granted(op);
+            wait_granted(op, short_, acked);
             break;
         case PX_WAIT_CONTENDED:
             wait_contended(op, repoll_ms, woken);
@@ -401,7 +445,7 @@ void px_wait_init(struct px_wait_op *op, const struct px_wait_kind *kind, struct
     px_waitset_member_init(&op->member, wait_on_wake);
     list_init(&op->client_node);
     sched_timer_init(&op->timer, wait_on_timer);
-    if (wait_ms == 0)
+    if (wait_ms == 0 || req->in_exec) /* inside EXEC: one attempt (multi.h) */
         op->deadline = 0;
     else if (wait_ms < 0)
         op->deadline = PX_WAIT_FOREVER;

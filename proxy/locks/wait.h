@@ -75,6 +75,7 @@ enum px_undo_why {
     PX_UNDO_LATE = 0,    /* granted, but too little of its lease was left when the reply came */
     PX_UNDO_GONE = 1,    /* granted after the client's connection closed */
     PX_UNDO_UNKNOWN = 2, /* the reply was lost: it may or may not have been granted */
+    PX_UNDO_UNREPLICATED = 3, /* granted, but fewer replicas than --sync-replicas have it */
 };
 
 /* Counters per family of kinds (INFO). */

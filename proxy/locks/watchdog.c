@@ -38,6 +38,7 @@
 #include "pool/pool.h"
 #include "proxy/locks/hold.h"
 #include "proxy/locks/scripts.h"
+#include "proxy/locks/shape.h"
 #include "proxy/metrics.h"
 #include "proxy/server.h"
 #include "sched/loop.h"
@@ -162,8 +163,7 @@ static void batch_apply(struct renew_batch *b, const redisReply *r)
 
     for (i = 0; i < b->n; i++) {
         struct px_hold *h = b->holds[i];
-        const redisReply *e = r->element[i];
-        bool held = e->type == REDIS_REPLY_INTEGER && e->integer == 1;
+        bool held = px_shape_held(r, i);
 
         if (h->state != PX_HOLD_HELD || (batch_renews(b) && !h->watchdog))
             continue;
@@ -190,7 +190,7 @@ static void batch_on_reply(void *arg, const redisReply *r, int err)
 {
     struct renew_batch *b = arg;
 
-    if (err == 0 && r->type == REDIS_REPLY_ARRAY && r->elements == b->n) {
+    if (err == 0 && px_shape_batch(r, b->n)) {
         batch_apply(b, r);
     } else {
         log_msg(LOG_LVL_WARN, "watchdog: %s of %u locks failed (%s); retrying",

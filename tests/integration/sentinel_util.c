@@ -323,6 +323,30 @@ static int agreed_master(const struct rsentinel *s, int not )
     return m;
 }
 
+int rsentinel_try_wait_master(const struct rsentinel *s, int not, int ms)
+{
+    uint64_t end = clock_mono_ms() + (uint64_t)ms;
+    int m;
+
+    while ((m = agreed_master(s, not )) < 0 && clock_mono_ms() <= end)
+        usleep(POLL_US);
+    return m;
+}
+
+int rsentinel_try_failover(struct rsentinel *s, int ms)
+{
+    int old = rsentinel_wait_master(s, -1), k;
+    redisReply *r;
+
+    for (k = 0; k < RSENT_SENTINELS && s->sent[k].pid <= 0; k++)
+        ;
+    ASSERT_TRUE(k < RSENT_SENTINELS);
+    r = rsentinel_scmd(s, k, "SENTINEL FAILOVER %s", RSENT_NAME);
+    if (r)
+        freeReplyObject(r);
+    return rsentinel_try_wait_master(s, old, ms);
+}
+
 int rsentinel_wait_master(const struct rsentinel *s, int not )
 {
     uint64_t end = clock_mono_ms() + WAIT_MS;

@@ -82,6 +82,14 @@ int rsentinel_named_by(const struct rsentinel *s, int k);
  * to agree on a node other than not (-1: any). Returns its index. */
 int rsentinel_wait_master(const struct rsentinel *s, int not );
 
+/* As rsentinel_wait_master, but gives up after ms: returns -1 then. */
+int rsentinel_try_wait_master(const struct rsentinel *s, int not, int ms);
+
+/* SENTINEL FAILOVER on the first running sentinel, whatever it answers
+ * (a failover refused or aborted is the caller's to retry); the new
+ * master within ms, or -1. */
+int rsentinel_try_failover(struct rsentinel *s, int ms);
+
 /* SENTINEL FAILOVER on the first running sentinel; waits for the new
  * master (rsentinel_wait_master) and returns it. */
 int rsentinel_failover(struct rsentinel *s);

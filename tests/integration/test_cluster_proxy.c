@@ -28,6 +28,7 @@
 #include "harness.h"
 #include "pool/pool.h"
 #include "proxy_util.h"
+#include "resp3_util.h"
 #include "sync_util.h"
 
 #define NWAITERS 100
@@ -552,30 +553,47 @@ static int master_with_replica(struct cpx *x)
 
 /* Holds whose owner field vanished across a failover are found lost right
  * after it (the watchdog would renew only 40 s later); a hold of a slot
- * that did not move is not even checked. */
+ * that did not move is not even checked. A RESP3 holder subscribed to
+ * lockproxy:lease-lost is pushed the loss at once. */
 static void check_reverify(struct cpx *x)
 {
     redisContext *c = pu_connect(x->p.port);
-    char a[32], b[32], o[32], owner[PU_OWNER_MAX];
+    struct r3_conn *sub = r3_open(x->p.port);
+    char a[32], b[32], o[32], p[32], owner[PU_OWNER_MAX], uuid[64], want[128];
     long long lost0 = pu_info_int(c, "topology_leases_lost");
     long long checked0 = pu_info_int(c, "topology_holds_checked");
     int m = master_with_replica(x), r = rcluster_replica_of(&x->c, m);
 
     names_on(x, m, a, b, o, sizeof(a));
+    snprintf(p, sizeof(p), "%.*sp", (int)strlen(a) - 1, a); /* a's slot too */
     pu_conn_owner(c, owner, sizeof(owner));
+    pu_proxy_uuid(c, uuid, sizeof(uuid));
     PU_OK(c, "LOCK %s", a);              /* watchdog (120 s lease) */
     PU_OK(c, "LOCK %s LEASE 120000", b); /* fixed lease */
     PU_OK(c, "LOCK %s", o);
+    r3_send(sub, "HELLO", "3", NULL);
+    R3_EXPECT_PREFIX(sub, "%7\r\n");
+    r3_send(sub, "SUBSCRIBE", "lockproxy:lease-lost", NULL);
+    R3_EXPECT_PREFIX(sub, ">3\r\n$9\r\nsubscribe");
+    r3_send(sub, "LOCK", p, "OWNER", "pushed", NULL);
+    R3_EXPECT(sub, "+OK\r\n");
     /* The grants the failover did not keep: gone on the replica too. */
     ASSERT_EQ(rcluster_int(&x->c, m, "HDEL %s %s", a, owner), 1);
     ASSERT_EQ(rcluster_int(&x->c, m, "HDEL %s %s", b, owner), 1);
+    snprintf(owner, sizeof(owner), "%s:pushed", uuid);
+    ASSERT_EQ(rcluster_int(&x->c, m, "HDEL %s %s", p, owner), 1);
     ASSERT_TRUE(rcluster_int(&x->c, m, "WAIT 1 2000") == 1);
     rcluster_failover(&x->c, r);
-    PU_EVENTUALLY(pu_info_int(c, "topology_leases_lost") == lost0 + 2, 10000);
-    ASSERT_EQ(pu_info_int(c, "topology_holds_checked"), checked0 + 2);
+    PU_EVENTUALLY(pu_info_int(c, "topology_leases_lost") == lost0 + 3, 10000);
+    ASSERT_EQ(pu_info_int(c, "topology_holds_checked"), checked0 + 3);
+    snprintf(want, sizeof(want),
+             ">3\r\n$7\r\nmessage\r\n$20\r\nlockproxy:lease-lost\r\n$%zu\r\nLOCK %s\r\n",
+             strlen(p) + 5, p);
+    R3_EXPECT(sub, want);
     PU_ERR(c, "LOCKLOST", "UNLOCK %s", a);
     PU_ERR(c, "LOCKLOST", "UNLOCK %s", b);
     PU_INT(c, 1, "UNLOCK %s", o);
+    r3_close(sub);
     redisFree(c);
 }
 

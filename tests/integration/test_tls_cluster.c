@@ -4,6 +4,9 @@
  * seed over TLS (CLUSTER SLOTS then names the TLS ports), verifies every
  * node's certificate against the CA, routes each name to its slot's
  * master, and wakes waiters through the owning shard's pub/sub. */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 
@@ -27,26 +30,38 @@ struct tnode {
     char log[PU_PATH_MAX]; /* its output */
 };
 
-/* A port whose cluster bus port (+10000) is free too. */
+/* True when 127.0.0.1:port can be bound now. */
+static bool port_free(int port)
+{
+    struct sockaddr_in sin = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
+    bool ok;
+
+    if (fd < 0)
+        return false;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ok = bind(fd, (struct sockaddr *)&sin, sizeof(sin)) == 0;
+    close(fd);
+    return ok;
+}
+
+/* A port below the ephemeral range whose cluster bus port (+10000) is
+ * free too (as cluster_util.c picks them). */
 static int bus_port(void)
 {
     int i, p;
 
-    for (i = 0; i < 200; i++) {
-        p = pu_free_port();
-        if (p + 10000 < 65536) {
-            int fd = pu_raw_try_connect(p + 10000);
-
-            if (fd < 0)
-                return p;
-            close(fd);
-        }
+    for (i = 0; i < 1000; i++) {
+        p = 10000 + (int)(random() % 11000);
+        if (port_free(p) && port_free(p + 10000))
+            return p;
     }
     TEST_FAIL("no port with a free bus port");
     return -1;
 }
 
-static void node_start(struct tnode *n)
+static void node_start_try(struct tnode *n, int tries)
 {
     const struct tc_certs *c = tu_certs();
     const struct tu_opts o = {.ca = c->ca.cert};
@@ -76,10 +91,19 @@ static void node_start(struct tnode *n)
     while (!tu_ping(n->port, &o, err, sizeof(err))) {
         if (tu_file_has(n->log, "TLS") && tu_file_has(n->log, "not supported"))
             TEST_SKIP("redis-server was built without TLS");
+        if (tu_file_has(n->log, "Address already in use") && tries < 5) {
+            pu_kill(n->pid); /* taken meanwhile: another port */
+            return node_start_try(n, tries + 1);
+        }
         if (pu_now_ms() > deadline)
             TEST_FAIL("TLS cluster node on %d not ready: %s", n->port, err);
         pu_sleep_ms(20);
     }
+}
+
+static void node_start(struct tnode *n)
+{
+    node_start_try(n, 0);
 }
 
 /* cluster_state:ok on node n (over TLS). */

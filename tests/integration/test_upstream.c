@@ -132,6 +132,32 @@ static void scenario_down(struct pu_env *e)
     redisFree(c);
 }
 
+/* Redis restarts without persistence while locks are held: the proxy sees
+ * the new run_id on reconnect and checks its holds at once, so the holder
+ * is told (leases_lost, LOCKLOST) right away, not at the next renewal (a
+ * third of the 30 s watchdog lease) or, for a LEASE hold, never before its
+ * UNLOCK. */
+static void scenario_restart_told(struct pu_env *e)
+{
+    redisContext *c = pu_client(e), *other = pu_client(e);
+
+    PU_OK(c, "LOCK %s", "wd");
+    PU_OK(c, "LOCK %s LEASE %d", "leased", 60000);
+    ASSERT_EQ(pu_info_int(c, "upstream_restarts"), 0);
+    pu_redis_kill(&e->redis);
+    pu_redis_restart(&e->redis);
+    PU_EVENTUALLY(upstream_state_is(c, "up"), 15000);
+    PU_EVENTUALLY(pu_info_int(c, "leases_lost") == 2, 3000);
+    ASSERT_EQ(pu_info_int(c, "upstream_restarts"), 1);
+    /* Redis lost both: another client takes one at once. */
+    PU_OK(other, "LOCK %s WAIT %d", "wd", 1000);
+    PU_ERR(c, "LOCKLOST", "UNLOCK %s", "wd");
+    PU_ERR(c, "LOCKLOST", "UNLOCK %s", "leased");
+    PU_INT(other, 1, "UNLOCK %s", "wd");
+    redisFree(other);
+    redisFree(c);
+}
+
 struct load {
     int port;
     atomic_int phase;
@@ -398,6 +424,11 @@ TEST(upstream_down_and_back)
     pu_each_backend(scenario_down, NULL);
 }
 
+TEST(upstream_restart_told_at_once)
+{
+    pu_each_backend(scenario_restart_told, NULL);
+}
+
 TEST(upstream_restart_under_load)
 {
     static const char *const extra[] = {"--lock-watchdog-timeout", "2000", NULL};
@@ -421,4 +452,5 @@ TEST(upstream_connections_killed)
 }
 
 TEST_MAIN(TEST_CASE(upstream_down_and_back), TEST_CASE(upstream_connections_killed),
-          TEST_CASE(upstream_restart_under_load), TEST_CASE(upstream_stopped_times_out))
+          TEST_CASE(upstream_restart_under_load), TEST_CASE(upstream_stopped_times_out),
+          TEST_CASE(upstream_restart_told_at_once))

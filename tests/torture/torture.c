@@ -23,14 +23,15 @@
 #include "tt_report.h"
 #include "tt_scenario.h"
 
-#define MAX_FAULTS        (TT_MAX_PLANNED + 16)
-#define MAX_LEASE_MS      4500 /* longest LEASE of the workload (tt_client.c) */
-#define CLIENT_STOP_MS    40000
-#define FIFO_MARGIN_MS    500
-#define FAULT_SETTLE_MS   2000
-#define IDLE_GAP_MS       1000
-#define RECOVERY_BOUND_MS 5000 /* cluster faults: a new acquire is served within this of healing \
-                                */
+#define MAX_FAULTS      (TT_MAX_PLANNED + 16)
+#define MAX_LEASE_MS    4500 /* longest LEASE of the workload (tt_client.c) */
+#define CLIENT_STOP_MS  40000
+#define FIFO_MARGIN_MS  500
+#define FAULT_SETTLE_MS 2000
+#define IDLE_GAP_MS     1000
+#define RECOVERY_BOUND_MS                                                  \
+    5000 /* cluster faults: a new acquire is served within this of healing \
+          */
 #ifdef TT_SANITIZED
 #define DEFAULT_RSS_MB 400 /* the proxy's ASan quarantine (256 MB) is in its RSS */
 #else
@@ -59,6 +60,11 @@ static void usage(FILE *f)
         "                        replicas); preset: 16 clients, 2 proxies, 45 s, cluster\n"
         "                        faults (slot-migrate, cluster-failover, master-kill) twice\n"
         "                        each, no timed scenarios; combines with --long\n"
+        "  --sentinel            the lock Redis is a master with 2 replicas and 3 sentinels\n"
+        "                        (redis-sentinel://); preset: 16 clients, 2 proxies, 50 s,\n"
+        "                        sentinel-failover and sentinel-kill twice each, no timed\n"
+        "                        scenarios; combines with --long and --sync-replicas\n"
+        "  --sync-replicas N     run the proxies with --sync-replicas N (--sync-timeout 500)\n"
         "  --duration S          length of the fault phase\n"
         "  --clients N           workload clients (1-%d)\n"
         "  --proxies N           1 or 2 (the timed scenarios need 2)\n"
@@ -118,6 +124,7 @@ static void defaults(struct tt_config *c)
     c->upstream_timeout_ms = 3000;
     c->linger_ms = 1000;
     c->sem_permits = 3;
+    c->sync_timeout_ms = 500;
 }
 
 static const char *need(int argc, char **argv, int *i)
@@ -139,6 +146,8 @@ static bool parse_args(int argc, char **argv, struct tt_config *c)
     for (int i = 1; i < argc; i++) { /* --cluster's preset, then --long's duration */
         if (strcmp(argv[i], "--cluster") == 0)
             c->duration_s = 45;
+        if (strcmp(argv[i], "--sentinel") == 0)
+            c->duration_s = 50;
     }
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--long") == 0) {
@@ -148,6 +157,11 @@ static bool parse_args(int argc, char **argv, struct tt_config *c)
             c->cluster = true;
             c->clients = 16;
             c->faults = TT_F_CLUSTER_MASK;
+            c->scenarios = false;
+        } else if (strcmp(argv[i], "--sentinel") == 0) {
+            c->sentinel = true;
+            c->clients = 16;
+            c->faults = TT_F_SENTINEL_MASK;
             c->scenarios = false;
         } else if (strcmp(argv[i], "--negative-control") == 0) {
             c->negative = true;
@@ -161,8 +175,11 @@ static bool parse_args(int argc, char **argv, struct tt_config *c)
         const char *a = argv[i];
 
         if (strcmp(a, "--short") == 0 || strcmp(a, "--long") == 0 ||
-            strcmp(a, "--negative-control") == 0 || strcmp(a, "--cluster") == 0)
+            strcmp(a, "--negative-control") == 0 || strcmp(a, "--cluster") == 0 ||
+            strcmp(a, "--sentinel") == 0)
             continue;
+        else if (strcmp(a, "--sync-replicas") == 0)
+            c->sync_replicas = atoi(need(argc, argv, &i));
         else if (strcmp(a, "--duration") == 0)
             c->duration_s = atoi(need(argc, argv, &i));
         else if (strcmp(a, "--clients") == 0)
@@ -196,18 +213,26 @@ static bool parse_args(int argc, char **argv, struct tt_config *c)
             exit(2);
         }
     }
-    mode_mask = c->cluster ? TT_F_CLUSTER_MASK : TT_F_SINGLE_MASK;
+    mode_mask = c->cluster    ? TT_F_CLUSTER_MASK
+                : c->sentinel ? TT_F_SENTINEL_MASK
+                              : TT_F_SINGLE_MASK;
     if (c->faults == (1u << TT_F_COUNT) - 1) /* "all": all of this mode */
         c->faults = mode_mask;
-    if (c->faults & ~mode_mask) {
+    if ((c->faults & ~mode_mask) || (c->cluster && c->sentinel)) {
         fprintf(stderr, "%s\n",
-                c->cluster ? "--cluster takes only the cluster fault kinds"
-                           : "the cluster fault kinds need --cluster");
+                c->cluster    ? "--cluster takes only the cluster fault kinds"
+                : c->sentinel ? "--sentinel takes only the sentinel fault kinds"
+                              : "the cluster (sentinel) fault kinds need --cluster (--sentinel)");
         exit(2);
     }
-    if (c->cluster && c->scenarios) {
-        fprintf(stderr, "--cluster runs no timed scenarios (they fault a single Redis)\n");
+    if ((c->cluster || c->sentinel) && c->scenarios) {
+        fprintf(stderr, "--cluster and --sentinel run no timed scenarios (they fault a single "
+                        "Redis)\n");
         c->scenarios = false;
+    }
+    if (c->sync_replicas < 0 || c->sync_replicas > 2) {
+        fprintf(stderr, "bad --sync-replicas (0-2)\n");
+        exit(2);
     }
     if (c->clients < 1 || c->clients > TT_MAX_CLIENTS || c->proxies < 1 ||
         c->proxies > TT_MAX_PROXIES || c->duration_s < 5 ||
@@ -223,15 +248,17 @@ static double since_s(const struct run *r)
     return (double)(tt_now_us() - r->t_start_us) / 1e6;
 }
 
-/* A proxy on a cluster serves requests once it knows every slot's master. */
+/* A proxy on a cluster serves requests once it knows every slot's master;
+ * on Sentinel, once it is connected to the master. */
 static void wait_cluster_map(struct run *r)
 {
-    for (int i = 0; i < r->env.nproxies && r->cfg.cluster; i++) {
+    for (int i = 0; i < r->env.nproxies && (r->cfg.cluster || r->cfg.sentinel); i++) {
         redisContext *c = pu_connect(r->env.proxy[i].port);
+        const char *field = r->cfg.cluster ? "cluster_slots_served" : "upstream_state";
+        const char *want = r->cfg.cluster ? "16384" : "up";
         char v[32];
 
-        PU_EVENTUALLY(
-            pu_info_str(c, "cluster_slots_served", v, sizeof(v)) && strcmp(v, "16384") == 0, 15000);
+        PU_EVENTUALLY(pu_info_str(c, field, v, sizeof(v)) && strcmp(v, want) == 0, 15000);
         redisFree(c);
     }
 }

@@ -121,6 +121,10 @@ enum tt_fault_kind {
     TT_F_CLUSTER_FAILOVER, /* CLUSTER FAILOVER on the replica of a workload name's master */
     TT_F_MASTER_KILL,      /* kill -9 a workload name's master; its replica takes over; the
                               killed node comes back as a replica */
+    /* --sentinel only (the lock Redis is a master with 2 replicas and 3 sentinels): */
+    TT_F_SENTINEL_FAILOVER, /* SENTINEL FAILOVER */
+    TT_F_SENTINEL_KILL,     /* kill -9 the master; the sentinels promote a replica; the killed
+                               node comes back and the sentinels make it a replica */
     TT_F_COUNT,
 };
 
@@ -128,6 +132,7 @@ enum tt_fault_kind {
 #define TT_F_SINGLE_MASK ((1u << TT_F_SLOT_MIGRATE) - 1)
 #define TT_F_CLUSTER_MASK \
     ((1u << TT_F_SLOT_MIGRATE) | (1u << TT_F_CLUSTER_FAILOVER) | (1u << TT_F_MASTER_KILL))
+#define TT_F_SENTINEL_MASK ((1u << TT_F_SENTINEL_FAILOVER) | (1u << TT_F_SENTINEL_KILL))
 
 /* One injected fault, as the checker sees it. */
 struct tt_fault {
@@ -162,6 +167,9 @@ struct tt_config {
     int linger_ms;           /* --subscription-linger of the proxies */
     int sem_permits;         /* permits of the semaphore */
     bool cluster;            /* the lock Redis is a Redis Cluster (redis-cluster://) */
+    bool sentinel;           /* the lock Redis is Sentinel-managed (redis-sentinel://) */
+    int sync_replicas;       /* --sync-replicas of the proxies, 0 off */
+    int sync_timeout_ms;     /* --sync-timeout of the proxies */
 };
 
 /* Where a client connects and what it runs. */

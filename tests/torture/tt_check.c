@@ -33,13 +33,18 @@ static bool conflict(const struct ck_hold *x, const struct ck_hold *y)
     return !(x->acq->cmd == TT_RLOCK && y->acq->cmd == TT_RLOCK);
 }
 
-/* A master was killed from X's grant to Y's (the failover-lost class). */
+/* A master was killed from X's grant to Y's (the failover-lost class): a
+ * cluster master-kill, or with Sentinel a kill or a SENTINEL FAILOVER
+ * (Sentinel does not stop the old master's writes before it promotes a
+ * replica, as CLUSTER FAILOVER does). */
 static bool master_killed(const struct tt_check_params *p, long long from, long long to)
 {
     for (int i = 0; i < p->nfaults; i++) {
         const struct tt_fault *f = &p->faults[i];
+        bool kind = f->kind == TT_F_MASTER_KILL || f->kind == TT_F_SENTINEL_KILL ||
+                    f->kind == TT_F_SENTINEL_FAILOVER;
 
-        if (f->triggered && f->kind == TT_F_MASTER_KILL && f->start_us >= from && f->start_us <= to)
+        if (f->triggered && kind && f->start_us >= from && f->start_us <= to)
             return true;
     }
     return false;
@@ -78,17 +83,28 @@ static void count_overlap(struct tt_report *r, const char *name, enum tt_overlap
     ck_name_stat(r, name)->overlaps[c]++;
 }
 
-static void check_permits(const struct tt_history *h, struct tt_report *r, struct ck_hold **act,
-                          int nact, const struct ck_hold *y, int permits)
+static void check_permits(const struct tt_history *h, const struct tt_check_params *p,
+                          struct tt_report *r, struct ck_hold **act, int nact,
+                          const struct ck_hold *y, int permits)
 {
+    long long oldest = y->start;
     int untold = 0;
 
-    for (int i = 0; i < nact; i++)
+    for (int i = 0; i < nact; i++) {
         untold += act[i]->told == TT_OV_SILENT;
+        if (act[i]->told == TT_OV_SILENT && act[i]->start < oldest)
+            oldest = act[i]->start;
+    }
     if (nact + 1 <= permits)
         return;
     if (untold + 1 <= permits) {
         count_overlap(r, y->acq->name, TT_OV_TOLD_CONN); /* over N only with told holders */
+        return;
+    }
+    if (master_killed(p, oldest, y->start)) {
+        /* A permit has no owner to re-check after a failover: one taken
+         * on the old master and not replicated is gone unseen. */
+        count_overlap(r, y->acq->name, TT_OV_FAILOVER_LOST);
         return;
     }
     count_overlap(r, y->acq->name, TT_OV_SILENT);
@@ -122,7 +138,7 @@ static void check_name(const struct tt_history *h, const struct tt_check_params 
         }
         nact = k;
         if (sem) {
-            check_permits(h, r, act, nact, y, p->sem_permits);
+            check_permits(h, p, r, act, nact, y, p->sem_permits);
         } else {
             for (int i = 0; i < nact; i++) {
                 enum tt_overlap_class c;

@@ -59,9 +59,9 @@ static const char *const res_names[TT_R_COUNT] = {
 };
 
 static const char *const fault_names[TT_F_COUNT] = {
-    "redis-kill",   "redis-sleep",      "kill-cmd-conn",     "kill-pubsub-conn", "proxy-stop",
-    "proxy-kill",   "client-stop",      "client-stop-lease", "client-reset",     "slow-reader",
-    "slot-migrate", "cluster-failover", "master-kill",
+    "redis-kill",   "redis-sleep",      "kill-cmd-conn",     "kill-pubsub-conn",  "proxy-stop",
+    "proxy-kill",   "client-stop",      "client-stop-lease", "client-reset",      "slow-reader",
+    "slot-migrate", "cluster-failover", "master-kill",       "sentinel-failover", "sentinel-kill",
 };
 
 const char *const tt_workload_names[TT_WORKLOAD_NAMES] = {

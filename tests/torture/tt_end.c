@@ -90,6 +90,8 @@ static bool node_keys_clean(redisContext *c, char *d, long long *count)
                 continue;
             if (strcmp(k, TT_SEM_NAME) == 0)
                 continue; /* its count is judged against the history (torture.c) */
+            if (strncmp(k, "{" TT_SEM_NAME "}:lp-return:", strlen(TT_SEM_NAME) + 13) == 0)
+                continue; /* a permit return's marker: expires after two minutes by design */
             clean = false;
             if ((*count)++ < 12)
                 describe_key(c, k, d);
@@ -125,6 +127,19 @@ static bool keys_clean(struct tt_env *e, char *d, long long *count, long long *s
     *count = 0;
     if (e->cluster)
         return cluster_keys_clean(e, d, count, sem);
+    if (e->sentinel) {
+        bool clean;
+
+        c = tt_env_sentinel_master(e);
+        if (!c) {
+            append(d, "\n    the master is unreachable");
+            return false;
+        }
+        *sem = get_int(c, TT_SEM_NAME);
+        clean = node_keys_clean(c, d, count);
+        redisFree(c);
+        return clean;
+    }
     c = tt_env_admin(e);
     if (!c) {
         append(d, "\n    lock Redis unreachable");

@@ -48,6 +48,26 @@ static void start_cluster(struct tt_env *e)
     pu_redis_start(&e->res);
 }
 
+/* 1 master, 2 replicas, 3 sentinels (down-after-milliseconds 1000). */
+static void start_sentinel(struct tt_env *e)
+{
+    e->sentinel = calloc(1, sizeof(*e->sentinel));
+    if (!e->sentinel)
+        TEST_FAIL("out of memory");
+    if (!rsentinel_available())
+        TEST_SKIP("%s not installed", PREDIS_BIN);
+    rsentinel_start(e->sentinel, NULL, NULL);
+    rsentinel_wait_master(e->sentinel, -1);
+    pu_redis_start(&e->res);
+}
+
+redisContext *tt_env_sentinel_master(struct tt_env *e)
+{
+    int m = rsentinel_wait_master(e->sentinel, -1);
+
+    return pu_try_connect(e->sentinel->node[m].port);
+}
+
 int tt_env_owner(struct tt_env *e, const char *name)
 {
     return e->cluster ? rcluster_owner(e->cluster, pool_slot(name, strlen(name))) : -1;
@@ -60,6 +80,8 @@ static void start_redis(struct tt_env *e)
 
     if (e->cfg->cluster)
         return start_cluster(e);
+    if (e->cfg->sentinel)
+        return start_sentinel(e);
     /* AOF with appendfsync always: Redis writes and fsyncs the AOF before
      * it sends the replies, so a kill -9 loses nothing it acknowledged.
      * (With everysec a slow fsync can postpone the write past the reply,
@@ -95,8 +117,19 @@ static void proxy_args(struct tt_env *e, int i)
     a[n++] = e->numbuf[1];
     a[n++] = "--subscription-linger";
     a[n++] = e->numbuf[2];
+    if (c->sync_replicas > 0) {
+        snprintf(e->numbuf[3], sizeof(e->numbuf[3]), "%d", c->sync_replicas);
+        snprintf(e->numbuf[4], sizeof(e->numbuf[4]), "%d", c->sync_timeout_ms);
+        a[n++] = "--sync-replicas";
+        a[n++] = e->numbuf[3];
+        a[n++] = "--sync-timeout";
+        a[n++] = e->numbuf[4];
+    }
     a[n] = NULL;
-    if (e->cluster)
+    if (e->sentinel)
+        snprintf(e->proxy[i].upstream, sizeof(e->proxy[i].upstream), "redis-sentinel://%s/%s",
+                 e->sentinel->list, RSENT_NAME);
+    else if (e->cluster)
         snprintf(e->proxy[i].upstream, sizeof(e->proxy[i].upstream),
                  "redis-cluster://127.0.0.1:%d,127.0.0.1:%d", e->cluster->node[0].port,
                  e->cluster->node[3].port);
@@ -141,6 +174,10 @@ void tt_env_stop(struct tt_env *e)
         rcluster_cleanup(e->cluster);
     free(e->cluster);
     e->cluster = NULL;
+    if (e->sentinel)
+        rsentinel_cleanup(e->sentinel);
+    free(e->sentinel);
+    e->sentinel = NULL;
     munmap(e->shm, sizeof(*e->shm));
     e->shm = NULL;
     g_env = NULL;

@@ -11,6 +11,7 @@
 
 #include "cluster_util.h"
 #include "proxy_util.h"
+#include "sentinel_util.h"
 #include "tt.h"
 #include "tt_check.h"
 
@@ -21,6 +22,7 @@ struct tt_env {
     const struct tt_config *cfg; /* borrowed */
     struct pu_redis lock;        /* the faulted lock Redis (not started with --cluster) */
     struct rcluster *cluster;    /* owned: --cluster: the lock Redis Cluster, else NULL */
+    struct rsentinel *sentinel;  /* owned: --sentinel: master, replicas, sentinels, else NULL */
     struct pu_redis res;         /* the resource Redis, never faulted */
     struct pu_proxy proxy[TT_MAX_PROXIES];
     int nproxies;
@@ -32,7 +34,7 @@ struct tt_env {
     redisContext *admin;        /* owned: lock Redis admin connection, or NULL */
     long long rss_peak_kb[TT_MAX_PROXIES];
     struct tt_report *report; /* borrowed: driver-side violations go here */
-    char numbuf[3][16];       /* proxy flag values (proxy[].extra points here) */
+    char numbuf[5][16];       /* proxy flag values (proxy[].extra points here) */
 };
 
 /* Starts both Redis servers and the proxies; fails the run (exit) on error. */
@@ -45,6 +47,10 @@ void tt_env_stop(struct tt_env *e);
  * is down. tt_env_admin_drop forgets it (after a kill). */
 redisContext *tt_env_admin(struct tt_env *e);
 void tt_env_admin_drop(struct tt_env *e);
+
+/* --sentinel: a connection to the master the sentinels name now (free
+ * it), or NULL. */
+redisContext *tt_env_sentinel_master(struct tt_env *e);
 
 /* --cluster: the master owning name's slot now, or -1. */
 int tt_env_owner(struct tt_env *e, const char *name);

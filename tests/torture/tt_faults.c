@@ -34,7 +34,14 @@
  *                      its replica to take over, then start the killed
  *                      node again: it rejoins as a replica. Replication is
  *                      asynchronous: a grant the replica had not received
- *                      is lost (see tt_check.c, failover-lost). */
+ *                      is lost (see tt_check.c, failover-lost).
+ * With --sentinel (1 master, 2 replicas, 3 sentinels, sentinel_util):
+ *   sentinel-failover  SENTINEL FAILOVER; healed when every sentinel names
+ *                      the new master and it says ROLE master;
+ *   sentinel-kill      kill -9 the master; healed when the sentinels
+ *                      promoted a replica (down-after-milliseconds 1000
+ *                      plus the election); the killed node is started
+ *                      again (empty) and the sentinels make it a replica. */
 #include "tt_faults.h"
 
 #include <arpa/inet.h>
@@ -108,7 +115,7 @@ int tt_faults_plan(const struct tt_config *cfg, struct tt_rng *rng, long long ph
         return 0;
     if (cfg->faults & (1u << TT_F_CLIENT_RESET))
         kinds[nk++] = TT_F_CLIENT_RESET; /* both variants */
-    for (int k = TT_F_SLOT_MIGRATE; k <= TT_F_MASTER_KILL; k++) {
+    for (int k = TT_F_SLOT_MIGRATE; k <= TT_F_SENTINEL_KILL; k++) {
         if (cfg->faults & (1u << k))
             kinds[nk++] = k; /* twice each: the faults move state, a second run meets that */
     }
@@ -234,6 +241,93 @@ static void master_kill(struct tt_env *e, struct tt_rng *rng, struct tt_fault *f
          "node %d (master of %s) killed, node %d took over in %.2f s; back as a replica "
          "in %.2f s",
          m, name, r, (double)(f->end_us - f->start_us) / 1e6, (double)(up_us - f->end_us) / 1e6);
+}
+
+/* ---- Sentinel faults ----------------------------------------------------------------- */
+
+/* Every workload name lives on the one master. */
+static unsigned all_names(void)
+{
+    return (1u << TT_WORKLOAD_NAMES) - 1;
+}
+
+/* Waits (bounded) until every running proxy uses node nm as its master:
+ * the fault is healed for clients then. */
+static void proxies_follow(struct tt_env *e, int nm)
+{
+    char want[32], v[64];
+    long long dl = pu_now_ms() + 15000;
+
+    snprintf(want, sizeof(want), "127.0.0.1:%d", e->sentinel->node[nm].port);
+    for (int i = 0; i < e->nproxies; i++) {
+        while (pu_now_ms() < dl && e->proxy[i].pid > 0) {
+            redisContext *c = pu_try_connect(e->proxy[i].port);
+            bool ok = c && pu_info_str(c, "sentinel_master", v, sizeof(v)) && strcmp(v, want) == 0;
+
+            if (c)
+                redisFree(c);
+            if (ok)
+                break;
+            pu_sleep_ms(10);
+        }
+    }
+}
+
+/* Healed when every proxy follows the new master; the note says when the
+ * sentinels agreed and when the proxies followed. */
+static void sentinel_failover(struct tt_env *e, struct tt_fault *f)
+{
+    int m = rsentinel_wait_master(e->sentinel, -1), nm;
+    long long agreed;
+
+    f->names = all_names();
+    f->start_us = tt_now_us();
+    /* Sentinel may refuse or abort a failover (a replica it judges not
+     * good enough yet, right after another failover): asked again. */
+    for (int i = 0; i < 4 && (nm = rsentinel_try_failover(e->sentinel, 8000)) < 0; i++)
+        ;
+    if (nm < 0) {
+        f->end_us = tt_now_us();
+        return note(f, "the sentinels did not fail over from node %d (4 tries)", m);
+    }
+    agreed = tt_now_us();
+    proxies_follow(e, nm);
+    f->end_us = tt_now_us();
+    f->triggered = true;
+    note(f, "node %d took over from node %d: sentinels agreed in %.2f s, proxies in %.2f s", nm, m,
+         (double)(agreed - f->start_us) / 1e6, (double)(f->end_us - f->start_us) / 1e6);
+}
+
+/* The restarted node is a replica of the master, linked (bounded). */
+static bool rejoined(struct tt_env *e, int i)
+{
+    redisReply *r = rsentinel_cmd(e->sentinel, i, "INFO replication");
+    bool ok = r && r->type == REDIS_REPLY_STRING && strstr(r->str, "master_link_status:up");
+
+    if (r)
+        freeReplyObject(r);
+    return ok;
+}
+
+static void sentinel_kill(struct tt_env *e, struct tt_fault *f)
+{
+    int m = rsentinel_wait_master(e->sentinel, -1), nm;
+    long long dl;
+
+    f->names = all_names();
+    f->start_us = tt_now_us();
+    nm = rsentinel_kill_master(e->sentinel);
+    proxies_follow(e, nm);
+    f->end_us = tt_now_us();
+    f->triggered = true;
+    rsentinel_start_node(e->sentinel, m);
+    dl = pu_now_ms() + 20000;
+    while (!rejoined(e, m) && pu_now_ms() < dl)
+        pu_sleep_ms(50);
+    note(f, "node %d killed, node %d serves the proxies after %.2f s; node %d %s in %.2f s", m, nm,
+         (double)(f->end_us - f->start_us) / 1e6, m,
+         rejoined(e, m) ? "back as a replica" : "NOT back as a replica",
+         (double)(tt_now_us() - f->end_us) / 1e6);
 }
 
 /* ---- Redis faults ------------------------------------------------------------------ */
@@ -633,6 +727,12 @@ void tt_fault_inject(struct tt_env *e, const struct tt_planned *pl, struct tt_rn
         break;
     case TT_F_MASTER_KILL:
         master_kill(e, rng, out);
+        break;
+    case TT_F_SENTINEL_FAILOVER:
+        sentinel_failover(e, out);
+        break;
+    case TT_F_SENTINEL_KILL:
+        sentinel_kill(e, out);
         break;
     default:
         break;

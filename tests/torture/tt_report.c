@@ -21,6 +21,11 @@ void tt_report_header(const struct tt_config *c, FILE *f)
             c->negative ? ", NEGATIVE CONTROL (LEASE < hold)" : "");
     if (c->cluster)
         fprintf(f, "  lock Redis: a Redis Cluster, 3 masters + 3 replicas (redis-cluster://)\n");
+    if (c->sentinel)
+        fprintf(f, "  lock Redis: 1 master + 2 replicas, 3 sentinels (redis-sentinel://)\n");
+    if (c->sync_replicas > 0)
+        fprintf(f, "  proxies: --sync-replicas %d --sync-timeout %d\n", c->sync_replicas,
+                c->sync_timeout_ms);
     fprintf(f,
             "  proxies: --lock-watchdog-timeout %d --upstream-timeout %d "
             "--subscription-linger %d; semaphore %d permits\n",
@@ -92,13 +97,14 @@ void tt_report_print(const struct tt_config *c, const struct tt_report *r,
     for (int i = 0; i < c->proxies; i++)
         fprintf(f, " P%d %lld KB", i, r->rss_peak_kb[i]);
     fprintf(f, " (bound %d MB)\n", c->rss_limit_mb);
-    if (c->cluster)
+    if (c->cluster || c->sentinel)
         fprintf(f,
-                "cluster: %lld faults touching workload names; longest outage (fault to "
+                "%s: %lld faults touching workload names; longest outage (fault to "
                 "healed) %.0f ms; longest healed-to-first-grant %.0f ms (bound 5000); "
                 "failover-lost overlaps %lld\n",
-                r->cluster_faults, (double)r->cluster_outage_max_us / 1000,
-                (double)r->cluster_recovery_max_us / 1000, r->overlaps[TT_OV_FAILOVER_LOST]);
+                c->cluster ? "cluster" : "sentinel", r->cluster_faults,
+                (double)r->cluster_outage_max_us / 1000, (double)r->cluster_recovery_max_us / 1000,
+                r->overlaps[TT_OV_FAILOVER_LOST]);
     if (s->ran)
         fprintf(f,
                 "scenarios: fair-fifo %lld pairs, %d inversions; late-grant %d silent "
@@ -238,10 +244,11 @@ void tt_report_json(const struct tt_config *c, const struct tt_report *r,
             s->ran ? "true" : "false", s->fifo_pairs, s->fifo_inversions, s->late_silent,
             s->told_lost, s->told_silent);
     fprintf(f,
-            "  \"cluster\": {\"enabled\": %s, \"faults\": %lld, \"outage_max_ms\": %.1f, "
-            "\"recovery_max_ms\": %.1f},\n",
-            c->cluster ? "true" : "false", r->cluster_faults,
-            (double)r->cluster_outage_max_us / 1000, (double)r->cluster_recovery_max_us / 1000);
+            "  \"cluster\": {\"enabled\": %s, \"sentinel\": %s, \"sync_replicas\": %d, "
+            "\"faults\": %lld, \"outage_max_ms\": %.1f, \"recovery_max_ms\": %.1f},\n",
+            c->cluster ? "true" : "false", c->sentinel ? "true" : "false", c->sync_replicas,
+            r->cluster_faults, (double)r->cluster_outage_max_us / 1000,
+            (double)r->cluster_recovery_max_us / 1000);
     json_faults(f, faults, nfaults, t0);
     json_violations(f, r);
     fprintf(f, "}\n");

@@ -229,6 +229,34 @@ static void case_semaphore(void)
     tt_report_free(&r);
 }
 
+/* A Sentinel failover (kill or SENTINEL FAILOVER) between two grants:
+ * a told lock holder is failover-lost; a permit taken on the old master
+ * (nobody can be told) too; the same without the failover is silent. */
+static void case_failover(void)
+{
+    struct hist h;
+    struct tt_report r;
+
+    hist_init(&h, "failover");
+    fault(&h, TT_F_SENTINEL_KILL, -1, 30, 40);
+    fault(&h, TT_F_SENTINEL_FAILOVER, -1, 1030, 1040);
+    hold(&h, 0, TT_LOCK, TT_UNLOCK, "a", 0, 0, 10, 100, TT_R_LOCKLOST);
+    hold(&h, 1, TT_LOCK, TT_UNLOCK, "a", 0, 20, 50, 150, TT_R_INT);
+    hold(&h, 2, TT_SEM_ACQ, TT_SEM_REL, "s", 0, 0, 10, 100, TT_R_INT);
+    hold(&h, 3, TT_SEM_ACQ, TT_SEM_REL, "s", 0, 0, 20, 100, TT_R_INT);
+    hold(&h, 4, TT_SEM_ACQ, TT_SEM_REL, "s", 0, 0, 50, 100, TT_R_INT);
+    hold(&h, 5, TT_SEM_ACQ, TT_SEM_REL, "t", 0, 2000, 2010, 2100, TT_R_INT);
+    hold(&h, 6, TT_SEM_ACQ, TT_SEM_REL, "t", 0, 2000, 2020, 2100, TT_R_INT);
+    hold(&h, 7, TT_SEM_ACQ, TT_SEM_REL, "t", 0, 2000, 2030, 2100, TT_R_INT);
+    run_check(&h, &r);
+    expect("failover", "failover-lost overlaps", r.overlaps[TT_OV_FAILOVER_LOST], 2);
+    expect("failover", "violations on a", tt_report_count(&r, "overlap", "a"), 0);
+    expect("failover", "violations on s", tt_report_count(&r, "overlap", "s"), 0);
+    expect("failover", "violations on t (no failover near)", tt_report_count(&r, "overlap", "t"),
+           1);
+    tt_report_free(&r);
+}
+
 /* WAIT 1000 answered past WAIT + bound: a violation, unless the client
  * was stopped long enough meanwhile. */
 static void case_wait_bound(void)
@@ -334,6 +362,7 @@ int tt_selftest_run(void)
     case_noend();
     case_rwlock();
     case_semaphore();
+    case_failover();
     case_wait_bound();
     case_fifo();
     case_unanswered();

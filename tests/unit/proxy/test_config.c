@@ -301,6 +301,35 @@ TEST(user_flag_and_help)
     px_opts_deinit(&o);
 }
 
+/* --sync-replicas and --sync-timeout: keys, ranges, reloadable, and a
+ * timeout that must stay below --upstream-timeout. */
+TEST(sync_replicas_keys)
+{
+    struct px_opts o;
+    char msg[512] = "";
+
+    px_opts_default(&o);
+    ASSERT_EQ(o.sync_replicas, 0);
+    ASSERT_EQ(o.sync_timeout_ms, 1000);
+    ASSERT_OK(parse(&o, "sync-replicas 2\nsync-timeout 250\n", msg, sizeof(msg)));
+    ASSERT_EQ(o.sync_replicas, 2);
+    ASSERT_EQ(o.sync_timeout_ms, 250);
+    ASSERT_OK(px_opts_check(&o, msg, sizeof(msg)));
+    o.sync_timeout_ms = 3000; /* = --upstream-timeout */
+    ASSERT_EQ(px_opts_check(&o, msg, sizeof(msg)), -EINVAL);
+    ASSERT_TRUE(strstr(msg, "--sync-timeout 3000 must be below --upstream-timeout 3000") != NULL);
+    o.sync_replicas = 0; /* off: the timeout does not matter */
+    ASSERT_OK(px_opts_check(&o, msg, sizeof(msg)));
+    ASSERT_TRUE(px_opts_key_reloadable("sync-replicas"));
+    ASSERT_TRUE(px_opts_key_reloadable("sync-timeout"));
+    px_opts_deinit(&o);
+    expect_error("sync-timeout 0\n", "sync-timeout", "needs a number from 1");
+    /* TLS to Sentinel is refused, with a message that says so. */
+    expect_error("upstream rediss-sentinel://127.0.0.1:26379/mymaster\n", "upstream",
+                 "rediss-sentinel:// (TLS to Redis Sentinel) is not supported");
+    expect_error("sync-replicas -1\n", "sync-replicas", "needs a number from 0");
+}
+
 TEST(reloadable_keys)
 {
     struct px_opts a, b;
@@ -336,5 +365,5 @@ TEST(reloadable_keys)
 TEST_MAIN(TEST_CASE(split_words_and_quotes), TEST_CASE(split_rejects), TEST_CASE(every_key),
           TEST_CASE(later_lines_win_and_metrics_off), TEST_CASE(bad_lines_name_file_line_and_key),
           TEST_CASE(load_file_then_flags), TEST_CASE(load_missing_and_bad_file),
-          TEST_CASE(user_flag_and_help), TEST_CASE(reloadable_keys),
+          TEST_CASE(user_flag_and_help), TEST_CASE(reloadable_keys), TEST_CASE(sync_replicas_keys),
           TEST_CASE(listen_lists_and_layers), TEST_CASE(tls_settings_checked))

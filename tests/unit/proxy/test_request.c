@@ -6,6 +6,7 @@
  * whole, cut in two at every split point, and one byte at a time, and must
  * render the same each time. */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -408,7 +409,31 @@ TEST(reply_encoding)
     buf_deinit(&b);
 }
 
+/* RESP3 types, and the RESP2 form each degrades to. */
+TEST(reply_encoding_resp3)
+{
+    static const char want3[] = "%2\r\n_\r\n,1.5\r\n,-inf\r\n#t\r\n#f\r\n>3\r\n";
+    static const char want2[] = "*4\r\n$-1\r\n$3\r\n1.5\r\n$4\r\n-inf\r\n:1\r\n:0\r\n*3\r\n";
+    static const char *const want[2] = {want2, want3};
+    struct buf b;
+    int proto;
+
+    for (proto = 2; proto <= 3; proto++) {
+        buf_init(&b);
+        ASSERT_OK(px_reply_map(&b, proto, 2));
+        ASSERT_OK(px_reply_null(&b, proto));
+        ASSERT_OK(px_reply_double(&b, proto, 1.5));
+        ASSERT_OK(px_reply_double(&b, proto, -INFINITY));
+        ASSERT_OK(px_reply_bool(&b, proto, true));
+        ASSERT_OK(px_reply_bool(&b, proto, false));
+        ASSERT_OK(px_reply_push(&b, proto, 3));
+        ASSERT_EQ(buf_size(&b), strlen(want[proto - 2]));
+        ASSERT_TRUE(memcmp(b.data, want[proto - 2], buf_size(&b)) == 0);
+        buf_deinit(&b);
+    }
+}
+
 TEST_MAIN(TEST_CASE(multibulk), TEST_CASE(multibulk_errors), TEST_CASE(limits),
           TEST_CASE(inline_commands), TEST_CASE(parse_binary_safe_and_large),
           TEST_CASE(memory_while_parsing), TEST_CASE(limits_change_between_requests),
-          TEST_CASE(reply_encoding))
+          TEST_CASE(reply_encoding), TEST_CASE(reply_encoding_resp3))

@@ -1,0 +1,95 @@
+/* Unit tests for the shape checks of lock-script replies (proxy/locks/
+ * shape.h): what a handler may read as a grant, a contended answer, a
+ * semaphore pair, LOCK.INFO's triple and a watchdog batch. */
+#include <stdbool.h>
+#include <string.h>
+
+#include <hiredis/hiredis.h>
+
+#include "harness.h"
+#include "pool/resp.h"
+#include "proxy/locks/shape.h"
+
+/* Parses one reply from wire; the caller frees it. */
+static redisReply *parse(const char *wire)
+{
+    redisReader *rd = pool__resp_reader_create();
+    redisReply *r = NULL;
+
+    ASSERT_TRUE(rd != NULL);
+    ASSERT_EQ(pool__resp_feed(rd, wire, strlen(wire)), 0);
+    ASSERT_EQ(pool__resp_next(rd, &r), 1);
+    redisReaderFree(rd);
+    return r;
+}
+
+static bool acquire(const char *wire, struct px_shape_acq *a)
+{
+    redisReply *r = parse(wire);
+    bool ok = px_shape_acquire(r, a);
+
+    freeReplyObject(r);
+    return ok;
+}
+
+TEST(acquire_answers)
+{
+    struct px_shape_acq a;
+
+    ASSERT_TRUE(acquire("*2\r\n:1\r\n:2\r\n", &a));
+    ASSERT_TRUE(a.granted);
+    ASSERT_EQ(a.count, 2);
+    ASSERT_EQ(a.token, -1);
+    ASSERT_TRUE(acquire("*3\r\n:1\r\n:1\r\n:42\r\n", &a));
+    ASSERT_EQ(a.token, 42);
+    ASSERT_TRUE(acquire("*2\r\n:0\r\n:1500\r\n", &a));
+    ASSERT_TRUE(!a.granted);
+    ASSERT_EQ(a.pttl, 1500);
+}
+
+/* Shapes no script of ours answers: never a grant. */
+TEST(acquire_refused)
+{
+    struct px_shape_acq a;
+
+    ASSERT_TRUE(!acquire("*2\r\n:1\r\n:0\r\n", &a));            /* a grant of nothing */
+    ASSERT_TRUE(!acquire("*3\r\n:1\r\n:1\r\n:-1\r\n", &a));     /* negative token */
+    ASSERT_TRUE(!acquire("*3\r\n:1\r\n:1\r\n$1\r\n7\r\n", &a)); /* token as a string */
+    ASSERT_TRUE(!acquire("*1\r\n:1\r\n", &a));
+    ASSERT_TRUE(!acquire("*4\r\n:1\r\n:1\r\n:1\r\n:1\r\n", &a));
+    ASSERT_TRUE(!acquire(":1\r\n", &a));
+    ASSERT_TRUE(!acquire("*2\r\n$1\r\n1\r\n:1\r\n", &a));
+    ASSERT_TRUE(!acquire("*2\r\n*1\r\n:1\r\n:1\r\n", &a));
+}
+
+/* LOCK.INFO's {locked, count, pttl}: a nested or string element was read
+ * as an integer before the shape checks. */
+TEST(info_triple)
+{
+    redisReply *ok = parse("*3\r\n:1\r\n:2\r\n:-2\r\n");
+    redisReply *bad = parse("*3\r\n:1\r\n*0\r\n:5\r\n");
+    long long v[3];
+    size_t n = 0;
+
+    ASSERT_TRUE(px_shape_ints(ok, 3, 3, v, &n));
+    ASSERT_EQ(n, 3u);
+    ASSERT_EQ(v[2], -2);
+    ASSERT_TRUE(!px_shape_ints(bad, 3, 3, v, &n));
+    freeReplyObject(ok);
+    freeReplyObject(bad);
+}
+
+TEST(watchdog_batch)
+{
+    redisReply *r = parse("*3\r\n:1\r\n:0\r\n$-1\r\n");
+
+    ASSERT_TRUE(px_shape_batch(r, 3));
+    ASSERT_TRUE(!px_shape_batch(r, 2));
+    ASSERT_TRUE(px_shape_held(r, 0));
+    ASSERT_TRUE(!px_shape_held(r, 1));
+    ASSERT_TRUE(!px_shape_held(r, 2));
+    freeReplyObject(r);
+}
+
+TEST_MAIN(TEST_CASE(acquire_answers), TEST_CASE(acquire_refused), TEST_CASE(info_triple),
+          TEST_CASE(watchdog_batch))
