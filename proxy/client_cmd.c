@@ -93,10 +93,12 @@ static unsigned list_count(const struct list *l)
     return c;
 }
 
-/* Redis's flags: b blocked (a waiting command), N none. */
+/* Redis's flags: b blocked (a waiting command), x in MULTI, N none. */
 static const char *client_flags(const struct px_client *cl)
 {
-    return cl->barrier ? "b" : "N";
+    if (cl->barrier)
+        return cl->multi.active ? "xb" : "b";
+    return cl->multi.active ? "x" : "N";
 }
 
 /* The last command, lower case as Redis shows it ("NULL": none yet). */
@@ -123,16 +125,17 @@ static void client_line(const struct px_client *cl, struct buf *b)
     client_last_cmd(cl, cmd, sizeof(cmd));
     buf_appendf(b,
                 "id=%llu addr=%s laddr=%s fd=%d name=%s age=%llu idle=%llu flags=%s db=0 sub=0 "
-                "psub=0 ssub=0 multi=-1 watch=0 qbuf=%zu qbuf-free=0 argv-mem=0 multi-mem=0 "
+                "psub=0 ssub=0 multi=%d watch=0 qbuf=%zu qbuf-free=0 argv-mem=0 multi-mem=0 "
                 "rbs=0 rbp=0 obl=0 oll=0 omem=%zu tot-mem=%zu events=r cmd=%s user=%s redir=-1 "
                 "resp=%d lib-name=%s lib-ver=%s holds=%u waits=%u",
                 (unsigned long long)cl->id, px_client_addr(cl, false, addr, sizeof(addr)),
                 px_client_addr(cl, true, laddr, sizeof(laddr)), cl->conn.fd, cl->name,
                 (unsigned long long)(now - cl->accept_ms) / 1000,
                 (unsigned long long)(now - cl->active_ms) / 1000, client_flags(cl),
-                buf_size(&cl->in), unsent, buf_size(&cl->in) + unsent, cmd,
-                cl->user ? cl->user->name : PX_AUTH_DEFAULT_USER, cl->proto, cl->lib_name,
-                cl->lib_ver, list_count(&cl->locks.holds) + list_count(&cl->locks.claims),
+                cl->multi.active ? (int)cl->multi.n : -1, buf_size(&cl->in), unsent,
+                buf_size(&cl->in) + unsent, cmd, cl->user ? cl->user->name : PX_AUTH_DEFAULT_USER,
+                cl->proto, cl->lib_name, cl->lib_ver,
+                list_count(&cl->locks.holds) + list_count(&cl->locks.claims),
                 list_count(&cl->locks.waits));
 }
 

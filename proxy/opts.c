@@ -22,7 +22,7 @@ static const char usage_text[] =
     "\n"
     "A distributed-lock proxy in front of Redis, compatible with Redisson's\n"
     "layouts. Clients speak RESP (redis-cli, redis-py, Jedis...) and send\n"
-    "LOCK/TRYLOCK/UNLOCK/FORCEUNLOCK/LOCK.INFO, RLOCK/WLOCK/RUNLOCK/WUNLOCK,\n"
+    "LOCK/TRYLOCK/UNLOCK/FORCEUNLOCK/LOCK.INFO/LOCK.LIST, RLOCK/WLOCK/RUNLOCK/WUNLOCK,\n"
     "FAIRLOCK/FAIRUNLOCK, SEM.*, PSEM.* and LATCH.* (see the README).\n"
     "\n"
     "Options:\n"
