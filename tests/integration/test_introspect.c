@@ -141,6 +141,10 @@ static void scenario_client_info(struct pu_env *e)
     expect_field(line, "flags", "N");
     expect_field(line, "multi", "-1");
     free(line);
+    /* LIST TYPE: every connection is a normal one. */
+    PU_STR(b, "", "CLIENT LIST TYPE %s", "pubsub");
+    PU_ERR(b, "ERR Unknown client type", "CLIENT LIST TYPE %s", "bogus");
+    PU_ERR(b, "ERR Invalid client ID", "CLIENT LIST ID %s", "x");
     /* LIST ID filters. */
     {
         redisReply *r = pu_cmd(b, "CLIENT LIST ID %lld", idb);
