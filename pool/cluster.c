@@ -587,9 +587,10 @@ static void on_topology(void *arg, const redisReply *r, int err)
         topo_error(cl, r);
     } else if (err == 0) {
         t = malloc(sizeof(*t));
-        rc = !t              ? -ENOMEM
-             : cl->use_slots ? pool__topo_parse_slots(t, r, cl->topo_addr.host)
-                             : pool__topo_parse_shards(t, r, cl->topo_addr.host);
+        rc = !t ? -ENOMEM
+             : cl->use_slots
+                 ? pool__topo_parse_slots(t, r, cl->topo_addr.host)
+                 : pool__topo_parse_shards(t, r, cl->topo_addr.host, cl->pool->tls != NULL);
         if (rc == 0 && pool__topo_masters(t) > 0) {
             cl->warned = false;
             pool__cluster_apply(cl, t);

@@ -128,7 +128,8 @@ struct shard_node {
     char ip[POOL__HOST_MAX];
     char endpoint[POOL__HOST_MAX];
     char health[16];
-    long long port;
+    long long port;     /* "port": plain TCP, -1 if none */
+    long long tls_port; /* "tls-port", -1 if none */
     bool master;
 };
 
@@ -146,11 +147,14 @@ static int shard_node_field(struct shard_node *n, const redisReply *k, const red
         n->master = pool__resp_str_is(v, "master");
     else if (pool__resp_str_is(k, "port"))
         n->port = v->type == REDIS_REPLY_INTEGER ? v->integer : -1;
+    else if (pool__resp_str_is(k, "tls-port"))
+        n->tls_port = v->type == REDIS_REPLY_INTEGER ? v->integer : -1;
     return 0;
 }
 
-/* One node of a shard: *idx is its index, or -1 when it has no plain TCP
- * port (TLS only: not reachable by the pool). Returns 0 or -errno. */
+/* One node of a shard: *idx is its index, or -1 when it has no port of
+ * the pool's kind (plain "port", or "tls-port" for a TLS pool: a node
+ * without it is not reachable by the pool). Returns 0 or -errno. */
 static int shard_node_parse(struct pool__topo *t, const redisReply *r, const char *fallback,
                             int *idx)
 {
@@ -162,6 +166,7 @@ static int shard_node_parse(struct pool__topo *t, const redisReply *r, const cha
     *idx = -1;
     memset(&n, 0, sizeof(n));
     n.port = -1;
+    n.tls_port = -1;
     if (!is_array(r) || r->elements % 2)
         return -EPROTO;
     for (i = 0; i < r->elements; i += 2) {
@@ -169,6 +174,8 @@ static int shard_node_parse(struct pool__topo *t, const redisReply *r, const cha
         if (err < 0)
             return err;
     }
+    if (t->tls)
+        n.port = n.tls_port;
     if (n.port <= 0 || n.port > 65535)
         return 0;
     host = !host_unknown(n.endpoint) ? n.endpoint : !host_unknown(n.ip) ? n.ip : fallback;
@@ -252,12 +259,13 @@ static int shard_parse(struct pool__topo *t, const redisReply *r, const char *fa
 typedef int topo_entry_fn(struct pool__topo *t, const redisReply *e, const char *fallback);
 
 static int parse_entries(struct pool__topo *t, const redisReply *r, const char *fallback,
-                         topo_entry_fn *entry)
+                         topo_entry_fn *entry, bool tls)
 {
     size_t i;
     int err;
 
     topo_init(t);
+    t->tls = tls;
     if (r->type != REDIS_REPLY_ARRAY)
         return -EPROTO;
     for (i = 0; i < r->elements; i++) {
@@ -268,9 +276,10 @@ static int parse_entries(struct pool__topo *t, const redisReply *r, const char *
     return 0;
 }
 
-int pool__topo_parse_shards(struct pool__topo *t, const redisReply *r, const char *fallback_host)
+int pool__topo_parse_shards(struct pool__topo *t, const redisReply *r, const char *fallback_host,
+                            bool tls)
 {
-    return parse_entries(t, r, fallback_host, shard_parse);
+    return parse_entries(t, r, fallback_host, shard_parse, tls);
 }
 
 /* ---- CLUSTER SLOTS ----------------------------------------------------------- */
@@ -316,7 +325,7 @@ static int slots_entry(struct pool__topo *t, const redisReply *r, const char *fa
 
 int pool__topo_parse_slots(struct pool__topo *t, const redisReply *r, const char *fallback_host)
 {
-    return parse_entries(t, r, fallback_host, slots_entry);
+    return parse_entries(t, r, fallback_host, slots_entry, false);
 }
 
 /* ---- SENTINEL GET-MASTER-ADDR-BY-NAME ------------------------------------------ */

@@ -37,13 +37,19 @@ struct pool__topo {
     size_t nnodes;                 /* entries in nodes */
     size_t cap;                    /* allocated entries */
     int16_t owner[POOL_SLOTS];     /* index into nodes of each slot's master, or -1 */
+    bool tls;                      /* SHARDS: take each node's "tls-port" (a TLS pool) */
 };
 
 /* Parses a CLUSTER SHARDS reply into t (initialised here; free with
  * pool__topo_free() whatever the result). A node announcing no endpoint
- * ("" or "?") gets fallback_host, the host the reply came from. Returns 0,
- * -EPROTO (not a SHARDS reply) or -ENOMEM. */
-int pool__topo_parse_shards(struct pool__topo *t, const redisReply *r, const char *fallback_host);
+ * ("" or "?") gets fallback_host, the host the reply came from. With tls
+ * (a rediss-cluster:// pool) each node's "tls-port" is used, else its
+ * "port"; a node without the one needed is left out (unreachable).
+ * Returns 0, -EPROTO (not a SHARDS reply) or -ENOMEM. CLUSTER SLOTS needs
+ * no such choice: Redis answers it with the ports of the connection's
+ * kind. */
+int pool__topo_parse_shards(struct pool__topo *t, const redisReply *r, const char *fallback_host,
+                            bool tls);
 
 /* Same for a CLUSTER SLOTS reply (the first node of each range is its
  * master, the others replicas). */

@@ -93,10 +93,12 @@ static unsigned list_count(const struct list *l)
     return c;
 }
 
-/* Redis's flags: b blocked (a waiting command), N none. */
+/* Redis's flags: b blocked (a waiting command), x in MULTI, N none. */
 static const char *client_flags(const struct px_client *cl)
 {
-    return cl->barrier ? "b" : "N";
+    if (cl->barrier)
+        return cl->multi.active ? "xb" : "b";
+    return cl->multi.active ? "x" : "N";
 }
 
 /* The last command, lower case as Redis shows it ("NULL": none yet). */
@@ -123,53 +125,97 @@ static void client_line(const struct px_client *cl, struct buf *b)
     client_last_cmd(cl, cmd, sizeof(cmd));
     buf_appendf(b,
                 "id=%llu addr=%s laddr=%s fd=%d name=%s age=%llu idle=%llu flags=%s db=0 sub=0 "
-                "psub=0 ssub=0 multi=-1 watch=0 qbuf=%zu qbuf-free=0 argv-mem=0 multi-mem=0 "
+                "psub=0 ssub=0 multi=%d watch=0 qbuf=%zu qbuf-free=0 argv-mem=0 multi-mem=0 "
                 "rbs=0 rbp=0 obl=0 oll=0 omem=%zu tot-mem=%zu events=r cmd=%s user=%s redir=-1 "
-                "resp=2 lib-name=%s lib-ver=%s holds=%u waits=%u",
+                "resp=%d lib-name=%s lib-ver=%s holds=%u waits=%u",
                 (unsigned long long)cl->id, px_client_addr(cl, false, addr, sizeof(addr)),
                 px_client_addr(cl, true, laddr, sizeof(laddr)), cl->conn.fd, cl->name,
                 (unsigned long long)(now - cl->accept_ms) / 1000,
                 (unsigned long long)(now - cl->active_ms) / 1000, client_flags(cl),
-                buf_size(&cl->in), unsent, buf_size(&cl->in) + unsent, cmd,
-                cl->user ? cl->user->name : PX_AUTH_DEFAULT_USER, cl->lib_name, cl->lib_ver,
+                cl->multi.active ? (int)cl->multi.n : -1, buf_size(&cl->in), unsent,
+                buf_size(&cl->in) + unsent, cmd, cl->user ? cl->user->name : PX_AUTH_DEFAULT_USER,
+                cl->proto, cl->lib_name, cl->lib_ver,
                 list_count(&cl->locks.holds) + list_count(&cl->locks.claims),
                 list_count(&cl->locks.waits));
 }
 
 /* ---- subcommands ---------------------------------------------------------- */
 
-/* CLIENT LIST [TYPE normal] [ID id ...]: one line per visible client. */
-static void client_list(struct px_req *req)
-{
-    struct px_client *cl = req->cl, *o;
-    int64_t ids[16];
-    int nids = 0, i = 2;
-    struct buf text;
-    struct list *n, *t;
+#define LIST_IDS_MAX 64 /* most IDs one CLIENT LIST ID takes */
 
-    for (; i < req->argc; i++) {
-        if (px_args_is(&req->argv[i], "TYPE") && i + 1 < req->argc &&
-            px_args_is(&req->argv[i + 1], "normal")) {
-            i++;
-        } else if (px_args_is(&req->argv[i], "ID") && i + 1 < req->argc) {
-            for (i++; i < req->argc && nids < (int)LP_ARRAY_SIZE(ids); i++, nids++) {
-                if (util_parse_i64(req->argv[i].p, req->argv[i].len, &ids[nids]) < 0 ||
-                    ids[nids] <= 0)
-                    return px_reply_error(px_req_out(req), "ERR Invalid client ID"), (void)0;
+/* What CLIENT LIST selects. */
+struct list_filter {
+    int64_t ids[LIST_IDS_MAX]; /* ID filter */
+    int nids;                  /* IDs in ids, 0: any */
+    bool none;                 /* TYPE master|replica|pubsub: no connection is one */
+};
+
+/* Parses "[TYPE type] [ID id ...]" (argv[2..]). Returns 0, or -EINVAL
+ * after replying. */
+static int list_parse(struct px_req *req, struct list_filter *f)
+{
+    int i;
+
+    for (i = 2; i < req->argc; i++) {
+        const struct px_arg *a = &req->argv[i];
+
+        if (px_args_is(a, "TYPE") && i + 1 < req->argc) {
+            const struct px_arg *t = &req->argv[++i];
+
+            if (!px_args_is(t, "normal") && !px_args_is(t, "master") && !px_args_is(t, "replica") &&
+                !px_args_is(t, "pubsub")) {
+                px_reply_error(px_req_out(req), "ERR Unknown client type '%.*s'",
+                               (int)LP_MIN(t->len, 32u), t->p);
+                return -EINVAL;
             }
-        } else {
-            return px_args_reply_syntax(req, &req->argv[i]);
+            f->none = !px_args_is(t, "normal");
+            continue;
+        }
+        if (!px_args_is(a, "ID") || i + 1 >= req->argc) {
+            px_args_reply_syntax(req, a);
+            return -EINVAL;
+        }
+        for (i++; i < req->argc; i++) { /* ID takes the rest, as in Redis */
+            if (f->nids == LIST_IDS_MAX ||
+                util_parse_i64(req->argv[i].p, req->argv[i].len, &f->ids[f->nids]) < 0 ||
+                f->ids[f->nids] <= 0) {
+                px_reply_error(px_req_out(req), "ERR Invalid client ID");
+                return -EINVAL;
+            }
+            f->nids++;
         }
     }
-    buf_init(&text);
-    list_for_each_safe(n, t, &cl->srv->clients)
-    {
-        bool want = nids == 0;
+    return 0;
+}
 
-        o = list_entry(n, struct px_client, client_node);
-        for (i = 0; i < nids && !want; i++)
-            want = (uint64_t)ids[i] == o->id;
-        if (!want || !px_client_may_see(cl, o))
+static bool list_wants(const struct list_filter *f, const struct px_client *o)
+{
+    int i;
+
+    if (f->none)
+        return false;
+    for (i = 0; i < f->nids; i++) {
+        if ((uint64_t)f->ids[i] == o->id)
+            return true;
+    }
+    return f->nids == 0;
+}
+
+/* CLIENT LIST [TYPE type] [ID id ...]: one line per visible client. */
+static void client_list(struct px_req *req)
+{
+    struct px_client *cl = req->cl;
+    struct list_filter f = {.nids = 0};
+    struct buf text;
+    struct list *n;
+
+    if (list_parse(req, &f) < 0)
+        return;
+    buf_init(&text);
+    for (n = cl->srv->clients.next; n != &cl->srv->clients; n = n->next) {
+        const struct px_client *o = list_entry(n, struct px_client, client_node);
+
+        if (!list_wants(&f, o) || !px_client_may_see(cl, o))
             continue;
         client_line(o, &text);
         buf_append(&text, "\n", 1);
@@ -206,24 +252,21 @@ static bool printable(const struct px_arg *a)
  * and other special characters (they would break the LIST line). */
 static void client_setinfo(struct px_req *req)
 {
-    const struct px_arg *v = &req->argv[3];
-    char *field;
+    const struct px_arg *opt = &req->argv[2], *v = &req->argv[3];
+    bool lib_name = px_args_is(opt, "LIB-NAME");
 
-    if (px_args_is(&req->argv[2], "LIB-NAME"))
-        field = req->cl->lib_name;
-    else if (px_args_is(&req->argv[2], "LIB-VER"))
-        field = req->cl->lib_ver;
-    else
-        return px_reply_error(px_req_out(req), "ERR Unrecognized option '%.*s'",
-                              (int)LP_MIN(req->argv[2].len, 32u), req->argv[2].p),
-               (void)0;
-    if (!printable(v))
-        return px_reply_error(px_req_out(req),
-                              "ERR %s cannot contain spaces, newlines or special characters.",
-                              field == req->cl->lib_name ? "lib-name" : "lib-ver"),
-               (void)0;
-    snprintf(field, PX_CLIENT_LIB_MAX, "%.*s", (int)v->len, v->p);
-    px_reply_status(px_req_out(req), "OK");
+    if (!lib_name && !px_args_is(opt, "LIB-VER")) {
+        px_reply_error(px_req_out(req), "ERR Unrecognized option '%.*s'",
+                       (int)LP_MIN(opt->len, 32u), opt->p);
+    } else if (!printable(v)) {
+        px_reply_error(px_req_out(req),
+                       "ERR %s cannot contain spaces, newlines or special characters.",
+                       lib_name ? "lib-name" : "lib-ver");
+    } else {
+        snprintf(lib_name ? req->cl->lib_name : req->cl->lib_ver, PX_CLIENT_LIB_MAX, "%.*s",
+                 (int)v->len, v->p);
+        px_reply_status(px_req_out(req), "OK");
+    }
 }
 
 /* What CLIENT KILL matches. */

@@ -2,9 +2,12 @@
 #include "proxy/ready.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/buf.h"
+#include "common/compiler.h"
 #include "common/log.h"
 #include "pool/pool.h"
 #include "proxy/notify.h"
@@ -54,6 +57,36 @@ static void announce_ready(struct px_server *srv)
     notify("READY=1\nSTATUS=ready");
 }
 
+static void watchdog_ping(struct sched_timer *t)
+{
+    struct px_server *srv = LP_CONTAINER_OF(t, struct px_server, sd_watchdog);
+
+    notify("WATCHDOG=1");
+    sched_loop_timer_add(srv->loop, t, sched_loop_now_ms(srv->loop) + srv->sd_watchdog_ms);
+}
+
+/* Starts the WATCHDOG=1 pings when $WATCHDOG_USEC asks for them (and
+ * $WATCHDOG_PID, if set, is this process, as sd_watchdog_enabled(3)). */
+static void watchdog_start(struct px_server *srv)
+{
+    const char *usec = getenv("WATCHDOG_USEC"), *pid = getenv("WATCHDOG_PID");
+    unsigned long long us;
+    char *end;
+
+    if (!usec || !getenv("NOTIFY_SOCKET"))
+        return;
+    if (pid && strtoll(pid, NULL, 10) != (long long)getpid())
+        return;
+    us = strtoull(usec, &end, 10);
+    if (*end || us == 0)
+        return;
+    srv->sd_watchdog_ms = LP_MAX(us / 2000, 1ull);
+    sched_timer_init(&srv->sd_watchdog, watchdog_ping);
+    watchdog_ping(&srv->sd_watchdog);
+    log_msg(LOG_LVL_INFO, "systemd watchdog: WATCHDOG=1 every %llu ms",
+            (unsigned long long)srv->sd_watchdog_ms);
+}
+
 void px_ready_start(struct px_server *srv)
 {
     struct pool_stats st;
@@ -68,6 +101,7 @@ void px_ready_start(struct px_server *srv)
     buf_append(&b, "", 1);
     log_msg(LOG_LVL_INFO, "lockproxy %s listening on %s", LP_VERSION, b.data);
     buf_deinit(&b);
+    watchdog_start(srv);
     srv->ready = 1;
     if (pool_is_ready(srv->pool))
         return announce_ready(srv);
@@ -92,6 +126,7 @@ void px_ready_poll(struct px_server *srv)
 
 void px_ready_stopping(struct px_server *srv)
 {
-    (void)srv;
+    if (srv->sd_watchdog_ms)
+        sched_loop_timer_del(srv->loop, &srv->sd_watchdog);
     notify("STOPPING=1\nSTATUS=stopping");
 }

@@ -3,7 +3,10 @@
  * then "ready" only once Redis answers, and "waiting for upstream ..."
  * while it does not. Readiness also goes to systemd (Type=notify,
  * notify.h): READY=1 once, when the upstream is first ready; STATUS= says
- * what it waits for; STOPPING=1 at the orderly stop. */
+ * what it waits for; STOPPING=1 at the orderly stop; and, when systemd
+ * asks for it (WatchdogSec= in the unit sets $WATCHDOG_USEC), WATCHDOG=1
+ * from the event loop every half of that period, so a loop that hangs is
+ * restarted. */
 #ifndef LP_PROXY_READY_H
 #define LP_PROXY_READY_H
 

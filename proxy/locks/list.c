@@ -51,19 +51,19 @@ struct lk_row {
     bool watchdog;              /* renewed by this proxy */
 };
 
-/* The start of an entry of n field/value pairs: the one place that says
- * how pairs are framed (a RESP3 map when the reply helpers have one). */
-static void pairs_begin(struct buf *b, size_t n)
+/* The start of an entry of n field/value pairs: a map in RESP3, a flat
+ * array in RESP2. */
+static void pairs_begin(struct buf *b, int proto, size_t n)
 {
-    px_reply_array(b, 2 * n);
+    px_reply_map(b, proto, n);
 }
 
-static void entry_write(struct buf *b, const struct lk_row *e)
+static void entry_write(struct buf *b, int proto, const struct lk_row *e)
 {
     char addr[PX_CLIENT_ADDR_MAX];
     const struct px_client *cl = e->cl;
 
-    pairs_begin(b, LIST_FIELDS);
+    pairs_begin(b, proto, LIST_FIELDS);
     px_reply_cstr(b, "name");
     px_reply_bulk(b, e->name, e->nlen);
     px_reply_cstr(b, "state");
@@ -132,7 +132,7 @@ static size_t list_holds(const struct list_filter *f, const struct px_client *cl
             e.ttl_ms = h->expires_ms > now ? (int64_t)(h->expires_ms - now) : 0;
         else
             e.watchdog = false;
-        entry_write(b, &e);
+        entry_write(b, f->caller->proto, &e);
         count++;
     }
     return count;
@@ -168,7 +168,7 @@ static size_t list_waits(const struct list_filter *f, const struct px_client *cl
             e.owner = op->acq.owner;
             e.olen = op->acq.olen;
         }
-        entry_write(b, &e);
+        entry_write(b, f->caller->proto, &e);
         count++;
     }
     return count;

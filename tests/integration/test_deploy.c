@@ -77,6 +77,7 @@ TEST(deploy_systemd_unit_notify_and_socket_mode)
 
     ASSERT_TRUE(has_line(unit, "Type=notify"));
     ASSERT_TRUE(has_line(unit, "NotifyAccess=main"));
+    ASSERT_TRUE(has_line(unit, "WatchdogSec=30s"));
     ASSERT_TRUE(!has_line(unit, "Type=exec") && !has_line(unit, "Type=simple"));
     /* UMask=0077 would leave the socket srwx------: the config sets its mode. */
     ASSERT_TRUE(has_line(unit, "UMask=0077"));

@@ -129,6 +129,22 @@ static void scenario_client_info(struct pu_env *e)
     }
     ASSERT_EQ(pu_info_int(b, "blocked_clients"), 0);
     ASSERT_TRUE(pu_info_int(b, "used_memory") > 0);
+    /* In MULTI: flags=x, multi= the commands queued. */
+    PU_OK(a, "MULTI");
+    PU_STR(a, "QUEUED", "PING");
+    line = list_line(b, ida);
+    expect_field(line, "flags", "x");
+    expect_field(line, "multi", "1");
+    free(line);
+    PU_OK(a, "DISCARD");
+    line = list_line(b, ida);
+    expect_field(line, "flags", "N");
+    expect_field(line, "multi", "-1");
+    free(line);
+    /* LIST TYPE: every connection is a normal one. */
+    PU_STR(b, "", "CLIENT LIST TYPE %s", "pubsub");
+    PU_ERR(b, "ERR Unknown client type", "CLIENT LIST TYPE %s", "bogus");
+    PU_ERR(b, "ERR Invalid client ID", "CLIENT LIST ID %s", "x");
     /* LIST ID filters. */
     {
         redisReply *r = pu_cmd(b, "CLIENT LIST ID %lld", idb);

@@ -3,6 +3,7 @@
  * with auth, by the caller's name patterns. */
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "harness.h"
 #include "ops_util.h"
@@ -186,4 +187,30 @@ TEST(locklist_respects_acl_patterns)
     pu_env_stop(&e);
 }
 
-TEST_MAIN(TEST_CASE(locklist_holds_and_waits), TEST_CASE(locklist_respects_acl_patterns))
+/* In RESP3 (HELLO 3) each entry is a map. */
+static void scenario_resp3(struct pu_env *e)
+{
+    static const char want[] = "*1\r\n%12\r\n$4\r\nname\r\n$2\r\nm3\r\n";
+    int fd = pu_raw_connect(e->proxy.port);
+    char buf[4096];
+
+    ASSERT_TRUE(pu_raw_send(fd, "HELLO 3\r\n", 9));
+    pu_raw_read_until(fd, buf, sizeof(buf), 3000, "modules");
+    pu_raw_read_until(fd, buf, sizeof(buf), 300, NULL);
+    ASSERT_TRUE(pu_raw_send(fd, "LOCK m3\r\n", 9));
+    pu_raw_read_line(fd, buf, sizeof(buf), 3000);
+    ASSERT_TRUE(strcmp(buf, "+OK\r\n") == 0);
+    ASSERT_TRUE(pu_raw_send(fd, "LOCK.LIST m3\r\n", 14));
+    pu_raw_read_until(fd, buf, sizeof(buf), 3000, "watchdog\r\n:1\r\n");
+    if (strncmp(buf, want, sizeof(want) - 1) != 0)
+        TEST_FAIL("want an array of one map, got: %.80s", buf);
+    close(fd);
+}
+
+TEST(locklist_resp3_maps)
+{
+    pu_each_backend(scenario_resp3, NULL);
+}
+
+TEST_MAIN(TEST_CASE(locklist_holds_and_waits), TEST_CASE(locklist_resp3_maps),
+          TEST_CASE(locklist_respects_acl_patterns))

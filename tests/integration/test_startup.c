@@ -79,8 +79,8 @@ TEST(startup_logs_listeners_and_ready)
     PU_EVENTUALLY(ou_file_contains(p.log_path, want), 5000);
     ASSERT_TRUE(!ou_file_contains(p.log_path, "waiting for upstream"));
     notify_read(nfd, got, sizeof(got), 300);
-    if (!strstr(got, "READY=1"))
-        TEST_FAIL("no READY=1 on $NOTIFY_SOCKET: '%s'", got);
+    if (!strstr(got, "READY=1") || strstr(got, "WATCHDOG=1"))
+        TEST_FAIL("want READY=1 and no WATCHDOG=1 (not asked for) on $NOTIFY_SOCKET: '%s'", got);
     pu_proxy_stop(&p);
     notify_read(nfd, got, sizeof(got), 300);
     if (!strstr(got, "STOPPING=1"))
@@ -134,5 +134,31 @@ TEST(auth_failure_names_peer)
     pu_env_stop(&e);
 }
 
-TEST_MAIN(TEST_CASE(startup_logs_listeners_and_ready), TEST_CASE(startup_waits_for_upstream),
-          TEST_CASE(auth_failure_names_peer))
+/* WatchdogSec= in a unit sets $WATCHDOG_USEC: the loop pings every half
+ * of it, and not when it is not asked for. */
+TEST(startup_systemd_watchdog)
+{
+    struct pu_redis r = {0};
+    struct pu_proxy p = {0};
+    char got[4096] = "";
+    const char *at;
+    int nfd = notify_socket("notify-3.sock"), pings = 0;
+
+    pu_redis_start(&r);
+    proxy_setup(&p, r.port, "proxy-watchdog.log");
+    setenv("WATCHDOG_USEC", "200000", 1);
+    pu_proxy_start(&p);
+    unsetenv("WATCHDOG_USEC");
+    notify_read(nfd, got, sizeof(got), 700);
+    for (at = got; (at = strstr(at, "WATCHDOG=1")) != NULL; at++)
+        pings++;
+    if (pings < 3)
+        TEST_FAIL("want a WATCHDOG=1 every 100 ms, got %d in 700 ms: '%s'", pings, got);
+    ASSERT_TRUE(ou_file_contains(p.log_path, "systemd watchdog: WATCHDOG=1 every 100 ms"));
+    pu_proxy_stop(&p);
+    close(nfd);
+    pu_redis_kill(&r);
+}
+
+TEST_MAIN(TEST_CASE(startup_logs_listeners_and_ready), TEST_CASE(startup_systemd_watchdog),
+          TEST_CASE(startup_waits_for_upstream), TEST_CASE(auth_failure_names_peer))

@@ -132,7 +132,7 @@ TEST(topo_shards)
     buf_init(&b);
     w_three_shards(&b);
     r = parse(&b);
-    ASSERT_OK(pool__topo_parse_shards(&t, r, "seed.example"));
+    ASSERT_OK(pool__topo_parse_shards(&t, r, "seed.example", false));
     ASSERT_EQ(t.nnodes, 4);
     ASSERT_EQ(pool__topo_masters(&t), 3);
     a = find(&t, "127.0.0.1", 7001);
@@ -193,7 +193,7 @@ TEST(topo_shards_failover)
     w_arr(&b, 1);
     w_shard_node(&b, ID_C, 7003, "127.0.0.1", "127.0.0.1", "master", "online");
     r = parse(&b);
-    ASSERT_OK(pool__topo_parse_shards(&t, r, "x"));
+    ASSERT_OK(pool__topo_parse_shards(&t, r, "x", false));
     old = find(&t, "127.0.0.1", 7001);
     neu = find(&t, "127.0.0.1", 7004);
     ASSERT_EQ(t.owner[0], neu);
@@ -294,7 +294,8 @@ static void expect_bad(const char *what, const struct buf *b, bool shards)
 {
     struct pool__topo t;
     redisReply *r = parse(b);
-    int rc = shards ? pool__topo_parse_shards(&t, r, "x") : pool__topo_parse_slots(&t, r, "x");
+    int rc =
+        shards ? pool__topo_parse_shards(&t, r, "x", false) : pool__topo_parse_slots(&t, r, "x");
 
     if (rc != -EPROTO)
         TEST_FAIL("%s: parsed (%d)", what, rc);
@@ -423,6 +424,63 @@ TEST(topo_sentinel_malformed)
     buf_deinit(&b);
 }
 
-TEST_MAIN(TEST_CASE(topo_shards), TEST_CASE(topo_shards_failover), TEST_CASE(topo_slots),
-          TEST_CASE(topo_slots_uncovered), TEST_CASE(topo_malformed), TEST_CASE(topo_sentinel),
-          TEST_CASE(topo_sentinel_malformed))
+/* One shard whose master has a plain and a TLS port (tls-cluster yes
+ * with both), and one whose master is TLS only (--port 0). */
+static void w_tls_shards(struct buf *b)
+{
+    int i;
+
+    w_arr(b, 2);
+    for (i = 0; i < 2; i++) {
+        w_arr(b, 4);
+        w_str(b, "slots");
+        w_arr(b, 2);
+        w_int(b, i == 0 ? 0 : 8192);
+        w_int(b, i == 0 ? 8191 : 16383);
+        w_str(b, "nodes");
+        w_arr(b, 1);
+        w_arr(b, i == 0 ? 12 : 10);
+        w_str(b, "id");
+        w_str(b, i == 0 ? ID_A : ID_B);
+        if (i == 0) {
+            w_str(b, "port");
+            w_int(b, 7001);
+        }
+        w_str(b, "tls-port");
+        w_int(b, i == 0 ? 8001 : 8002);
+        w_str(b, "ip");
+        w_str(b, "127.0.0.1");
+        w_str(b, "endpoint");
+        w_str(b, "127.0.0.1");
+        w_str(b, "role");
+        w_str(b, "master");
+    }
+}
+
+/* A TLS pool (rediss-cluster://) connects to "tls-port"; a plain one to
+ * "port", and cannot reach a TLS-only node. */
+TEST(topo_shards_tls_ports)
+{
+    struct pool__topo t;
+    struct buf b;
+    redisReply *r;
+
+    buf_init(&b);
+    w_tls_shards(&b);
+    r = parse(&b);
+    ASSERT_OK(pool__topo_parse_shards(&t, r, "x", true));
+    ASSERT_EQ(pool__topo_masters(&t), 2);
+    ASSERT_TRUE(find(&t, "127.0.0.1", 8001) >= 0 && find(&t, "127.0.0.1", 8002) >= 0);
+    ASSERT_TRUE(find(&t, "127.0.0.1", 7001) < 0);
+    pool__topo_free(&t);
+    ASSERT_OK(pool__topo_parse_shards(&t, r, "x", false));
+    ASSERT_EQ(pool__topo_masters(&t), 1);
+    ASSERT_TRUE(find(&t, "127.0.0.1", 7001) >= 0 && find(&t, "127.0.0.1", 8002) < 0);
+    pool__topo_free(&t);
+    freeReplyObject(r);
+    buf_deinit(&b);
+}
+
+TEST_MAIN(TEST_CASE(topo_shards), TEST_CASE(topo_shards_tls_ports), TEST_CASE(topo_shards_failover),
+          TEST_CASE(topo_slots), TEST_CASE(topo_slots_uncovered), TEST_CASE(topo_malformed),
+          TEST_CASE(topo_sentinel), TEST_CASE(topo_sentinel_malformed))
