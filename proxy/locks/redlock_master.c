@@ -211,6 +211,19 @@ bool px_redlock_connecting(const struct px_server *srv)
     return false;
 }
 
+bool px_redlock_busy(const struct px_server *srv)
+{
+    struct pool_stats st;
+    unsigned i;
+
+    for (i = 0; srv->redlock && i < srv->redlock->n; i++) {
+        pool_get_stats(srv->redlock->pools[i], &st);
+        if (st.inflight > 0)
+            return true;
+    }
+    return false;
+}
+
 void px_redlock_stop(struct px_server *srv)
 {
     unsigned i;
