@@ -202,6 +202,17 @@ TEST(redlock_startup_needs_odd_masters)
     p.extra[1] = "redis-cluster://127.0.0.1:6399";
     p.extra[2] = NULL;
     ASSERT_TRUE(pu_proxy_try_start(&p) < 0);
+
+    /* The control: 3 masters (down, as the upstream) start. */
+    memset(&p, 0, sizeof(p));
+    snprintf(p.upstream, sizeof(p.upstream), "redis://127.0.0.1:1");
+    for (i = 0; i < 3; i++) {
+        p.extra[2 * i] = "--redlock-upstream";
+        p.extra[2 * i + 1] = "redis://127.0.0.1:6399";
+    }
+    p.extra[6] = NULL;
+    ASSERT_EQ(pu_proxy_try_start(&p), 0);
+    pu_proxy_stop(&p);
 }
 
 TEST(redlock_masters_down)
