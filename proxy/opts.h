@@ -103,6 +103,10 @@ struct px_opts {
     char config[PX_CONFIG_PATH_MAX];       /* --config file, "" for none */
     int argc;                              /* command line, re-applied over the file on reload */
     char **argv; /* borrowed: main()'s argv, lives as long as the process */
+
+    /* REDLOCK's independent masters (--redlock-upstream): 0, or odd >= 3. */
+    struct px_addr redlock[PX_REDLOCK_MAX];
+    unsigned nredlock;
 };
 
 /* Fills the defaults. */

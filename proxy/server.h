@@ -75,10 +75,9 @@ struct px_listener {
 };
 
 struct px_server {
-    struct px_opts opts;        /* configuration (copied) */
-    struct sched_loop *loop;    /* owned: the event loop */
-    struct pool *pool;          /* owned: upstream Redis */
-    struct px_redlock *redlock; /* owned: REDLOCK's masters (locks/redlock.c), or NULL */
+    struct px_opts opts;                         /* configuration (copied) */
+    struct sched_loop *loop;                     /* owned: the event loop */
+    struct pool *pool;                           /* owned: upstream Redis */
     struct px_listener listeners[PX_LISTEN_MAX]; /* one per opts.listen[] */
     unsigned nlisteners;                         /* opts.nlisten once bound */
     struct px_tls_state tls;                     /* TLS contexts in use and counters */
@@ -110,6 +109,8 @@ struct px_server {
     uint64_t auth_log_quiet;        /* auth failures not logged since then */
     uint64_t limit_log_ms;          /* when an output-limit close was last logged */
     uint64_t limit_log_quiet;       /* output-limit closes not logged since then */
+
+    struct px_redlock *redlock; /* owned: REDLOCK's masters (locks/redlock.c), or NULL */
 };
 
 /* Creates the loop, the pool, the listening socket and the metrics

@@ -28,9 +28,13 @@
  * back exactly what this op added. A group's script goes on the
  * connection of its first name, while a settle goes on its own name's: so
  * a group is not sent while a settle of one of its names is due or in
- * flight (it is deferred, MULTI_DEFER_MS at a time), and Redis never runs
+ * flight (it is deferred, PX__MULTI_DEFER_MS at a time), and Redis never runs
  * a retry before the give-back it must follow. MULTIUNLOCK follows the
  * same rule, and both are barriers for the connection's later requests.
+ *
+ * Files: this one (the acquire op, the scripts and the commands),
+ * multi_names.c (argument checks, the order, the groups), multiunlock.c
+ * (MULTIUNLOCK); they share multilock-int.h.
  *
  * Who frees what: the op owns its name array and its references to the
  * holds; the engine calls multi_destroy() once. */
@@ -49,165 +53,27 @@
 #include "proxy/locks/hold.h"
 #include "proxy/locks/lock-int.h"
 #include "proxy/locks/lua_scripts.h"
+#include "proxy/locks/multilock-int.h"
 #include "proxy/locks/wait.h"
 #include "proxy/metrics.h"
 #include "proxy/reply.h"
 #include "proxy/server.h"
 #include "sched/loop.h"
 
-#define MULTI_DEFER_MS  2u   /* re-check of a group waiting for settles */
-#define MULTI_DEFER_MAX 5000 /* give up a group deferred this long (Redis down) */
-
 /* ---- scripts ---------------------------------------------------------------- */
 
-enum multi_script {
-    MULTI_ACQUIRE = 0, /* KEYS names; ARGV lease, owner -> {1, counts...} | {0, pttl, i} */
-    MULTI_UNLOCK = 1,  /* KEYS names, channels; ARGV owner, leases... -> {-1|0|1, ...} */
-    MULTI_COUNT = 2,
-};
-
-static const struct px_lua *const multi_scripts[MULTI_COUNT] = {
+static const struct px_lua *const multi_scripts[PX__MULTI_COUNT] = {
     &px_lua_multi_acquire,
     &px_lua_multi_unlock,
 };
 
 static unsigned multi_script_base;
-const struct px_script_set px_multilock_script_set = {multi_scripts, MULTI_COUNT,
+const struct px_script_set px_multilock_script_set = {multi_scripts, PX__MULTI_COUNT,
                                                       &multi_script_base};
 
-/* ---- names ----------------------------------------------------------------- */
-
-/* One name of a command, with its pair's hold. */
-struct multi_name {
-    const char *name;     /* borrowed: request argument */
-    size_t nlen;          /* name length */
-    uint16_t slot;        /* cluster slot (0 on a single Redis) */
-    struct px_hold *hold; /* reference, or NULL (MULTIUNLOCK of a pair never seen) */
-    int64_t count;        /* the count this attempt's grant gave, 0: not taken by it */
-    int result;           /* MULTIUNLOCK: -1 not held, 0 still held, 1 released */
-};
-
-static int multi_name_cmp(const void *pa, const void *pb)
+unsigned px__multi_script(enum px__multi_script s)
 {
-    const struct multi_name *a = pa, *b = pb;
-    int c;
-
-    if (a->slot != b->slot)
-        return a->slot < b->slot ? -1 : 1;
-    c = memcmp(a->name, b->name, LP_MIN(a->nlen, b->nlen));
-    if (c != 0)
-        return c;
-    return a->nlen < b->nlen ? -1 : a->nlen > b->nlen;
-}
-
-static bool is_option(const struct px_arg *a)
-{
-    return px_args_is(a, "LEASE") || px_args_is(a, "WAIT");
-}
-
-/* Checks one name as px_name_check() checks argv[1], plus the caller's ACL. */
-static int multi_check_name(struct px_req *req, const struct px_arg *n)
-{
-    struct px_client *cl = req->cl;
-
-    if (n->len == 0 || n->len > PX_NAME_MAX) {
-        px_reply_error(px_req_out(req), "ERR lock name must be 1-%u bytes", PX_NAME_MAX);
-        return -EINVAL;
-    }
-    if (!px_name_slot_ok(cl->srv, n->p, n->len, PX_NAME_PREFIXED)) {
-        px_reply_error(px_req_out(req),
-                       "ERR name '%.*s' cannot be used with Redis Cluster: its channel would "
-                       "hash to another slot than the name (CROSSSLOT)",
-                       (int)LP_MIN(n->len, 200u), n->p);
-        return -EINVAL;
-    }
-    if (px_auth_required(cl->srv->opts.auth) && cl->user &&
-        !px_user_may_access(cl->user, n->p, n->len)) {
-        px_reply_error(px_req_out(req),
-                       "NOPERM user '%s' has no permissions to access the '%.*s' lock",
-                       cl->user->name, (int)LP_MIN(n->len, 200u), n->p);
-        return -EINVAL;
-    }
-    return 0;
-}
-
-/* Fills names[] from argv[1..nnames], sorted, and refuses duplicates. */
-static int multi_fill_names(struct px_req *req, struct multi_name *names, unsigned nnames)
-{
-    bool cluster = pool_is_cluster(req->cl->srv->pool);
-    unsigned i;
-
-    for (i = 0; i < nnames; i++) {
-        const struct px_arg *n = &req->argv[1 + i];
-
-        if (multi_check_name(req, n) < 0)
-            return -EINVAL;
-        names[i].name = n->p;
-        names[i].nlen = n->len;
-        names[i].slot = cluster ? pool_slot(n->p, n->len) : 0;
-    }
-    qsort(names, nnames, sizeof(*names), multi_name_cmp);
-    for (i = 1; i < nnames; i++) {
-        if (multi_name_cmp(&names[i - 1], &names[i]) == 0) {
-            px_reply_error(px_req_out(req), "ERR lock name '%.*s' is given twice",
-                           (int)LP_MIN(names[i].nlen, 200u), names[i].name);
-            return -EINVAL;
-        }
-    }
-    return 0;
-}
-
-/* How many leading arguments after the command are names. */
-static unsigned multi_count_names(const struct px_req *req)
-{
-    int i = 1;
-
-    while (i < req->argc && !is_option(&req->argv[i]))
-        i++;
-    return (unsigned)(i - 1);
-}
-
-/* Checks the name count; replies and returns -EINVAL when it is bad. */
-static int multi_check_count(struct px_req *req, unsigned nnames)
-{
-    if (nnames == 0) {
-        px_reply_error(px_req_out(req), "ERR wrong number of arguments for '%.*s' command",
-                       (int)req->argv[0].len, req->argv[0].p);
-        return -EINVAL;
-    }
-    if (nnames > PX_MULTI_MAX) {
-        px_reply_error(px_req_out(req), "ERR at most %u lock names per command", PX_MULTI_MAX);
-        return -EINVAL;
-    }
-    return 0;
-}
-
-/* The end (exclusive) of the group of one slot that starts at from. */
-static unsigned multi_group_end(const struct multi_name *names, unsigned n, unsigned from)
-{
-    unsigned i = from + 1;
-
-    while (i < n && names[i].slot == names[from].slot)
-        i++;
-    return i;
-}
-
-/* True when no settle of the names [from, to) is due or in flight (those
- * that are due are pushed). */
-static bool multi_settles_idle(struct multi_name *names, unsigned from, unsigned to)
-{
-    bool idle = true;
-    unsigned i;
-
-    for (i = from; i < to; i++) {
-        struct px_hold *h = names[i].hold;
-
-        if (h && h->job.state != PX_JOB_IDLE) {
-            px_job_kick(&h->job);
-            idle = false;
-        }
-    }
-    return idle;
+    return multi_script_base + (unsigned)s;
 }
 
 /* ---- the acquire op ----------------------------------------------------------- */
@@ -274,7 +140,7 @@ static void multi_on_group(void *arg, const redisReply *r, int err);
 static int multi_send_group(struct multiop *op)
 {
     struct px_server *srv = op->wait.srv;
-    unsigned from = op->group, to = multi_group_end(op->names, op->n, from), i, k = 0;
+    unsigned from = op->group, to = px__multi_group_end(op->names, op->n, from), i, k = 0;
     const char *argv[PX_MULTI_MAX + 2];
     size_t lens[PX_MULTI_MAX + 2];
     char lease[24];
@@ -282,14 +148,14 @@ static int multi_send_group(struct multiop *op)
 
     for (i = from; i < to; i++)
         multi_refresh_hold(op, &op->names[i]);
-    if (!multi_settles_idle(op->names, from, to)) {
+    if (!px__multi_settles_idle(op->names, from, to)) {
         uint64_t now = sched_loop_now_ms(srv->loop);
 
         if (op->defer_since == 0)
             op->defer_since = now;
-        if (now - op->defer_since > MULTI_DEFER_MAX)
+        if (now - op->defer_since > PX__MULTI_DEFER_MAX)
             return -ETIMEDOUT;
-        sched_loop_timer_in(srv->loop, &op->defer, MULTI_DEFER_MS);
+        sched_loop_timer_in(srv->loop, &op->defer, PX__MULTI_DEFER_MS);
         return 0;
     }
     op->defer_since = 0;
@@ -303,7 +169,7 @@ static int multi_send_group(struct multiop *op)
     lens[k++] = op->olen;
     for (i = from; i < to; i++)
         px_hold_begin(op->names[i].hold);
-    rc = px_script_eval(srv, px_route_hint(argv[0], lens[0]), multi_script_base + MULTI_ACQUIRE,
+    rc = px_script_eval(srv, px_route_hint(argv[0], lens[0]), px__multi_script(PX__MULTI_ACQUIRE),
                         (int)(to - from), (int)k, argv, lens, multi_on_group, op);
     if (rc < 0) {
         for (i = from; i < to; i++)
@@ -342,7 +208,7 @@ static bool multi_reply_ok(const redisReply *r)
 static void multi_on_group(void *arg, const redisReply *r, int err)
 {
     struct multiop *op = arg;
-    unsigned from = op->group, to = multi_group_end(op->names, op->n, from), i;
+    unsigned from = op->group, to = px__multi_group_end(op->names, op->n, from), i;
     int rc;
 
     for (i = from; i < to; i++)
@@ -490,24 +356,15 @@ static int multi_parse_options(struct px_req *req, int i, int64_t *lease, int64_
     return 0;
 }
 
-/* The caller's owner field (the connection's, as LOCK without OWNER). */
-static size_t multi_owner(struct px_req *req, char *out)
-{
-    struct px__lock_args a;
-    size_t base;
-
-    memset(&a, 0, sizeof(a));
-    return px__lock_owner(req, &a, &px__lock_plain_kind, out, &base);
-}
-
 static void multi_cmd_lock(struct px_req *req)
 {
     struct px_server *srv = req->cl->srv;
-    unsigned n = multi_count_names(req), i;
+    unsigned n = px__multi_count_names(req), i;
     int64_t lease, wait;
     struct multiop *op;
 
-    if (multi_check_count(req, n) < 0 || multi_parse_options(req, (int)n + 1, &lease, &wait) < 0)
+    if (px__multi_check_count(req, n) < 0 ||
+        multi_parse_options(req, (int)n + 1, &lease, &wait) < 0)
         return px_req_done(req);
     op = calloc(1, sizeof(*op) + n * sizeof(op->names[0]));
     if (!op) {
@@ -515,13 +372,13 @@ static void multi_cmd_lock(struct px_req *req)
         return px_req_done(req);
     }
     op->n = n;
-    if (multi_fill_names(req, op->names, n) < 0) {
+    if (px__multi_fill_names(req, op->names, n) < 0) {
         free(op);
         return px_req_done(req);
     }
     sched_timer_init(&op->defer, multi_on_defer);
     px_wait_init(&op->wait, &multi_wait_kind, req, wait);
-    op->olen = multi_owner(req, op->owner);
+    op->olen = px__multi_owner(req, op->owner);
     op->watchdog = lease < 0;
     op->lease_ms = op->watchdog ? srv->opts.watchdog_ms : (uint64_t)lease;
     op->wait.lease_ms = op->lease_ms;
@@ -538,258 +395,6 @@ static void multi_cmd_lock(struct px_req *req)
     px_wait_start(&op->wait);
 }
 
-/* ---- MULTIUNLOCK ------------------------------------------------------------- */
-
-struct multiunlock {
-    struct px_req *req;       /* borrowed */
-    struct sched_timer defer; /* a group waiting for settles of its names */
-    uint64_t defer_since;     /* monotonic ms the group was first deferred, or 0 */
-    uint64_t sent_ms;         /* monotonic ms the group in flight was sent */
-    unsigned n;               /* names */
-    unsigned group;           /* first name of the group in flight */
-    int err;                  /* an upstream failure of a group, or 0 */
-    size_t olen;              /* owner length */
-    char owner[PX_OWNER_MAX]; /* owned: owner field */
-    struct multi_name names[];
-};
-
-static void unlock_free(struct multiunlock *u)
-{
-    unsigned i;
-
-    sched_loop_timer_del(u->req->cl->srv->loop, &u->defer);
-    for (i = 0; i < u->n; i++)
-        px_hold_put(u->names[i].hold);
-    free(u);
-}
-
-/* The one reply: the first name not held (LOCKLOST when its lease was
- * lost, else NOTOWNER), else :1 when every hold is over, :0 otherwise. */
-static void unlock_reply(struct multiunlock *u)
-{
-    struct px_req *req = u->req;
-    bool all = true;
-    unsigned i;
-
-    if (u->err < 0)
-        return px_args_reply_upstream(req, u->err);
-    for (i = 0; i < u->n; i++) {
-        const struct multi_name *m = &u->names[i];
-
-        if (m->result == -2) {
-            px_reply_error(px_req_out(req),
-                           "LOCKLOST lease on '%.*s' was lost (expired or taken) before "
-                           "MULTIUNLOCK; it was not held any more",
-                           (int)LP_MIN(m->nlen, 200u), m->name);
-            return;
-        }
-        if (m->result == -1) {
-            px_reply_error(px_req_out(req), "NOTOWNER lock '%.*s' is not held by this owner",
-                           (int)LP_MIN(m->nlen, 200u), m->name);
-            return;
-        }
-        all = all && m->result == 1;
-    }
-    px_reply_int(px_req_out(req), all ? 1 : 0);
-}
-
-/* Applies one name's result to its hold. */
-static void unlock_apply(struct multiunlock *u, struct multi_name *m, long long res)
-{
-    struct px_server *srv = u->req->cl->srv;
-
-    if (res == 1) {
-        srv->stats.released++;
-        if (m->hold)
-            px_hold_released(m->hold);
-        m->result = 1;
-    } else if (res == 0) {
-        if (m->hold)
-            px_hold_unlocked_one(m->hold, u->sent_ms);
-        m->result = 0;
-    } else {
-        m->result = m->hold && px_hold_not_held(m->hold) ? -2 : -1;
-    }
-}
-
-static int unlock_send_group(struct multiunlock *u);
-
-static void unlock_finish(struct multiunlock *u)
-{
-    struct px_req *req = u->req;
-    struct px_client *cl = req->cl;
-
-    unlock_reply(u);
-    req->op = NULL;
-    unlock_free(u);
-    px_req_done(req);
-    px_client_put(cl);
-}
-
-/* Goes on with the next group, or answers. */
-static void unlock_next(struct multiunlock *u, unsigned to)
-{
-    int rc;
-
-    if (to == u->n || u->err < 0)
-        return unlock_finish(u);
-    u->group = to;
-    rc = unlock_send_group(u);
-    if (rc < 0) {
-        u->err = rc;
-        unlock_finish(u);
-    }
-}
-
-static void unlock_on_group(void *arg, const redisReply *r, int err)
-{
-    struct multiunlock *u = arg;
-    unsigned from = u->group, to = multi_group_end(u->names, u->n, from), i;
-
-    for (i = from; i < to; i++) {
-        if (!u->names[i].hold)
-            continue;
-        if (err < 0)
-            px_hold_unlock_unknown(u->names[i].hold); /* did it run? the settle finds out */
-    }
-    if (err < 0) {
-        u->err = err;
-    } else if (r->type == REDIS_REPLY_ERROR) {
-        px_args_reply_redis_error(u->req, r);
-        u->err = 1; /* replied */
-    } else if (r->type != REDIS_REPLY_ARRAY || r->elements != to - from) {
-        u->err = -EPROTO;
-    } else {
-        for (i = from; i < to; i++) {
-            const redisReply *e = r->element[i - from];
-
-            unlock_apply(u, &u->names[i], e->type == REDIS_REPLY_INTEGER ? e->integer : -1);
-        }
-    }
-    for (i = from; i < to; i++) {
-        if (u->names[i].hold)
-            px_hold_end(u->names[i].hold);
-    }
-    if (u->err > 0) { /* a Redis error reply was written */
-        struct px_req *req = u->req;
-        struct px_client *cl = req->cl;
-
-        req->op = NULL;
-        unlock_free(u);
-        px_req_done(req);
-        return px_client_put(cl);
-    }
-    unlock_next(u, to);
-}
-
-static void unlock_on_defer(struct sched_timer *t)
-{
-    struct multiunlock *u = LP_CONTAINER_OF(t, struct multiunlock, defer);
-    int rc = unlock_send_group(u);
-
-    if (rc < 0) {
-        u->err = rc;
-        unlock_finish(u);
-    }
-}
-
-/* Sends the group at u->group (names, channels; owner, leases), or defers
- * it while a settle of one of its names is due or in flight. */
-static int unlock_send_group(struct multiunlock *u)
-{
-    struct px_server *srv = u->req->cl->srv;
-    unsigned from = u->group, to = multi_group_end(u->names, u->n, from), i, k, nk = to - from;
-    const char *argv[4 * PX_MULTI_MAX + 2];
-    size_t lens[4 * PX_MULTI_MAX + 2];
-    char leases[PX_MULTI_MAX][24], *chans;
-    int rc;
-
-    if (!multi_settles_idle(u->names, from, to)) {
-        uint64_t now = sched_loop_now_ms(srv->loop);
-
-        if (u->defer_since == 0)
-            u->defer_since = now;
-        if (now - u->defer_since > MULTI_DEFER_MAX)
-            return -ETIMEDOUT;
-        sched_loop_timer_in(srv->loop, &u->defer, MULTI_DEFER_MS);
-        return 0;
-    }
-    u->defer_since = 0;
-    chans = malloc((size_t)nk * PX_CHANNEL_MAX);
-    if (!chans)
-        return -ENOMEM;
-    for (i = from, k = 0; i < to; i++, k++) {
-        const struct multi_name *m = &u->names[i];
-        struct px_acq a = {.name = m->name, .nlen = m->nlen};
-        const struct px_hold *h = m->hold;
-
-        argv[k] = m->name;
-        lens[k] = m->nlen;
-        argv[nk + k] = chans + (size_t)k * PX_CHANNEL_MAX;
-        lens[nk + k] =
-            px__lock_plain_channel(&a, chans + (size_t)k * PX_CHANNEL_MAX, PX_CHANNEL_MAX);
-        argv[2 * nk + 1 + k] = leases[k];
-        lens[2 * nk + 1 + k] = util_u64_to_str(
-            h && px_hold_is_held(h) ? h->lease_ms : srv->opts.watchdog_ms, leases[k]);
-    }
-    argv[2 * nk] = u->owner;
-    lens[2 * nk] = u->olen;
-    for (i = from; i < to; i++) {
-        if (u->names[i].hold)
-            px_hold_begin(u->names[i].hold);
-    }
-    u->sent_ms = sched_loop_now_ms(srv->loop);
-    rc = px_script_eval(srv, px_route_hint(argv[0], lens[0]), multi_script_base + MULTI_UNLOCK,
-                        (int)(2 * nk), (int)(3 * nk + 1), argv, lens, unlock_on_group, u);
-    free(chans);
-    if (rc < 0) {
-        for (i = from; i < to; i++) {
-            if (u->names[i].hold)
-                px_hold_end(u->names[i].hold);
-        }
-    }
-    return rc;
-}
-
-static void multi_cmd_unlock(struct px_req *req)
-{
-    struct px_server *srv = req->cl->srv;
-    unsigned n = (unsigned)req->argc - 1, i;
-    struct multiunlock *u;
-    int rc;
-
-    if (multi_check_count(req, n) < 0)
-        return px_req_done(req);
-    u = calloc(1, sizeof(*u) + n * sizeof(u->names[0]));
-    if (!u) {
-        px_reply_error(px_req_out(req), "ERR out of memory");
-        return px_req_done(req);
-    }
-    u->req = req;
-    u->n = n;
-    sched_timer_init(&u->defer, unlock_on_defer);
-    if (multi_fill_names(req, u->names, n) < 0) {
-        free(u);
-        return px_req_done(req);
-    }
-    u->olen = multi_owner(req, u->owner);
-    for (i = 0; i < n; i++) {
-        struct multi_name *m = &u->names[i];
-
-        m->hold = px_hold_use(srv, &px_hold_plain, m->name, m->nlen, u->owner, u->olen, false);
-    }
-    rc = unlock_send_group(u);
-    if (rc < 0) {
-        px_args_reply_upstream(req, rc);
-        unlock_free(u);
-        return px_req_done(req);
-    }
-    px_client_get(req->cl);
-    req->op = u;
-}
-
-/* Both are barriers: the connection's later requests (an UNLOCK of one of
- * the names) go after them. */
 static bool multi_may_block(const struct px_req *req)
 {
     (void)req;
@@ -798,6 +403,6 @@ static bool multi_may_block(const struct px_req *req)
 
 static const struct px_cmd multi_cmds[] = {
     {"MULTILOCK", 2, -1, multi_cmd_lock, multi_may_block, 1},
-    {"MULTIUNLOCK", 2, -1, multi_cmd_unlock, multi_may_block, 1},
+    {"MULTIUNLOCK", 2, -1, px__multi_cmd_unlock, multi_may_block, 1},
 };
 const struct px_cmd_set px_multilock_cmd_set = {multi_cmds, LP_ARRAY_SIZE(multi_cmds)};

@@ -54,369 +54,19 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/buf.h"
 #include "common/clock.h"
-#include "common/hmap.h"
-#include "common/log.h"
 #include "common/util.h"
 #include "pool/pool.h"
 #include "proxy/args.h"
 #include "proxy/client.h"
-#include "proxy/locks/hold.h"
 #include "proxy/locks/lock-int.h"
+#include "proxy/locks/redlock-int.h"
 #include "proxy/locks/scripts.h"
 #include "proxy/locks/wait.h"
-#include "proxy/locks/waitset.h"
 #include "proxy/metrics.h"
 #include "proxy/reply.h"
 #include "proxy/server.h"
 #include "sched/loop.h"
-
-#define RL_SET_PREFIX "lockproxy_redlock:" /* waitset key prefix (see the design block) */
-#define RL_PREFIX_LEN (sizeof(RL_SET_PREFIX) - 1)
-
-struct rl_chan;
-
-/* One master's subscription of a lock channel. */
-struct rl_sub {
-    struct pool_sub sub;  /* on the master's pool */
-    struct rl_chan *chan; /* borrowed: the channel */
-    bool started;         /* pool_sub_start succeeded */
-};
-
-/* A lock channel subscribed on every master while ops wait on it. */
-struct rl_chan {
-    struct hmap_node node;              /* in rl->chans */
-    struct px_redlock *rl;              /* borrowed */
-    unsigned refs;                      /* ops using it */
-    struct rl_sub subs[PX_REDLOCK_MAX]; /* one per master */
-    size_t len;                         /* length of key */
-    char key[];                         /* owned: RL_SET_PREFIX + lock channel */
-};
-
-enum rl_state {
-    RL_HELD = 0, /* granted; renewed while watchdog */
-    RL_LOST = 1, /* tombstone: lease lost or ended; REDUNLOCK answers LOCKLOST */
-};
-
-/* A (name, owner) this proxy granted. */
-struct rl_hold {
-    struct hmap_node node;    /* in rl->holds while in_table */
-    struct px_claim claim;    /* in cl->locks.claims while HELD */
-    struct px_redlock *rl;    /* borrowed */
-    struct sched_timer timer; /* renewal, lease end or tombstone end */
-    enum rl_state state;      /* see enum */
-    bool in_table;            /* in rl->holds */
-    bool claimed;             /* claim linked */
-    bool watchdog;            /* renewed by this proxy */
-    unsigned refs;            /* ops and renewals in flight */
-    uint64_t count;           /* reentrancy count confirmed to the client */
-    uint64_t lease_ms;        /* lease of every acquire and renewal */
-    size_t nlen, olen;        /* name and owner lengths */
-    char *owner;              /* borrowed: into key */
-    char key[];               /* owned: name NUL owner NUL */
-};
-
-struct px_redlock {
-    struct px_server *srv;              /* borrowed */
-    unsigned n;                         /* masters */
-    unsigned majority;                  /* n / 2 + 1 */
-    struct pool *pools[PX_REDLOCK_MAX]; /* owned: one per master */
-    struct hmap chans;                  /* struct rl_chan by key */
-    struct hmap holds;                  /* struct rl_hold by (name, owner) */
-    uint64_t quorum_refusals;           /* attempts that reached fewer than a majority */
-};
-
-/* ---- masters ----------------------------------------------------------------- */
-
-static int rl_eval(struct px_redlock *rl, unsigned i, uint64_t hint, unsigned script, int numkeys,
-                   int argc, const char *const *argv, const size_t *lens, pool_reply_fn *cb,
-                   void *arg)
-{
-    return pool_eval(rl->pools[i], hint, script, numkeys, argc, argv, lens, cb, arg);
-}
-
-static void rl_ignore_reply(void *arg, const redisReply *r, int err)
-{
-    (void)arg;
-    (void)r;
-    (void)err;
-}
-
-static size_t rl_lock_channel(const char *name, size_t nlen, char *out, size_t cap)
-{
-    struct px_acq a = {.name = name, .nlen = nlen};
-
-    return px__lock_plain_channel(&a, out, cap);
-}
-
-/* Settles owner on name to keep on the masters set in mask (a give-back,
- * a release on disconnect); sent once, not retried. */
-static void rl_settle(struct px_redlock *rl, const char *name, size_t nlen, const char *owner,
-                      size_t olen, uint64_t keep, unsigned mask)
-{
-    char chan[PX_CHANNEL_MAX], k[24];
-    const char *argv[5] = {name, chan, owner, k, "publish"};
-    size_t lens[5] = {nlen, 0, olen, 0, 7};
-    unsigned i;
-
-    lens[1] = rl_lock_channel(name, nlen, chan, sizeof(chan));
-    lens[3] = util_u64_to_str(keep, k);
-    for (i = 0; i < rl->n; i++) {
-        if (mask & (1u << i))
-            rl_eval(rl, i, px_route_hint(name, nlen), PX_SCRIPT_SETTLE, 2, 5, argv, lens,
-                    rl_ignore_reply, NULL);
-    }
-}
-
-/* ---- channels ------------------------------------------------------------------ */
-
-/* A master's message on a lock channel wakes the REDLOCK waiters of it. */
-static void rl_on_sub(struct pool_sub *s, enum pool_sub_event ev, const char *msg, size_t len)
-{
-    struct rl_sub *rs = LP_CONTAINER_OF(s, struct rl_sub, sub);
-    struct rl_chan *c = rs->chan;
-    struct px_waitset *set;
-
-    if (ev != POOL_SUB_MESSAGE)
-        return; /* a lost message costs a re-poll at the holder's lease end */
-    set = px_waitset_find(c->rl->srv, c->key, c->len);
-    if (set)
-        px_waitset_deliver(set, msg, len);
-}
-
-/* The channel record of name, subscribed on every master, with a
- * reference; NULL on -ENOMEM. */
-static struct rl_chan *rl_chan_get(struct px_redlock *rl, const char *name, size_t nlen)
-{
-    char key[PX_CHANNEL_MAX + RL_PREFIX_LEN];
-    size_t len;
-    uint64_t hash;
-    struct hmap_node *n;
-    struct rl_chan *c;
-    unsigned i;
-
-    memcpy(key, RL_SET_PREFIX, RL_PREFIX_LEN);
-    len = RL_PREFIX_LEN + rl_lock_channel(name, nlen, key + RL_PREFIX_LEN, PX_CHANNEL_MAX);
-    hash = hash_bytes(key, len);
-    for (n = hmap_first(&rl->chans, hash); n; n = hmap_next(n)) {
-        c = LP_CONTAINER_OF(n, struct rl_chan, node);
-        if (c->len == len && memcmp(c->key, key, len) == 0) {
-            c->refs++;
-            return c;
-        }
-    }
-    c = calloc(1, sizeof(*c) + len + 1);
-    if (!c)
-        return NULL;
-    c->rl = rl;
-    c->refs = 1;
-    c->len = len;
-    memcpy(c->key, key, len);
-    if (hmap_insert(&rl->chans, &c->node, hash) < 0) {
-        free(c);
-        return NULL;
-    }
-    for (i = 0; i < rl->n; i++) {
-        c->subs[i].chan = c;
-        c->subs[i].started = pool_sub_start(rl->pools[i], &c->subs[i].sub, c->key + RL_PREFIX_LEN,
-                                            len - RL_PREFIX_LEN, rl_on_sub) == 0;
-    }
-    return c;
-}
-
-static void rl_chan_put(struct px_redlock *rl, struct rl_chan *c)
-{
-    unsigned i;
-
-    if (!c || --c->refs > 0)
-        return;
-    for (i = 0; i < rl->n; i++) {
-        if (c->subs[i].started)
-            pool_sub_stop(rl->pools[i], &c->subs[i].sub);
-    }
-    hmap_remove(&rl->chans, &c->node);
-    free(c);
-}
-
-/* ---- holds ----------------------------------------------------------------------- */
-
-static uint64_t rl_hold_hash(const char *name, size_t nlen, const char *owner, size_t olen)
-{
-    return hash_bytes(name, nlen) ^ (hash_bytes(owner, olen) * 31u);
-}
-
-static struct rl_hold *rl_hold_find(struct px_redlock *rl, const char *name, size_t nlen,
-                                    const char *owner, size_t olen)
-{
-    struct hmap_node *n;
-
-    for (n = hmap_first(&rl->holds, rl_hold_hash(name, nlen, owner, olen)); n; n = hmap_next(n)) {
-        struct rl_hold *h = LP_CONTAINER_OF(n, struct rl_hold, node);
-
-        if (h->nlen == nlen && h->olen == olen && memcmp(h->key, name, nlen) == 0 &&
-            memcmp(h->owner, owner, olen) == 0)
-            return h;
-    }
-    return NULL;
-}
-
-static void rl_hold_maybe_free(struct rl_hold *h)
-{
-    if (!h->in_table && h->refs == 0)
-        free(h);
-}
-
-/* Takes h out of the table (and its claim and timer); freed once no
- * reference is left. */
-static void rl_hold_remove(struct rl_hold *h)
-{
-    if (h->claimed)
-        list_del_init(&h->claim.node);
-    h->claimed = false;
-    sched_loop_timer_del(h->rl->srv->loop, &h->timer);
-    if (h->in_table)
-        hmap_remove(&h->rl->holds, &h->node);
-    h->in_table = false;
-    rl_hold_maybe_free(h);
-}
-
-static void rl_hold_put(struct rl_hold *h)
-{
-    if (!h)
-        return;
-    h->refs--;
-    rl_hold_maybe_free(h);
-}
-
-/* The lease was lost (a renewal without a majority) or ended (LEASE): a
- * tombstone for REDUNLOCK's LOCKLOST. */
-static void rl_hold_lost(struct rl_hold *h, bool renewal)
-{
-    struct px_server *srv = h->rl->srv;
-
-    if (h->claimed)
-        list_del_init(&h->claim.node);
-    h->claimed = false;
-    h->state = RL_LOST;
-    if (renewal) {
-        srv->stats.leases_lost++;
-        log_msg(LOG_LVL_WARN,
-                "redlock: lease on '%.*s' lost: a renewal reached fewer than %u of %u masters",
-                (int)LP_MIN(h->nlen, 200u), h->key, h->rl->majority, h->rl->n);
-    }
-    sched_loop_timer_in(srv->loop, &h->timer, PX_HOLD_TOMBSTONE_MS);
-}
-
-/* A renewal's replies, folded. */
-struct rl_renewal {
-    struct rl_hold *h; /* reference */
-    unsigned pending;  /* replies outstanding */
-    unsigned renewed;  /* masters where the owner field was still there */
-};
-
-static void rl_arm(struct rl_hold *h)
-{
-    sched_loop_timer_in(h->rl->srv->loop, &h->timer,
-                        h->watchdog ? LP_MAX(h->lease_ms / 3, 1u) : h->lease_ms);
-}
-
-static void rl_on_renew(void *arg, const redisReply *r, int err)
-{
-    struct rl_renewal *rn = arg;
-    struct rl_hold *h = rn->h;
-
-    if (err == 0 && r->type == REDIS_REPLY_ARRAY && r->elements == 1 &&
-        r->element[0]->type == REDIS_REPLY_INTEGER && r->element[0]->integer == 1)
-        rn->renewed++;
-    if (--rn->pending > 0)
-        return;
-    if (h->in_table && h->state == RL_HELD) {
-        if (rn->renewed >= h->rl->majority) {
-            h->rl->srv->stats.renewals++;
-            rl_arm(h);
-        } else {
-            rl_hold_lost(h, true);
-        }
-    }
-    rl_hold_put(h);
-    free(rn);
-}
-
-/* Renews h on every master; a majority keeps it. */
-static void rl_renew(struct rl_hold *h)
-{
-    struct px_redlock *rl = h->rl;
-    struct rl_renewal *rn = calloc(1, sizeof(*rn));
-    char lease[24];
-    const char *argv[3] = {h->key, lease, h->owner};
-    size_t lens[3] = {h->nlen, 0, h->olen};
-    unsigned i;
-
-    if (!rn)
-        return rl_arm(h); /* try again at the next period */
-    lens[1] = util_u64_to_str(h->lease_ms, lease);
-    rn->h = h;
-    h->refs++;
-    rn->pending = 1; /* guard until every master was tried */
-    for (i = 0; i < rl->n; i++) {
-        rn->pending++;
-        if (rl_eval(rl, i, px_route_hint(h->key, h->nlen), PX_SCRIPT_RENEW, 1, 3, argv, lens,
-                    rl_on_renew, rn) < 0)
-            rn->pending--;
-    }
-    rl_on_renew(rn, NULL, -ENOTCONN); /* drops the guard */
-}
-
-static void rl_on_timer(struct sched_timer *t)
-{
-    struct rl_hold *h = LP_CONTAINER_OF(t, struct rl_hold, timer);
-
-    if (h->state == RL_LOST)
-        return rl_hold_remove(h);
-    if (h->watchdog)
-        return rl_renew(h);
-    rl_hold_lost(h, false);
-}
-
-/* The connection closed: release on every master (policy release). */
-static void rl_claim_gone(struct px_claim *c, struct px_client *cl)
-{
-    struct rl_hold *h = LP_CONTAINER_OF(c, struct rl_hold, claim);
-    struct px_redlock *rl = h->rl;
-
-    (void)cl;
-    h->claimed = false;
-    if (rl->srv->opts.on_disc == PX_DISCONNECT_RELEASE) {
-        rl_settle(rl, h->key, h->nlen, h->owner, h->olen, 0, (1u << rl->n) - 1);
-        rl->srv->stats.disc_releases++;
-    }
-    rl_hold_remove(h);
-}
-
-static struct rl_hold *rl_hold_new(struct px_redlock *rl, const char *name, size_t nlen,
-                                   const char *owner, size_t olen)
-{
-    struct rl_hold *h = calloc(1, sizeof(*h) + nlen + olen + 2);
-
-    if (!h)
-        return NULL;
-    h->rl = rl;
-    h->nlen = nlen;
-    h->olen = olen;
-    memcpy(h->key, name, nlen);
-    h->owner = h->key + nlen + 1;
-    memcpy(h->owner, owner, olen);
-    sched_timer_init(&h->timer, rl_on_timer);
-    list_init(&h->claim.node);
-    h->claim.gone = rl_claim_gone;
-    if (hmap_insert(&rl->holds, &h->node, rl_hold_hash(name, nlen, owner, olen)) < 0) {
-        free(h);
-        return NULL;
-    }
-    h->in_table = true;
-    return h;
-}
 
 /* ---- the acquire op ------------------------------------------------------------ */
 
@@ -478,7 +128,7 @@ static size_t rl_channel(const struct px_wait_op *w, char *out, size_t cap)
     if (cap <= RL_PREFIX_LEN)
         return 0;
     memcpy(out, RL_SET_PREFIX, RL_PREFIX_LEN);
-    n = rl_lock_channel(op->name, op->nlen, out + RL_PREFIX_LEN, cap - RL_PREFIX_LEN);
+    n = px__rl_lock_channel(op->name, op->nlen, out + RL_PREFIX_LEN, cap - RL_PREFIX_LEN);
     return n ? RL_PREFIX_LEN + n : 0;
 }
 
@@ -494,7 +144,7 @@ static void rl_attempt_give_back(struct rl_attempt *att)
 
     if (att->kept || mask == 0)
         return;
-    rl_settle(att->rl, att->key, att->nlen, att->owner, att->olen, att->confirmed, mask);
+    px__rl_settle(att->rl, att->key, att->nlen, att->owner, att->olen, att->confirmed, mask);
     att->took = att->unknown = 0;
 }
 
@@ -587,8 +237,8 @@ static int rl_send(struct px_wait_op *w)
     for (i = 0; i < rl->n; i++) {
         att->calls[i].ctx = att;
         att->calls[i].i = i;
-        if (rl_eval(rl, i, px_route_hint(op->name, op->nlen), px__lock_script(PX__LK_ACQUIRE), 1, 3,
-                    argv, lens, rl_on_master, &att->calls[i]) == 0)
+        if (px__rl_eval(rl, i, px_route_hint(op->name, op->nlen), px__lock_script(PX__LK_ACQUIRE),
+                        1, 3, argv, lens, rl_on_master, &att->calls[i]) == 0)
             att->pending++; /* replies are never synchronous */
     }
     if (att->pending == 0) {
@@ -627,14 +277,14 @@ static void rl_granted(struct px_wait_op *w)
     struct px_redlock *rl = op->rl;
     uint64_t now = clock_mono_ms(), age = now > w->sent_ms ? now - w->sent_ms : 0;
     uint64_t validity = op->lease_ms - age - px_wait_margin_ms(op->lease_ms);
-    struct rl_hold *h = rl_hold_find(rl, op->name, op->nlen, op->owner, op->olen);
+    struct rl_hold *h = px__rl_hold_find(rl, op->name, op->nlen, op->owner, op->olen);
 
     if (h && h->state != RL_HELD) {
-        rl_hold_remove(h);
+        px__rl_hold_remove(h);
         h = NULL;
     }
     if (!h)
-        h = rl_hold_new(rl, op->name, op->nlen, op->owner, op->olen);
+        h = px__rl_hold_new(rl, op->name, op->nlen, op->owner, op->olen);
     if (!h) {
         rl_attempt_give_back(op->attempt);
         px_reply_error(px_req_out(req), "ERR out of memory");
@@ -649,7 +299,7 @@ static void rl_granted(struct px_wait_op *w)
         list_add_tail(&req->cl->locks.claims, &h->claim.node);
         h->claimed = true;
     }
-    rl_arm(h);
+    px__rl_hold_arm(h);
     w->srv->stats.acquired++;
     px_metrics_observe_wait(w->srv, req);
     px_reply_int(px_req_out(req), (int64_t)validity);
@@ -672,7 +322,7 @@ static void rl_destroy(struct px_wait_op *w)
 {
     struct rl_op *op = rl_op_of(w);
 
-    rl_chan_put(op->rl, op->chan);
+    px__rl_chan_put(op->rl, op->chan);
     free(op);
 }
 
@@ -733,12 +383,12 @@ static void rl_cmd_lock(struct px_req *req)
     op->olen = rl_owner(req, op->owner);
     op->watchdog = a.lease_ms < 0;
     op->lease_ms = op->watchdog ? srv->opts.watchdog_ms : (uint64_t)a.lease_ms;
-    h = rl_hold_find(op->rl, op->name, op->nlen, op->owner, op->olen);
+    h = px__rl_hold_find(op->rl, op->name, op->nlen, op->owner, op->olen);
     op->confirmed = h && h->state == RL_HELD ? h->count : 0;
     px_wait_init(&op->wait, &rl_wait_kind, req, a.wait_ms);
     op->wait.lease_ms = op->lease_ms;
     if (px_wait_may_wait(&op->wait))
-        op->chan = rl_chan_get(op->rl, op->name, op->nlen);
+        op->chan = px__rl_chan_get(op->rl, op->name, op->nlen);
     px_wait_start(&op->wait);
 }
 
@@ -768,8 +418,8 @@ static void rl_unlock_reply(struct rl_unlock *u)
         if (h->count == 0 || u->released >= rl->majority) {
             req->cl->srv->stats.released++;
             if (u->still_mask)
-                rl_settle(rl, h->key, h->nlen, h->owner, h->olen, 0, u->still_mask);
-            rl_hold_remove(h);
+                px__rl_settle(rl, h->key, h->nlen, h->owner, h->olen, 0, u->still_mask);
+            px__rl_hold_remove(h);
             px_reply_int(px_req_out(req), 1);
             return;
         }
@@ -778,9 +428,9 @@ static void rl_unlock_reply(struct rl_unlock *u)
     }
     if (u->released + u->still + u->not_held >= rl->majority) {
         req->cl->srv->stats.leases_lost++;
-        rl_hold_remove(h);
+        px__rl_hold_remove(h);
         if (u->still_mask)
-            rl_settle(rl, h->key, h->nlen, h->owner, h->olen, 0, u->still_mask);
+            px__rl_settle(rl, h->key, h->nlen, h->owner, h->olen, 0, u->still_mask);
         px_reply_error(px_req_out(req),
                        "LOCKLOST lease on '%.*s' was lost on a majority of the masters "
                        "before REDUNLOCK; it was not held any more",
@@ -814,7 +464,7 @@ static void rl_on_unlock(void *arg, const redisReply *r, int err)
     if (--u->pending > 0)
         return;
     rl_unlock_reply(u);
-    rl_hold_put(u->h);
+    px__rl_hold_put(u->h);
     free(u);
     req->op = NULL;
     px_req_done(req);
@@ -835,10 +485,10 @@ static void rl_cmd_unlock(struct px_req *req)
     if (!rl_configured(req) || px__lock_parse_args(req, 0, &a) < 0)
         return px_req_done(req);
     olen = rl_owner(req, owner);
-    h = rl_hold_find(srv->redlock, name->p, name->len, owner, olen);
+    h = px__rl_hold_find(srv->redlock, name->p, name->len, owner, olen);
     if (!h || h->state == RL_LOST) {
         if (h)
-            rl_hold_remove(h);
+            px__rl_hold_remove(h);
         if (h)
             px_reply_error(px_req_out(req),
                            "LOCKLOST lease on '%.*s' was lost (a renewal reached fewer than a "
@@ -861,15 +511,15 @@ static void rl_cmd_unlock(struct px_req *req)
         const char *argv[5] = {name->p, chan, lease, owner, "publish"};
         size_t lens[5] = {name->len, 0, 0, olen, 7};
 
-        lens[1] = rl_lock_channel(name->p, name->len, chan, sizeof(chan));
+        lens[1] = px__rl_lock_channel(name->p, name->len, chan, sizeof(chan));
         lens[2] = util_u64_to_str(h->lease_ms, lease);
         for (i = 0; i < srv->redlock->n; i++) {
             u->calls[i].ctx = u;
             u->calls[i].i = i;
             u->pending++;
-            if (rl_eval(srv->redlock, i, px_route_hint(name->p, name->len),
-                        px__lock_script(PX__LK_UNLOCK), 2, 5, argv, lens, rl_on_unlock,
-                        &u->calls[i]) == 0)
+            if (px__rl_eval(srv->redlock, i, px_route_hint(name->p, name->len),
+                            px__lock_script(PX__LK_UNLOCK), 2, 5, argv, lens, rl_on_unlock,
+                            &u->calls[i]) == 0)
                 sent++;
             else
                 u->pending--;
@@ -877,7 +527,7 @@ static void rl_cmd_unlock(struct px_req *req)
     }
     if (sent == 0) {
         rl_unlock_reply(u);
-        rl_hold_put(h);
+        px__rl_hold_put(h);
         free(u);
         return px_req_done(req);
     }
@@ -890,121 +540,3 @@ static const struct px_cmd rl_cmds[] = {
     {"REDUNLOCK", 2, 2, rl_cmd_unlock, NULL, 1},
 };
 const struct px_cmd_set px_redlock_cmd_set = {rl_cmds, LP_ARRAY_SIZE(rl_cmds)};
-
-/* ---- start and stop --------------------------------------------------------------- */
-
-int px_redlock_start(struct px_server *srv)
-{
-    const struct pool_script *scripts;
-    struct px_redlock *rl;
-    struct pool_opts po;
-    size_t nscripts = px_scripts_build(&scripts);
-    unsigned i;
-    int rc;
-
-    if (srv->opts.nredlock == 0)
-        return 0;
-    rl = calloc(1, sizeof(*rl));
-    if (!rl || hmap_init(&rl->chans, 64) < 0 || hmap_init(&rl->holds, 64) < 0) {
-        free(rl);
-        return -ENOMEM;
-    }
-    rl->srv = srv;
-    rl->n = srv->opts.nredlock;
-    rl->majority = rl->n / 2 + 1;
-    srv->redlock = rl;
-    for (i = 0; i < rl->n; i++) {
-        const struct px_addr *u = &srv->opts.redlock[i];
-
-        pool_opts_default(&po);
-        po.host = u->host;
-        po.port = u->port;
-        po.user = u->user[0] ? u->user : NULL;
-        po.password = u->password[0] ? u->password : NULL;
-        po.db = u->db;
-        po.size = srv->opts.pool_size;
-        po.request_timeout_ms = srv->opts.upstream_timeout_ms;
-        rc = pool_create(&rl->pools[i], srv->loop, &po, scripts, nscripts);
-        if (rc == 0)
-            rc = pool_start(rl->pools[i]);
-        if (rc < 0) {
-            log_msg(LOG_LVL_ERROR, "redlock master %s:%d: %s", u->host, u->port, strerror(-rc));
-            return rc;
-        }
-    }
-    log_msg(LOG_LVL_INFO, "redlock: %u masters, a grant needs %u", rl->n, rl->majority);
-    return 0;
-}
-
-void px_redlock_info(struct px_server *srv, struct buf *out)
-{
-    struct px_redlock *rl = srv->redlock;
-    struct pool_stats st;
-    unsigned i, up = 0;
-
-    if (!rl)
-        return;
-    for (i = 0; i < rl->n; i++) {
-        pool_get_stats(rl->pools[i], &st);
-        up += strcmp(st.state, "up") == 0;
-    }
-    buf_appendf(out,
-                "# Redlock\r\nredlock_masters:%u\r\nredlock_majority:%u\r\n"
-                "redlock_masters_up:%u\r\nredlock_holds:%zu\r\nredlock_quorum_refusals:%llu\r\n",
-                rl->n, rl->majority, up, rl->holds.count, (unsigned long long)rl->quorum_refusals);
-    for (i = 0; i < rl->n; i++) {
-        pool_get_stats(rl->pools[i], &st);
-        buf_appendf(out, "redlock_master_%u:%s:%d,%s\r\n", i, srv->opts.redlock[i].host,
-                    srv->opts.redlock[i].port, st.state);
-    }
-    buf_appendf(out, "\r\n");
-}
-
-bool px_redlock_connecting(const struct px_server *srv)
-{
-    struct pool_stats st;
-    unsigned i;
-
-    for (i = 0; srv->redlock && i < srv->redlock->n; i++) {
-        pool_get_stats(srv->redlock->pools[i], &st);
-        if (strcmp(st.state, "connecting") == 0)
-            return true;
-    }
-    return false;
-}
-
-void px_redlock_stop(struct px_server *srv)
-{
-    unsigned i;
-
-    for (i = 0; srv->redlock && i < srv->redlock->n; i++)
-        pool_stop(srv->redlock->pools[i]);
-}
-
-bool px_redlock_stopped(const struct px_server *srv)
-{
-    unsigned i;
-
-    for (i = 0; srv->redlock && i < srv->redlock->n; i++) {
-        if (!pool_is_stopped(srv->redlock->pools[i]))
-            return false;
-    }
-    return true;
-}
-
-void px_redlock_destroy(struct px_server *srv)
-{
-    struct px_redlock *rl = srv->redlock;
-    unsigned i;
-
-    if (!rl)
-        return;
-    for (i = 0; i < rl->n; i++) {
-        if (rl->pools[i] && pool_is_stopped(rl->pools[i]))
-            pool_destroy(rl->pools[i]);
-    }
-    hmap_deinit(&rl->chans);
-    hmap_deinit(&rl->holds);
-    free(rl);
-    srv->redlock = NULL;
-}

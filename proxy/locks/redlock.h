@@ -32,6 +32,10 @@ int px_redlock_start(struct px_server *srv);
  * proxy accepts clients once none is connecting, as for --upstream). */
 bool px_redlock_connecting(const struct px_server *srv);
 
+/* True while a request to a master is in flight (the stop lets the
+ * releases of closing connections reach the masters, as for --upstream). */
+bool px_redlock_busy(const struct px_server *srv);
+
 /* Closes the masters' connections; true once every pool has stopped. */
 void px_redlock_stop(struct px_server *srv);
 bool px_redlock_stopped(const struct px_server *srv);

@@ -202,6 +202,17 @@ TEST(redlock_startup_needs_odd_masters)
     p.extra[1] = "redis-cluster://127.0.0.1:6399";
     p.extra[2] = NULL;
     ASSERT_TRUE(pu_proxy_try_start(&p) < 0);
+
+    /* The control: 3 masters (down, as the upstream) start. */
+    memset(&p, 0, sizeof(p));
+    snprintf(p.upstream, sizeof(p.upstream), "redis://127.0.0.1:1");
+    for (i = 0; i < 3; i++) {
+        p.extra[2 * i] = "--redlock-upstream";
+        p.extra[2 * i + 1] = "redis://127.0.0.1:6399";
+    }
+    p.extra[6] = NULL;
+    ASSERT_EQ(pu_proxy_try_start(&p), 0);
+    pu_proxy_stop(&p);
 }
 
 TEST(redlock_masters_down)
@@ -225,6 +236,7 @@ TEST(redlock_masters_down)
     r = pu_cmd(c, "REDLOCK d2 WAIT 5000");
     ASSERT_TRUE(pu_is_err(r, "UPSTREAM REDLOCK reached fewer than 2 of 3 masters"));
     freeReplyObject(r);
+    fprintf(stderr, "redlock: two masters down, refused after %lld ms\n", pu_now_ms() - t0);
     ASSERT_TRUE(pu_now_ms() - t0 < 2000); /* refused at once, not after WAIT */
     ASSERT_TRUE(pu_info_int(c, "redlock_quorum_refusals") >= 1);
     PU_EVENTUALLY(!m_exists(&x, 0, "d2"), 3000); /* the lone grant was given back */
@@ -250,6 +262,7 @@ TEST(redlock_hung_master)
     pu_redis_pause(&x.m[2]);
     t0 = pu_now_ms();
     ASSERT_TRUE(expect_validity(c, "REDLOCK %s LEASE 2000 WAIT 0", "hm") > 1000);
+    fprintf(stderr, "redlock: one master hung, granted after %lld ms\n", pu_now_ms() - t0);
     ASSERT_TRUE(pu_now_ms() - t0 < 1000);
     PU_INT(c, 1, "REDUNLOCK hm");
     pu_redis_resume(&x.m[2]);
@@ -352,8 +365,13 @@ TEST(redlock_renewal_needs_majority)
     PU_EVENTUALLY(pu_info_int(c, "leases_lost") >= 1, 3000);
     PU_ERR(c, "LOCKLOST", "REDUNLOCK wr");
     PU_ERR(c, "NOTOWNER", "REDUNLOCK wr");
-    redisFree(c);
+
+    /* A proxy that stops releases its REDLOCKs on every master first. */
+    ASSERT_TRUE(expect_validity(c, "REDLOCK %s", "ws") > 0);
     pu_env_stop(&x.e);
+    for (i = 0; i < NMASTERS; i++)
+        ASSERT_TRUE(!m_exists(&x, i, "ws"));
+    redisFree(c);
 }
 
 TEST_MAIN(TEST_CASE(redlock_basic), TEST_CASE(redlock_startup_needs_odd_masters),
