@@ -33,7 +33,8 @@
 # Settings (environment): LP_CLUSTER_RUNS (3), LP_CLUSTER_DURATION (5),
 # LP_CLUSTER_WARMUP (1), LP_CLUSTER_CLIENTS (1000), LP_CLUSTER_KEYS (10),
 # LP_CLUSTER_POOL (2, lockproxy --pool-size), LP_CLUSTER_LEASE_MS (30000),
-# LP_CLUSTER_ONLY (subset of "c1 c3"), LP_CLUSTER_OUT, LP_BENCH_BUILD_DIR.
+# LP_CLUSTER_ONLY (subset of "c1 c3"), LP_CLUSTER_OUT, LP_BENCH_BUILD_DIR;
+# LP_CLUSTER_SUMMARY=DIR only prints the summary of results already in DIR.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -88,17 +89,6 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
-
-if [ ! -x "$BENCH" ] || [ ! -x "$PROXY" ]; then
-    log "building Release into $BUILD"
-    cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DLP_BUILD_TESTS=OFF >"$tmp/build.log"
-    cmake --build "$BUILD" -j"$(nproc)" --target lockproxy lockproxy-bench >>"$tmp/build.log" 2>&1 ||
-        {
-            tail -n 30 "$tmp/build.log" >&2
-            exit 1
-        }
-fi
-mkdir -p "$OUT"
 
 port_busy() {
     (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
@@ -190,6 +180,107 @@ start_proxy() {
     wait_ping "$p"
 }
 
+# summary DIR: medians over the runs found in DIR (its key/value outputs),
+# and ratios as medians of the per-run ratios (targets compared within the
+# same run; clusters compared run i against run i).
+summary() {
+    python3 - "$1" <<'EOF'
+import glob, math, re, statistics, sys
+out = sys.argv[1]
+files = glob.glob(f"{out}/c*-*-*.kv")
+runs = max((int(re.search(r"-(\d+)\.kv$", f).group(1)) for f in files), default=0)
+only = [c for c in ("c1", "c3") if glob.glob(f"{out}/{c}-*.kv")]
+WLS, TS = ("uncontended", "contended"), ("proxy", "direct")
+
+def load(path):
+    kv = {}
+    try:
+        for line in open(path):
+            p = line.split()
+            if len(p) == 3:
+                kv.setdefault(p[0], {})[p[1]] = p[2]
+    except OSError:
+        pass
+    return kv
+
+def med(vals):
+    vals = [v for v in vals if not math.isnan(v)]
+    return statistics.median(vals) if vals else float("nan")
+
+def fig(kv, t, key):
+    return float(kv.get(t, {}).get(key, "nan"))
+
+kvs = {(c, wl): [load(f"{out}/{c}-{wl}-{r}.kv") for r in range(1, runs + 1)]
+       for c in only for wl in WLS}
+rows = {}
+for (c, wl), ks in kvs.items():
+    for t in TS:
+        col = lambda key, scale=1.0: med([fig(k, t, key) * scale for k in ks])
+        rows[(c, wl, t)] = {
+            "ops": col("ops_per_sec"), "p50": col("p50_us", 1e-3), "p99": col("p99_us", 1e-3),
+            "rcpu": col("redis_cpu_us_per_acq"), "rcmd": col("redis_cmds_per_acq"),
+            "masters": col("redis_masters"),
+            "pcpu": med([fig(k, t, "proxy_cpu_s") / fig(k, t, "acquisitions") * 1e6
+                         for k in ks if fig(k, t, "acquisitions") > 0]),
+            "other": med([fig(k, t, "other_cpu_s") / fig(k, t, "seconds") * 100 for k in ks]),
+            "errors": sum(int(k.get(t, {}).get("errors", "0")) for k in ks),
+            "viol": sum(int(k.get(t, {}).get("violations", "0")) for k in ks),
+            "n": sum(1 for k in ks if k.get(t, {}).get("ran") == "1"),
+        }
+
+def ratio(pairs):
+    vals = [a / b for a, b in pairs if b and not math.isnan(a) and not math.isnan(b)]
+    if not vals:
+        return "n/a"
+    return f"x{statistics.median(vals):.2f} [" + ", ".join(f"{v:.2f}" for v in vals) + "]"
+
+print(f"lockproxy Redis Cluster benchmark: medians of {runs} run(s) (results in {out})")
+print(f"{'cluster':8} {'workload':12} {'target':7} {'ops/s':>9} {'p50 ms':>8} {'p99 ms':>8} "
+      f"{'Redis us/acq':>13} {'cmds/acq':>9} {'proxy us/acq':>13} {'other %':>8} {'err':>4} "
+      f"{'viol':>4} runs")
+for (c, wl, t), r in rows.items():
+    label = f"{c}({int(r['masters']) if r['masters'] == r['masters'] else '?'}m)"
+    print(f"{label:8} {wl:12} {t:7} {r['ops']:9.0f} {r['p50']:8.2f} {r['p99']:8.2f} "
+          f"{r['rcpu']:13.2f} {r['rcmd']:9.2f} {r['pcpu']:13.2f} {r['other']:8.0f} "
+          f"{r['errors']:4d} {r['viol']:4d} {r['n']}/{runs}")
+print("Redis us/acq: Redis CPU per acquisition summed over the cluster's masters;"
+      " other %: CPU other processes took in the measured phase, % of one core (noise)")
+print()
+print("proxy/direct, median of the per-run ratios [per run]: ops/s; Redis CPU per acquisition")
+for (c, wl), ks in kvs.items():
+    ops = ratio([(fig(k, "proxy", "ops_per_sec"), fig(k, "direct", "ops_per_sec")) for k in ks])
+    cpu = ratio([(fig(k, "proxy", "redis_cpu_us_per_acq"),
+                  fig(k, "direct", "redis_cpu_us_per_acq")) for k in ks])
+    print(f"  {c} {wl:12} ops {ops};  Redis CPU/acq {cpu}")
+if "c1" in only and "c3" in only:
+    print("3 masters / 1 master, run i against run i: ops/s; Redis CPU per acquisition (summed)")
+    for wl in WLS:
+        for t in TS:
+            a, b = kvs[("c1", wl)], kvs[("c3", wl)]
+            ops = ratio([(fig(y, t, "ops_per_sec"), fig(x, t, "ops_per_sec"))
+                         for x, y in zip(a, b)])
+            cpu = ratio([(fig(y, t, "redis_cpu_us_per_acq"), fig(x, t, "redis_cpu_us_per_acq"))
+                         for x, y in zip(a, b)])
+            print(f"  {wl:12} {t:7} ops {ops};  Redis CPU/acq {cpu}")
+EOF
+}
+
+if [ -n "${LP_CLUSTER_SUMMARY:-}" ]; then
+    summary "$LP_CLUSTER_SUMMARY"
+    exit 0
+fi
+
+if [ ! -x "$BENCH" ] || [ ! -x "$PROXY" ]; then
+    log "building Release into $BUILD"
+    cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DLP_BUILD_TESTS=OFF >"$tmp/build.log"
+    cmake --build "$BUILD" -j"$(nproc)" --target lockproxy lockproxy-bench >>"$tmp/build.log" 2>&1 ||
+        {
+            tail -n 30 "$tmp/build.log" >&2
+            exit 1
+        }
+fi
+mkdir -p "$OUT"
+
 {
     echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
     echo "kernel: $(uname -srm)"
@@ -232,72 +323,7 @@ for c in $ONLY; do
     done
 done
 
-# Summary: medians over the runs, from the key/value outputs.
-python3 - "$OUT" "$RUNS" "$ONLY" <<'EOF' | tee "$OUT/summary.txt"
-import math, statistics, sys
-out, runs, only = sys.argv[1], int(sys.argv[2]), sys.argv[3].split()
-
-def load(path):
-    kv = {}
-    try:
-        for line in open(path):
-            p = line.split()
-            if len(p) == 3:
-                kv.setdefault(p[0], {})[p[1]] = p[2]
-    except OSError:
-        pass
-    return kv
-
-def med(vals):
-    vals = [v for v in vals if not math.isnan(v)]
-    return statistics.median(vals) if vals else float("nan")
-
-rows = {}
-for c in only:
-    for wl in ("uncontended", "contended"):
-        kvs = [load(f"{out}/{c}-{wl}-{r}.kv") for r in range(1, runs + 1)]
-        for t in ("proxy", "direct"):
-            def col(key, scale=1.0):
-                return med([float(k.get(t, {}).get(key, "nan")) * scale for k in kvs])
-            acq = col("acquisitions")
-            pcpu = col("proxy_cpu_s")
-            rows[(c, wl, t)] = {
-                "ops": col("ops_per_sec"), "p50": col("p50_us", 1e-3), "p99": col("p99_us", 1e-3),
-                "rcpu": col("redis_cpu_us_per_acq"), "rcmd": col("redis_cmds_per_acq"),
-                "masters": col("redis_masters"),
-                "pcpu": pcpu / acq * 1e6 if acq and acq == acq else float("nan"),
-                "other": col("other_cpu_s") / col("seconds") * 100,
-                "errors": sum(int(k.get(t, {}).get("errors", "0")) for k in kvs),
-                "viol": sum(int(k.get(t, {}).get("violations", "0")) for k in kvs),
-                "n": sum(1 for k in kvs if k.get(t, {}).get("ran") == "1"),
-            }
-
-print(f"lockproxy Redis Cluster benchmark: medians of {runs} run(s) (results in {out})")
-print(f"{'cluster':8} {'workload':12} {'target':7} {'ops/s':>9} {'p50 ms':>8} {'p99 ms':>8} "
-      f"{'Redis us/acq':>13} {'cmds/acq':>9} {'proxy us/acq':>13} {'other %':>8} {'err':>4} "
-      f"{'viol':>4} runs")
-for (c, wl, t), r in rows.items():
-    label = f"{c}({int(r['masters']) if r['masters'] == r['masters'] else '?'}m)"
-    print(f"{label:8} {wl:12} {t:7} {r['ops']:9.0f} {r['p50']:8.2f} {r['p99']:8.2f} "
-          f"{r['rcpu']:13.2f} {r['rcmd']:9.2f} {r['pcpu']:13.2f} {r['other']:8.0f} {r['errors']:4d} "
-          f"{r['viol']:4d} "
-          f"{r['n']}/{runs}")
-print("other %: CPU taken by other processes during the measured phase, % of one core (noise)")
-print()
-print("ratios: proxy/direct on each cluster (ops/s, Redis CPU per acquisition summed over masters)")
-for c in only:
-    for wl in ("uncontended", "contended"):
-        p, d = rows.get((c, wl, "proxy")), rows.get((c, wl, "direct"))
-        if p and d and d["ops"] and d["rcpu"]:
-            print(f"  {c} {wl:12} ops x{p['ops'] / d['ops']:.2f}   Redis CPU/acq x{p['rcpu'] / d['rcpu']:.2f}")
-if "c1" in only and "c3" in only:
-    print("ratios: 3 masters / 1 master for each target (ops/s, Redis CPU per acquisition summed)")
-    for wl in ("uncontended", "contended"):
-        for t in ("proxy", "direct"):
-            a, b = rows[("c1", wl, t)], rows[("c3", wl, t)]
-            if a["ops"] and a["rcpu"]:
-                print(f"  {wl:12} {t:7} ops x{b['ops'] / a['ops']:.2f}   Redis CPU/acq x{b['rcpu'] / a['rcpu']:.2f}")
-EOF
+summary "$OUT" | tee "$OUT/summary.txt"
 if [ "$failures" -gt 0 ]; then
     log "$failures run(s) failed (see $OUT/*.txt)"
     exit 1

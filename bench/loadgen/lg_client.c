@@ -249,6 +249,8 @@ static void on_timer(struct sched_timer *t)
         lg_client_retry(c);
     } else if (c->state == LG_CS_BACKOFF) {
         lg_client_start(c);
+    } else if (c->state == LG_CS_AGAIN) {
+        lg_redirect_again(c);
     }
 }
 
@@ -429,6 +431,10 @@ static void on_greet_reply(struct lg_client *c, const redisReply *rep)
     const char *err = lg_greet_error(rep);
     char why[200];
 
+    if (c->moving) {
+        lg_redirect_greeted(c, err);
+        return;
+    }
     c->state = LG_CS_IDLE;
     if (!err) {
         lg_run_conn_done(c->run, 0);
@@ -442,11 +448,18 @@ static void on_greet_reply(struct lg_client *c, const redisReply *rep)
 /* Dispatches a reply by what c has in flight. */
 static void on_reply(struct lg_client *c, const redisReply *rep)
 {
-    if (c->state == LG_CS_GREET) {
+    if (c->state == LG_CS_GREET || c->state == LG_CS_MOVE) {
         on_greet_reply(c, rep);
         return;
     }
+    if (c->asking) {
+        c->asking = false;
+        if (rep->type == REDIS_REPLY_STATUS)
+            return;
+    }
     if (is_noscript(rep) && c->run->redisson && lg_scripts_resend_eval(c) == 0)
+        return;
+    if (c->run->cluster && rep->type == REDIS_REPLY_ERROR && lg_redirect_reply(c, rep))
         return;
     switch (c->state) {
     case LG_CS_ACQ:
@@ -467,8 +480,7 @@ static void on_reply(struct lg_client *c, const redisReply *rep)
 
 /* ---- connection callbacks ---------------------------------------------- */
 
-/* The connection is gone: give up whatever c holds or waits for. */
-static void client_die(struct lg_client *c, const char *why)
+void lg_client_die(struct lg_client *c, const char *why)
 {
     unsigned was = c->state;
 
@@ -504,12 +516,12 @@ static void client_on_data(struct sched_conn *conn, const char *data, size_t len
     void *rep;
 
     if (redisReaderFeed(c->rd, data, len) != REDIS_OK) {
-        client_die(c, "reply buffer: out of memory");
+        lg_client_die(c, "reply buffer: out of memory");
         return;
     }
     for (;;) {
         if (redisReaderGetReply(c->rd, &rep) != REDIS_OK) {
-            client_die(c, c->rd->errstr);
+            lg_client_die(c, c->rd->errstr);
             return;
         }
         if (!rep)
@@ -532,7 +544,7 @@ static void client_on_hangup(struct sched_conn *conn, int err)
         return;
     }
     snprintf(why, sizeof(why), "closed by peer%s%s", err ? ": " : "", err ? strerror(-err) : "");
-    client_die(c, why);
+    lg_client_die(c, why);
 }
 
 int lg_greet_send(struct sched_conn *conn, const struct lg_endpoint *ep)
@@ -555,20 +567,25 @@ static void client_on_connect(struct sched_conn *conn, int err)
     struct lg_client *c = LP_CONTAINER_OF(conn, struct lg_client, conn);
 
     if (err == 0) {
-        c->state = LG_CS_GREET;
+        c->state = c->moving ? LG_CS_MOVE : LG_CS_GREET;
         err = lg_greet_send(conn, c->run->cmd_ep);
         if (err == 0)
             return;
     }
     if (err < 0)
         sched_conn_close(conn, false);
-    lg_run_conn_done(c->run, err);
+    if (c->moving)
+        lg_redirect_connect_failed(c, err);
+    else
+        lg_run_conn_done(c->run, err);
 }
 
 static void client_on_release(struct sched_conn *conn)
 {
     struct lg_client *c = LP_CONTAINER_OF(conn, struct lg_client, conn);
 
+    if (c->moving && lg_redirect_released(c))
+        return;
     lg_run_conn_released(c->run);
 }
 

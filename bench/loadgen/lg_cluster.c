@@ -113,6 +113,7 @@ int lg_cluster_open(struct lg_run *r)
     for (unsigned i = 0; rc == 0 && i < cl->nmasters; i++)
         rc = lg_run_resolve(&cl->masters[i], &cl->addrs[i], err, cap);
     r->res->redis_nodes = cl->nmasters;
+    cl->nstat = cl->nmasters;
     return rc;
 }
 
@@ -169,6 +170,30 @@ int lg_cluster_scripts(struct lg_run *r)
     return 0;
 }
 
+int lg_cluster_node(struct lg_run *r, const char *host, const char *port, unsigned *idx)
+{
+    struct lg_cluster *cl = r->cluster;
+    unsigned before = cl->nmasters;
+    char err[160];
+    int i = master_index(cl, &r->o->redis, host, atoll(port));
+
+    if (i < 0)
+        return i;
+    if (cl->nmasters > before &&
+        lg_run_resolve(&cl->masters[i], &cl->addrs[i], err, sizeof(err)) < 0) {
+        cl->nmasters--;
+        return -EINVAL;
+    }
+    *idx = (unsigned)i;
+    return 0;
+}
+
+void lg_cluster_set_owner(struct lg_run *r, unsigned slot, unsigned idx)
+{
+    if (slot < LG_CLUSTER_SLOTS)
+        r->cluster->owner[slot] = (uint8_t)idx;
+}
+
 unsigned lg_cluster_master_of(const struct lg_run *r, unsigned key)
 {
     char name[128];
@@ -203,7 +228,7 @@ int lg_cluster_snapshot(const struct lg_run *r, struct lg_redis_snap *out, char 
     int rc = one ? 0 : -ENOMEM;
 
     memset(out, 0, sizeof(*out));
-    for (unsigned i = 0; rc == 0 && i < r->cluster->nmasters; i++) {
+    for (unsigned i = 0; rc == 0 && i < r->cluster->nstat; i++) {
         rc = lg_redis_snapshot(&r->cluster->masters[i], one, err, errlen);
         if (rc == 0)
             snap_add(out, one);

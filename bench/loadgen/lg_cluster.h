@@ -13,10 +13,10 @@
  *   - deletes the run's keys on the master of each.
  * The proxy target's clients connect to --proxy (a lockproxy started with
  * --upstream redis-cluster://...): only the figures and the clean-up use
- * the slot map there. The topology is taken as fixed for the run: a MOVED
- * or ASK reply is counted as an error (its text is the run's first error),
- * never followed, so a run during a reshard shows up as errors rather than
- * as slower figures. */
+ * the slot map there. A direct client answered MOVED, ASK or TRYAGAIN
+ * follows it (lg_redirect.c): the map is updated on MOVED, the client
+ * moves its connection to the master named and sends its request again,
+ * so a run through a reshard stays correct, its redirects counted. */
 #ifndef LP_BENCH_LOADGEN_LG_CLUSTER_H
 #define LP_BENCH_LOADGEN_LG_CLUSTER_H
 
@@ -36,6 +36,7 @@ extern "C" {
 
 struct lg_cluster {
     unsigned nmasters;                                  /* masters in the slot map */
+    unsigned nstat;                                     /* masters at the start: INFO summed */
     struct lg_endpoint masters[LG_CLUSTER_MAX_MASTERS]; /* their endpoints (seed's creds) */
     struct lg_addr addrs[LG_CLUSTER_MAX_MASTERS];       /* their resolved addresses */
     uint8_t owner[LG_CLUSTER_SLOTS];                    /* master index of each slot */
@@ -57,8 +58,16 @@ int lg_cluster_scripts(struct lg_run *r);
 /* The master that owns key index key. */
 unsigned lg_cluster_master_of(const struct lg_run *r, unsigned key);
 
-/* INFO cpu and commandstats of every master, summed into out (CPU added,
- * calls added by command name). Returns 0 or -errno with err set. */
+/* The index of master "host:port" (host "" = the seed's), added (and
+ * resolved) if new. Returns 0 or -errno (-ENOSPC: too many masters). */
+int lg_cluster_node(struct lg_run *r, const char *host, const char *port, unsigned *idx);
+
+/* MOVED: slot is now served by master idx. */
+void lg_cluster_set_owner(struct lg_run *r, unsigned slot, unsigned idx);
+
+/* INFO cpu and commandstats of every master known at the start (one that
+ * appears during the run would add all its CPU), summed into out (CPU
+ * added, calls added by command name). Returns 0 or -errno with err set. */
 int lg_cluster_snapshot(const struct lg_run *r, struct lg_redis_snap *out, char *err,
                         size_t errlen);
 

@@ -67,6 +67,7 @@ static void kv_extra(FILE *f, const char *t, const struct lg_result *res)
     }
     fprintf(f, "%s polls %llu\n%s noscripts %llu\n", t, (unsigned long long)res->polls, t,
             (unsigned long long)res->noscripts);
+    fprintf(f, "%s redirects %llu\n", t, (unsigned long long)res->redirects);
     kv_num(f, t, "keys_deleted", res->cleaned, (double)res->keys_deleted);
 }
 

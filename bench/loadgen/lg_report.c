@@ -172,6 +172,8 @@ static void print_direct(const struct lg_opts *o, const struct lg_result *res)
     if (o->workload == LG_WL_RWLOCK || o->workload == LG_WL_SEMAPHORE)
         printf("; latch timeouts %llu (%s)", (unsigned long long)res->latch_timeouts,
                o->workload == LG_WL_RWLOCK ? "waited out the PTTL" : "re-checks after 1 s");
+    if (o->cluster)
+        printf("; MOVED/ASK/TRYAGAIN followed %llu", (unsigned long long)res->redirects);
     printf("\n");
 }
 

@@ -30,6 +30,7 @@ struct lg_result {
     uint64_t latch_timeouts;                  /* direct: latch waits ended by PTTL/re-check */
     uint64_t polls;                           /* twemproxy: retries after a poll delay */
     uint64_t noscripts;                       /* EVALSHA re-sent as EVAL after NOSCRIPT */
+    uint64_t redirects;                       /* --cluster: MOVED/ASK/TRYAGAIN followed (run) */
     double rate_asked;                        /* --rate: cycles/s asked, 0: closed loop */
     double rate_achieved;                     /* --rate: cycles/s completed */
     struct lg_hist *lag;                      /* owned: --rate: send time - slot start */

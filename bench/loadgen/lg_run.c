@@ -559,13 +559,18 @@ int lg_run_resolve(const struct lg_endpoint *ep, struct lg_addr *a, char *err, s
 /* Where connection i goes: the clients to the target, the pub/sub
  * connections to Redis; with --cluster, a direct client and its pub/sub
  * connection (one per client) to the master of the client's key. */
-static const struct lg_addr *conn_addr(const struct lg_run *r, unsigned i)
+static const struct lg_addr *conn_addr(struct lg_run *r, unsigned i)
 {
     bool cl = i < r->nclients;
-    unsigned key = r->clients[cl ? i : i - r->nclients].key;
+    struct lg_client *c = &r->clients[cl ? i : i - r->nclients];
 
-    if (r->cluster && r->redisson)
-        return &r->cluster->addrs[lg_cluster_master_of(r, key)];
+    if (r->cluster && r->redisson) {
+        unsigned m = lg_cluster_master_of(r, c->key);
+
+        if (cl)
+            c->master = m;
+        return &r->cluster->addrs[m];
+    }
     return cl ? &r->cmd_addr : &r->sub_addr;
 }
 

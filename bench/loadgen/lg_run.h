@@ -66,6 +66,8 @@ enum lg_client_state {
     LG_CS_GREET = 10,  /* new connection: AUTH or PING sent, not answered */
     LG_CS_POLL = 11,   /* twemproxy: waiting out the poll delay */
     LG_CS_SCHED = 12,  /* --rate: waiting for the start of its next slot */
+    LG_CS_MOVE = 13,   /* --cluster: reconnecting to another master (MOVED/ASK) */
+    LG_CS_AGAIN = 14,  /* --cluster: TRYAGAIN, re-sending after a pause */
 };
 
 /* What a grant gives a client, for the exclusion check. */
@@ -136,6 +138,18 @@ struct lg_client {
     size_t rel_len;           /* bytes in rel_cmd */
     struct lg_req wacq;       /* rwlock: write-lock acquire (acq_cmd: read lock) */
     struct lg_req wrel;       /* rwlock: write-lock release (rel_cmd: read lock) */
+    unsigned resume;          /* --cluster: the state to re-send in after a redirect */
+    unsigned master;          /* --cluster: the master its connection goes to */
+    bool asking;              /* --cluster: ASKING sent, its +OK not read yet */
+    bool ask_next;            /* --cluster: send ASKING before the re-sent request */
+    unsigned moving;          /* --cluster: enum lg_move_step */
+};
+
+/* Where a client's move to another master is (lg_redirect.c). */
+enum lg_move_step {
+    LG_MV_NONE = 0,       /* not moving */
+    LG_MV_CLOSING = 1,    /* the old connection is closing */
+    LG_MV_CONNECTING = 2, /* the new one is connecting or being greeted */
 };
 
 enum lg_sub_state {
@@ -325,6 +339,10 @@ extern const struct sched_conn_ops lg_client_ops;
 int lg_client_init(struct lg_client *c, struct lg_run *r, unsigned id);
 void lg_client_deinit(struct lg_client *c);
 
+/* The connection is gone or unusable: gives up whatever c holds or waits
+ * for, counts why (may be NULL) as an error, goes idle. */
+void lg_client_die(struct lg_client *c, const char *why);
+
 /* Starts a cycle, or goes idle when the run no longer cycles. */
 void lg_client_start(struct lg_client *c);
 
@@ -402,6 +420,27 @@ int lg_scripts_resend_eval(struct lg_client *c);
  * target's endpoint when it takes DEL (Redis, twemproxy) or through --redis
  * (proxy target), and records the count (or why it could not) in r->res. */
 void lg_clean_keys(struct lg_run *r);
+
+/* ---- lg_redirect.c ---------------------------------------------------- */
+
+/* --cluster: rep (an error reply to c's request in flight) is MOVED, ASK
+ * or TRYAGAIN: follows it (see lg_redirect.c) and returns true; false for
+ * any other reply. */
+bool lg_redirect_reply(struct lg_client *c, const redisReply *rep);
+
+/* c's connection was released: true when lg_redirect.c took it over (the
+ * client is moving to another master), false when the release is final. */
+bool lg_redirect_released(struct lg_client *c);
+
+/* The greeting of a moved connection was answered (err: NULL or why
+ * not): re-sends the request, or gives the client up. */
+void lg_redirect_greeted(struct lg_client *c, const char *err);
+
+/* A moved connection's connect failed (err < 0): gives the client up. */
+void lg_redirect_connect_failed(struct lg_client *c, int err);
+
+/* c's TRYAGAIN pause is over: re-sends its request. */
+void lg_redirect_again(struct lg_client *c);
 
 /* ---- lg_rw.c and lg_sem.c ---------------------------------------------- */
 

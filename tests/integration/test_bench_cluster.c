@@ -9,10 +9,15 @@
  * masters. Each master's own INFO commandstats must show EVALSHA calls (the
  * direct clients' and the proxy's work spread over every master), and their
  * sum must cover what the bench reports. Afterwards every master is empty.
+ * A slot migrated during a direct run (SETSLOT MIGRATING/IMPORTING,
+ * MIGRATE, SETSLOT NODE) must be followed: MOVED/ASK/TRYAGAIN counted as
+ * redirects, no error, no violation, every client finishing.
  * No timing assertion: the figures' size is for BENCHMARKS.md. Skips when
  * LP_BENCH_BIN is unset or redis-server / redis-cli are missing. */
 #include <sys/wait.h>
 
+#include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,7 +26,9 @@
 #include <hiredis/hiredis.h>
 
 #include "cluster_util.h"
+#include "common/clock.h"
 #include "harness.h"
+#include "pool/pool.h"
 #include "proxy_util.h"
 
 #define RUN_MS    120000
@@ -240,6 +247,139 @@ TEST(bench_cluster_proxy_vs_direct)
     free(x);
 }
 
+/* Starts the bench (argv) with its output in out_path; returns its pid. */
+static pid_t spawn_bench(const char *const *argv, const char *out_path)
+{
+    pid_t pid = fork();
+
+    ASSERT_TRUE(pid >= 0);
+    if (pid == 0) {
+        int fd = open(out_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+
+        if (fd >= 0) {
+            dup2(fd, 1);
+            dup2(fd, 2);
+        }
+        execv(argv[0], (char *const *)argv);
+        _exit(127);
+    }
+    return pid;
+}
+
+/* Waits (bounded) for pid; returns its wait status. */
+static int wait_bench(pid_t pid, int ms)
+{
+    uint64_t end = clock_mono_ms() + (uint64_t)ms;
+    int st = 0;
+
+    while (waitpid(pid, &st, WNOHANG) == 0) {
+        if (clock_mono_ms() > end) {
+            kill(pid, SIGKILL);
+            waitpid(pid, &st, 0);
+            TEST_FAIL("lockproxy-bench did not finish within %d ms", ms);
+        }
+        usleep(20000);
+    }
+    return st;
+}
+
+/* Moves slot to master to, tolerating keys that vanish meanwhile (the
+ * bench deletes its lock keys on every unlock: MIGRATE answers NOKEY). */
+static void migrate_live_slot(const struct bcx *x, int slot, int to)
+{
+    int from = rcluster_owner(&x->c, slot);
+
+    ASSERT_TRUE(from >= 0 && from != to);
+    rcluster_migrate_begin(&x->c, slot, from, to);
+    for (;;) {
+        redisReply *keys = rcluster_cmd(&x->c, from, "CLUSTER GETKEYSINSLOT %d 100", slot);
+        size_t n;
+
+        ASSERT_TRUE(keys && keys->type == REDIS_REPLY_ARRAY);
+        n = keys->elements;
+        for (size_t k = 0; k < n; k++) {
+            redisReply *m = rcluster_cmd(&x->c, from, "MIGRATE 127.0.0.1 %d %s 0 5000",
+                                         x->c.node[to].port, keys->element[k]->str);
+
+            ASSERT_TRUE(m && m->type == REDIS_REPLY_STATUS);
+            freeReplyObject(m);
+        }
+        freeReplyObject(keys);
+        if (n == 0)
+            break;
+    }
+    rcluster_migrate_finish(&x->c, slot, from, to);
+}
+
+TEST(bench_cluster_follows_migration)
+{
+    static char kv[KV_BYTES], out[OUT_BYTES];
+    struct bcx *x = calloc(1, sizeof(*x));
+    char kv_path[PU_PATH_MAX], out_path[PU_PATH_MAX];
+    const char *key = "mvbench:direct:0";
+    int slot, from, to;
+    pid_t pid;
+    int st;
+
+    ASSERT_TRUE(x != NULL);
+    bench_bin();
+    bcx_start(x);
+    snprintf(kv_path, sizeof(kv_path), "%.200s/cluster-migrate.kv", pu_tmpdir());
+    snprintf(out_path, sizeof(out_path), "%.200s/cluster-migrate.out", pu_tmpdir());
+    unlink(kv_path);
+    {
+        const char *argv[] = {bench_bin(),  "uncontended", "--cluster", "--redis",  x->seed,
+                              "--targets",  "direct",      "--clients", "20",       "--duration",
+                              "3",          "--warmup",    "0.3",       "--prefix", "mvbench",
+                              "--lease-ms", "2000",        "--io",      "epoll",    "--kv",
+                              kv_path,      NULL};
+
+        pid = spawn_bench(argv, out_path);
+    }
+    slot = pool_slot(key, strlen(key));
+    from = rcluster_owner(&x->c, slot);
+    to = rcluster_other_master(&x->c, from);
+    /* Client 0 is cycling on its key, then give it a second. */
+    PU_EVENTUALLY(rcluster_int(&x->c, from, "EXISTS %s", key) == 1, 20000);
+    usleep(1000000);
+    fprintf(stderr, "migrating slot %d (%s) from node %d to node %d\n", slot, key, from, to);
+    migrate_live_slot(x, slot, to);
+    st = wait_bench(pid, RUN_MS);
+    {
+        FILE *f = fopen(out_path, "r");
+        size_t got = f ? fread(out, 1, sizeof(out) - 1, f) : 0;
+
+        out[got] = '\0';
+        if (f)
+            fclose(f);
+    }
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+        TEST_FAIL("lockproxy-bench: wait status 0x%x; output:\n%s", st, out);
+    {
+        FILE *f = fopen(kv_path, "r");
+        size_t got;
+
+        if (!f)
+            TEST_FAIL("no --kv file; output:\n%s", out);
+        got = fread(kv, 1, KV_BYTES - 1, f);
+        kv[got] = '\0';
+        fclose(f);
+    }
+    fprintf(stderr, "direct: %.0f acquisitions, %.0f redirects followed\n",
+            kv_get(kv, "direct", "acquisitions"), kv_get(kv, "direct", "redirects"));
+    ASSERT_EQ(kv_get(kv, "direct", "ran"), 1);
+    ASSERT_TRUE(kv_get(kv, "direct", "acquisitions") > 0);
+    ASSERT_EQ(kv_get(kv, "direct", "errors"), 0);
+    ASSERT_EQ(kv_get(kv, "direct", "violations"), 0);
+    ASSERT_EQ(kv_get(kv, "direct", "stuck"), 0);
+    ASSERT_TRUE(kv_get(kv, "direct", "redirects") > 0);
+    ASSERT_EQ(rcluster_owner(&x->c, slot), to);
+    check_empty(x);
+    pu_proxy_stop(&x->p);
+    rcluster_cleanup(&x->c);
+    free(x);
+}
+
 /* A seed that is not a cluster node: a clear error, no run. */
 TEST(bench_cluster_refuses_plain_redis)
 {
@@ -265,4 +405,5 @@ TEST(bench_cluster_refuses_plain_redis)
     pu_env_stop(&e);
 }
 
-TEST_MAIN(TEST_CASE(bench_cluster_proxy_vs_direct), TEST_CASE(bench_cluster_refuses_plain_redis))
+TEST_MAIN(TEST_CASE(bench_cluster_proxy_vs_direct), TEST_CASE(bench_cluster_follows_migration),
+          TEST_CASE(bench_cluster_refuses_plain_redis))
