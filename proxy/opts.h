@@ -64,20 +64,18 @@ struct px_opts {
                                              3 LOCKPROXY_* environment */
     unsigned listen_layer;                /* the layer listen came from (a later one replaces it) */
     struct px_addr upstream;              /* the Redis server (or its sentinels) */
-    struct px_addr redlock[PX_REDLOCK_MAX]; /* REDLOCK's independent masters (nredlock) */
-    unsigned nredlock;                      /* --redlock-upstream given: 0, or odd >= 3 */
-    char sentinel_user[128];                /* the sentinels' AUTH user, "" for none */
-    char sentinel_password[256];            /* the sentinels' AUTH password, "" for no AUTH */
-    unsigned pool_size;                     /* pipelined upstream connections */
-    uint64_t watchdog_ms;                   /* lease used (and renewed) without LEASE */
-    enum px_on_disconnect on_disc;          /* fate of a dead connection's locks */
-    enum sched_io io;                       /* event loop backend */
-    unsigned max_clients;                   /* accepted client connections at once */
-    enum log_level log_level;               /* most verbose log level */
-    unsigned upstream_timeout_ms;           /* oldest upstream reply wait before failing */
-    uint64_t linger_ms;                     /* idle time before a channel is unsubscribed */
-    size_t max_request_bytes;               /* largest request (and unparsed input) per client */
-    unsigned max_args;                      /* most arguments in one request */
+    char sentinel_user[128];              /* the sentinels' AUTH user, "" for none */
+    char sentinel_password[256];          /* the sentinels' AUTH password, "" for no AUTH */
+    unsigned pool_size;                   /* pipelined upstream connections */
+    uint64_t watchdog_ms;                 /* lease used (and renewed) without LEASE */
+    enum px_on_disconnect on_disc;        /* fate of a dead connection's locks */
+    enum sched_io io;                     /* event loop backend */
+    unsigned max_clients;                 /* accepted client connections at once */
+    enum log_level log_level;             /* most verbose log level */
+    unsigned upstream_timeout_ms;         /* oldest upstream reply wait before failing */
+    uint64_t linger_ms;                   /* idle time before a channel is unsubscribed */
+    size_t max_request_bytes;             /* largest request (and unparsed input) per client */
+    unsigned max_args;                    /* most arguments in one request */
     unsigned max_pipeline;   /* requests outstanding per client before reading pauses */
     size_t out_soft;         /* unsent reply bytes that pause a client's reading, 0 off */
     size_t out_hard;         /* unsent reply bytes that close a client, 0 off */
