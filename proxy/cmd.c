@@ -19,6 +19,8 @@
 #include "proxy/info.h"
 #include "proxy/locks/latch.h"
 #include "proxy/locks/lock.h"
+#include "proxy/locks/multilock.h"
+#include "proxy/locks/redlock.h"
 #include "proxy/locks/semaphore.h"
 #include "proxy/multi.h"
 #include "proxy/push.h"
@@ -229,11 +231,12 @@ static const struct px_cmd_set conn_cmd_set = {conn_cmds, LP_ARRAY_SIZE(conn_cmd
 
 /* One line per module. */
 static const struct px_cmd_set *const cmd_sets[] = {
-    &conn_cmd_set,      &px_lock_cmd_set,
-    &px_rwlock_cmd_set, &px_fairlock_cmd_set, /* lock family: lock.h */
-    &px_sem_cmd_set,    &px_latch_cmd_set,
+    &conn_cmd_set,         &px_lock_cmd_set,
+    &px_rwlock_cmd_set,    &px_fairlock_cmd_set, /* lock family: lock.h */
+    &px_sem_cmd_set,       &px_latch_cmd_set,
     &px_push_cmd_set,  /* SUBSCRIBE lockproxy:lease-lost: push.h */
-    &px_multi_cmd_set, /* MULTI, EXEC, DISCARD: multi.h */
+    &px_multi_cmd_set, /* MULTI, EXEC, DISCARD, WATCH, UNWATCH: multi.h */
+    &px_multilock_cmd_set, &px_redlock_cmd_set,
 };
 
 struct cmd_entry {

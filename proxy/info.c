@@ -9,6 +9,7 @@
 
 #include "pool/pool.h"
 #include "proxy/client.h"
+#include "proxy/locks/redlock.h"
 #include "proxy/locks/semaphore.h"
 #include "proxy/metrics.h"
 #include "proxy/server.h"
@@ -233,6 +234,7 @@ static const struct info_section sections[] = {
     {"upstream", info_upstream},
     {"cluster", px_upstream_nodes_info},
     {"sentinel", info_sentinel},
+    {"redlock", px_redlock_info},
     {"stats", info_stats},
     {"sync", px_sync_info},
     {"tls", px_tls_info},

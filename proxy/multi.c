@@ -55,10 +55,10 @@ void px_multi_reject(struct px_req *req)
     px_req_done(req);
 }
 
-/* Commands that run at once inside a transaction. */
+/* Commands that run at once inside a transaction (WATCH: to refuse it). */
 static bool multi_runs_now(const struct px_cmd *c)
 {
-    static const char *const names[] = {"MULTI", "EXEC", "DISCARD", "QUIT"};
+    static const char *const names[] = {"MULTI", "EXEC", "DISCARD", "QUIT", "WATCH"};
     size_t i;
 
     for (i = 0; i < LP_ARRAY_SIZE(names); i++) {
@@ -174,9 +174,23 @@ static void cmd_exec(struct px_req *req)
     px_req_done(req);
 }
 
+/* WATCH would need one Redis transaction across names: refused clearly. */
+static void cmd_watch(struct px_req *req)
+{
+    finish_error(req, "ERR WATCH is not supported: lockproxy runs no Redis transaction across "
+                      "names (see MULTI in its README)");
+}
+
+/* UNWATCH: nothing is watched; clients send it defensively. */
+static void cmd_unwatch(struct px_req *req)
+{
+    px_reply_status(px_req_out(req), "OK");
+    px_req_done(req);
+}
+
 static const struct px_cmd multi_cmds[] = {
-    {"MULTI", 1, 1, cmd_multi, NULL, 0},
-    {"EXEC", 1, 1, cmd_exec, NULL, 0},
-    {"DISCARD", 1, 1, cmd_discard, NULL, 0},
+    {"MULTI", 1, 1, cmd_multi, NULL, 0},     {"EXEC", 1, 1, cmd_exec, NULL, 0},
+    {"DISCARD", 1, 1, cmd_discard, NULL, 0}, {"WATCH", 2, -1, cmd_watch, NULL, 0},
+    {"UNWATCH", 1, 1, cmd_unwatch, NULL, 0},
 };
 const struct px_cmd_set px_multi_cmd_set = {multi_cmds, LP_ARRAY_SIZE(multi_cmds)};

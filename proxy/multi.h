@@ -42,7 +42,8 @@ struct px_multi {
     struct list queue; /* owned: struct px_req queued since MULTI, in order */
 };
 
-/* MULTI, EXEC and DISCARD (cmd.c lists the set). */
+/* MULTI, EXEC, DISCARD, and WATCH (refused) and UNWATCH (a no-op); cmd.c
+ * lists the set. */
 extern const struct px_cmd_set px_multi_cmd_set;
 
 void px_multi_init(struct px_multi *m);

@@ -22,8 +22,9 @@ static const char usage_text[] =
     "\n"
     "A distributed-lock proxy in front of Redis, compatible with Redisson's\n"
     "layouts. Clients speak RESP (redis-cli, redis-py, Jedis...) and send\n"
-    "LOCK/TRYLOCK/UNLOCK/FORCEUNLOCK/LOCK.INFO/LOCK.LIST, RLOCK/WLOCK/RUNLOCK/WUNLOCK,\n"
-    "FAIRLOCK/FAIRUNLOCK, SEM.*, PSEM.* and LATCH.* (see the README).\n"
+    "LOCK/TRYLOCK/UNLOCK/FORCEUNLOCK/LOCK.INFO/LOCK.LIST,\n"
+    "RLOCK/WLOCK/RUNLOCK/WUNLOCK, FAIRLOCK/FAIRUNLOCK, MULTILOCK/MULTIUNLOCK,\n"
+    "REDLOCK/REDUNLOCK, SEM.*, PSEM.* and LATCH.* (see the README).\n"
     "\n"
     "Options:\n"
     "  --listen ADDR              client address, HOST:PORT, tls://HOST:PORT or\n"
@@ -37,6 +38,9 @@ static const char usage_text[] =
     "                             [user:password@]HOST:PORT[,HOST:PORT...]/NAME[/db]\n"
     "                             (credentials and db: the master's; no TLS:\n"
     "                             rediss-sentinel:// is refused)\n"
+    "  --redlock-upstream URL     an independent master for REDLOCK, redis://[user:\n"
+    "                             password@]HOST:PORT[/db]; give it 3, 5, 7 or 9\n"
+    "                             times (an odd number); REDLOCK needs a majority\n"
     "  --sentinel-user NAME       AUTH user for the sentinels (default none)\n"
     "  --sentinel-password PASS   AUTH password for the sentinels (default none)\n"
     "  --pool-size N              pipelined upstream connections (default 2)\n"
@@ -327,16 +331,17 @@ int px_addr_parse(const char *s, struct px_addr *out)
 /* ---- the settings table --------------------------------------------------- */
 
 enum opt_kind {
-    OPT_ADDR = 0,    /* struct px_addr */
-    OPT_NUM = 1,     /* unsigned integer field of width bytes, in [min, max] */
-    OPT_ENUM = 2,    /* int-sized enum, index into names */
-    OPT_METRICS = 3, /* struct px_addr, or "off" / "" */
-    OPT_PASS = 4,    /* requirepass */
-    OPT_USER = 5,    /* user NAME rules... */
-    OPT_CONFIG = 6,  /* --config path (command line only) */
-    OPT_MODE = 7,    /* unsigned file mode, octal, 0 .. 0777 */
-    OPT_LISTEN = 8,  /* one more --listen address (a new layer replaces the list) */
-    OPT_STR = 9,     /* char array field of width bytes: a path or a name */
+    OPT_ADDR = 0,     /* struct px_addr */
+    OPT_NUM = 1,      /* unsigned integer field of width bytes, in [min, max] */
+    OPT_ENUM = 2,     /* int-sized enum, index into names */
+    OPT_METRICS = 3,  /* struct px_addr, or "off" / "" */
+    OPT_PASS = 4,     /* requirepass */
+    OPT_USER = 5,     /* user NAME rules... */
+    OPT_CONFIG = 6,   /* --config path (command line only) */
+    OPT_MODE = 7,     /* unsigned file mode, octal, 0 .. 0777 */
+    OPT_LISTEN = 8,   /* one more --listen address (a new layer replaces the list) */
+    OPT_STR = 9,      /* char array field of width bytes: a path or a name */
+    OPT_REDLOCK = 10, /* one more --redlock-upstream master */
 };
 
 struct opt_key {
@@ -363,6 +368,7 @@ static const char *const yes_no_names[] = {"no", "yes", NULL};
 static const struct opt_key keys[] = {
     {"listen", OPT_LISTEN, FIELD(listen), 0, 0, NULL, false},
     {"upstream", OPT_ADDR, FIELD(upstream), 0, 0, NULL, false},
+    {"redlock-upstream", OPT_REDLOCK, FIELD(redlock), 0, 0, NULL, false},
     {"sentinel-user", OPT_STR, STR(sentinel_user), 0, 0, NULL, false},
     {"sentinel-password", OPT_STR, STR(sentinel_password), 0, 0, NULL, false},
     {"pool-size", OPT_NUM, NUM(pool_size), 1, 64, NULL, false},
@@ -580,6 +586,17 @@ static int set_addr(struct px_opts *o, const struct opt_key *k, const char *v, c
                  parsed.cluster ? "redis-cluster://" : "redis-sentinel://", v);
         return -EINVAL;
     }
+    if (k->kind == OPT_REDLOCK) {
+        if (parsed.tls || parsed.path[0] || o->nredlock >= PX_REDLOCK_MAX) {
+            snprintf(why, n, "%s",
+                     o->nredlock >= PX_REDLOCK_MAX
+                         ? "too many masters"
+                         : "takes redis://[user:password@]HOST:PORT[/db] only");
+            return -EINVAL;
+        }
+        o->redlock[o->nredlock++] = parsed;
+        return 0;
+    }
     if (k->kind != OPT_LISTEN) {
         *a = parsed;
         return 0;
@@ -647,6 +664,7 @@ int px_opts_set(struct px_opts *o, const char *key, int nvals, const char *const
     case OPT_ADDR:
     case OPT_METRICS:
     case OPT_LISTEN:
+    case OPT_REDLOCK:
         return set_addr(o, k, vals[0], why, n);
     case OPT_STR:
         return set_str(o, k, vals[0], why, n);
@@ -822,6 +840,9 @@ static bool key_same(const struct opt_key *k, const struct px_opts *a, const str
     case OPT_LISTEN:
         return a->nlisten == b->nlisten &&
                memcmp(a->listen, b->listen, a->nlisten * sizeof(a->listen[0])) == 0;
+    case OPT_REDLOCK:
+        return a->nredlock == b->nredlock &&
+               memcmp(a->redlock, b->redlock, a->nredlock * sizeof(a->redlock[0])) == 0;
     case OPT_STR:
         return strcmp(pa, pb) == 0;
     case OPT_NUM:
@@ -869,6 +890,13 @@ int px_opts_check(const struct px_opts *o, char *msg, size_t n)
     }
     if (o->up_tls_key_file[0] && !o->up_tls_cert_file[0]) {
         snprintf(msg, n, "--upstream-tls-key-file needs --upstream-tls-cert-file");
+        return -EINVAL;
+    }
+    if (o->nredlock > 0 && (o->nredlock < 3 || o->nredlock % 2 == 0)) {
+        snprintf(msg, n,
+                 "--redlock-upstream needs an odd number of independent masters, 3 or more "
+                 "(got %u): a majority of an even number tolerates no more failures",
+                 o->nredlock);
         return -EINVAL;
     }
     if (o->tls_key_file[0] && !o->tls_cert_file[0]) {

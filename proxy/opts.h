@@ -22,6 +22,7 @@ struct px_auth;
 #define PX_CONFIG_PATH_MAX 1024u /* longest --config path */
 #define PX_PATH_MAX        1024u /* longest certificate, key or CA file path */
 #define PX_LISTEN_MAX      8u    /* most --listen addresses */
+#define PX_REDLOCK_MAX     9u    /* most --redlock-upstream masters */
 
 enum px_on_disconnect {
     PX_DISCONNECT_RELEASE = 0, /* release a dead connection's locks at once */
@@ -63,18 +64,20 @@ struct px_opts {
                                              3 LOCKPROXY_* environment */
     unsigned listen_layer;                /* the layer listen came from (a later one replaces it) */
     struct px_addr upstream;              /* the Redis server (or its sentinels) */
-    char sentinel_user[128];              /* the sentinels' AUTH user, "" for none */
-    char sentinel_password[256];          /* the sentinels' AUTH password, "" for no AUTH */
-    unsigned pool_size;                   /* pipelined upstream connections */
-    uint64_t watchdog_ms;                 /* lease used (and renewed) without LEASE */
-    enum px_on_disconnect on_disc;        /* fate of a dead connection's locks */
-    enum sched_io io;                     /* event loop backend */
-    unsigned max_clients;                 /* accepted client connections at once */
-    enum log_level log_level;             /* most verbose log level */
-    unsigned upstream_timeout_ms;         /* oldest upstream reply wait before failing */
-    uint64_t linger_ms;                   /* idle time before a channel is unsubscribed */
-    size_t max_request_bytes;             /* largest request (and unparsed input) per client */
-    unsigned max_args;                    /* most arguments in one request */
+    struct px_addr redlock[PX_REDLOCK_MAX]; /* REDLOCK's independent masters (nredlock) */
+    unsigned nredlock;                      /* --redlock-upstream given: 0, or odd >= 3 */
+    char sentinel_user[128];                /* the sentinels' AUTH user, "" for none */
+    char sentinel_password[256];            /* the sentinels' AUTH password, "" for no AUTH */
+    unsigned pool_size;                     /* pipelined upstream connections */
+    uint64_t watchdog_ms;                   /* lease used (and renewed) without LEASE */
+    enum px_on_disconnect on_disc;          /* fate of a dead connection's locks */
+    enum sched_io io;                       /* event loop backend */
+    unsigned max_clients;                   /* accepted client connections at once */
+    enum log_level log_level;               /* most verbose log level */
+    unsigned upstream_timeout_ms;           /* oldest upstream reply wait before failing */
+    uint64_t linger_ms;                     /* idle time before a channel is unsubscribed */
+    size_t max_request_bytes;               /* largest request (and unparsed input) per client */
+    unsigned max_args;                      /* most arguments in one request */
     unsigned max_pipeline;   /* requests outstanding per client before reading pauses */
     size_t out_soft;         /* unsent reply bytes that pause a client's reading, 0 off */
     size_t out_hard;         /* unsent reply bytes that close a client, 0 off */

@@ -27,6 +27,7 @@
 #include "proxy/http.h"
 #include "proxy/locks/jobs.h"
 #include "proxy/locks/locks.h"
+#include "proxy/locks/redlock.h"
 #include "proxy/locks/scripts.h"
 #include "proxy/metrics.h"
 #include "proxy/protect.h"
@@ -284,6 +285,8 @@ int px_server_create(struct px_server **out, const struct px_opts *opts)
         goto err_free;
     srv->start_ms = sched_loop_now_ms(srv->loop);
     rc = server_pool(srv);
+    if (rc == 0)
+        rc = px_redlock_start(srv);
     if (rc < 0)
         goto err_loop;
     if ((rc = px_cmd_init()) < 0 || (rc = px_locks_init(srv)) < 0)
@@ -320,7 +323,9 @@ static void server_drain(struct px_server *srv)
     } while ((st.inflight > 0 || srv->nclients > 0 || px_jobs_busy(srv)) &&
              clock_mono_ms() < until);
     pool_stop(srv->pool);
-    while (!pool_is_stopped(srv->pool) && clock_mono_ms() < until + PX_DRAIN_MS)
+    px_redlock_stop(srv);
+    while ((!pool_is_stopped(srv->pool) || !px_redlock_stopped(srv)) &&
+           clock_mono_ms() < until + PX_DRAIN_MS)
         sched_loop_run_once(srv->loop, 10);
 }
 
@@ -338,7 +343,8 @@ static int server_accept_when_settled(struct px_server *srv)
     do {
         sched_loop_run_once(srv->loop, 10);
         pool_get_stats(srv->pool, &st);
-    } while (strcmp(st.state, "connecting") == 0 && clock_mono_ms() < until);
+    } while ((strcmp(st.state, "connecting") == 0 || px_redlock_connecting(srv)) &&
+             clock_mono_ms() < until);
     for (i = 0; i < srv->nlisteners; i++) {
         struct px_listener *l = &srv->listeners[i];
 
@@ -405,6 +411,7 @@ void px_server_destroy(struct px_server *srv)
     px_metrics_destroy(srv);
     if (pool_is_stopped(srv->pool))
         pool_destroy(srv->pool);
+    px_redlock_destroy(srv);
     server_stop_listeners(srv);
     sched_loop_destroy(srv->loop);
     server_close_listen_fds(srv);

@@ -23,6 +23,7 @@ extern "C" {
 #endif
 
 struct pool;
+struct px_redlock;
 struct px_metrics;
 struct px_http;
 
@@ -74,9 +75,10 @@ struct px_listener {
 };
 
 struct px_server {
-    struct px_opts opts;                         /* configuration (copied) */
-    struct sched_loop *loop;                     /* owned: the event loop */
-    struct pool *pool;                           /* owned: upstream Redis */
+    struct px_opts opts;        /* configuration (copied) */
+    struct sched_loop *loop;    /* owned: the event loop */
+    struct pool *pool;          /* owned: upstream Redis */
+    struct px_redlock *redlock; /* owned: REDLOCK's masters (locks/redlock.c), or NULL */
     struct px_listener listeners[PX_LISTEN_MAX]; /* one per opts.listen[] */
     unsigned nlisteners;                         /* opts.nlisten once bound */
     struct px_tls_state tls;                     /* TLS contexts in use and counters */

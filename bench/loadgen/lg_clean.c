@@ -13,7 +13,8 @@
  *     which splits a multi-key DEL by server);
  *   - --redis for the proxy target, when the bench may use it (the lock
  *     owner keys of lockproxy's read locks carry the proxy's uuid, and
- *     lockproxy deletes them itself on unlock or disconnect).
+ *     lockproxy deletes them itself on unlock or disconnect);
+ *   - with --cluster, the master of each key's slot (lg_cluster.c).
  * Through lockproxy alone nothing is deleted: its locks are released by
  * UNLOCK or when the connection closes (lg_opts.c refuses the semaphore
  * workload there, since nothing could delete the semaphores). The count of
@@ -25,6 +26,7 @@
 
 #include <hiredis/hiredis.h>
 
+#include "bench/loadgen/lg_cluster.h"
 #include "bench/loadgen/lg_run.h"
 #include "bench/loadgen/lg_stats.h"
 
@@ -142,6 +144,10 @@ void lg_clean_keys(struct lg_run *r)
     ep = clean_endpoint(r, res->clean_note, sizeof(res->clean_note));
     if (!ep)
         return;
+    if (r->cluster) {
+        lg_cluster_clean(r);
+        return;
+    }
     memset(&cl, 0, sizeof(cl));
     cl.r = r;
     cl.batch = calloc(1, sizeof(*cl.batch));

@@ -9,9 +9,21 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench/loadgen/lg_cluster.h"
 #include "bench/loadgen/lg_run.h"
 #include "bench/loadgen/lg_stats.h"
 #include "common/compiler.h"
+
+/* INFO of the one Redis, or summed over every master with --cluster. */
+static int redis_snapshot(const struct lg_run *r, struct lg_redis_snap *out)
+{
+    char *err = r->res->redis_error;
+    size_t cap = sizeof(r->res->redis_error);
+
+    if (r->cluster)
+        return lg_cluster_snapshot(r, out, err, cap);
+    return lg_redis_snapshot(&r->o->redis, out, err, cap);
+}
 
 void lg_figures_begin(struct lg_run *r)
 {
@@ -20,8 +32,7 @@ void lg_figures_begin(struct lg_run *r)
 
     res->redis_local = lg_endpoint_is_local(&r->o->redis);
     if (r->o->redis_stats)
-        res->redis_ok = lg_redis_snapshot(&r->o->redis, r->snap0, res->redis_error,
-                                          sizeof(res->redis_error)) == 0;
+        res->redis_ok = redis_snapshot(r, r->snap0) == 0;
     else
         snprintf(res->redis_error, sizeof(res->redis_error),
                  "omitted: give --redis HOST:PORT (the Redis behind the target) for them");
@@ -37,6 +48,7 @@ static void redis_figures(struct lg_run *r, const struct lg_redis_snap *end)
     struct lg_result *res = r->res;
 
     res->redis_cpu_s = end->cpu_s - r->snap0->cpu_s;
+    res->redis_reads = end->reads - r->snap0->reads;
     lg_redis_delta(r->snap0, end, &res->redis_client_cmds, &res->redis_all_calls);
     res->ndelta = 0;
     for (unsigned i = 0; i < end->n; i++) {
@@ -67,8 +79,7 @@ static void snapshot_end(struct lg_run *r)
         res->sys_busy_s = cpu - r->sys_busy0;
     else
         res->sys_ok = false;
-    if (res->redis_ok && end &&
-        lg_redis_snapshot(&r->o->redis, end, res->redis_error, sizeof(res->redis_error)) == 0)
+    if (res->redis_ok && end && redis_snapshot(r, end) == 0)
         redis_figures(r, end);
     else
         res->redis_ok = false;

@@ -32,10 +32,13 @@ static void kv_redis(FILE *f, const char *t, const struct lg_result *res)
     double acq = res->acquisitions ? (double)res->acquisitions : 1.0;
 
     fprintf(f, "%s redis_ok %d\n", t, res->redis_ok ? 1 : 0);
+    fprintf(f, "%s redis_masters %u\n", t, res->redis_nodes);
     kv_num(f, t, "redis_cmds_per_acq", res->redis_ok, (double)res->redis_client_cmds / acq);
     kv_num(f, t, "redis_calls_per_acq", res->redis_ok, (double)res->redis_all_calls / acq);
     kv_num(f, t, "redis_cpu_s", res->redis_ok, res->redis_cpu_s);
     kv_num(f, t, "redis_cpu_us_per_acq", res->redis_ok, lg_result_redis_us_per_acq(res));
+    kv_num(f, t, "redis_cmds_per_read", res->redis_ok && res->redis_reads > 0,
+           (double)res->redis_client_cmds / (double)(res->redis_reads ? res->redis_reads : 1));
     kv_num(f, t, "scripts_per_sec", res->redis_ok, lg_result_scripts_per_sec(res));
     for (unsigned i = 0; res->redis_ok && i < res->ndelta; i++)
         fprintf(f, "%s cmd.%s %llu\n", t, res->delta[i].name,

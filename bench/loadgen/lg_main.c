@@ -87,7 +87,11 @@ static void print_endpoints(const struct lg_opts *o, const char *backend)
                lg_target_endpoint(o, o->targets[i])->name,
                lg_target_endpoint(o, o->targets[i])->pass[0] ? " (AUTH)" : "");
     printf("; bench event loop: %s (single thread)\n", backend);
-    if (o->redis_stats)
+    if (o->cluster)
+        printf("  Redis Cluster (seed %s): direct clients go to the master of their key's "
+               "slot; Redis figures summed over INFO of every master\n",
+               o->redis.name);
+    else if (o->redis_stats)
         printf("  Redis figures from INFO of %s\n", o->redis.name);
     else
         printf("  Redis figures omitted: give --redis HOST:PORT (the Redis behind the target) "

@@ -100,6 +100,16 @@ static const char help_text[] =
     "  --redis HOST:PORT  Redis for the direct targets and for the Redis figures\n"
     "                     of every target (default 127.0.0.1:6379); or unix:PATH\n"
     "  --twemproxy HOST:PORT  twemproxy (default 127.0.0.1:22121); or unix:PATH\n"
+    "  --cluster          --redis is a seed node of a Redis Cluster: the bench reads\n"
+    "                     CLUSTER SLOTS once; each direct client (and its pub/sub\n"
+    "                     connection) goes to the master of its key's slot, the\n"
+    "                     scripts SPUBLISH and waiters SSUBSCRIBE (Redisson's\n"
+    "                     sharded mode), the scripts are loaded on every master,\n"
+    "                     and the Redis figures (CPU, commands) are summed over\n"
+    "                     every master. The proxy target goes to --proxy (a\n"
+    "                     lockproxy with --upstream redis-cluster://...). Proxy and\n"
+    "                     direct only; uncontended, contended, reentrant; a MOVED\n"
+    "                     or ASK reply (the slot map changed) counts as an error\n"
     "  --target HOST:PORT the address of the one target in --targets (default\n"
     "                     --targets proxy): load-test a running deployment, e.g.\n"
     "                     --target lockproxy.staging:7379. Without --redis, the\n"
@@ -203,6 +213,9 @@ static const char help_text[] =
     "                     SET, INCRBY, ...) are\n"
     "                     reported separately as 'calls incl. scripts'. Counts all\n"
     "                     clients of that Redis, so keep it otherwise idle.\n"
+    "  Redis cmds/read    the same commands per read Redis made from a client socket\n"
+    "                     (INFO stats total_reads_processed): how well the target\n"
+    "                     batches (a proxy's pipeline, or 1 for one request each)\n"
     "  Redis scripts/s    EVALSHA + EVAL calls per second (INFO commandstats)\n"
     "  Redis CPU          INFO cpu used_cpu_sys + used_cpu_user delta\n"
     "  proxy CPU          utime + stime delta of --proxy-pid (proxy target) or\n"
@@ -691,6 +704,23 @@ static int decide_redis_stats(struct lg_opts *o)
     return 0;
 }
 
+/* --cluster: the lock workloads, proxy and direct, one request per client
+ * (a client's requests all go to the master of its one key). */
+static int check_cluster(const struct lg_opts *o)
+{
+    if (runs_kind(o, LG_TGT_DIRECT_SHARED) || runs_kind(o, LG_TGT_TWEMPROXY) ||
+        o->direct_shared_sub)
+        return fail("--cluster runs the proxy and direct targets only");
+    if (o->workload != LG_WL_UNCONTENDED && o->workload != LG_WL_CONTENDED &&
+        o->workload != LG_WL_REENTRANT)
+        return fail("--cluster runs the uncontended, contended and reentrant workloads");
+    if (o->pipeline > 0 || o->idle > 0)
+        return fail("--cluster does not take --pipeline or --idle");
+    if (!o->redis_stats || o->redis.is_unix)
+        return fail("--cluster needs --redis HOST:PORT, a seed node of the cluster");
+    return 0;
+}
+
 /* Cross-option rules, checked once everything is parsed. */
 static int check(struct lg_opts *o, struct cli_extra *cli)
 {
@@ -719,6 +749,8 @@ static int check(struct lg_opts *o, struct cli_extra *cli)
         fprintf(stderr, "lockproxy-bench: --clients x --pipeline is too large\n");
         return -EINVAL;
     }
+    if (o->cluster && (rc = check_cluster(o)) < 0)
+        return rc;
     if (o->direct_shared_sub) {
         for (unsigned i = 0; i < o->ntargets; i++) {
             if (o->targets[i] == LG_TGT_DIRECT)
@@ -741,6 +773,10 @@ int lg_opts_parse(struct lg_opts *o, int argc, char **argv)
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
             fputs(help_text, stdout);
             return 1;
+        }
+        if (strcmp(a, "--cluster") == 0) {
+            o->cluster = true;
+            continue;
         }
         if (strcmp(a, "--direct-shared-sub") == 0) {
             o->direct_shared_sub = true;

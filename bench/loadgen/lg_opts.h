@@ -73,6 +73,7 @@ struct lg_opts {
     int proxy_pid;                          /* lockproxy pid for CPU figures, 0: n/a */
     int twemproxy_pid;                      /* nutcracker pid for CPU figures, 0: n/a */
     bool direct_shared_sub;                 /* "direct" shares subscriptions per key */
+    bool cluster;                           /* --redis is a seed of a Redis Cluster */
     unsigned lease_ms;                      /* direct: lease passed to the scripts */
     const char *json_path;                  /* borrowed from argv: JSON output or NULL */
     const char *svg_path;                   /* borrowed from argv: SVG output or NULL */

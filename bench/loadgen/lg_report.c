@@ -122,11 +122,16 @@ static void print_redis(const struct lg_result *res)
                per_acq(res, res->delta[i].calls));
     }
     printf("); %.2f calls incl. scripts\n", per_acq(res, res->redis_all_calls));
+    printf("  %-17s %.1f commands per read of a client socket (batching)\n", "Redis cmds/read",
+           res->redis_reads ? (double)res->redis_client_cmds / (double)res->redis_reads : 0.0);
     printf("  %-17s %.0f scripts/s (EVALSHA + EVAL)\n", "Redis scripts",
            lg_result_scripts_per_sec(res));
     print_cpu("Redis CPU", true, res->redis_cpu_s, res->seconds);
-    printf("  %-17s %.2f us of Redis CPU per acquisition\n", "Redis CPU/acq",
+    printf("  %-17s %.2f us of Redis CPU per acquisition", "Redis CPU/acq",
            lg_result_redis_us_per_acq(res));
+    if (res->redis_nodes > 0)
+        printf(" (summed over %u masters)", res->redis_nodes);
+    printf("\n");
 }
 
 /* What else ran: a benchmark on a shared machine is only as good as this. */
@@ -381,6 +386,7 @@ static void json_redis(FILE *f, const struct lg_result *res)
     fprintf(f, "\"scripts_per_sec\": %.1f, \"cpu_us_per_acq\": %.3f, \"local\": %s, ",
             lg_result_scripts_per_sec(res), lg_result_redis_us_per_acq(res),
             res->redis_local ? "true" : "false");
+    fprintf(f, "\"masters\": %u, ", res->redis_nodes);
     fprintf(f, "\"commands\": {");
     for (unsigned i = 0; i < res->ndelta; i++) {
         fprintf(f, "%s", i ? ", " : "");

@@ -49,10 +49,12 @@ struct lg_result {
     struct lg_hist *hist;                     /* owned: acquisition latency, measured phase */
     bool redis_ok;                            /* the Redis figures below are valid */
     bool redis_local;                         /* that Redis runs on this machine */
+    unsigned redis_nodes;                     /* --cluster: masters summed, 0: one Redis */
     char redis_error[160];                    /* why not */
     double redis_cpu_s;                       /* Redis CPU seconds in the measured phase */
     uint64_t redis_client_cmds;               /* commands clients sent to Redis */
     uint64_t redis_all_calls;                 /* all commandstats calls, incl. inside scripts */
+    uint64_t redis_reads;                     /* reads Redis made from client sockets */
     unsigned ndelta;                          /* entries in delta */
     struct lg_cmdstat delta[LG_MAX_CMDSTATS]; /* per-command call deltas */
     bool proxy_cpu_ok;                        /* proxy_cpu_s is valid */

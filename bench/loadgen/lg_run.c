@@ -49,6 +49,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench/loadgen/lg_cluster.h"
 #include "common/clock.h"
 #include "common/compiler.h"
 #include "common/util.h"
@@ -532,7 +533,7 @@ static void resolve_unix(const struct lg_endpoint *ep, struct lg_addr *a)
     a->len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n + 1);
 }
 
-static int resolve(const struct lg_endpoint *ep, struct lg_addr *a, char *err, size_t errlen)
+int lg_run_resolve(const struct lg_endpoint *ep, struct lg_addr *a, char *err, size_t errlen)
 {
     struct addrinfo hints, *res = NULL;
     int rc;
@@ -555,6 +556,19 @@ static int resolve(const struct lg_endpoint *ep, struct lg_addr *a, char *err, s
     return 0;
 }
 
+/* Where connection i goes: the clients to the target, the pub/sub
+ * connections to Redis; with --cluster, a direct client and its pub/sub
+ * connection (one per client) to the master of the client's key. */
+static const struct lg_addr *conn_addr(const struct lg_run *r, unsigned i)
+{
+    bool cl = i < r->nclients;
+    unsigned key = r->clients[cl ? i : i - r->nclients].key;
+
+    if (r->cluster && r->redisson)
+        return &r->cluster->addrs[lg_cluster_master_of(r, key)];
+    return cl ? &r->cmd_addr : &r->sub_addr;
+}
+
 /* Starts connects until CONNECT_WINDOW are in flight: clients first,
  * then the pub/sub connections. */
 static void connect_more(struct lg_run *r)
@@ -563,7 +577,7 @@ static void connect_more(struct lg_run *r)
            r->conns_next < r->conns_total) {
         unsigned i = r->conns_next;
         bool cl = i < r->nclients;
-        const struct lg_addr *a = cl ? &r->cmd_addr : &r->sub_addr;
+        const struct lg_addr *a = conn_addr(r, i);
         struct sched_conn *c = cl ? &r->clients[i].conn : &r->subs[i - r->nclients].conn;
         int rc = sched_conn_connect(r->loop, c, (const struct sockaddr *)&a->ss, a->len,
                                     cl ? &lg_client_ops : &lg_sub_ops);
@@ -633,6 +647,8 @@ static int load_scripts(struct lg_run *r)
         r->scripts[LG_SCR_ACQ].lua = acquire_lua;
         r->scripts[LG_SCR_REL].lua = unlock_lua;
     }
+    if (r->cluster && (rc = lg_cluster_scripts(r)) < 0)
+        return rc;
     return lg_scripts_prepare(r);
 }
 
@@ -725,11 +741,11 @@ static int resolve_all(struct lg_run *r)
 {
     char *err = r->res->error;
     size_t len = sizeof(r->res->error);
-    if (resolve(r->cmd_ep, &r->cmd_addr, err, len) < 0)
+    if (lg_run_resolve(r->cmd_ep, &r->cmd_addr, err, len) < 0)
         return -EINVAL;
     if (!r->redisson || r->polling)
         return 0;
-    return resolve(&r->o->redis, &r->sub_addr, err, len);
+    return lg_run_resolve(&r->o->redis, &r->sub_addr, err, len);
 }
 
 /* The proxy target with --tls-ca-cert-file: a client context that
@@ -758,6 +774,8 @@ int lg_run_target(struct sched_loop *l, const struct lg_opts *o, enum lg_target 
         return -ENOMEM;
     run_init(r, l, o, t, res);
     rc = resolve_all(r);
+    if (rc == 0 && o->cluster)
+        rc = lg_cluster_open(r);
     if (rc == 0)
         rc = tls_setup(r);
     if (rc == 0 && r->redisson)
@@ -774,6 +792,7 @@ int lg_run_target(struct sched_loop *l, const struct lg_opts *o, enum lg_target 
     }
     lg_clean_keys(r);
     run_teardown(r);
+    lg_cluster_close(r);
     sched_tls_ctx_put(r->tls);
     free(r);
     return rc;

@@ -39,6 +39,7 @@
 extern "C" {
 #endif
 
+struct lg_cluster;
 struct lg_run;
 struct lg_sub;
 struct sched_tls_ctx;
@@ -240,6 +241,7 @@ struct lg_run {
     uint64_t slot_ns;                      /* --rate: each client's slot length */
     uint64_t rate_t0_ns;                   /* --rate: start of the schedule */
     struct sched_timer rate_timer;         /* --rate: wakes the loop for the heap's head */
+    struct lg_cluster *cluster;            /* owned: --cluster: the slot map, else NULL */
 };
 
 /* Runs target t of o on loop l, filling res (res->hist must be allocated).
@@ -256,6 +258,9 @@ void lg_run_interrupt(void);
 bool lg_run_was_interrupted(void);
 
 /* ---- lg_run.c services for the clients --------------------------------- */
+
+/* Resolves ep (TCP or Unix) into a. Returns 0 or -EINVAL with err set. */
+int lg_run_resolve(const struct lg_endpoint *ep, struct lg_addr *a, char *err, size_t errlen);
 
 /* Writes the name of key index key ("<prefix>:<target>:<n>"). Returns the
  * length (truncated to cap - 1). */

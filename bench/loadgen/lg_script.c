@@ -9,12 +9,14 @@
  * yet, or was flushed) makes the client send the same request once as EVAL
  * with the script's text, which runs it and caches it; later EVALSHAs
  * succeed. That is what a client behind twemproxy has to do, and it also
- * covers a SCRIPT FLUSH during a direct run. The fallbacks are counted. */
+ * covers a SCRIPT FLUSH during a direct run. The fallbacks are counted.
+ * With --cluster the scripts are loaded on every master. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench/loadgen/lg_cluster.h"
 #include "bench/loadgen/lg_run.h"
 #include "bench/loadgen/lg_sha1.h"
 #include "bench/loadgen/lg_stats.h"
@@ -24,31 +26,44 @@
  * array header: the command name and the 40-digit name's length. */
 static const char evalsha_head[] = "$7\r\nEVALSHA\r\n$40\r\n";
 
+/* SCRIPT LOAD s on ep and checks the name Redis gives it. */
+static int load_on(struct lg_run *r, const struct lg_endpoint *ep, const struct lg_script *s)
+{
+    char *err = r->res->error;
+    size_t cap = sizeof(r->res->error);
+    char got[41];
+    int rc = lg_redis_script_load(ep, s->lua, got, err, cap);
+
+    if (rc < 0)
+        return rc;
+    if (strcmp(got, s->sha) != 0) {
+        snprintf(err, cap, "SCRIPT LOAD named a script %s, the bench computed %s", got, s->sha);
+        return -EPROTO;
+    }
+    return 0;
+}
+
 int lg_scripts_prepare(struct lg_run *r)
 {
     bool load = r->target == LG_TGT_DIRECT || r->target == LG_TGT_DIRECT_SHARED;
-    char *err = r->res->error;
-    size_t cap = sizeof(r->res->error);
+    int rc = 0;
 
-    for (unsigned i = 0; i < LG_NSCRIPTS; i++) {
+    for (unsigned i = 0; i < LG_NSCRIPTS && rc == 0; i++) {
         struct lg_script *s = &r->scripts[i];
-        char got[41];
-        int rc;
 
         if (!s->lua)
             continue;
         lg_sha1_hex(s->lua, strlen(s->lua), s->sha);
         if (!load)
             continue;
-        rc = lg_redis_script_load(&r->o->redis, s->lua, got, err, cap);
-        if (rc < 0)
-            return rc;
-        if (strcmp(got, s->sha) != 0) {
-            snprintf(err, cap, "SCRIPT LOAD named a script %s, the bench computed %s", got, s->sha);
-            return -EPROTO;
+        if (!r->cluster) {
+            rc = load_on(r, &r->o->redis, s);
+            continue;
         }
+        for (unsigned m = 0; m < r->cluster->nmasters && rc == 0; m++)
+            rc = load_on(r, &r->cluster->masters[m], s);
     }
-    return 0;
+    return rc;
 }
 
 static const struct lg_script *script_of(const struct lg_run *r, const char *sha)

@@ -118,7 +118,7 @@ int lg_redis_snapshot(const struct lg_endpoint *ep, struct lg_redis_snap *out, c
                       size_t errlen)
 {
     redisContext *rc;
-    char *stats, *cpu;
+    char *stats, *cpu, *misc;
 
     memset(out, 0, sizeof(*out));
     rc = connect_ep(ep, err, errlen);
@@ -126,13 +126,16 @@ int lg_redis_snapshot(const struct lg_endpoint *ep, struct lg_redis_snap *out, c
         return -ECONNREFUSED;
     stats = command_str(rc, "INFO commandstats", err, errlen);
     cpu = stats ? command_str(rc, "INFO cpu", err, errlen) : NULL;
-    if (stats && cpu) {
+    misc = cpu ? command_str(rc, "INFO stats", err, errlen) : NULL;
+    if (stats && cpu && misc) {
         parse_cmdstats(stats, out);
         out->cpu_s = info_double(cpu, "used_cpu_sys:") + info_double(cpu, "used_cpu_user:");
+        out->reads = (uint64_t)info_double(misc, "total_reads_processed:");
         out->ok = true;
     }
     free(stats);
     free(cpu);
+    free(misc);
     redisFree(rc);
     return out->ok ? 0 : -EPROTO;
 }
@@ -148,9 +151,10 @@ uint64_t lg_redis_calls(const struct lg_redis_snap *s, const char *name)
 
 bool lg_cmd_is_script_internal(const char *name)
 {
-    static const char *const inner[] = {
-        "exists", "hexists", "hincrby", "pexpire", "pttl",  "del", "publish", "hget",   "hmget",
-        "type",   "hset",    "hdel",    "hlen",    "hkeys", "get", "set",     "incrby", "decrby"};
+    static const char *const inner[] = {"exists", "hexists", "hincrby", "pexpire", "pttl",
+                                        "del",    "publish", "hget",    "hmget",   "spublish",
+                                        "type",   "hset",    "hdel",    "hlen",    "hkeys",
+                                        "get",    "set",     "incrby",  "decrby"};
 
     for (size_t i = 0; i < sizeof(inner) / sizeof(inner[0]); i++) {
         if (strcmp(name, inner[i]) == 0)

@@ -28,6 +28,7 @@ struct lg_cmdstat {
 struct lg_redis_snap {
     bool ok;                                /* the snapshot was read */
     double cpu_s;                           /* used_cpu_sys + used_cpu_user */
+    uint64_t reads;                         /* total_reads_processed (INFO stats) */
     unsigned n;                             /* entries in cmd */
     struct lg_cmdstat cmd[LG_MAX_CMDSTATS]; /* per-command call counters */
 };
@@ -44,7 +45,7 @@ redisContext *lg_redis_connect(const struct lg_endpoint *ep, int timeout_s, char
  * with a password. */
 int lg_redis_auth(redisContext *rc, const struct lg_endpoint *ep, char *err, size_t errlen);
 
-/* Reads INFO commandstats and INFO cpu from ep. Returns 0 (out->ok set) or
+/* Reads INFO commandstats, INFO cpu and INFO stats from ep. Returns 0 (out->ok set) or
  * -errno (-ECONNREFUSED, -EPROTO...); err gets a message on failure. */
 int lg_redis_snapshot(const struct lg_endpoint *ep, struct lg_redis_snap *out, char *err,
                       size_t errlen);
@@ -54,7 +55,7 @@ uint64_t lg_redis_calls(const struct lg_redis_snap *s, const char *name);
 
 /* True for commands that our Lua scripts run (so commandstats counts them
  * although no client sent them): exists, hexists, hincrby, pexpire, pttl,
- * del, publish, hget, hmget, type, and for the rwlock and semaphore scripts
+ * del, publish, spublish, hget, hmget, type, and for the rwlock and semaphore scripts
  * hset, hdel, hlen, hkeys, get, set, incrby, decrby. */
 bool lg_cmd_is_script_internal(const char *name);
 

@@ -35,7 +35,10 @@
  * Replies on a subscribed RESP2 connection are arrays: ["subscribe", ch, n],
  * ["unsubscribe", ch, n], ["message", ch, payload]. A subscribe
  * confirmation always belongs to the entry's current SUBSCRIBE: an entry is
- * only unsubscribed once subscribed, and Redis answers in order. */
+ * only unsubscribed once subscribed, and Redis answers in order. With
+ * --cluster the connection goes to the master of its client's key and uses
+ * the sharded commands (SSUBSCRIBE, SUNSUBSCRIBE; "ssubscribe", "smessage"
+ * replies), as the scripts SPUBLISH (lg_cluster.h). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -90,7 +93,7 @@ void lg_sub_join(struct lg_client *c, long long pttl)
     LP_BUG_ON(!e || c->sub_ref);
     c->run->cnt.waits++;
     if (e->state == LG_SUB_IDLE) {
-        if (send_sub_cmd(s, "SUBSCRIBE", c->key) < 0) {
+        if (send_sub_cmd(s, c->run->cluster ? "SSUBSCRIBE" : "SUBSCRIBE", c->key) < 0) {
             wait_without_sub(c, pttl);
             return;
         }
@@ -120,7 +123,7 @@ void lg_sub_leave(struct lg_client *c)
         return;
     e->state = LG_SUB_IDLE;
     e->permits = 0;
-    if (send_sub_cmd(s, "UNSUBSCRIBE", c->key) == 0)
+    if (send_sub_cmd(s, c->run->cluster ? "SUNSUBSCRIBE" : "UNSUBSCRIBE", c->key) == 0)
         c->run->cnt.unsubscribes++;
 }
 
@@ -162,7 +165,7 @@ static void on_confirmed(struct lg_sub *s, struct lg_sub_entry *e)
     e->state = LG_SUB_SUBSCRIBED;
     if (e->refs == 0) {
         e->state = LG_SUB_IDLE;
-        if (send_sub_cmd(s, "UNSUBSCRIBE", e->key) == 0)
+        if (send_sub_cmd(s, s->run->cluster ? "SUNSUBSCRIBE" : "UNSUBSCRIBE", e->key) == 0)
             s->run->cnt.unsubscribes++;
         return;
     }
@@ -254,6 +257,7 @@ static long long channel_key(const struct lg_sub *s, const char *ch, size_t len)
 static void on_push(struct lg_sub *s, const redisReply *rep)
 {
     const redisReply *kind, *ch;
+    const char *kind_name;
     struct lg_sub_entry *e;
     long long key;
 
@@ -263,13 +267,17 @@ static void on_push(struct lg_sub *s, const redisReply *rep)
     ch = rep->element[1];
     if (kind->type != REDIS_REPLY_STRING || ch->type != REDIS_REPLY_STRING)
         goto bad;
+    kind_name = kind->str;
     key = channel_key(s, ch->str, ch->len);
     e = key >= 0 ? entry_of(s, (unsigned)key) : NULL;
     if (!e)
         return;
-    if (strcmp(kind->str, "subscribe") == 0)
+    /* --cluster: the sharded kinds (ssubscribe, smessage). */
+    if (s->run->cluster && kind->str[0] == 's')
+        kind_name++;
+    if (strcmp(kind_name, "subscribe") == 0)
         on_confirmed(s, e);
-    else if (strcmp(kind->str, "message") == 0)
+    else if (strcmp(kind_name, "message") == 0)
         on_message(s, e, rep->element[2]);
     return;
 bad:

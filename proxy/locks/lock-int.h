@@ -1,7 +1,8 @@
 /* What lock.c (the acquire side) and unlock.c (the release side) share:
  * argument parsing, owner fields, the acquire op on the wait engine, the
  * plain kind and the scripts of lock.c. Private to those two files (and
- * list.c, which lists the acquire ops). */
+ * list.c, which lists the acquire ops, and multilock.c, whose names are
+ * plain locks). */
 #ifndef LP_PROXY_LOCKS_LOCK_INT_H
 #define LP_PROXY_LOCKS_LOCK_INT_H
 

@@ -15,6 +15,7 @@
 #include "proxy/locks/lock.h"
 #include "proxy/locks/locks.h"
 #include "proxy/locks/lua_scripts.h"
+#include "proxy/locks/multilock.h"
 #include "proxy/locks/repl.h"
 #include "proxy/locks/semaphore.h"
 #include "proxy/metrics.h"
@@ -37,9 +38,10 @@ static const struct px_script_set lock_script_set = {lock_scripts, PX_SCRIPT_COU
 
 /* One line per module; the reentrant lock stays first (its ids are base 0). */
 const struct px_script_set *const px_script_sets[] = {
-    &lock_script_set,        &px_lock_script_set,  &px_rwlock_script_set,
-    &px_fairlock_script_set, /* lock family: lock.h */
-    &px_sem_script_set,      &px_latch_script_set, NULL,
+    &lock_script_set,         &px_lock_script_set,
+    &px_rwlock_script_set,    &px_fairlock_script_set, /* lock family: lock.h */
+    &px_sem_script_set,       &px_latch_script_set,
+    &px_multilock_script_set, NULL,
 };
 
 static bool script_publishes[SCRIPTS_MAX];    /* by pool id */

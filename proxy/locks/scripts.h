@@ -77,7 +77,7 @@ extern const struct px_script_set *const px_script_sets[];
 size_t px_scripts_build(const struct pool_script **out);
 
 /* Most arguments (keys included) of a script that publishes. */
-#define PX_SCRIPT_PUBLISH_ARGS 15
+#define PX_SCRIPT_PUBLISH_ARGS 200 /* MULTIUNLOCK: 3 per name (64) + 1 */
 
 /* EVALSHA of script (a pool id) through the metrics (px_metrics_eval),
  * with the publish command appended when the script publishes, and, with

@@ -347,11 +347,15 @@ static void semop_granted(struct px_wait_op *w)
     px_reply_status(px_req_out(w->req), "OK");
 }
 
-/* Permits have no lease (never LATE). A grant for a closed connection, or
- * one fewer replicas than --sync-replicas acknowledged, goes back. An unknown outcome cannot be
- * told: the count has no owner, and returning permits that were not taken would make permits out of
+/* Permits have no lease (never LATE). A grant for a closed connection goes
+ * back. An unknown outcome cannot be told: the count has no owner, and
+ * returning permits that were not taken would make permits out of
  * nothing, so the proxy takes the safe side (they stay taken until
- * someone releases them), and counts and logs it. */
+ * someone releases them), and counts and logs it. A grant fewer replicas
+ * than --sync-replicas acknowledged is the same case: the master that
+ * applied it may be replaced by a replica that never saw it (a demoted
+ * master even cuts its WAIT short), and a return landing there would add
+ * permits nobody took (the Sentinel torture run saw 7 of 3). */
 static void semop_undo(struct px_wait_op *w, enum px_undo_why why)
 {
     static struct px_ratelog rl;
@@ -359,16 +363,17 @@ static void semop_undo(struct px_wait_op *w, enum px_undo_why why)
     const struct px_arg *name = &w->req->argv[1];
     uint64_t quiet;
 
-    if ((why == PX_UNDO_GONE && !s->keep) || why == PX_UNDO_UNREPLICATED)
+    if (why == PX_UNDO_GONE && !s->keep)
         sem_send_return(w->srv, name->p, name->len, s->permits);
-    if (why != PX_UNDO_UNKNOWN)
+    if (why != PX_UNDO_UNKNOWN && why != PX_UNDO_UNREPLICATED)
         return;
     px__sem_stats.sem_unknown++;
     if (px_ratelog_allow(&rl, sched_loop_now_ms(w->srv->loop), &quiet))
         log_msg(LOG_LVL_WARN,
-                "SEM.ACQUIRE of %lld permits of '%.*s': outcome unknown; if Redis applied it, "
-                "the permits stay taken until released (%llu similar not logged)",
+                "SEM.ACQUIRE of %lld permits of '%.*s': %s; if Redis applied it, the permits "
+                "stay taken until released (%llu similar not logged)",
                 (long long)s->permits, (int)LP_MIN(name->len, 200u), name->p,
+                why == PX_UNDO_UNKNOWN ? "outcome unknown" : "not replicated, refused",
                 (unsigned long long)quiet);
 }
 

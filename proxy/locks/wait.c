@@ -75,6 +75,7 @@
 
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "common/clock.h"
 #include "common/hmap.h"
@@ -248,6 +249,24 @@ static bool wait_join_channel(struct px_wait_op *op)
     return chlen > 0 && wait_join(op, chan, chlen);
 }
 
+/* A kind whose channel changed since the op joined (a MULTILOCK blocked by
+ * another of its names) leaves the old set; the op then joins the new
+ * channel's set as a first contended attempt does. */
+static void wait_follow_channel(struct px_wait_op *op)
+{
+    char chan[PX_CHANNEL_MAX];
+    size_t chlen;
+
+    if (!op->kind->moves)
+        return;
+    chlen = op->kind->channel(op, chan, sizeof(chan));
+    if (chlen == op->set->chlen && memcmp(chan, op->set->channel, chlen) == 0)
+        return;
+    px_waitset_leave(op->set, &op->member);
+    waiting_count[op->kind->stat]--;
+    op->set = NULL;
+}
+
 /* An attempt could not succeed yet. */
 static void wait_contended(struct px_wait_op *op, uint64_t repoll_ms, bool woken)
 {
@@ -257,6 +276,8 @@ static void wait_contended(struct px_wait_op *op, uint64_t repoll_ms, bool woken
         return wait_timeout(op);
     if (repoll_ms == 0)
         repoll_ms = PX_WAIT_RECHECK_MS;
+    if (op->set)
+        wait_follow_channel(op);
     if (op->set)
         return wait_sleep(op, repoll_ms, woken);
     if (!wait_join_channel(op))

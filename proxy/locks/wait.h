@@ -96,6 +96,9 @@ struct px_wait_kind {
     /* Writes the channel to wait on into out (cap bytes); returns its
      * length, 0 when it does not fit. */
     size_t (*channel)(const struct px_wait_op *op, char *out, size_t cap);
+    /* The channel may change between attempts (MULTILOCK: the name that
+     * blocked): a contended op moves to the new channel's set. */
+    bool moves;
     /* May a new waiter sleep behind this proxy's waiters of its channel
      * without a first attempt? NULL: never. */
     bool (*queue_behind)(const struct px_wait_op *op);

@@ -90,6 +90,12 @@ static void set_on_sub(struct pool_sub *s, enum pool_sub_event ev, const char *m
     }
 }
 
+void px_waitset_deliver(struct px_waitset *set, const char *msg, size_t len)
+{
+    if (set->sub.cb) /* set by pool_sub_start(), even when it failed */
+        set->sub.cb(&set->sub, POOL_SUB_MESSAGE, msg, len);
+}
+
 /* PX_WAKE_COUNT messages: "N" wakes min(N, members); the permits that
  * find nobody asleep stay for members whose retry is in flight. */
 static void set_on_sub_count(struct pool_sub *s, enum pool_sub_event ev, const char *msg,
@@ -167,6 +173,7 @@ static struct px_waitset *set_create(struct px_server *srv, const char *ch, size
     sched_sem_init(&set->sem, 0, 0);
     sched_timer_init(&set->linger, set_on_linger);
     hmap_insert(&srv->locks, &set->node, hash);
+    set->sub.cb = cb;
     if (pool_sub_start(srv->pool, &set->sub, ch, len, cb) == 0)
         set->subscribed = true;
     else

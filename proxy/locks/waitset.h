@@ -104,6 +104,11 @@ struct px_waitset *px_waitset_join(struct px_server *srv, const char *channel, s
 /* Leaves the set (unqueues m). The set may linger, then go. */
 void px_waitset_leave(struct px_waitset *set, struct px_waitset_member *m);
 
+/* A message on the set's channel heard elsewhere than on its own
+ * subscription (REDLOCK's masters, redlock.c): wakes members as one heard
+ * on it would. */
+void px_waitset_deliver(struct px_waitset *set, const char *msg, size_t len);
+
 /* Queues m on the set's semaphore until a wake-up. Returns true if a
  * stored permit was taken at once (m is not queued: the caller retries
  * now), false if m is now queued. */

@@ -3,8 +3,9 @@
  * run after an error while queueing, DISCARD, the errors of EXEC/DISCARD
  * without MULTI and of a nested MULTI, commands that would block run as
  * their one-attempt form, runtime errors as elements of the array, the
- * queue bounded by --max-pipeline, a transaction pipelined among other
- * commands, and a connection closed in the middle of one. */
+ * queue bounded by --max-pipeline (and a request over --max-args marking
+ * it), a transaction pipelined among other commands, and a connection
+ * closed in the middle of one. */
 #include <string.h>
 
 #include "harness.h"
@@ -98,6 +99,7 @@ TEST(multi_discard_and_errors)
 {
     struct pu_env e = {0};
     redisContext *c, *rc;
+    redisReply *r;
 
     pu_env_start(&e, "epoll", NULL);
     c = pu_client(&e);
@@ -112,6 +114,17 @@ TEST(multi_discard_and_errors)
     PU_ERR(c, "ERR DISCARD without MULTI", "DISCARD");
     PU_OK(c, "TRYLOCK %s", "md"); /* out of the transaction: runs at once */
     ASSERT_TRUE(pu_exists(rc, "md"));
+    /* WATCH is refused (outside and inside MULTI, without marking it);
+     * UNWATCH is a no-op. */
+    PU_ERR(c, "ERR WATCH is not supported", "WATCH %s", "md");
+    PU_OK(c, "UNWATCH");
+    PU_OK(c, "MULTI");
+    PU_ERR(c, "ERR WATCH is not supported", "WATCH %s", "md");
+    expect_queued(c, "UNWATCH%s", "");
+    r = pu_cmd(c, "EXEC");
+    ASSERT_TRUE(r->type == REDIS_REPLY_ARRAY && r->elements == 1);
+    PU_CHECK(r->element[0], PU_K_STATUS, 0, "OK");
+    freeReplyObject(r);
     /* Commands that change the connection cannot be queued. */
     PU_OK(c, "MULTI");
     PU_ERR(c, "ERR Command not allowed inside a transaction", "HELLO %d", 2);
@@ -165,7 +178,8 @@ TEST(multi_blocking_runs_once)
  * --max-pipeline bounding what one transaction may queue. */
 TEST(multi_pipelined_and_bounded)
 {
-    static const char *const extra[] = {"--max-pipeline", "8", NULL};
+    static const char *const extra[] = {"--max-pipeline", "8", "--max-args", "16", NULL};
+    const char *argv[20];
     struct pu_env e = {0};
     redisContext *c;
     redisReply *r;
@@ -201,6 +215,16 @@ TEST(multi_pipelined_and_bounded)
     for (int i = 0; i < 8; i++)
         expect_queued(c, "ECHO %s", "x");
     PU_ERR(c, "ERR transaction has more than 8 commands queued (--max-pipeline)", "ECHO %s", "x");
+    PU_ERR(c, EXECABORT, "EXEC");
+    /* A request over --max-args, skipped by the parser, marks it too. */
+    PU_OK(c, "MULTI");
+    argv[0] = "ECHO";
+    for (int i = 1; i < 20; i++)
+        argv[i] = "x";
+    redisAppendCommandArgv(c, 20, argv, NULL);
+    PU_CHECK((r = pu_recv(c)), PU_K_ERR, 0, "ERR request has more than 16 arguments");
+    freeReplyObject(r);
+    expect_queued(c, "TRYLOCK %s", "mlimit");
     PU_ERR(c, EXECABORT, "EXEC");
     /* Closing in the middle of a transaction frees it (and runs nothing). */
     PU_OK(c, "MULTI");

@@ -5,10 +5,13 @@
  *   master's commandstats count them); with the replica stopped
  *   (SIGSTOP) or killed, every acquire kind answers NOREPLICAS within
  *   about --sync-timeout and gives back what it took: nothing stays
- *   locked on the master, the semaphores keep their permits; refusals
+ *   locked on the master, PSEM permits go back (SEM permits stay taken,
+ *   as for an unknown outcome); refusals
  *   are counted and logged; once the replica is back, grants work again;
  * - Sentinel (sentinel_util: 1 master, 2 replicas, 3 sentinels) with
  *   --sync-replicas 2: grants work; both replicas stopped: NOREPLICAS;
+ * - Redis Cluster (cluster_util, 3 masters with a replica each): a master
+ *   whose replica is stopped refuses, the others grant;
  * - Sentinel failover: a hold whose owner field the new master lacks is
  *   reported lost at once (LOCKLOST on UNLOCK, topology_leases_lost, a
  *   log line), long before its next renewal would have found it. */
@@ -17,8 +20,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cluster_util.h"
 #include "harness.h"
 #include "ops_util.h"
+#include "pool/pool.h"
 #include "proxy_util.h"
 #include "sentinel_util.h"
 
@@ -155,8 +160,8 @@ static const char *const lock_names[] = {
     "redisson_lock_timeout:{rp:fair}",
 };
 
-/* No lock of acquire_all() exists on the master, and the semaphores have
- * every permit. */
+/* No lock of acquire_all() exists on the master, and the permit
+ * semaphore has every permit. */
 static bool nothing_held(redisContext *m, redisContext *c)
 {
     size_t i;
@@ -165,7 +170,10 @@ static bool nothing_held(redisContext *m, redisContext *c)
         if (pu_exists(m, lock_names[i]))
             return false;
     }
-    return pu_int_reply(c, "SEM.AVAILABLE", "rp:sem") == 3 &&
+    /* A refused SEM.ACQUIRE's permits stay taken (no owner to check: a
+     * return could make permits out of nothing after a failover); a PSEM
+     * permit goes back by its id. */
+    return pu_int_reply(c, "SEM.AVAILABLE", "rp:sem") == 1 &&
            pu_int_reply(c, "PSEM.AVAILABLE", "rp:psem") == 2;
 }
 
@@ -224,6 +232,18 @@ TEST(replicas_sync_grants)
     }
     PU_INT(c, 1, "UNLOCK rp:ns2");
     ASSERT_TRUE(pu_info_int(c, "upstream_noscript_retries") >= 1);
+    /* A script that answers an error is delivered at once; its WAIT's
+     * answer is dropped, and the next replies stay matched. */
+    PU_OK(m, "SET rp:str x");
+    pu_send(c, "LOCK rp:str WAIT 0");
+    pu_send(c, "LOCK rp:ns3");
+    r = pu_recv(c);
+    ASSERT_EQ(r->type, REDIS_REPLY_ERROR);
+    freeReplyObject(r);
+    r = pu_recv(c);
+    PU_CHECK(r, PU_K_STATUS, 0, "OK");
+    freeReplyObject(r);
+    PU_INT(c, 1, "UNLOCK rp:ns3");
     ASSERT_EQ(pu_info_int(c, "sync_grants_refused"), 0);
     redisFree(m);
     redisFree(c);
@@ -357,6 +377,63 @@ TEST(replicas_sync_sentinel)
     rsentinel_cleanup(&s);
 }
 
+/* ---- Cluster ------------------------------------------------------------- */
+
+/* --sync-replicas 1 on a Redis Cluster (3 masters, 3 replicas): the WAIT
+ * runs on the master of the name's slot; a master whose replica is stopped
+ * refuses its grants (NOREPLICAS, nothing left), the others grant. */
+TEST(replicas_sync_cluster)
+{
+    struct rcluster cl;
+    struct pu_proxy p;
+    redisContext *c;
+    char v[32];
+    const char *stopped_name = "rc:a", *other = NULL;
+    static const char *const others[] = {"rc:b", "rc:c", "rc:d", "rc:e", "rc:f", "rc:g"};
+    int m, r, i;
+
+    if (!rcluster_available())
+        TEST_SKIP("%s or %s not installed", PREDIS_BIN, RCLUSTER_CLI);
+    rcluster_start(&cl);
+    memset(&p, 0, sizeof(p));
+    snprintf(p.upstream, sizeof(p.upstream), "redis-cluster://127.0.0.1:%d,127.0.0.1:%d",
+             cl.node[0].port, cl.node[3].port);
+    p.extra[0] = "--sync-replicas";
+    p.extra[1] = "1";
+    p.extra[2] = "--sync-timeout";
+    p.extra[3] = SYNC_TIMEOUT;
+    p.extra[4] = "--log-level";
+    p.extra[5] = "info";
+    pu_proxy_start(&p);
+    c = pu_connect(p.port);
+    PU_EVENTUALLY(pu_info_str(c, "cluster_slots_served", v, sizeof(v)) && strcmp(v, "16384") == 0,
+                  15000);
+    m = rcluster_owner(&cl, pool_slot(stopped_name, strlen(stopped_name)));
+    r = rcluster_replica_of(&cl, m);
+    ASSERT_TRUE(m >= 0 && r >= 0);
+    for (i = 0; i < (int)(sizeof(others) / sizeof(others[0])) && !other; i++) {
+        if (rcluster_owner(&cl, pool_slot(others[i], strlen(others[i]))) != m)
+            other = others[i];
+    }
+    ASSERT_NOTNULL(other);
+    /* A replica can take a moment to be online for WAIT after the cluster
+     * formed. */
+    PU_EVENTUALLY(granted(c, stopped_name), 10000);
+    PU_INT(c, 1, "UNLOCK %s", stopped_name);
+    predis_signal(&cl.node[r], SIGSTOP);
+    PU_ERR(c, "NOREPLICAS", "LOCK %s WAIT 2000", stopped_name);
+    PU_EVENTUALLY(rcluster_int(&cl, m, "EXISTS %s", stopped_name) == 0, 10000);
+    PU_EVENTUALLY(granted(c, other), 10000);
+    PU_INT(c, 1, "UNLOCK %s", other);
+    predis_signal(&cl.node[r], SIGCONT);
+    PU_EVENTUALLY(granted(c, stopped_name), 15000);
+    PU_INT(c, 1, "UNLOCK %s", stopped_name);
+    ASSERT_TRUE(pu_info_int(c, "sync_grants_refused") >= 1);
+    redisFree(c);
+    pu_proxy_stop(&p);
+    rcluster_cleanup(&cl);
+}
+
 /* A failover that loses a hold: the owner fields of two holds are deleted
  * on the master (and so on the replicas: WAIT) before a SENTINEL
  * FAILOVER, as if the old master had granted them and died before
@@ -403,4 +480,5 @@ TEST(replicas_failover_lost_hold)
 
 TEST_MAIN(TEST_CASE(replicas_sync_grants), TEST_CASE(replicas_sync_stopped_epoll),
           TEST_CASE(replicas_sync_stopped_uring), TEST_CASE(replicas_sync_killed),
-          TEST_CASE(replicas_sync_sentinel), TEST_CASE(replicas_failover_lost_hold))
+          TEST_CASE(replicas_sync_sentinel), TEST_CASE(replicas_sync_cluster),
+          TEST_CASE(replicas_failover_lost_hold))

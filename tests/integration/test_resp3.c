@@ -101,6 +101,15 @@ TEST(resp3_types)
     r3_send(c2, "LOCK.INFO", "r3a", NULL);
     snprintf(info2, sizeof(info2), "%s", R3_EXPECT_PREFIX(c2, "*12\r\n$6\r\nlocked\r\n:1\r\n"));
     ASSERT_TRUE(strstr(info2, "$8\r\nwatchdog\r\n:1\r\n$5\r\ntoken\r\n:-1\r\n") != NULL);
+    /* EXEC's array holds RESP3 elements. */
+    r3_send(c3, "MULTI", NULL);
+    R3_EXPECT(c3, "+OK\r\n");
+    r3_send(c3, "TRYLOCK", "r3a", NULL);
+    R3_EXPECT(c3, "+QUEUED\r\n");
+    r3_send(c3, "LOCK.INFO", "r3mine", NULL);
+    R3_EXPECT(c3, "+QUEUED\r\n");
+    r3_send(c3, "EXEC", NULL);
+    R3_EXPECT_PREFIX(c3, "*2\r\n_\r\n%6\r\n$6\r\nlocked\r\n:1\r\n");
     /* Back to RESP2 on the same connection. */
     r3_send(c3, "HELLO", "2", NULL);
     R3_EXPECT_PREFIX(c3, "*14\r\n");

@@ -170,6 +170,8 @@ struct tt_config {
     bool sentinel;           /* the lock Redis is Sentinel-managed (redis-sentinel://) */
     int sync_replicas;       /* --sync-replicas of the proxies, 0 off */
     int sync_timeout_ms;     /* --sync-timeout of the proxies */
+    const char *report_only; /* --report-only: checks ("stuck-hold,fifo") whose violations are
+                                printed but do not fail the run, or NULL */
 };
 
 /* Where a client connects and what it runs. */

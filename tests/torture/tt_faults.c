@@ -251,8 +251,9 @@ static unsigned all_names(void)
     return (1u << TT_WORKLOAD_NAMES) - 1;
 }
 
-/* Waits (bounded) until every running proxy uses node nm as its master:
- * the fault is healed for clients then. */
+/* Waits (bounded) until every running proxy uses node nm as its master
+ * and has a connection to it ready (INFO names the new master as soon as
+ * the switch starts): the fault is healed for clients then. */
 static void proxies_follow(struct tt_env *e, int nm)
 {
     char want[32], v[64];
@@ -262,7 +263,9 @@ static void proxies_follow(struct tt_env *e, int nm)
     for (int i = 0; i < e->nproxies; i++) {
         while (pu_now_ms() < dl && e->proxy[i].pid > 0) {
             redisContext *c = pu_try_connect(e->proxy[i].port);
-            bool ok = c && pu_info_str(c, "sentinel_master", v, sizeof(v)) && strcmp(v, want) == 0;
+            bool ok = c && pu_info_str(c, "sentinel_master", v, sizeof(v)) &&
+                      strcmp(v, want) == 0 && pu_info_str(c, "upstream_state", v, sizeof(v)) &&
+                      strcmp(v, "up") == 0;
 
             if (c)
                 redisFree(c);

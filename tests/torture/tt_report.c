@@ -13,6 +13,29 @@ static double max_ms(long long us)
     return us == LLONG_MIN ? 0.0 : (double)us / 1000;
 }
 
+static bool report_only(const struct tt_config *c, const char *check)
+{
+    size_t n = strlen(check);
+    const char *p = c->report_only;
+
+    while (p && *p) {
+        if (strncmp(p, check, n) == 0 && (p[n] == ',' || p[n] == '\0'))
+            return true;
+        p = strchr(p, ',');
+        p = p ? p + 1 : NULL;
+    }
+    return false;
+}
+
+int tt_report_failing(const struct tt_config *c, const struct tt_report *r)
+{
+    int n = 0;
+
+    for (int i = 0; i < r->nviol; i++)
+        n += !report_only(c, r->viol[i].check);
+    return n;
+}
+
 void tt_report_header(const struct tt_config *c, FILE *f)
 {
     fprintf(f, "torture: seed %u, io %s, %d clients, %d prox%s, %d s fault phase%s%s\n", c->seed,
@@ -112,11 +135,16 @@ void tt_report_print(const struct tt_config *c, const struct tt_report *r,
                 s->fifo_pairs, s->fifo_inversions, s->late_silent,
                 s->late_silent ? " (the late-grant bug)" : "", s->told_lost, s->told_silent);
     for (int i = 0; i < r->nviol && i < PRINT_VIOLATIONS; i++)
-        fprintf(f, "\nVIOLATION %d [%s] %s\n", i + 1, r->viol[i].check, r->viol[i].text);
+        fprintf(f, "\nVIOLATION %d [%s]%s %s\n", i + 1, r->viol[i].check,
+                report_only(c, r->viol[i].check) ? " (report-only)" : "", r->viol[i].text);
     if (r->nviol > PRINT_VIOLATIONS)
         fprintf(f, "\n... and %d more violations (see the JSON)\n", r->nviol - PRINT_VIOLATIONS);
-    fprintf(f, "\nRESULT: %s (%d violation%s)\n", r->nviol ? "FAIL" : "PASS", r->nviol,
+    fprintf(f, "\nRESULT: %s (%d violation%s", tt_report_failing(c, r) ? "FAIL" : "PASS", r->nviol,
             r->nviol == 1 ? "" : "s");
+    if (r->nviol > tt_report_failing(c, r))
+        fprintf(f, ", of which %d of report-only checks: %s", r->nviol - tt_report_failing(c, r),
+                c->report_only);
+    fprintf(f, ")\n");
 }
 
 /* ---- JSON ---------------------------------------------------------------------- */
@@ -208,8 +236,8 @@ void tt_report_json(const struct tt_config *c, const struct tt_report *r,
             "{\n  \"pass\": %s,\n  \"seed\": %u,\n  \"io\": \"%s\",\n  \"clients\": %d,\n"
             "  \"proxies\": %d,\n  \"duration_s\": %d,\n  \"long\": %s,\n"
             "  \"negative_control\": %s,\n",
-            r->nviol ? "false" : "true", c->seed, c->io, c->clients, c->proxies, c->duration_s,
-            c->long_run ? "true" : "false", c->negative ? "true" : "false");
+            tt_report_failing(c, r) ? "false" : "true", c->seed, c->io, c->clients, c->proxies,
+            c->duration_s, c->long_run ? "true" : "false", c->negative ? "true" : "false");
     fprintf(f, "  \"ops\": %lld,\n  \"resource_ops\": %lld,\n  \"blind_silent\": %lld,\n", r->ops,
             r->res_ops, r->blind_silent);
     json_counts(f, "grants", r->grants, TT_SEM_ACQ + 1, cmd_name);

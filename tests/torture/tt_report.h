@@ -10,6 +10,10 @@
 #include "tt_scenario.h"
 
 void tt_report_header(const struct tt_config *c, FILE *f);
+
+/* Violations that fail the run: all but those of the --report-only checks. */
+int tt_report_failing(const struct tt_config *c, const struct tt_report *r);
+
 void tt_report_print(const struct tt_config *c, const struct tt_report *r,
                      const struct tt_fault *faults, int nfaults, const struct tt_scenario_result *s,
                      FILE *f);

@@ -40,3 +40,5 @@ lp_lua(psem_available _publish _object_semaphore _count_check _psem_check _psem_
 lp_lua(latch_tryset _publish _object_latch _count_check latch_tryset)
 lp_lua(latch_countdown _publish _object_latch _count_check latch_countdown)
 lp_lua(latch_count _object_latch _count_check latch_count)
+lp_lua(multi_acquire multi_acquire)
+lp_lua(multi_unlock _publish multi_unlock)

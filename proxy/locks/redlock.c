@@ -1,0 +1,1010 @@
+/* REDLOCK name [LEASE ms] [WAIT ms] and REDUNLOCK name; see redlock.h.
+ *
+ * DESIGN
+ *
+ * Masters: one pool per --redlock-upstream URL (single nodes, independent:
+ * not replicas of each other), created at start with the proxy's script
+ * table, so a script id means the same script on every master. Majority:
+ * N/2 + 1.
+ *
+ * Acquire: an op on the wait engine (wait.h) whose attempt is RLock's
+ * acquire script (lock.c's, Redisson's layout: the same key and owner
+ * field on every master) sent to every master at once; the per-master
+ * replies fold into one outcome:
+ * - granted on a majority: the engine's validity check (the lease, minus
+ *   the time since the attempt was sent, minus the drift allowance
+ *   lease/100 + 2 ms) decides; a valid grant answers the remaining
+ *   validity in ms; a late one is given back (undo) and retried within
+ *   WAIT;
+ * - otherwise what this attempt took, or may have taken (a lost reply), is
+ *   given back on every such master (the settle script, to the count
+ *   confirmed before), and then: a majority answered "held" -> contended
+ *   (the engine waits and re-polls at the shortest PTTL); fewer than a
+ *   majority answered at all -> an UPSTREAM error at once (no false grant,
+ *   no wait for masters that are down).
+ * A give-back goes on the connection of the acquire (the name's route
+ * hint), so each master runs it after the acquire it undoes. It is sent
+ * once, not retried: a lost give-back leaves at most one lease.
+ *
+ * Waiting: through the shared engine. The waitset of a REDLOCK is keyed
+ * "lockproxy_redlock:" + the lock's channel (so it never mixes with LOCK
+ * waiters of the same name on --upstream; its own subscription there hears
+ * nothing), and this file subscribes the lock's channel on every master
+ * (one subscription per channel and master, counted by the ops using it)
+ * and delivers each master's messages into that set
+ * (px_waitset_deliver()): a release on any master wakes the waiters.
+ *
+ * Holds: one record per (name, owner) that this proxy granted, with the
+ * confirmed count, the lease and a timer: without LEASE the watchdog
+ * renews every lease/3 on every master (the batched renew script, one
+ * key), and a renewal that reaches fewer than a majority is a lost lease:
+ * the record becomes a tombstone (REDUNLOCK answers LOCKLOST), counted
+ * (leases_lost) and logged. With LEASE, the lease end makes the tombstone.
+ * A closed connection's records are released on every master at once
+ * (--on-disconnect release) through a claim (locks.h).
+ *
+ * Who frees what: the table owns its records; ops and renewals in flight
+ * hold references (refs); a record out of the table with no reference is
+ * freed. Channel subscriptions are freed with their last op. */
+#include "proxy/locks/redlock.h"
+
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/buf.h"
+#include "common/clock.h"
+#include "common/hmap.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "pool/pool.h"
+#include "proxy/args.h"
+#include "proxy/client.h"
+#include "proxy/locks/hold.h"
+#include "proxy/locks/lock-int.h"
+#include "proxy/locks/scripts.h"
+#include "proxy/locks/wait.h"
+#include "proxy/locks/waitset.h"
+#include "proxy/metrics.h"
+#include "proxy/reply.h"
+#include "proxy/server.h"
+#include "sched/loop.h"
+
+#define RL_SET_PREFIX "lockproxy_redlock:" /* waitset key prefix (see the design block) */
+#define RL_PREFIX_LEN (sizeof(RL_SET_PREFIX) - 1)
+
+struct rl_chan;
+
+/* One master's subscription of a lock channel. */
+struct rl_sub {
+    struct pool_sub sub;  /* on the master's pool */
+    struct rl_chan *chan; /* borrowed: the channel */
+    bool started;         /* pool_sub_start succeeded */
+};
+
+/* A lock channel subscribed on every master while ops wait on it. */
+struct rl_chan {
+    struct hmap_node node;              /* in rl->chans */
+    struct px_redlock *rl;              /* borrowed */
+    unsigned refs;                      /* ops using it */
+    struct rl_sub subs[PX_REDLOCK_MAX]; /* one per master */
+    size_t len;                         /* length of key */
+    char key[];                         /* owned: RL_SET_PREFIX + lock channel */
+};
+
+enum rl_state {
+    RL_HELD = 0, /* granted; renewed while watchdog */
+    RL_LOST = 1, /* tombstone: lease lost or ended; REDUNLOCK answers LOCKLOST */
+};
+
+/* A (name, owner) this proxy granted. */
+struct rl_hold {
+    struct hmap_node node;    /* in rl->holds while in_table */
+    struct px_claim claim;    /* in cl->locks.claims while HELD */
+    struct px_redlock *rl;    /* borrowed */
+    struct sched_timer timer; /* renewal, lease end or tombstone end */
+    enum rl_state state;      /* see enum */
+    bool in_table;            /* in rl->holds */
+    bool claimed;             /* claim linked */
+    bool watchdog;            /* renewed by this proxy */
+    unsigned refs;            /* ops and renewals in flight */
+    uint64_t count;           /* reentrancy count confirmed to the client */
+    uint64_t lease_ms;        /* lease of every acquire and renewal */
+    size_t nlen, olen;        /* name and owner lengths */
+    char *owner;              /* borrowed: into key */
+    char key[];               /* owned: name NUL owner NUL */
+};
+
+struct px_redlock {
+    struct px_server *srv;              /* borrowed */
+    unsigned n;                         /* masters */
+    unsigned majority;                  /* n / 2 + 1 */
+    struct pool *pools[PX_REDLOCK_MAX]; /* owned: one per master */
+    struct hmap chans;                  /* struct rl_chan by key */
+    struct hmap holds;                  /* struct rl_hold by (name, owner) */
+    uint64_t quorum_refusals;           /* attempts that reached fewer than a majority */
+};
+
+/* ---- masters ----------------------------------------------------------------- */
+
+static int rl_eval(struct px_redlock *rl, unsigned i, uint64_t hint, unsigned script, int numkeys,
+                   int argc, const char *const *argv, const size_t *lens, pool_reply_fn *cb,
+                   void *arg)
+{
+    return pool_eval(rl->pools[i], hint, script, numkeys, argc, argv, lens, cb, arg);
+}
+
+static void rl_ignore_reply(void *arg, const redisReply *r, int err)
+{
+    (void)arg;
+    (void)r;
+    (void)err;
+}
+
+static size_t rl_lock_channel(const char *name, size_t nlen, char *out, size_t cap)
+{
+    struct px_acq a = {.name = name, .nlen = nlen};
+
+    return px__lock_plain_channel(&a, out, cap);
+}
+
+/* Settles owner on name to keep on the masters set in mask (a give-back,
+ * a release on disconnect); sent once, not retried. */
+static void rl_settle(struct px_redlock *rl, const char *name, size_t nlen, const char *owner,
+                      size_t olen, uint64_t keep, unsigned mask)
+{
+    char chan[PX_CHANNEL_MAX], k[24];
+    const char *argv[5] = {name, chan, owner, k, "publish"};
+    size_t lens[5] = {nlen, 0, olen, 0, 7};
+    unsigned i;
+
+    lens[1] = rl_lock_channel(name, nlen, chan, sizeof(chan));
+    lens[3] = util_u64_to_str(keep, k);
+    for (i = 0; i < rl->n; i++) {
+        if (mask & (1u << i))
+            rl_eval(rl, i, px_route_hint(name, nlen), PX_SCRIPT_SETTLE, 2, 5, argv, lens,
+                    rl_ignore_reply, NULL);
+    }
+}
+
+/* ---- channels ------------------------------------------------------------------ */
+
+/* A master's message on a lock channel wakes the REDLOCK waiters of it. */
+static void rl_on_sub(struct pool_sub *s, enum pool_sub_event ev, const char *msg, size_t len)
+{
+    struct rl_sub *rs = LP_CONTAINER_OF(s, struct rl_sub, sub);
+    struct rl_chan *c = rs->chan;
+    struct px_waitset *set;
+
+    if (ev != POOL_SUB_MESSAGE)
+        return; /* a lost message costs a re-poll at the holder's lease end */
+    set = px_waitset_find(c->rl->srv, c->key, c->len);
+    if (set)
+        px_waitset_deliver(set, msg, len);
+}
+
+/* The channel record of name, subscribed on every master, with a
+ * reference; NULL on -ENOMEM. */
+static struct rl_chan *rl_chan_get(struct px_redlock *rl, const char *name, size_t nlen)
+{
+    char key[PX_CHANNEL_MAX + RL_PREFIX_LEN];
+    size_t len;
+    uint64_t hash;
+    struct hmap_node *n;
+    struct rl_chan *c;
+    unsigned i;
+
+    memcpy(key, RL_SET_PREFIX, RL_PREFIX_LEN);
+    len = RL_PREFIX_LEN + rl_lock_channel(name, nlen, key + RL_PREFIX_LEN, PX_CHANNEL_MAX);
+    hash = hash_bytes(key, len);
+    for (n = hmap_first(&rl->chans, hash); n; n = hmap_next(n)) {
+        c = LP_CONTAINER_OF(n, struct rl_chan, node);
+        if (c->len == len && memcmp(c->key, key, len) == 0) {
+            c->refs++;
+            return c;
+        }
+    }
+    c = calloc(1, sizeof(*c) + len + 1);
+    if (!c)
+        return NULL;
+    c->rl = rl;
+    c->refs = 1;
+    c->len = len;
+    memcpy(c->key, key, len);
+    if (hmap_insert(&rl->chans, &c->node, hash) < 0) {
+        free(c);
+        return NULL;
+    }
+    for (i = 0; i < rl->n; i++) {
+        c->subs[i].chan = c;
+        c->subs[i].started = pool_sub_start(rl->pools[i], &c->subs[i].sub, c->key + RL_PREFIX_LEN,
+                                            len - RL_PREFIX_LEN, rl_on_sub) == 0;
+    }
+    return c;
+}
+
+static void rl_chan_put(struct px_redlock *rl, struct rl_chan *c)
+{
+    unsigned i;
+
+    if (!c || --c->refs > 0)
+        return;
+    for (i = 0; i < rl->n; i++) {
+        if (c->subs[i].started)
+            pool_sub_stop(rl->pools[i], &c->subs[i].sub);
+    }
+    hmap_remove(&rl->chans, &c->node);
+    free(c);
+}
+
+/* ---- holds ----------------------------------------------------------------------- */
+
+static uint64_t rl_hold_hash(const char *name, size_t nlen, const char *owner, size_t olen)
+{
+    return hash_bytes(name, nlen) ^ (hash_bytes(owner, olen) * 31u);
+}
+
+static struct rl_hold *rl_hold_find(struct px_redlock *rl, const char *name, size_t nlen,
+                                    const char *owner, size_t olen)
+{
+    struct hmap_node *n;
+
+    for (n = hmap_first(&rl->holds, rl_hold_hash(name, nlen, owner, olen)); n; n = hmap_next(n)) {
+        struct rl_hold *h = LP_CONTAINER_OF(n, struct rl_hold, node);
+
+        if (h->nlen == nlen && h->olen == olen && memcmp(h->key, name, nlen) == 0 &&
+            memcmp(h->owner, owner, olen) == 0)
+            return h;
+    }
+    return NULL;
+}
+
+static void rl_hold_maybe_free(struct rl_hold *h)
+{
+    if (!h->in_table && h->refs == 0)
+        free(h);
+}
+
+/* Takes h out of the table (and its claim and timer); freed once no
+ * reference is left. */
+static void rl_hold_remove(struct rl_hold *h)
+{
+    if (h->claimed)
+        list_del_init(&h->claim.node);
+    h->claimed = false;
+    sched_loop_timer_del(h->rl->srv->loop, &h->timer);
+    if (h->in_table)
+        hmap_remove(&h->rl->holds, &h->node);
+    h->in_table = false;
+    rl_hold_maybe_free(h);
+}
+
+static void rl_hold_put(struct rl_hold *h)
+{
+    if (!h)
+        return;
+    h->refs--;
+    rl_hold_maybe_free(h);
+}
+
+/* The lease was lost (a renewal without a majority) or ended (LEASE): a
+ * tombstone for REDUNLOCK's LOCKLOST. */
+static void rl_hold_lost(struct rl_hold *h, bool renewal)
+{
+    struct px_server *srv = h->rl->srv;
+
+    if (h->claimed)
+        list_del_init(&h->claim.node);
+    h->claimed = false;
+    h->state = RL_LOST;
+    if (renewal) {
+        srv->stats.leases_lost++;
+        log_msg(LOG_LVL_WARN,
+                "redlock: lease on '%.*s' lost: a renewal reached fewer than %u of %u masters",
+                (int)LP_MIN(h->nlen, 200u), h->key, h->rl->majority, h->rl->n);
+    }
+    sched_loop_timer_in(srv->loop, &h->timer, PX_HOLD_TOMBSTONE_MS);
+}
+
+/* A renewal's replies, folded. */
+struct rl_renewal {
+    struct rl_hold *h; /* reference */
+    unsigned pending;  /* replies outstanding */
+    unsigned renewed;  /* masters where the owner field was still there */
+};
+
+static void rl_arm(struct rl_hold *h)
+{
+    sched_loop_timer_in(h->rl->srv->loop, &h->timer,
+                        h->watchdog ? LP_MAX(h->lease_ms / 3, 1u) : h->lease_ms);
+}
+
+static void rl_on_renew(void *arg, const redisReply *r, int err)
+{
+    struct rl_renewal *rn = arg;
+    struct rl_hold *h = rn->h;
+
+    if (err == 0 && r->type == REDIS_REPLY_ARRAY && r->elements == 1 &&
+        r->element[0]->type == REDIS_REPLY_INTEGER && r->element[0]->integer == 1)
+        rn->renewed++;
+    if (--rn->pending > 0)
+        return;
+    if (h->in_table && h->state == RL_HELD) {
+        if (rn->renewed >= h->rl->majority) {
+            h->rl->srv->stats.renewals++;
+            rl_arm(h);
+        } else {
+            rl_hold_lost(h, true);
+        }
+    }
+    rl_hold_put(h);
+    free(rn);
+}
+
+/* Renews h on every master; a majority keeps it. */
+static void rl_renew(struct rl_hold *h)
+{
+    struct px_redlock *rl = h->rl;
+    struct rl_renewal *rn = calloc(1, sizeof(*rn));
+    char lease[24];
+    const char *argv[3] = {h->key, lease, h->owner};
+    size_t lens[3] = {h->nlen, 0, h->olen};
+    unsigned i;
+
+    if (!rn)
+        return rl_arm(h); /* try again at the next period */
+    lens[1] = util_u64_to_str(h->lease_ms, lease);
+    rn->h = h;
+    h->refs++;
+    rn->pending = 1; /* guard until every master was tried */
+    for (i = 0; i < rl->n; i++) {
+        rn->pending++;
+        if (rl_eval(rl, i, px_route_hint(h->key, h->nlen), PX_SCRIPT_RENEW, 1, 3, argv, lens,
+                    rl_on_renew, rn) < 0)
+            rn->pending--;
+    }
+    rl_on_renew(rn, NULL, -ENOTCONN); /* drops the guard */
+}
+
+static void rl_on_timer(struct sched_timer *t)
+{
+    struct rl_hold *h = LP_CONTAINER_OF(t, struct rl_hold, timer);
+
+    if (h->state == RL_LOST)
+        return rl_hold_remove(h);
+    if (h->watchdog)
+        return rl_renew(h);
+    rl_hold_lost(h, false);
+}
+
+/* The connection closed: release on every master (policy release). */
+static void rl_claim_gone(struct px_claim *c, struct px_client *cl)
+{
+    struct rl_hold *h = LP_CONTAINER_OF(c, struct rl_hold, claim);
+    struct px_redlock *rl = h->rl;
+
+    (void)cl;
+    h->claimed = false;
+    if (rl->srv->opts.on_disc == PX_DISCONNECT_RELEASE) {
+        rl_settle(rl, h->key, h->nlen, h->owner, h->olen, 0, (1u << rl->n) - 1);
+        rl->srv->stats.disc_releases++;
+    }
+    rl_hold_remove(h);
+}
+
+static struct rl_hold *rl_hold_new(struct px_redlock *rl, const char *name, size_t nlen,
+                                   const char *owner, size_t olen)
+{
+    struct rl_hold *h = calloc(1, sizeof(*h) + nlen + olen + 2);
+
+    if (!h)
+        return NULL;
+    h->rl = rl;
+    h->nlen = nlen;
+    h->olen = olen;
+    memcpy(h->key, name, nlen);
+    h->owner = h->key + nlen + 1;
+    memcpy(h->owner, owner, olen);
+    sched_timer_init(&h->timer, rl_on_timer);
+    list_init(&h->claim.node);
+    h->claim.gone = rl_claim_gone;
+    if (hmap_insert(&rl->holds, &h->node, rl_hold_hash(name, nlen, owner, olen)) < 0) {
+        free(h);
+        return NULL;
+    }
+    h->in_table = true;
+    return h;
+}
+
+/* ---- the acquire op ------------------------------------------------------------ */
+
+/* The callback argument of one master's reply. */
+struct rl_call {
+    void *ctx;  /* borrowed: the op (struct rl_op or struct rl_unlock) */
+    unsigned i; /* master */
+};
+
+struct rl_op;
+
+/* One attempt: the acquire sent to every master. It decides as soon as a
+ * majority granted, or can no longer grant, without waiting for a slow
+ * master; it outlives its op until every master answered, so a grant that
+ * comes after the decision is given back unless the op kept the grant. */
+struct rl_attempt {
+    struct rl_op *op;                     /* borrowed until decided, then NULL */
+    struct px_redlock *rl;                /* borrowed */
+    struct rl_call calls[PX_REDLOCK_MAX]; /* reply arguments */
+    unsigned pending;                     /* replies outstanding */
+    unsigned took;                        /* masters (bits) that granted */
+    unsigned unknown;                     /* masters (bits) whose reply was lost */
+    unsigned held;                        /* masters that answered "held by another" */
+    bool decided;                         /* the outcome went to the engine */
+    bool kept;                            /* the op used the grant (late grants stay too) */
+    int64_t count;                        /* the highest count granted */
+    int64_t min_pttl;                     /* the shortest PTTL of a holder, or -3 */
+    uint64_t confirmed;                   /* the count to settle back to */
+    size_t nlen, olen;                    /* name and owner lengths */
+    char *owner;                          /* borrowed: into key */
+    char key[];                           /* owned: name NUL owner NUL */
+};
+
+struct rl_op {
+    struct px_wait_op wait;     /* the engine's part */
+    struct px_redlock *rl;      /* borrowed */
+    struct rl_chan *chan;       /* reference: the masters' subscriptions, or NULL */
+    struct rl_attempt *attempt; /* the attempt being decided (during its decision), or NULL */
+    int64_t count;              /* the count granted */
+    uint64_t confirmed;         /* the count confirmed before this op */
+    bool watchdog;              /* no LEASE */
+    uint64_t lease_ms;          /* lease asked on every master */
+    const char *name;           /* borrowed: request argument */
+    size_t nlen;                /* name length */
+    size_t olen;                /* owner length */
+    char owner[PX_OWNER_MAX];   /* owned: owner field */
+};
+
+static struct rl_op *rl_op_of(const struct px_wait_op *w)
+{
+    return LP_CONTAINER_OF(w, struct rl_op, wait);
+}
+
+static size_t rl_channel(const struct px_wait_op *w, char *out, size_t cap)
+{
+    const struct rl_op *op = rl_op_of(w);
+    size_t n;
+
+    if (cap <= RL_PREFIX_LEN)
+        return 0;
+    memcpy(out, RL_SET_PREFIX, RL_PREFIX_LEN);
+    n = rl_lock_channel(op->name, op->nlen, out + RL_PREFIX_LEN, cap - RL_PREFIX_LEN);
+    return n ? RL_PREFIX_LEN + n : 0;
+}
+
+static unsigned popcount(unsigned v)
+{
+    return (unsigned)__builtin_popcount(v);
+}
+
+/* Gives back what att took (or may have) and the op did not keep. */
+static void rl_attempt_give_back(struct rl_attempt *att)
+{
+    unsigned mask = att->took | att->unknown;
+
+    if (att->kept || mask == 0)
+        return;
+    rl_settle(att->rl, att->key, att->nlen, att->owner, att->olen, att->confirmed, mask);
+    att->took = att->unknown = 0;
+}
+
+/* Decides att once a majority granted, or cannot any more: one outcome
+ * for the engine, {1, count}, {0, pttl}, or nil for "fewer than a
+ * majority answered" (see the design block). */
+static void rl_decide(struct rl_attempt *att)
+{
+    struct px_redlock *rl = att->rl;
+    struct rl_op *op = att->op;
+    unsigned nok = popcount(att->took);
+    redisReply el[2] = {{.type = REDIS_REPLY_INTEGER}, {.type = REDIS_REPLY_INTEGER}};
+    redisReply *elp[2] = {&el[0], &el[1]};
+    redisReply arr = {.type = REDIS_REPLY_ARRAY, .elements = 2, .element = elp};
+    redisReply nil = {.type = REDIS_REPLY_NIL};
+    const redisReply *r = &arr;
+
+    att->decided = true;
+    op->attempt = att;
+    if (nok >= rl->majority) {
+        el[0].integer = 1;
+        el[1].integer = att->count;
+    } else {
+        rl_attempt_give_back(att);
+        if (nok + att->held + att->pending < rl->majority) {
+            rl->quorum_refusals++;
+            r = &nil;
+        }
+        el[1].integer = att->min_pttl;
+    }
+    px_wait_on_reply(&op->wait, r, 0); /* op may be freed on return */
+    att->op = NULL;
+}
+
+static void rl_on_master(void *arg, const redisReply *r, int err)
+{
+    struct rl_call *c = arg;
+    struct rl_attempt *att = c->ctx;
+    unsigned nok, majority = att->rl->majority;
+
+    att->pending--;
+    if (err < 0) {
+        att->unknown |= 1u << c->i;
+    } else if (r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
+               r->element[0]->type == REDIS_REPLY_INTEGER &&
+               r->element[1]->type == REDIS_REPLY_INTEGER) {
+        if (r->element[0]->integer == 1) {
+            att->took |= 1u << c->i;
+            att->count = LP_MAX(att->count, r->element[1]->integer);
+        } else {
+            int64_t pttl = r->element[1]->integer;
+
+            att->held++;
+            if (att->min_pttl == -3 || (pttl >= 0 && (att->min_pttl < 0 || pttl < att->min_pttl)))
+                att->min_pttl = pttl;
+        }
+    }
+    /* an error reply (WRONGTYPE...) counts as a master that did not answer */
+    nok = popcount(att->took);
+    if (!att->decided && (nok >= majority || nok + att->pending < majority))
+        rl_decide(att);
+    else if (att->decided)
+        rl_attempt_give_back(att); /* a late grant the op did not keep */
+    if (att->pending == 0)
+        free(att);
+}
+
+static int rl_send(struct px_wait_op *w)
+{
+    struct rl_op *op = rl_op_of(w);
+    struct px_redlock *rl = op->rl;
+    struct rl_attempt *att = calloc(1, sizeof(*att) + op->nlen + op->olen + 2);
+    char lease[24];
+    const char *argv[3] = {op->name, lease, op->owner};
+    size_t lens[3] = {op->nlen, 0, op->olen};
+    unsigned i;
+
+    if (!att)
+        return -ENOMEM;
+    att->op = op;
+    att->rl = rl;
+    att->min_pttl = -3;
+    att->confirmed = op->confirmed;
+    att->nlen = op->nlen;
+    att->olen = op->olen;
+    memcpy(att->key, op->name, op->nlen);
+    att->owner = att->key + op->nlen + 1;
+    memcpy(att->owner, op->owner, op->olen);
+    lens[1] = util_u64_to_str(op->lease_ms, lease);
+    for (i = 0; i < rl->n; i++) {
+        att->calls[i].ctx = att;
+        att->calls[i].i = i;
+        if (rl_eval(rl, i, px_route_hint(op->name, op->nlen), px__lock_script(PX__LK_ACQUIRE), 1, 3,
+                    argv, lens, rl_on_master, &att->calls[i]) == 0)
+            att->pending++; /* replies are never synchronous */
+    }
+    if (att->pending == 0) {
+        free(att);
+        return -ENOTCONN;
+    }
+    return 0;
+}
+
+static enum px_wait_res rl_reply(struct px_wait_op *w, const redisReply *r, uint64_t *repoll)
+{
+    struct rl_op *op = rl_op_of(w);
+    int64_t pttl;
+
+    if (r->type == REDIS_REPLY_NIL) {
+        w->srv->stats.upstream_errs++;
+        px_reply_error(px_req_out(w->req),
+                       "UPSTREAM REDLOCK reached fewer than %u of %u masters (a majority is "
+                       "needed): not acquired",
+                       op->rl->majority, op->rl->n);
+        return PX_WAIT_FINISHED;
+    }
+    if (r->element[0]->integer == 1) {
+        op->count = r->element[1]->integer;
+        return PX_WAIT_GRANTED;
+    }
+    pttl = r->element[1]->integer;
+    *repoll = pttl >= 0 ? (uint64_t)LP_MAX(pttl, 1) : pttl == -1 ? w->srv->opts.watchdog_ms : 1;
+    return PX_WAIT_CONTENDED;
+}
+
+static void rl_granted(struct px_wait_op *w)
+{
+    struct rl_op *op = rl_op_of(w);
+    struct px_req *req = w->req;
+    struct px_redlock *rl = op->rl;
+    uint64_t now = clock_mono_ms(), age = now > w->sent_ms ? now - w->sent_ms : 0;
+    uint64_t validity = op->lease_ms - age - px_wait_margin_ms(op->lease_ms);
+    struct rl_hold *h = rl_hold_find(rl, op->name, op->nlen, op->owner, op->olen);
+
+    if (h && h->state != RL_HELD) {
+        rl_hold_remove(h);
+        h = NULL;
+    }
+    if (!h)
+        h = rl_hold_new(rl, op->name, op->nlen, op->owner, op->olen);
+    if (!h) {
+        rl_attempt_give_back(op->attempt);
+        px_reply_error(px_req_out(req), "ERR out of memory");
+        return;
+    }
+    op->attempt->kept = true;
+    h->state = RL_HELD;
+    h->count = (uint64_t)op->count;
+    h->lease_ms = op->lease_ms;
+    h->watchdog = op->watchdog;
+    if (!h->claimed) {
+        list_add_tail(&req->cl->locks.claims, &h->claim.node);
+        h->claimed = true;
+    }
+    rl_arm(h);
+    w->srv->stats.acquired++;
+    px_metrics_observe_wait(w->srv, req);
+    px_reply_int(px_req_out(req), (int64_t)validity);
+}
+
+/* Gives back what the attempt being decided took (or may have) on every
+ * master, and what it takes later. */
+static void rl_undo(struct px_wait_op *w, enum px_undo_why why)
+{
+    struct rl_op *op = rl_op_of(w);
+
+    if (why == PX_UNDO_GONE && w->srv->opts.on_disc != PX_DISCONNECT_RELEASE) {
+        op->attempt->kept = true; /* left to expire, as the connection's holds */
+        return;
+    }
+    rl_attempt_give_back(op->attempt);
+}
+
+static void rl_destroy(struct px_wait_op *w)
+{
+    struct rl_op *op = rl_op_of(w);
+
+    rl_chan_put(op->rl, op->chan);
+    free(op);
+}
+
+static const struct px_wait_kind rl_wait_kind = {
+    .name = "redlock",
+    .wake = PX_WAKE_LOCK,
+    .stat = PX_WAIT_STAT_LOCK,
+    .channel = rl_channel,
+    .send = rl_send,
+    .reply = rl_reply,
+    .granted = rl_granted,
+    .undo = rl_undo,
+    .destroy = rl_destroy,
+};
+
+/* The caller's owner field (the connection's, as LOCK without OWNER). */
+static size_t rl_owner(struct px_req *req, char *out)
+{
+    struct px__lock_args a;
+    size_t base;
+
+    memset(&a, 0, sizeof(a));
+    return px__lock_owner(req, &a, &px__lock_plain_kind, out, &base);
+}
+
+static bool rl_configured(struct px_req *req)
+{
+    if (req->cl->srv->redlock)
+        return true;
+    px_reply_error(px_req_out(req),
+                   "ERR %.*s needs --redlock-upstream (3 or more independent masters)",
+                   (int)req->argv[0].len, req->argv[0].p);
+    return false;
+}
+
+static void rl_cmd_lock(struct px_req *req)
+{
+    struct px_server *srv = req->cl->srv;
+    struct px__lock_args a;
+    struct rl_hold *h;
+    struct rl_op *op;
+
+    if (!rl_configured(req) ||
+        px__lock_parse_args(req, PX__LOCK_OPT_LEASE | PX__LOCK_OPT_WAIT, &a) < 0)
+        return px_req_done(req);
+    if (a.token) {
+        px_reply_error(px_req_out(req), "ERR REDLOCK takes no OWNER");
+        return px_req_done(req);
+    }
+    op = calloc(1, sizeof(*op));
+    if (!op) {
+        px_reply_error(px_req_out(req), "ERR out of memory");
+        return px_req_done(req);
+    }
+    op->rl = srv->redlock;
+    op->name = a.name->p;
+    op->nlen = a.name->len;
+    op->olen = rl_owner(req, op->owner);
+    op->watchdog = a.lease_ms < 0;
+    op->lease_ms = op->watchdog ? srv->opts.watchdog_ms : (uint64_t)a.lease_ms;
+    h = rl_hold_find(op->rl, op->name, op->nlen, op->owner, op->olen);
+    op->confirmed = h && h->state == RL_HELD ? h->count : 0;
+    px_wait_init(&op->wait, &rl_wait_kind, req, a.wait_ms);
+    op->wait.lease_ms = op->lease_ms;
+    if (px_wait_may_wait(&op->wait))
+        op->chan = rl_chan_get(op->rl, op->name, op->nlen);
+    px_wait_start(&op->wait);
+}
+
+/* ---- REDUNLOCK ------------------------------------------------------------------ */
+
+struct rl_unlock {
+    struct px_req *req; /* borrowed */
+    struct rl_hold *h;  /* reference */
+    struct rl_call calls[PX_REDLOCK_MAX];
+    unsigned pending;    /* replies outstanding */
+    unsigned released;   /* masters that answered 1 */
+    unsigned still;      /* masters that answered 0 */
+    unsigned not_held;   /* masters that answered nil */
+    unsigned still_mask; /* masters (bits) still holding after it */
+};
+
+static void rl_unlock_reply(struct rl_unlock *u)
+{
+    struct px_req *req = u->req;
+    struct rl_hold *h = u->h;
+    struct px_redlock *rl = h->rl;
+    const struct px_arg *name = &req->argv[1];
+
+    if (u->released + u->still >= rl->majority) {
+        if (h->count > 0)
+            h->count--;
+        if (h->count == 0 || u->released >= rl->majority) {
+            req->cl->srv->stats.released++;
+            if (u->still_mask)
+                rl_settle(rl, h->key, h->nlen, h->owner, h->olen, 0, u->still_mask);
+            rl_hold_remove(h);
+            px_reply_int(px_req_out(req), 1);
+            return;
+        }
+        px_reply_int(px_req_out(req), 0);
+        return;
+    }
+    if (u->released + u->still + u->not_held >= rl->majority) {
+        req->cl->srv->stats.leases_lost++;
+        rl_hold_remove(h);
+        if (u->still_mask)
+            rl_settle(rl, h->key, h->nlen, h->owner, h->olen, 0, u->still_mask);
+        px_reply_error(px_req_out(req),
+                       "LOCKLOST lease on '%.*s' was lost on a majority of the masters "
+                       "before REDUNLOCK; it was not held any more",
+                       (int)LP_MIN(name->len, 200u), name->p);
+        return;
+    }
+    req->cl->srv->stats.upstream_errs++;
+    px_reply_error(px_req_out(req),
+                   "UPSTREAM REDUNLOCK reached fewer than %u of %u masters; the lock is "
+                   "still held and renewed, try again",
+                   rl->majority, rl->n);
+}
+
+static void rl_on_unlock(void *arg, const redisReply *r, int err)
+{
+    struct rl_call *c = arg;
+    struct rl_unlock *u = c->ctx;
+    struct px_req *req = u->req;
+    struct px_client *cl = req->cl;
+
+    if (err == 0 && r->type == REDIS_REPLY_INTEGER) {
+        if (r->integer == 1) {
+            u->released++;
+        } else {
+            u->still++;
+            u->still_mask |= 1u << c->i;
+        }
+    } else if (err == 0 && r->type == REDIS_REPLY_NIL) {
+        u->not_held++;
+    }
+    if (--u->pending > 0)
+        return;
+    rl_unlock_reply(u);
+    rl_hold_put(u->h);
+    free(u);
+    req->op = NULL;
+    px_req_done(req);
+    px_client_put(cl);
+}
+
+static void rl_cmd_unlock(struct px_req *req)
+{
+    struct px_server *srv = req->cl->srv;
+    const struct px_arg *name = &req->argv[1];
+    char owner[PX_OWNER_MAX], chan[PX_CHANNEL_MAX], lease[24];
+    struct px__lock_args a;
+    struct rl_unlock *u;
+    struct rl_hold *h;
+    size_t olen;
+    unsigned i, sent = 0;
+
+    if (!rl_configured(req) || px__lock_parse_args(req, 0, &a) < 0)
+        return px_req_done(req);
+    olen = rl_owner(req, owner);
+    h = rl_hold_find(srv->redlock, name->p, name->len, owner, olen);
+    if (!h || h->state == RL_LOST) {
+        if (h)
+            rl_hold_remove(h);
+        if (h)
+            px_reply_error(px_req_out(req),
+                           "LOCKLOST lease on '%.*s' was lost (a renewal reached fewer than a "
+                           "majority of the masters, or the lease ended) before REDUNLOCK",
+                           (int)LP_MIN(name->len, 200u), name->p);
+        else
+            px_reply_error(px_req_out(req), "NOTOWNER lock '%.*s' is not held by this owner",
+                           (int)LP_MIN(name->len, 200u), name->p);
+        return px_req_done(req);
+    }
+    u = calloc(1, sizeof(*u));
+    if (!u) {
+        px_reply_error(px_req_out(req), "ERR out of memory");
+        return px_req_done(req);
+    }
+    u->req = req;
+    u->h = h;
+    h->refs++;
+    {
+        const char *argv[5] = {name->p, chan, lease, owner, "publish"};
+        size_t lens[5] = {name->len, 0, 0, olen, 7};
+
+        lens[1] = rl_lock_channel(name->p, name->len, chan, sizeof(chan));
+        lens[2] = util_u64_to_str(h->lease_ms, lease);
+        for (i = 0; i < srv->redlock->n; i++) {
+            u->calls[i].ctx = u;
+            u->calls[i].i = i;
+            u->pending++;
+            if (rl_eval(srv->redlock, i, px_route_hint(name->p, name->len),
+                        px__lock_script(PX__LK_UNLOCK), 2, 5, argv, lens, rl_on_unlock,
+                        &u->calls[i]) == 0)
+                sent++;
+            else
+                u->pending--;
+        }
+    }
+    if (sent == 0) {
+        rl_unlock_reply(u);
+        rl_hold_put(h);
+        free(u);
+        return px_req_done(req);
+    }
+    px_client_get(req->cl);
+    req->op = u;
+}
+
+static const struct px_cmd rl_cmds[] = {
+    {"REDLOCK", 2, 6, rl_cmd_lock, px_lock_may_block, 1},
+    {"REDUNLOCK", 2, 2, rl_cmd_unlock, NULL, 1},
+};
+const struct px_cmd_set px_redlock_cmd_set = {rl_cmds, LP_ARRAY_SIZE(rl_cmds)};
+
+/* ---- start and stop --------------------------------------------------------------- */
+
+int px_redlock_start(struct px_server *srv)
+{
+    const struct pool_script *scripts;
+    struct px_redlock *rl;
+    struct pool_opts po;
+    size_t nscripts = px_scripts_build(&scripts);
+    unsigned i;
+    int rc;
+
+    if (srv->opts.nredlock == 0)
+        return 0;
+    rl = calloc(1, sizeof(*rl));
+    if (!rl || hmap_init(&rl->chans, 64) < 0 || hmap_init(&rl->holds, 64) < 0) {
+        free(rl);
+        return -ENOMEM;
+    }
+    rl->srv = srv;
+    rl->n = srv->opts.nredlock;
+    rl->majority = rl->n / 2 + 1;
+    srv->redlock = rl;
+    for (i = 0; i < rl->n; i++) {
+        const struct px_addr *u = &srv->opts.redlock[i];
+
+        pool_opts_default(&po);
+        po.host = u->host;
+        po.port = u->port;
+        po.user = u->user[0] ? u->user : NULL;
+        po.password = u->password[0] ? u->password : NULL;
+        po.db = u->db;
+        po.size = srv->opts.pool_size;
+        po.request_timeout_ms = srv->opts.upstream_timeout_ms;
+        rc = pool_create(&rl->pools[i], srv->loop, &po, scripts, nscripts);
+        if (rc == 0)
+            rc = pool_start(rl->pools[i]);
+        if (rc < 0) {
+            log_msg(LOG_LVL_ERROR, "redlock master %s:%d: %s", u->host, u->port, strerror(-rc));
+            return rc;
+        }
+    }
+    log_msg(LOG_LVL_INFO, "redlock: %u masters, a grant needs %u", rl->n, rl->majority);
+    return 0;
+}
+
+void px_redlock_info(struct px_server *srv, struct buf *out)
+{
+    struct px_redlock *rl = srv->redlock;
+    struct pool_stats st;
+    unsigned i, up = 0;
+
+    if (!rl)
+        return;
+    for (i = 0; i < rl->n; i++) {
+        pool_get_stats(rl->pools[i], &st);
+        up += strcmp(st.state, "up") == 0;
+    }
+    buf_appendf(out,
+                "# Redlock\r\nredlock_masters:%u\r\nredlock_majority:%u\r\n"
+                "redlock_masters_up:%u\r\nredlock_holds:%zu\r\nredlock_quorum_refusals:%llu\r\n",
+                rl->n, rl->majority, up, rl->holds.count, (unsigned long long)rl->quorum_refusals);
+    for (i = 0; i < rl->n; i++) {
+        pool_get_stats(rl->pools[i], &st);
+        buf_appendf(out, "redlock_master_%u:%s:%d,%s\r\n", i, srv->opts.redlock[i].host,
+                    srv->opts.redlock[i].port, st.state);
+    }
+    buf_appendf(out, "\r\n");
+}
+
+bool px_redlock_connecting(const struct px_server *srv)
+{
+    struct pool_stats st;
+    unsigned i;
+
+    for (i = 0; srv->redlock && i < srv->redlock->n; i++) {
+        pool_get_stats(srv->redlock->pools[i], &st);
+        if (strcmp(st.state, "connecting") == 0)
+            return true;
+    }
+    return false;
+}
+
+void px_redlock_stop(struct px_server *srv)
+{
+    unsigned i;
+
+    for (i = 0; srv->redlock && i < srv->redlock->n; i++)
+        pool_stop(srv->redlock->pools[i]);
+}
+
+bool px_redlock_stopped(const struct px_server *srv)
+{
+    unsigned i;
+
+    for (i = 0; srv->redlock && i < srv->redlock->n; i++) {
+        if (!pool_is_stopped(srv->redlock->pools[i]))
+            return false;
+    }
+    return true;
+}
+
+void px_redlock_destroy(struct px_server *srv)
+{
+    struct px_redlock *rl = srv->redlock;
+    unsigned i;
+
+    if (!rl)
+        return;
+    for (i = 0; i < rl->n; i++) {
+        if (rl->pools[i] && pool_is_stopped(rl->pools[i]))
+            pool_destroy(rl->pools[i]);
+    }
+    hmap_deinit(&rl->chans);
+    hmap_deinit(&rl->holds);
+    free(rl);
+    srv->redlock = NULL;
+}

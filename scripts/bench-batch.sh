@@ -1,0 +1,188 @@
+#!/usr/bin/env bash
+# Redis's cost per lock operation behind lockproxy, side by side with
+# twemproxy and direct clients (issue 13's first target), and how well each
+# batches: the uncontended lock+unlock loop of lockproxy-bench at each
+# client count of LP_BATCH_CLIENTS (100 500 2000) against
+#   proxy      this build's lockproxy (--pool-size LP_BATCH_POOL, 2)
+#   base       LP_BATCH_BASE, another lockproxy binary (e.g. the commit
+#              before a change), when given
+#   twemproxy  nutcracker with LP_BATCH_POOL server connections, running
+#              Redisson's scripts (see lockproxy-bench --help)
+# and at LP_BATCH_DIRECT_CLIENTS (1000) proxy against direct Redisson-style
+# clients. The targets take turns within each of LP_BATCH_RUNS rounds, so
+# they share the machine's state of the minute; one Redis serves them all.
+#
+# Prints per client count and target the medians over the rounds of: Redis
+# CPU per lock+unlock pair (µs, INFO cpu), client commands per Redis read
+# (INFO stats total_reads_processed: the batching Redis sees), requests per
+# upstream write (lockproxy INFO: upstream_requests / upstream_batches),
+# pairs/s and p50/p99 acquisition latency; per-round Redis CPU in brackets.
+# Outputs stay in LP_BATCH_OUT (default bench-results/batch-<date>).
+# Settings: LP_BATCH_RUNS (3), LP_BATCH_DURATION (3 s measured),
+# LP_BATCH_WARMUP (1 s), LP_BATCH_CLIENTS, LP_BATCH_DIRECT_CLIENTS (empty:
+# skip), LP_BATCH_POOL (2), LP_BENCH_BUILD_DIR (build-rel).
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+BUILD=${LP_BENCH_BUILD_DIR:-$ROOT/build-rel}
+RUNS=${LP_BATCH_RUNS:-3}
+DURATION=${LP_BATCH_DURATION:-3}
+WARMUP=${LP_BATCH_WARMUP:-1}
+CLIENTS=${LP_BATCH_CLIENTS:-100 500 2000}
+DIRECT_CLIENTS=${LP_BATCH_DIRECT_CLIENTS-1000}
+POOL=${LP_BATCH_POOL:-2}
+BASE=${LP_BATCH_BASE:-}
+OUT=${LP_BATCH_OUT:-$ROOT/bench-results/batch-$(date +%Y%m%d-%H%M%S)}
+NUTCRACKER=$(command -v nutcracker || echo /usr/sbin/nutcracker)
+
+if [ ! -x "$BUILD/lockproxy" ] || [ ! -x "$BUILD/lockproxy-bench" ]; then
+    cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DLP_BUILD_TESTS=OFF >/dev/null
+    cmake --build "$BUILD" -j"$(nproc)" --target lockproxy lockproxy-bench >/dev/null
+fi
+mkdir -p "$OUT"
+TMP=$(mktemp -d)
+pids=()
+cleanup() {
+    for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+    wait 2>/dev/null || true
+    rm -rf "$TMP"
+}
+trap cleanup EXIT
+
+free_port() {
+    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+
+wait_port() { # PORT: until something listens there
+    for _ in $(seq 1 200); do
+        if (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; then return 0; fi
+        sleep 0.05
+    done
+    echo "bench-batch.sh: nothing listens on $1" >&2
+    return 1
+}
+
+RP=$(free_port)
+redis-server --port "$RP" --bind 127.0.0.1 --save "" --appendonly no \
+    >"$OUT/redis.log" 2>&1 &
+pids+=($!)
+wait_port "$RP"
+
+# start_proxy NAME BINARY: sets PORT_<NAME>, PID_<NAME>
+start_proxy() {
+    local name=$1 bin=$2 p
+    p=$(free_port)
+    "$bin" --listen "127.0.0.1:$p" --upstream "redis://127.0.0.1:$RP" --pool-size "$POOL" \
+        --max-clients 10000 --log-level warn >"$OUT/proxy-$name.log" 2>&1 &
+    pids+=($!)
+    printf -v "PID_$name" '%s' "$!"
+    printf -v "PORT_$name" '%s' "$p"
+    wait_port "$p"
+}
+start_proxy NEW "$BUILD/lockproxy"
+TARGETS=(proxy)
+if [ -n "$BASE" ]; then
+    start_proxy BASE "$BASE"
+    TARGETS+=(base)
+fi
+if [ -x "$NUTCRACKER" ]; then
+    TP=$(free_port)
+    cat >"$TMP/nutcracker.yml" <<EOF
+lockbench:
+  listen: 127.0.0.1:$TP
+  redis: true
+  hash: fnv1a_64
+  distribution: ketama
+  preconnect: true
+  server_connections: $POOL
+  auto_eject_hosts: false
+  backlog: 1024
+  servers:
+    - 127.0.0.1:$RP:1
+EOF
+    "$NUTCRACKER" -c "$TMP/nutcracker.yml" -s "$(free_port)" -a 127.0.0.1 \
+        -o "$OUT/nutcracker.log" >/dev/null 2>&1 &
+    pids+=($!)
+    TPID=$!
+    wait_port "$TP"
+    TARGETS+=(twemproxy)
+fi
+
+upstream_counts() { # PORT: "requests batches" from lockproxy's INFO
+    redis-cli -p "$1" info | tr -d '\r' |
+        awk -F: '/^upstream_requests:/ {r = $2} /^upstream_batches:/ {b = $2} END {print r, b}'
+}
+
+run_one() { # TARGET CLIENTS ROUND
+    local tgt=$1 n=$2 round=$3 name="$1-$2-$3" args=() port='' before after
+    case $tgt in
+    proxy) args=(--targets proxy --proxy "127.0.0.1:$PORT_NEW" --proxy-pid "$PID_NEW")
+        port=$PORT_NEW ;;
+    base) args=(--targets proxy --proxy "127.0.0.1:$PORT_BASE" --proxy-pid "$PID_BASE")
+        port=$PORT_BASE ;;
+    twemproxy) args=(--targets twemproxy --twemproxy "127.0.0.1:$TP" --twemproxy-pid "$TPID") ;;
+    direct) args=(--targets direct) ;;
+    esac
+    redis-cli -p "$RP" flushall >/dev/null
+    [ -z "$port" ] || before=$(upstream_counts "$port")
+    "$BUILD/lockproxy-bench" uncontended --clients "$n" --duration "$DURATION" \
+        --warmup "$WARMUP" --redis "127.0.0.1:$RP" --kv "$OUT/$name.kv" "${args[@]}" \
+        >"$OUT/$name.txt" 2>&1 || echo "bench-batch.sh: $name failed (see $OUT/$name.txt)" >&2
+    if [ -n "$port" ]; then
+        after=$(upstream_counts "$port")
+        echo "$before $after" | awk '{ b = $4 - $2; printf "x req_per_write %.2f\n",
+            (b > 0 ? ($3 - $1) / b : 0) }' >>"$OUT/$name.kv"
+    fi
+}
+
+for round in $(seq 1 "$RUNS"); do
+    for n in $CLIENTS; do
+        for tgt in "${TARGETS[@]}"; do
+            echo "round $round: $tgt, $n clients" >&2
+            run_one "$tgt" "$n" "$round"
+        done
+    done
+    if [ -n "$DIRECT_CLIENTS" ]; then
+        for tgt in proxy direct; do
+            echo "round $round: $tgt, $DIRECT_CLIENTS clients" >&2
+            run_one "$tgt" "$DIRECT_CLIENTS" "$round"
+        done
+    fi
+done
+
+{
+    echo "date: $(date -u +%FT%TZ) commit: $(git -C "$ROOT" rev-parse --short HEAD)" \
+        "runs: $RUNS x ${DURATION}s pool: $POOL base: ${BASE:-none}"
+    printf '%-7s %-10s %-26s %9s %9s %10s %9s %9s\n' clients target "redis us/pair [runs]" \
+        cmds/read req/write pairs/s "p50 ms" "p99 ms"
+    python3 - "$OUT" "$RUNS" "$CLIENTS" "${TARGETS[*]}" "$DIRECT_CLIENTS" <<'EOF'
+import statistics, sys, os
+out, runs, clients, targets, dclients = sys.argv[1], int(sys.argv[2]), sys.argv[3].split(), sys.argv[4].split(), sys.argv[5]
+sets = [(n, t) for n in clients for t in targets]
+if dclients:
+    sets += [(dclients, "proxy"), (dclients, "direct")]
+for n, tgt in sets:
+    rows = []
+    for r in range(1, runs + 1):
+        path = f"{out}/{tgt}-{n}-{r}.kv"
+        if not os.path.exists(path):
+            continue
+        kv = {}
+        for line in open(path):
+            parts = line.split()
+            if len(parts) == 3:
+                kv[parts[1]] = parts[2]
+        try:
+            rows.append((float(kv["redis_cpu_us_per_acq"]), float(kv["redis_cmds_per_read"]),
+                         float(kv.get("req_per_write", "nan")), float(kv["ops_per_sec"]),
+                         float(kv["p50_us"]) / 1000, float(kv["p99_us"]) / 1000))
+        except (KeyError, ValueError):
+            pass
+    if not rows:
+        continue
+    med = [statistics.median(c) for c in zip(*rows)]
+    each = "[" + ",".join(f"{x[0]:.1f}" for x in rows) + "]"
+    rpw = "-" if med[2] != med[2] else f"{med[2]:.1f}"
+    print(f"{n:<7} {tgt:<10} {med[0]:5.2f} {each:<20} {med[1]:9.1f} {rpw:>9} {med[3]:10.0f} {med[4]:9.2f} {med[5]:9.2f}")
+EOF
+} | tee "$OUT/summary.txt"
