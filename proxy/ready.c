@@ -66,7 +66,7 @@ static void watchdog_ping(struct sched_timer *t)
 }
 
 /* Starts the WATCHDOG=1 pings when $WATCHDOG_USEC asks for them (and
- * $WATCHDOG_PID, if set, is this process, as sdwd_enabled(3)). */
+ * $WATCHDOG_PID, if set, is this process, as sd_watchdog_enabled(3)). */
 static void watchdog_start(struct px_server *srv)
 {
     const char *usec = getenv("WATCHDOG_USEC"), *pid = getenv("WATCHDOG_PID");
