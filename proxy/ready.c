@@ -59,10 +59,10 @@ static void announce_ready(struct px_server *srv)
 
 static void watchdog_ping(struct sched_timer *t)
 {
-    struct px_server *srv = LP_CONTAINER_OF(t, struct px_server, sd_watchdog);
+    struct px_server *srv = LP_CONTAINER_OF(t, struct px_server, sdwd);
 
     notify("WATCHDOG=1");
-    sched_loop_timer_add(srv->loop, t, sched_loop_now_ms(srv->loop) + srv->sd_watchdog_ms);
+    sched_loop_timer_add(srv->loop, t, sched_loop_now_ms(srv->loop) + srv->sdwd_ms);
 }
 
 /* Starts the WATCHDOG=1 pings when $WATCHDOG_USEC asks for them (and
@@ -80,11 +80,11 @@ static void watchdog_start(struct px_server *srv)
     us = strtoull(usec, &end, 10);
     if (*end || us == 0)
         return;
-    srv->sd_watchdog_ms = LP_MAX(us / 2000, 1ull);
-    sched_timer_init(&srv->sd_watchdog, watchdog_ping);
-    watchdog_ping(&srv->sd_watchdog);
+    srv->sdwd_ms = LP_MAX(us / 2000, 1ull);
+    sched_timer_init(&srv->sdwd, watchdog_ping);
+    watchdog_ping(&srv->sdwd);
     log_msg(LOG_LVL_INFO, "systemd watchdog: WATCHDOG=1 every %llu ms",
-            (unsigned long long)srv->sd_watchdog_ms);
+            (unsigned long long)srv->sdwd_ms);
 }
 
 void px_ready_start(struct px_server *srv)
@@ -126,7 +126,7 @@ void px_ready_poll(struct px_server *srv)
 
 void px_ready_stopping(struct px_server *srv)
 {
-    if (srv->sd_watchdog_ms)
-        sched_loop_timer_del(srv->loop, &srv->sd_watchdog);
+    if (srv->sdwd_ms)
+        sched_loop_timer_del(srv->loop, &srv->sdwd);
     notify("STOPPING=1\nSTATUS=stopping");
 }

@@ -97,18 +97,18 @@ struct px_server {
     struct px_jobs jobs;             /* upstream jobs retried until Redis answers (locks/jobs.c) */
     uint64_t start_ms;               /* monotonic start time */
     unsigned ready; /* ready.c: 0 starting, 1 waiting for the upstream, 2 "ready" announced */
-    struct sched_timer sd_watchdog; /* ready.c: WATCHDOG=1 to systemd every sd_watchdog_ms */
-    uint64_t sd_watchdog_ms;        /* half of $WATCHDOG_USEC, 0: no systemd watchdog */
-    struct px_stats stats;          /* counters for INFO */
-    struct px_metrics *metrics;     /* owned: histograms and per-command counters */
-    struct px_http *http;           /* owned: the --metrics HTTP listener, or NULL */
-    struct sched_hook signal_hook;  /* applies flags set by signal handlers */
-    volatile sig_atomic_t reload;   /* SIGHUP seen, reload not yet done */
-    struct px_ratelog protect_log;  /* protected-mode refusals logged (protect.c) */
-    uint64_t auth_log_ms;           /* when an auth failure was last logged */
-    uint64_t auth_log_quiet;        /* auth failures not logged since then */
-    uint64_t limit_log_ms;          /* when an output-limit close was last logged */
-    uint64_t limit_log_quiet;       /* output-limit closes not logged since then */
+    struct sched_timer sdwd;       /* ready.c: WATCHDOG=1 to systemd every sdwd_ms */
+    uint64_t sdwd_ms;              /* half of $WATCHDOG_USEC, 0: no systemd watchdog */
+    struct px_stats stats;         /* counters for INFO */
+    struct px_metrics *metrics;    /* owned: histograms and per-command counters */
+    struct px_http *http;          /* owned: the --metrics HTTP listener, or NULL */
+    struct sched_hook signal_hook; /* applies flags set by signal handlers */
+    volatile sig_atomic_t reload;  /* SIGHUP seen, reload not yet done */
+    struct px_ratelog protect_log; /* protected-mode refusals logged (protect.c) */
+    uint64_t auth_log_ms;          /* when an auth failure was last logged */
+    uint64_t auth_log_quiet;       /* auth failures not logged since then */
+    uint64_t limit_log_ms;         /* when an output-limit close was last logged */
+    uint64_t limit_log_quiet;      /* output-limit closes not logged since then */
 
     struct px_redlock *redlock; /* owned: REDLOCK's masters (locks/redlock.c), or NULL */
 };
