@@ -435,9 +435,10 @@ static void json_extra(FILE *f, const struct lg_result *res)
                 (double)lg_hist_percentile(res->lag, 99) / 1000, (double)res->lag->max / 1000);
     else
         fprintf(f, "      \"open_loop\": null,\n");
-    fprintf(f, "      \"polls\": %llu, \"noscripts\": %llu, \"cleanup\": {\"done\": %s, ",
+    fprintf(f, "      \"polls\": %llu, \"noscripts\": %llu, \"redirects\": %llu, ",
             (unsigned long long)res->polls, (unsigned long long)res->noscripts,
-            res->cleaned ? "true" : "false");
+            (unsigned long long)res->redirects);
+    fprintf(f, "\"cleanup\": {\"done\": %s, ", res->cleaned ? "true" : "false");
     fprintf(f, "\"keys_deleted\": %llu, \"note\": ", (unsigned long long)res->keys_deleted);
     json_opt_str(f, res->clean_note);
     fprintf(f, "},\n");
