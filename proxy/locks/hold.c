@@ -64,6 +64,7 @@
 #include "sched/loop.h"
 
 static const struct px_job_ops settle_ops, release_ops;
+static void hold_want_settle(struct px_hold *h, uint64_t until);
 static struct px_ratelog settle_log; /* roll-backs: at most a line a second */
 
 static uint64_t hold_hash(const char *name, size_t nlen, const char *owner, size_t olen)
@@ -245,12 +246,27 @@ static void hold_unhold(struct px_hold *h)
     h->epoch++;
 }
 
+/* A grant adds one to what clients were told: a count above that is an
+ * acquisition nobody was told of (an unknown outcome, or a give-back lost
+ * in a failover, whose settle reached a master that is gone) merged into
+ * this grant. The hold keeps the told count and settles Redis down to it,
+ * or the holder's UNLOCK would answer "still held" for ever. */
+static uint64_t hold_told_count(const struct px_hold *h, uint64_t count, bool *extra)
+{
+    uint64_t told = (h->state == PX_HOLD_HELD ? h->count : 0) + 1;
+
+    *extra = count > told;
+    return *extra ? told : count;
+}
+
 void px_hold_granted(struct px_hold *h, const struct px_hold_kind *kind, struct px_client *cl,
                      uint64_t count, uint64_t lease_ms, bool watchdog, uint64_t sent_ms)
 {
     struct px_server *srv = h->srv;
+    bool extra;
 
     LP_BUG_ON(h->state == PX_HOLD_RELEASING || h->state == PX_HOLD_DEAD);
+    count = hold_told_count(h, count, &extra);
     if (h->state == PX_HOLD_LOST)
         hold_unhold(h);
     if (h->state == PX_HOLD_PENDING) {
@@ -271,6 +287,8 @@ void px_hold_granted(struct px_hold *h, const struct px_hold_kind *kind, struct 
         h->job.until = PX_JOB_NO_END; /* a held count keeps the extra alive: settle however late */
     list_del_init(&h->due_node);
     px_hold_arm(h);
+    if (extra)
+        hold_want_settle(h, PX_JOB_NO_END); /* sent once nothing is in flight */
 }
 
 void px_hold_unlocked_one(struct px_hold *h, uint64_t sent_ms)
@@ -328,6 +346,14 @@ void px_hold_begin(struct px_hold *h)
 {
     px_job_kick(&h->job); /* a due settle goes first, if nothing is in flight */
     h->inflight++;
+}
+
+int px_hold_ready(struct px_hold *h)
+{
+    px_job_kick(&h->job);
+    if (h->job.state == PX_JOB_DUE && h->inflight == 0)
+        return -ENOTCONN;
+    return 0;
 }
 
 /* A settle that became ready is sent from the jobs' timer, not from here:

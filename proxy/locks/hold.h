@@ -141,6 +141,15 @@ void px_hold_put(struct px_hold *h);
  * in flight. Pair with px_hold_end() when its reply comes (or when the
  * send failed). */
 void px_hold_begin(struct px_hold *h);
+
+/* Before a request about the pair is sent: sends a due settle first. One
+ * that cannot be sent now (Redis unreachable, a reconnect or a failover
+ * under way) must still reach Redis before anything sent after it, or the
+ * request would overtake it (a grant would merge the count the settle is
+ * to give back, and the holder's UNLOCK would never free the lock):
+ * -ENOTCONN then, and the request is not sent (nothing executed, as for a
+ * request refused while Redis is down). 0: go ahead (px_hold_begin). */
+int px_hold_ready(struct px_hold *h);
 void px_hold_end(struct px_hold *h);
 
 /* An acquire of kind for cl was granted with count, lease_ms (renewed if

@@ -296,8 +296,10 @@ static int lockop_send(struct px_wait_op *w)
 {
     struct px__lockop *op = lockop_of(w);
     struct px_hold *h = lockop_hold(op);
-    int rc;
+    int rc = px_hold_ready(h);
 
+    if (rc < 0)
+        return rc;
     px_hold_begin(h);
     rc = op->kind->acquire(w->srv, &op->acq, px_wait_on_reply, w);
     if (rc < 0) {

@@ -262,6 +262,12 @@ void px_lock_cmd_release(struct px_req *req, const struct px_lock_kind *kind)
     acq.wait_ms = -1;
     acq.waiting = false;
     acq.hint = px_route_hint(name->p, name->len);
+    rc = h ? px_hold_ready(h) : 0;
+    if (rc < 0) {
+        px_hold_put(h); /* not sent: the op owes the hold nothing */
+        u->hold = NULL;
+        return unlockop_sent(u, rc);
+    }
     if (h)
         px_hold_begin(h);
     if (kind == &px__lock_plain_kind && h && px_hold_is_held(h) && h->count == 1 &&

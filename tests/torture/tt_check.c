@@ -329,6 +329,8 @@ static void check_recovery(const struct tt_history *h, const struct tt_check_par
             r->cluster_recovery_max_us = rec;
         if (o->res == TT_R_NIL && o->wait >= 0)
             continue; /* contended: it waited its WAIT out (idle locks are judged apart) */
+        if (o->res == TT_R_ERR && strncmp(o->text, "NOREPLICAS", 10) == 0)
+            continue; /* --sync-replicas: the new master's replicas are still syncing */
         if (ck_granted(o) && rec <= p->recovery_bound_us)
             continue;
         ck_op_text(h, o, t, sizeof(t));

@@ -39,13 +39,16 @@ static bool proxy_killed(const struct tt_check_params *p, int proxy, long long f
 }
 
 /* A SEM op Redis may or may not have applied, where nobody can return
- * the permit: the proxy said "outcome unknown", or the proxy died with the
- * op in flight. */
+ * the permit: the proxy said "outcome unknown", or refused an acquire as
+ * not replicated (--sync-replicas: its permits stay taken, README), or the
+ * proxy died with the op in flight. */
 static bool sem_op_unknown(const struct tt_check_params *p, const struct ck_op *o)
 {
     if (o->cmd != TT_SEM_ACQ && o->cmd != TT_SEM_REL)
         return false;
     if (o->res == TT_R_UPSTREAM && strstr(o->text, "outcome unknown"))
+        return true;
+    if (o->cmd == TT_SEM_ACQ && o->res == TT_R_ERR && strncmp(o->text, "NOREPLICAS", 10) == 0)
         return true;
     return (o->res == TT_R_CONN || o->res == TT_R_TIMEOUT) &&
            proxy_killed(p, o->proxy, o->t_send, o->t_reply);
