@@ -34,17 +34,29 @@ int util_parse_i64(const char *s, size_t n, int64_t *out)
     return 0;
 }
 
+/* Hot: RESP lengths and leases on every request. Small values (almost
+ * every RESP length) take a branch or two; others count their digits
+ * first and are written backwards in place, without a reversal pass. */
 size_t util_u64_to_str(uint64_t v, char *out)
 {
-    char tmp[20];
-    size_t n = 0, i;
+    size_t n = 1, i;
+    uint64_t t;
 
-    do {
-        tmp[n++] = (char)('0' + v % 10);
+    if (v < 10) {
+        out[0] = (char)('0' + v);
+        return 1;
+    }
+    if (v < 100) {
+        out[0] = (char)('0' + v / 10);
+        out[1] = (char)('0' + v % 10);
+        return 2;
+    }
+    for (t = v; t >= 10; t /= 10)
+        n++;
+    for (i = n; i > 0; i--) {
+        out[i - 1] = (char)('0' + v % 10);
         v /= 10;
-    } while (v);
-    for (i = 0; i < n; i++)
-        out[i] = tmp[n - 1 - i];
+    }
     return n;
 }
 

@@ -13,10 +13,14 @@
 # they share the machine's state of the minute; one Redis serves them all.
 #
 # Prints per client count and target the medians over the rounds of: Redis
-# CPU per lock+unlock pair (µs, INFO cpu), client commands per Redis read
+# CPU per lock+unlock pair (µs; with perf: Redis's task-clock over the
+# measured phase per EVALSHA pair, exact where INFO cpu is sampled by the
+# tick on this VM; without: INFO cpu), client commands per Redis read
 # (INFO stats total_reads_processed: the batching Redis sees), requests per
 # upstream write (lockproxy INFO: upstream_requests / upstream_batches),
-# pairs/s and p50/p99 acquisition latency; per-round Redis CPU in brackets.
+# the proxy's CPU per pair (lockproxy or nutcracker; perf task-clock too),
+# pairs/s and p50/p99 acquisition latency; per-round Redis CPU in brackets;
+# with perf also Redis's syscalls and context switches per command.
 # Outputs stay in LP_BATCH_OUT (default bench-results/batch-<date>).
 # Settings: LP_BATCH_RUNS (3), LP_BATCH_DURATION (3 s measured),
 # LP_BATCH_WARMUP (1 s), LP_BATCH_CLIENTS, LP_BATCH_DIRECT_CLIENTS (empty:
@@ -34,6 +38,10 @@ POOL=${LP_BATCH_POOL:-2}
 BASE=${LP_BATCH_BASE:-}
 OUT=${LP_BATCH_OUT:-$ROOT/bench-results/batch-$(date +%Y%m%d-%H%M%S)}
 NUTCRACKER=$(command -v nutcracker || echo /usr/sbin/nutcracker)
+PERF=0
+if perf stat -e task-clock,syscalls:sys_enter_read -- true >/dev/null 2>&1; then
+    PERF=${LP_BATCH_PERF:-1}
+fi
 
 if [ ! -x "$BUILD/lockproxy" ] || [ ! -x "$BUILD/lockproxy-bench" ]; then
     cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DLP_BUILD_TESTS=OFF >/dev/null
@@ -66,6 +74,7 @@ RP=$(free_port)
 redis-server --port "$RP" --bind 127.0.0.1 --save "" --appendonly no \
     >"$OUT/redis.log" 2>&1 &
 pids+=($!)
+RPID=$!
 wait_port "$RP"
 
 # start_proxy NAME BINARY: sets PORT_<NAME>, PID_<NAME>
@@ -108,26 +117,60 @@ EOF
     TARGETS+=(twemproxy)
 fi
 
+evalsha_calls() {
+    redis-cli -p "$RP" info commandstats | tr -d '\r' | awk -F'[=:,]' '/^cmdstat_evalsha:/ {print $3}'
+}
+
+# perf_window NAME PID: after the warm-up, exact CPU time (task-clock, not
+# the VM's tick-sampled rusage that INFO cpu reports), context switches and
+# syscalls of Redis and of the target's process PID over the measured
+# phase, with the EVALSHA calls Redis ran meanwhile.
+perf_window() {
+    local name=$1 pid=$2 c0 c1 ev
+    trap - EXIT # a background copy of this shell must not stop the servers
+    ev=task-clock,context-switches,syscalls:sys_enter_read,syscalls:sys_enter_write
+    ev=$ev,syscalls:sys_enter_epoll_wait,syscalls:sys_enter_io_uring_enter
+    ev=$ev,syscalls:sys_enter_sendto,syscalls:sys_enter_recvfrom,syscalls:sys_enter_writev
+    sleep "$(echo "$WARMUP + 0.3" | bc)"
+    c0=$(evalsha_calls)
+    if [ -n "$pid" ]; then
+        perf stat -x, -e "$ev" -p "$pid" -o "$OUT/$name.perf-target" -- \
+            sleep "$(echo "$DURATION - 0.6" | bc)" 2>/dev/null &
+    fi
+    perf stat -x, -e "$ev" -p "$RPID" -o "$OUT/$name.perf-redis" -- \
+        sleep "$(echo "$DURATION - 0.6" | bc)" 2>/dev/null
+    wait
+    c1=$(evalsha_calls)
+    echo "x perf_evalsha $((c1 - c0))" >"$OUT/$name.perf-calls"
+}
+
 upstream_counts() { # PORT: "requests batches" from lockproxy's INFO
     redis-cli -p "$1" info | tr -d '\r' |
         awk -F: '/^upstream_requests:/ {r = $2} /^upstream_batches:/ {b = $2} END {print r, b}'
 }
 
 run_one() { # TARGET CLIENTS ROUND
-    local tgt=$1 n=$2 round=$3 name="$1-$2-$3" args=() port='' before after
+    local tgt=$1 n=$2 round=$3 name="$1-$2-$3" args=() port='' tpid='' before after
     case $tgt in
     proxy) args=(--targets proxy --proxy "127.0.0.1:$PORT_NEW" --proxy-pid "$PID_NEW")
-        port=$PORT_NEW ;;
+        port=$PORT_NEW tpid=$PID_NEW ;;
     base) args=(--targets proxy --proxy "127.0.0.1:$PORT_BASE" --proxy-pid "$PID_BASE")
-        port=$PORT_BASE ;;
-    twemproxy) args=(--targets twemproxy --twemproxy "127.0.0.1:$TP" --twemproxy-pid "$TPID") ;;
+        port=$PORT_BASE tpid=$PID_BASE ;;
+    twemproxy) args=(--targets twemproxy --twemproxy "127.0.0.1:$TP" --twemproxy-pid "$TPID")
+        tpid=$TPID ;;
     direct) args=(--targets direct) ;;
     esac
     redis-cli -p "$RP" flushall >/dev/null
     [ -z "$port" ] || before=$(upstream_counts "$port")
+    local pw=''
+    if [ "$PERF" = 1 ]; then
+        perf_window "$name" "$tpid" &
+        pw=$!
+    fi
     "$BUILD/lockproxy-bench" uncontended --clients "$n" --duration "$DURATION" \
         --warmup "$WARMUP" --redis "127.0.0.1:$RP" --kv "$OUT/$name.kv" "${args[@]}" \
         >"$OUT/$name.txt" 2>&1 || echo "bench-batch.sh: $name failed (see $OUT/$name.txt)" >&2
+    [ -z "$pw" ] || wait "$pw"
     if [ -n "$port" ]; then
         after=$(upstream_counts "$port")
         echo "$before $after" | awk '{ b = $4 - $2; printf "x req_per_write %.2f\n",
@@ -153,36 +196,61 @@ done
 {
     echo "date: $(date -u +%FT%TZ) commit: $(git -C "$ROOT" rev-parse --short HEAD)" \
         "runs: $RUNS x ${DURATION}s pool: $POOL base: ${BASE:-none}"
-    printf '%-7s %-10s %-26s %9s %9s %10s %9s %9s\n' clients target "redis us/pair [runs]" \
-        cmds/read req/write pairs/s "p50 ms" "p99 ms"
-    python3 - "$OUT" "$RUNS" "$CLIENTS" "${TARGETS[*]}" "$DIRECT_CLIENTS" <<'EOF'
+    printf '%-7s %-10s %-24s %9s %9s %9s %9s %8s %8s\n' clients target \
+        "redis us/pair [runs]" cmds/read req/write "proxy us" pairs/s "p50 ms" "p99 ms"
+    python3 - "$OUT" "$RUNS" "$CLIENTS" "${TARGETS[*]}" "$DIRECT_CLIENTS" "$PERF" <<'EOF'
 import statistics, sys, os
-out, runs, clients, targets, dclients = sys.argv[1], int(sys.argv[2]), sys.argv[3].split(), sys.argv[4].split(), sys.argv[5]
+out, runs, clients, targets, dclients, perf = sys.argv[1], int(sys.argv[2]), sys.argv[3].split(), sys.argv[4].split(), sys.argv[5], sys.argv[6] == "1"
+def perf_file(path):
+    ev = {}
+    if os.path.exists(path):
+        for line in open(path):
+            f = line.strip().split(",")
+            if len(f) >= 3 and f[0] and f[0][0].isdigit():
+                ev[f[2]] = float(f[0])
+    return ev
+def kv_file(path):
+    kv = {}
+    if os.path.exists(path):
+        for line in open(path):
+            parts = line.split()
+            if len(parts) == 3:
+                kv[parts[1]] = parts[2]
+    return kv
+nan = float("nan")
 sets = [(n, t) for n in clients for t in targets]
 if dclients:
     sets += [(dclients, "proxy"), (dclients, "direct")]
 for n, tgt in sets:
     rows = []
     for r in range(1, runs + 1):
-        path = f"{out}/{tgt}-{n}-{r}.kv"
-        if not os.path.exists(path):
-            continue
-        kv = {}
-        for line in open(path):
-            parts = line.split()
-            if len(parts) == 3:
-                kv[parts[1]] = parts[2]
+        base = f"{out}/{tgt}-{n}-{r}"
+        kv = kv_file(base + ".kv")
         try:
-            rows.append((float(kv["redis_cpu_us_per_acq"]), float(kv["redis_cmds_per_read"]),
-                         float(kv.get("req_per_write", "nan")), float(kv["ops_per_sec"]),
-                         float(kv["p50_us"]) / 1000, float(kv["p99_us"]) / 1000))
-        except (KeyError, ValueError):
-            pass
+            cpu, rpc = float(kv["redis_cpu_us_per_acq"]), float(kv["redis_cmds_per_read"])
+            tcpu = float(kv.get("proxy_cpu_s", "nan")) / float(kv["acquisitions"]) * 1e6
+            row = [cpu, rpc, float(kv.get("req_per_write", "nan")), tcpu, float(kv["ops_per_sec"]),
+                   float(kv["p50_us"]) / 1000, float(kv["p99_us"]) / 1000]
+        except (KeyError, ValueError, ZeroDivisionError):
+            continue
+        if perf:
+            calls = float(kv_file(base + ".perf-calls").get("perf_evalsha", "0"))
+            rd, tg = perf_file(base + ".perf-redis"), perf_file(base + ".perf-target")
+            if calls > 0 and "task-clock" in rd:
+                pairs = calls / 2
+                row[0] = rd["task-clock"] * 1000 / pairs
+                if "task-clock" in tg:
+                    row[3] = tg["task-clock"] * 1000 / pairs
+                sys_r = sum(v for k, v in rd.items() if k.startswith("syscalls:"))
+                row.append(sys_r / calls)
+                row.append(rd.get("context-switches", nan) / calls)
+        rows.append(row)
     if not rows:
         continue
     med = [statistics.median(c) for c in zip(*rows)]
     each = "[" + ",".join(f"{x[0]:.1f}" for x in rows) + "]"
-    rpw = "-" if med[2] != med[2] else f"{med[2]:.1f}"
-    print(f"{n:<7} {tgt:<10} {med[0]:5.2f} {each:<20} {med[1]:9.1f} {rpw:>9} {med[3]:10.0f} {med[4]:9.2f} {med[5]:9.2f}")
+    fmt = lambda v, p=1: "-" if v != v else f"{v:.{p}f}"
+    extra = f"  redis syscalls/cmd {fmt(med[7], 2)} cs/cmd {fmt(med[8], 2)}" if len(med) > 8 else ""
+    print(f"{n:<7} {tgt:<10} {med[0]:5.2f} {each:<18} {med[1]:9.1f} {fmt(med[2]):>9} {fmt(med[3]):>9} {med[4]:9.0f} {med[5]:8.2f} {med[6]:8.2f}{extra}")
 EOF
 } | tee "$OUT/summary.txt"
