@@ -97,6 +97,7 @@ static void run_check(struct hist *h, struct tt_report *r)
         .idle_gap_us = 1000000,
         .live_settle_us = 5000000,
         .watchdog_us = 1500000,
+        .recovery_bound_us = BOUND_MS * 1000ll,
         .faults = h->faults,
         .nfaults = h->nfaults,
     };
@@ -257,6 +258,32 @@ static void case_failover(void)
     tt_report_free(&r);
 }
 
+/* After a healed failover, errors before the first grant are allowed
+ * (a proxy catching up); no grant within the bound is a violation. */
+static void case_recovery(void)
+{
+    struct hist h;
+    struct tt_report r;
+
+    hist_init(&h, "recovery");
+    fault(&h, TT_F_SENTINEL_KILL, -1, 1000, 3000);
+    h.faults[0].names = 1u << 0; /* tt_workload_names[0] */
+    fault(&h, TT_F_SENTINEL_FAILOVER, -1, 10000, 11000);
+    h.faults[1].names = 1u << 1;
+    op_v(&h, 0, TT_LOCK, tt_workload_names[0], 0, 1000, 3010, 3011, TT_R_UPSTREAM, 0,
+         "UPSTREAM Redis is unavailable");
+    hold(&h, 0, TT_LOCK, TT_UNLOCK, tt_workload_names[0], 0, 3100, 3200, 3300, TT_R_INT);
+    op_v(&h, 1, TT_LOCK, tt_workload_names[1], 0, 1000, 11010, 11011, TT_R_UPSTREAM, 0,
+         "UPSTREAM Redis is unavailable");
+    hold(&h, 1, TT_LOCK, TT_UNLOCK, tt_workload_names[1], 0, 17000, 17100, 17200, TT_R_INT);
+    run_check(&h, &r);
+    expect("recovery", "violations after the kill",
+           tt_report_count(&r, "recovery", tt_workload_names[0]), 0);
+    expect("recovery", "violations after the failover (granted 6.1 s later)",
+           tt_report_count(&r, "recovery", tt_workload_names[1]), 1);
+    tt_report_free(&r);
+}
+
 /* WAIT 1000 answered past WAIT + bound: a violation, unless the client
  * was stopped long enough meanwhile. */
 static void case_wait_bound(void)
@@ -363,6 +390,7 @@ int tt_selftest_run(void)
     case_rwlock();
     case_semaphore();
     case_failover();
+    case_recovery();
     case_wait_bound();
     case_fifo();
     case_unanswered();
