@@ -62,6 +62,7 @@
 #include "proxy/locks/lock-int.h"
 #include "proxy/locks/redlock-int.h"
 #include "proxy/locks/scripts.h"
+#include "proxy/locks/shape.h"
 #include "proxy/locks/wait.h"
 #include "proxy/metrics.h"
 #include "proxy/reply.h"
@@ -184,18 +185,17 @@ static void rl_on_master(void *arg, const redisReply *r, int err)
     struct rl_call *c = arg;
     struct rl_attempt *att = c->ctx;
     unsigned nok, majority = att->rl->majority;
+    struct px_shape_acq a;
 
     att->pending--;
     if (err < 0) {
         att->unknown |= 1u << c->i;
-    } else if (r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
-               r->element[0]->type == REDIS_REPLY_INTEGER &&
-               r->element[1]->type == REDIS_REPLY_INTEGER) {
-        if (r->element[0]->integer == 1) {
+    } else if (px_shape_acquire(r, &a)) {
+        if (a.granted) {
             att->took |= 1u << c->i;
-            att->count = LP_MAX(att->count, r->element[1]->integer);
+            att->count = LP_MAX(att->count, a.count);
         } else {
-            int64_t pttl = r->element[1]->integer;
+            int64_t pttl = a.pttl;
 
             att->held++;
             if (att->min_pttl == -3 || (pttl >= 0 && (att->min_pttl < 0 || pttl < att->min_pttl)))
