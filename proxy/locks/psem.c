@@ -53,7 +53,7 @@ static struct hmap *held_map(void)
 static void psem_send_return(struct px_server *srv, const char *name, size_t len,
                              const unsigned char *id, uint64_t until, bool rollback)
 {
-    px__sem_return(srv, name, len, 1, id, until, rollback);
+    px__sem_return(srv, name, len, id, until, rollback);
 }
 
 struct psem_held {

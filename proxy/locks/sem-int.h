@@ -23,21 +23,23 @@ struct px_server;
 #define PX__PSEM_SENTINEL        "922337203685477" /* score of a permit without lease */
 #define PX__PSEM_ID_LEN          16u               /* raw permit id bytes */
 #define PX__SEM_RETURN_WINDOW_MS 60000u            /* a SEM return is resent this long at most */
+#define PX__SEM_LEDGER_MAX       (PX_CHANNEL_MAX + 64) /* {name}:lp-permits:<uuid> capacity */
 
 /* The semaphore scripts (one set for SEM and PSEM). */
 enum px__sem_script {
     PX__SEM_TRYSET = 0,     /* KEYS name, chan; ARGV n -> 1 | 0 */
     PX__SEM_ADD = 1,        /* KEYS name, chan; ARGV delta -> new count */
-    PX__SEM_ACQUIRE = 2,    /* KEYS name; ARGV n -> {1,left} | {0,avail} | {-1,0} no key */
-    PX__SEM_RELEASE = 3,    /* KEYS name, chan; ARGV n, only-if-exists -> {1,new} | {0,0} */
+    PX__SEM_ACQUIRE = 2,    /* KEYS name [ledger]; ARGV n [conn] -> {1,left} | {0,avail} | {-1,0} */
+    PX__SEM_RELEASE = 3,    /* KEYS name, chan [ledger]; ARGV n, only-if-exists [conn, own, maybe]
+                               -> {1,new,lost} | {0,0,0} */
     PX__SEM_AVAILABLE = 4,  /* KEYS name -> count */
     PX__SEM_DRAIN = 5,      /* KEYS name -> permits drained */
     PX__PSEM_TRYSET = 6,    /* KEYS name, timeout, chan; ARGV n -> 1 | 0 */
     PX__PSEM_ACQUIRE = 7,   /* ... ARGV now, expiry, id, sentinel -> {1,left} | {0,next} | {-1,0} */
     PX__PSEM_RELEASE = 8,   /* ... ARGV id, now -> 1 | 0 expired | -1 unknown */
     PX__PSEM_AVAILABLE = 9, /* ... ARGV now -> count */
-    PX__SEM_RETURN =
-        10, /* KEYS name, chan, marker; ARGV n, marker ttl -> {1,new} | {0,0} | {2,0} */
+    PX__SEM_RETURN = 10,    /* KEYS name, chan, ledger; ARGV conn, released for it
+                               -> {1,new,returned} | {0,0,0} | {2,0,0} */
     PX__SEM_NSCRIPTS = 11,
 };
 
@@ -47,10 +49,11 @@ unsigned px__sem_script(enum px__sem_script s);
 /* The name, the channel and (PSEM) the permit set, as script keys, then
  * the script's arguments. */
 struct px__sem_keys {
-    const char *argv[8];       /* borrowed: keys then arguments (some point into chan/zset) */
-    size_t lens[8];            /* their lengths */
-    char chan[PX_CHANNEL_MAX]; /* owned: redisson_sc:{name} */
-    char zset[PX_CHANNEL_MAX]; /* owned: {name}:timeout */
+    const char *argv[8];             /* borrowed: keys then arguments (some point into chan/zset) */
+    size_t lens[8];                  /* their lengths */
+    char chan[PX_CHANNEL_MAX];       /* owned: redisson_sc:{name} */
+    char zset[PX_CHANNEL_MAX];       /* owned: {name}:timeout */
+    char ledger[PX__SEM_LEDGER_MAX]; /* owned: {name}:lp-permits:<uuid> (SEM) */
 };
 
 /* Writes redisson_sc:{name}; returns its length. */
@@ -59,6 +62,13 @@ size_t px__sem_channel(const char *name, size_t len, char *out, size_t cap);
 /* Fills k for name: keys {name, chan} (returns 2) or, with psem, {name,
  * zset, chan} (returns 3). */
 int px__sem_keys_fill(struct px__sem_keys *k, const char *name, size_t len, bool psem);
+
+/* Sets key i of k to the ledger of srv's SEM permits of name: a hash
+ * {name}:lp-permits:<proxy uuid>, connection id -> permits that connection
+ * took through this proxy (not with KEEP), written by the acquire, release
+ * and return scripts together with the count. */
+void px__sem_keys_ledger(struct px__sem_keys *k, int i, const struct px_server *srv,
+                         const char *name, size_t len);
 
 /* Sets argument i of k. */
 void px__sem_keys_arg(struct px__sem_keys *k, int i, const char *p, size_t len);
@@ -79,22 +89,30 @@ int px__sem_parse_acquire(struct px_req *req, bool count_ok, bool wait_ok, bool 
 /* Reads a script's {status, value} pair. */
 bool px__sem_pair_reply(const redisReply *r, long long *status, long long *value);
 
+/* Reads a script's {status, value, third} triple. */
+bool px__sem_triple_reply(const redisReply *r, long long v[3]);
+
 /* Replies -NOTINIT for req's semaphore. */
 void px__sem_reply_notinit(struct px_req *req);
 
 /* may_block of the acquire commands: false for WAIT 0. */
 bool px__sem_may_block(const struct px_req *req);
 
-/* Gives back what a closed connection took: permits of a SEM (id NULL),
- * or the permit id of a PSEM. A retried job (jobs.h): a PSEM release by
- * id is sent again until Redis answers or until passes (the permit's lease
- * end, or PX_JOB_NO_END); a SEM return is an INCRBY, so it is sent again
- * only when it never reached Redis (a lost reply could have been applied:
- * returning twice would make permits out of nothing). rollback: it undoes
- * an acquisition no client was told of (counted as rolled back when Redis
- * had it), not a closed connection's permits. */
-void px__sem_return(struct px_server *srv, const char *name, size_t nlen, int64_t permits,
-                    const unsigned char *id, uint64_t until, bool rollback);
+/* Gives back the permit id of a PSEM a closed connection took. A retried
+ * job (jobs.h): sent again until Redis answers or until passes (the
+ * permit's lease end, or PX_JOB_NO_END). rollback: it undoes an
+ * acquisition no client was told of (counted as rolled back when Redis had
+ * it), not a closed connection's permit. */
+void px__sem_return(struct px_server *srv, const char *name, size_t nlen, const unsigned char *id,
+                    uint64_t until, bool rollback);
+
+/* Gives back the SEM permits connection conn took of name: what the
+ * ledger (px__sem_keys_ledger) of the master at the time records for it,
+ * less forgiven (permits other connections released for it). The same
+ * script clears the record, so resending is harmless: a retried job, for
+ * PX__SEM_RETURN_WINDOW_MS at most. */
+void px__sem_return_taken(struct px_server *srv, const char *name, size_t nlen, uint64_t conn,
+                          int64_t forgiven);
 
 /* Figures for INFO "sync". */
 struct px__sem_stats {
@@ -103,6 +121,7 @@ struct px__sem_stats {
     int64_t sem_tracked;              /* permits tracked for connections now */
     uint64_t sem_unknown;             /* SEM.ACQUIREs whose outcome is unknown (not rolled back) */
     uint64_t sem_released_for_others; /* tracked permits given back by another connection */
+    uint64_t sem_lost;                /* tracked permits the master no longer recorded */
     uint64_t psem_acquired;           /* permits taken by PSEM.(TRY)ACQUIRE */
     uint64_t psem_returned;           /* permits returned for closed connections */
     int64_t psem_tracked;             /* permit ids tracked for connections now */

@@ -84,16 +84,23 @@ void px__sem_keys_arg(struct px__sem_keys *k, int i, const char *p, size_t len)
     k->lens[i] = len;
 }
 
-/* ---- returns for closed connections ------------------------------------------ */
+void px__sem_keys_ledger(struct px__sem_keys *k, int i, const struct px_server *srv,
+                         const char *name, size_t len)
+{
+    size_t n = px_channel_name(k->ledger, PX_CHANNEL_MAX, "", name, len);
 
-static uint64_t return_seq; /* last SEM return marker number */
+    n += (size_t)snprintf(k->ledger + n, sizeof(k->ledger) - n, ":lp-permits:%s", srv->uuid);
+    px__sem_keys_arg(k, i, k->ledger, n);
+}
+
+/* ---- returns for closed connections ------------------------------------------ */
 
 struct sem_return {
     struct px_job job;                 /* the retried return */
-    int64_t permits;                   /* how many (PSEM: 1) */
     bool psem;                         /* a PSEM permit id, not SEM permits */
-    bool rollback;                     /* undoes an unconfirmed acquisition */
-    uint64_t seq;                      /* SEM: the marker's number */
+    bool rollback;                     /* PSEM: undoes an unconfirmed acquisition */
+    uint64_t conn;                     /* SEM: the connection whose record goes back */
+    int64_t forgiven;                  /* SEM: permits others released for it */
     unsigned char id[PX__PSEM_ID_LEN]; /* PSEM: the permit id */
     size_t nlen;                       /* name length */
     char name[];                       /* owned: the semaphore name */
@@ -103,10 +110,9 @@ static int return_send(struct px_job *j, pool_reply_fn *cb, void *arg)
 {
     struct sem_return *t = LP_CONTAINER_OF(j, struct sem_return, job);
     struct px__sem_keys k;
-    char a1[24], a2[24], marker[PX_CHANNEL_MAX + 96];
+    char a1[24], a2[24];
     int nk = px__sem_keys_fill(&k, t->name, t->nlen, t->psem);
     uint64_t hint = px_route_hint(t->name, t->nlen);
-    size_t n;
 
     if (t->psem) {
         px__sem_keys_arg(&k, nk, (const char *)t->id, PX__PSEM_ID_LEN);
@@ -116,24 +122,22 @@ static int return_send(struct px_job *j, pool_reply_fn *cb, void *arg)
         return px_script_eval(j->srv, hint, px__sem_script(PX__PSEM_RELEASE), nk, nk + 2, k.argv,
                               k.lens, cb, arg);
     }
-    n = px_channel_name(marker, PX_CHANNEL_MAX, "", t->name, t->nlen);
-    n += (size_t)snprintf(marker + n, sizeof(marker) - n, ":lp-return:%s:%llu", j->srv->uuid,
-                          (unsigned long long)t->seq);
-    px__sem_keys_arg(&k, 2, marker, n);
-    px__sem_keys_arg(&k, 3, a1, (size_t)snprintf(a1, sizeof(a1), "%lld", (long long)t->permits));
-    px__sem_keys_arg(&k, 4, a2,
-                     (size_t)snprintf(a2, sizeof(a2), "%u", 2 * PX__SEM_RETURN_WINDOW_MS));
+    px__sem_keys_ledger(&k, 2, j->srv, t->name, t->nlen);
+    px__sem_keys_arg(&k, 3, a1,
+                     (size_t)snprintf(a1, sizeof(a1), "%llu", (unsigned long long)t->conn));
+    px__sem_keys_arg(&k, 4, a2, (size_t)snprintf(a2, sizeof(a2), "%lld", (long long)t->forgiven));
     return px_script_eval(j->srv, hint, px__sem_script(PX__SEM_RETURN), 3, 5, k.argv, k.lens, cb,
                           arg);
 }
 
-/* SEM: {1, count} returned, {0, 0} the semaphore is gone, {2, 0} returned
- * by an earlier send whose reply was lost; PSEM: 1 or 0 (it had expired)
- * returned, -1 unknown (reclaimed already). */
+/* SEM: {1, count, returned}, {0, 0, 0} the semaphore is gone, {2, 0, 0}
+ * nothing recorded to return (returned by an earlier send whose reply was
+ * lost, or lost with a failover); PSEM: 1 or 0 (it had expired) returned,
+ * -1 unknown (reclaimed already). */
 static void return_done(struct px_job *j, const redisReply *r)
 {
     struct sem_return *t = LP_CONTAINER_OF(j, struct sem_return, job);
-    long long status, value;
+    long long v[3];
 
     if (r->type == REDIS_REPLY_ERROR)
         log_msg(LOG_LVL_WARN, "returning permits of '%.*s' failed: %.*s",
@@ -142,8 +146,8 @@ static void return_done(struct px_job *j, const redisReply *r)
         j->srv->stats.rolled_back++;
     else if (t->psem && r->type == REDIS_REPLY_INTEGER && r->integer >= 0)
         px__sem_stats.psem_returned++;
-    else if (!t->psem && px__sem_pair_reply(r, &status, &value) && status >= 1)
-        px__sem_stats.sem_returned += (uint64_t)t->permits;
+    else if (!t->psem && px__sem_triple_reply(r, v) && v[0] == 1 && v[2] > 0)
+        px__sem_stats.sem_returned += (uint64_t)v[2];
     free(t);
 }
 
@@ -156,7 +160,7 @@ static void return_dropped(struct px_job *j, enum px_job_drop why)
 static const struct px_job_ops sem_return_ops = {
     .what = "return of a closed connection's semaphore permits",
     .group = PX_JOB_RELEASE,
-    .idempotent = true, /* the marker makes a resend harmless */
+    .idempotent = true, /* the script clears the record it returns */
     .ready = NULL,
     .send = return_send,
     .done = return_done,
@@ -183,29 +187,45 @@ static const struct px_job_ops psem_rollback_ops = {
     .dropped = return_dropped,
 };
 
-void px__sem_return(struct px_server *srv, const char *name, size_t nlen, int64_t permits,
-                    const unsigned char *id, uint64_t until, bool rollback)
+static struct sem_return *return_new(const char *name, size_t nlen)
 {
     struct sem_return *t = calloc(1, sizeof(*t) + nlen + 1);
 
     if (!t) {
         log_msg(LOG_LVL_WARN, "cannot return permits of '%.*s': out of memory",
                 (int)LP_MIN(nlen, 200u), name);
-        return;
+        return NULL;
     }
-    t->permits = permits;
-    t->psem = id != NULL;
-    t->rollback = rollback;
-    t->seq = ++return_seq;
-    if (id)
-        memcpy(t->id, id, PX__PSEM_ID_LEN);
     t->nlen = nlen;
     memcpy(t->name, name, nlen);
-    px_job_init(&t->job, srv,
-                t->psem ? (rollback ? &psem_rollback_ops : &psem_return_ops) : &sem_return_ops);
-    if (!t->psem) /* within the marker's lifetime */
-        until = LP_MIN(until, sched_loop_now_ms(srv->loop) + PX__SEM_RETURN_WINDOW_MS);
+    return t;
+}
+
+void px__sem_return(struct px_server *srv, const char *name, size_t nlen, const unsigned char *id,
+                    uint64_t until, bool rollback)
+{
+    struct sem_return *t = return_new(name, nlen);
+
+    if (!t)
+        return;
+    t->psem = true;
+    t->rollback = rollback;
+    memcpy(t->id, id, PX__PSEM_ID_LEN);
+    px_job_init(&t->job, srv, rollback ? &psem_rollback_ops : &psem_return_ops);
     px_job_submit(&t->job, until);
+}
+
+void px__sem_return_taken(struct px_server *srv, const char *name, size_t nlen, uint64_t conn,
+                          int64_t forgiven)
+{
+    struct sem_return *t = return_new(name, nlen);
+
+    if (!t)
+        return;
+    t->conn = conn;
+    t->forgiven = forgiven;
+    px_job_init(&t->job, srv, &sem_return_ops);
+    px_job_submit(&t->job, sched_loop_now_ms(srv->loop) + PX__SEM_RETURN_WINDOW_MS);
 }
 
 /* ---- replies and arguments ------------------------------------------------ */
@@ -229,6 +249,13 @@ bool px__sem_pair_reply(const redisReply *r, long long *status, long long *value
     *status = v[0];
     *value = v[1];
     return true;
+}
+
+bool px__sem_triple_reply(const redisReply *r, long long v[3])
+{
+    size_t n;
+
+    return px_shape_ints(r, 3, 3, v, &n);
 }
 
 bool px__sem_may_block(const struct px_req *req)
@@ -321,12 +348,13 @@ void px_sync_info(struct px_server *srv, struct buf *o)
     buf_appendf(o,
                 "# Sync\r\nsem_waiters:%llu\r\nsem_acquired:%llu\r\nsem_wait_timeouts:%llu\r\n"
                 "sem_permits_tracked:%lld\r\nsem_permits_returned:%llu\r\n"
-                "sem_unknown_outcomes:%llu\r\nsem_permits_released_for_others:%llu\r\n",
+                "sem_unknown_outcomes:%llu\r\nsem_permits_released_for_others:%llu\r\n"
+                "sem_permits_lost:%llu\r\n",
                 (unsigned long long)px_wait_waiting(PX_WAIT_STAT_SEM),
                 (unsigned long long)s->sem_acquired,
                 (unsigned long long)px_wait_timeouts(PX_WAIT_STAT_SEM), (long long)s->sem_tracked,
                 (unsigned long long)s->sem_returned, (unsigned long long)s->sem_unknown,
-                (unsigned long long)s->sem_released_for_others);
+                (unsigned long long)s->sem_released_for_others, (unsigned long long)s->sem_lost);
     buf_appendf(o,
                 "psem_waiters:%llu\r\npsem_acquired:%llu\r\npsem_wait_timeouts:%llu\r\n"
                 "psem_permits_tracked:%lld\r\npsem_permits_returned:%llu\r\n"

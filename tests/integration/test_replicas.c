@@ -478,7 +478,50 @@ TEST(replicas_failover_lost_hold)
     rsentinel_cleanup(&s);
 }
 
+/* A failover that loses a permit: the acquire's writes (the count and the
+ * proxy's record of who took it) are undone on the master before a
+ * SENTINEL FAILOVER, as if it had granted it and died before replicating.
+ * The holder's SEM.RELEASE must not add the permit again (the semaphore
+ * would have one more than it was set to): it answers LOCKLOST. A permit
+ * the new master has is released as usual. */
+TEST(replicas_failover_lost_permit)
+{
+    static const char *const none[] = {NULL};
+    struct rsentinel s;
+    struct pu_proxy p;
+    redisContext *c, *c2;
+    char owner[PU_OWNER_MAX], ledger[128];
+    const char *id;
+    int m;
+
+    sentinel_proxy(&s, &p, none);
+    m = rsentinel_wait_master(&s, -1);
+    c = pu_connect(p.port);
+    c2 = pu_connect(p.port);
+    PU_INT(c, 1, "SEM.TRYSETPERMITS fo:sem 3");
+    PU_OK(c, "SEM.ACQUIRE fo:sem");
+    PU_OK(c2, "SEM.ACQUIRE fo:sem");
+    pu_conn_owner(c, owner, sizeof(owner));
+    id = strrchr(owner, ':');
+    ASSERT_NOTNULL(id);
+    snprintf(ledger, sizeof(ledger), "{fo:sem}:lp-permits:%.*s", (int)(id - owner), owner);
+    ASSERT_EQ(rsentinel_int(&s, m, "HDEL %s %s", ledger, id + 1), 1);
+    ASSERT_EQ(rsentinel_int(&s, m, "INCRBY fo:sem 1"), 2);
+    ASSERT_EQ(rsentinel_int(&s, m, "WAIT 2 2000"), 2);
+    rsentinel_failover(&s);
+    PU_EVENTUALLY(pu_info_int(c2, "topology_changes_seen") >= 1, 20000);
+    PU_INT(c2, 2, "SEM.AVAILABLE fo:sem");
+    PU_ERR(c, "LOCKLOST 1 permit(s)", "SEM.RELEASE fo:sem");
+    PU_INT(c, 2, "SEM.AVAILABLE fo:sem");
+    ASSERT_EQ(pu_info_int(c, "sem_permits_lost"), 1);
+    PU_INT(c2, 3, "SEM.RELEASE fo:sem");
+    redisFree(c2);
+    redisFree(c);
+    pu_proxy_stop(&p);
+    rsentinel_cleanup(&s);
+}
+
 TEST_MAIN(TEST_CASE(replicas_sync_grants), TEST_CASE(replicas_sync_stopped_epoll),
           TEST_CASE(replicas_sync_stopped_uring), TEST_CASE(replicas_sync_killed),
           TEST_CASE(replicas_sync_sentinel), TEST_CASE(replicas_sync_cluster),
-          TEST_CASE(replicas_failover_lost_hold))
+          TEST_CASE(replicas_failover_lost_hold), TEST_CASE(replicas_failover_lost_permit))

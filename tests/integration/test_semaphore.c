@@ -305,7 +305,7 @@ static void scenario_sem_timeout(struct pu_env *e)
     ASSERT_TRUE(elapsed >= 250 && elapsed < 3000);
     PU_NIL(c2, "SEM.ACQUIRE %s %d WAIT %d", "to", 1, 100);
     ASSERT_EQ(pu_get_int(rc, "to"), 0);
-    ASSERT_EQ(pu_dbsize(rc), 1);
+    ASSERT_EQ(pu_dbsize(rc), 2); /* the count, and who took the permit: {to}:lp-permits:<uuid> */
     ASSERT_EQ(pu_info_int(c, "sem_waiters"), 0);
     ASSERT_TRUE(pu_info_int(c, "sem_wait_timeouts") >= 2);
     ASSERT_EQ(pu_info_int(c, "sem_permits_tracked"), 1);
@@ -318,6 +318,7 @@ static void scenario_sem_timeout(struct pu_env *e)
     PU_INT(c, 1, "SEM.RELEASE %s", "to");
     pu_sleep_ms(100);
     ASSERT_EQ(pu_get_int(rc, "to"), 1);
+    ASSERT_EQ(pu_dbsize(rc), 1); /* the record went with the release */
     ASSERT_EQ(pu_info_int(c, "sem_permits_tracked"), 0);
     redisFree(rc);
     redisFree(c);

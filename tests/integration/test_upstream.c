@@ -158,6 +158,41 @@ static void scenario_restart_told(struct pu_env *e)
     redisFree(c);
 }
 
+/* A restart without persistence loses the permits clients of the proxy
+ * took. An operator sets the semaphore up again; neither the holder's
+ * SEM.RELEASE nor another holder's disconnect may then raise it above what
+ * it was set to (each would add a permit nobody took in this Redis): the
+ * release answers LOCKLOST. */
+static void scenario_restart_sem(struct pu_env *e)
+{
+    redisContext *a = pu_client(e), *b = pu_client(e), *c = pu_client(e);
+    long long until;
+
+    PU_INT(c, 1, "SEM.TRYSETPERMITS %s %d", "rs", 2);
+    PU_OK(a, "SEM.ACQUIRE %s", "rs");
+    PU_OK(b, "SEM.ACQUIRE %s", "rs");
+    pu_redis_kill(&e->redis);
+    pu_redis_restart(&e->redis);
+    PU_EVENTUALLY(upstream_state_is(c, "up"), 15000);
+    PU_EVENTUALLY(pu_info_int(c, "upstream_restarts") == 1, 3000);
+    PU_INT(c, 1, "SEM.TRYSETPERMITS %s %d", "rs", 2);
+    PU_ERR(a, "LOCKLOST", "SEM.RELEASE %s", "rs");
+    PU_INT(c, 2, "SEM.AVAILABLE %s", "rs");
+    redisFree(b); /* its permit would go back on close */
+    for (until = pu_now_ms() + 1000; pu_now_ms() < until; pu_sleep_ms(50))
+        PU_INT(c, 2, "SEM.AVAILABLE %s", "rs");
+    /* Permits taken after the restart go back as ever. */
+    b = pu_client(e);
+    PU_OK(b, "SEM.ACQUIRE %s %d", "rs", 2);
+    PU_INT(c, 0, "SEM.AVAILABLE %s", "rs");
+    redisFree(b);
+    PU_EVENTUALLY(pu_int_reply(c, "SEM.AVAILABLE", "rs") == 2, 3000);
+    PU_OK(a, "SEM.TRYACQUIRE %s", "rs");
+    PU_INT(a, 2, "SEM.RELEASE %s", "rs");
+    redisFree(c);
+    redisFree(a);
+}
+
 struct load {
     int port;
     atomic_int phase;
@@ -429,6 +464,11 @@ TEST(upstream_restart_told_at_once)
     pu_each_backend(scenario_restart_told, NULL);
 }
 
+TEST(upstream_restart_sem_permits_lost)
+{
+    pu_each_backend(scenario_restart_sem, NULL);
+}
+
 TEST(upstream_restart_under_load)
 {
     static const char *const extra[] = {"--lock-watchdog-timeout", "2000", NULL};
@@ -453,4 +493,4 @@ TEST(upstream_connections_killed)
 
 TEST_MAIN(TEST_CASE(upstream_down_and_back), TEST_CASE(upstream_connections_killed),
           TEST_CASE(upstream_restart_under_load), TEST_CASE(upstream_stopped_times_out),
-          TEST_CASE(upstream_restart_told_at_once))
+          TEST_CASE(upstream_restart_told_at_once), TEST_CASE(upstream_restart_sem_permits_lost))

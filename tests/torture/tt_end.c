@@ -90,8 +90,6 @@ static bool node_keys_clean(redisContext *c, char *d, long long *count)
                 continue;
             if (strcmp(k, TT_SEM_NAME) == 0)
                 continue; /* its count is judged against the history (torture.c) */
-            if (strncmp(k, "{" TT_SEM_NAME "}:lp-return:", strlen(TT_SEM_NAME) + 13) == 0)
-                continue; /* a permit return's marker: expires after two minutes by design */
             clean = false;
             if ((*count)++ < 12)
                 describe_key(c, k, d);

@@ -1,20 +1,27 @@
--- A closed connection's permits back (sem.c): as a release that only goes
--- to an existing semaphore, but at most once per marker (KEYS[3], set NX
--- with a TTL), so that a resend after a lost reply does not return them
--- twice. Fragments before: _publish.lua, _object_semaphore.lua,
--- _count_check.lua.
--- KEYS[1] name, KEYS[2] redisson_sc:{name},
--- KEYS[3] {name}:lp-return:<proxy-uuid>:<n>
--- ARGV[1] permits, ARGV[2] marker TTL ms, ARGV[3] publish command
--- Returns {1, new count}, {0, 0} (not set) or {2, 0} (returned before).
+-- A closed connection's permits back (sem.c): what this master records the
+-- connection took through this proxy (its field of KEYS[3]), less ARGV[2]
+-- (permits other connections released for it), to a semaphore that still
+-- exists. The field goes in the same script, so a resend after a lost
+-- reply returns nothing twice, and permits this master never recorded
+-- (lost in a failover or a restart) are not added: they are free here.
+-- Fragments before: _publish.lua, _object_semaphore.lua, _count_check.lua.
+-- KEYS[1] name, KEYS[2] redisson_sc:{name}, KEYS[3] {name}:lp-permits:<uuid>
+-- ARGV[1] the connection's id, ARGV[2] released for it; last: publish
+-- Returns {1, new count, returned}, {0, 0, 0} (not set) or {2, 0, 0}
+-- (nothing to return).
+local had = tonumber(redis.call('hget', KEYS[3], ARGV[1]) or '0')
+if had > 0 then
+    redis.call('hdel', KEYS[3], ARGV[1])
+end
+local n = had - tonumber(ARGV[2])
 if not cur then
-    return {0, 0}
+    return {0, 0, 0}
 end
-if not redis.call('set', KEYS[3], '1', 'NX', 'PX', ARGV[2]) then
-    return {2, 0}
+if n <= 0 then
+    return {2, 0, 0}
 end
-local v = redis.call('incrby', KEYS[1], ARGV[1])
+local v = redis.call('incrby', KEYS[1], n)
 if v > 0 then
     redis.call(publish, KEYS[2], v)
 end
-return {1, v}
+return {1, v, n}
