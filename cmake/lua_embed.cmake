@@ -19,7 +19,7 @@ string(APPEND lp_lua_h "#include \"proxy/locks/scripts.h\"\n\n")
 # Commands that change data, and commands that only read.
 set(lp_lua_writes set hset hincrby hdel del decr decrby incr incrby lpop lrem pexpire rpush zadd
     zincrby zrem zremrangebyscore)
-set(lp_lua_reads exists get hget hexists hkeys hlen hmget lindex lrange pttl type zrange zscore)
+set(lp_lua_reads exists get hget hgetall hexists hkeys hlen hmget lindex lrange pttl type zrange zscore)
 
 macro(lp_lua name)
   set(text "")

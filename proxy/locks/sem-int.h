@@ -17,6 +17,7 @@
 extern "C" {
 #endif
 
+struct px_client;
 struct px_req;
 struct px_server;
 
@@ -40,7 +41,8 @@ enum px__sem_script {
     PX__PSEM_AVAILABLE = 9, /* ... ARGV now -> count */
     PX__SEM_RETURN = 10,    /* KEYS name, chan, ledger; ARGV conn, released for it
                                -> {1,new,returned} | {0,0,0} | {2,0,0} */
-    PX__SEM_NSCRIPTS = 11,
+    PX__SEM_RECONCILE = 11, /* KEYS name, chan, ledger; ARGV conns to skip -> {conns, permits} */
+    PX__SEM_NSCRIPTS = 12,
 };
 
 /* Pool id of a semaphore script. */
@@ -114,6 +116,33 @@ void px__sem_return(struct px_server *srv, const char *name, size_t nlen, const 
 void px__sem_return_taken(struct px_server *srv, const char *name, size_t nlen, uint64_t conn,
                           int64_t forgiven);
 
+/* SEM permit tracking (sem_track.c). */
+
+/* What a release by one connection tells the release script about its
+ * own record (sem_release.lua). */
+struct px__sem_own {
+    bool taker;    /* the connection has a record of this semaphore */
+    int64_t own;   /* of the n released, permits it took as the proxy counts */
+    int64_t maybe; /* more that may be its own (its taker is unsure) */
+};
+
+/* An acquire by cl of name starts (its record may grow) and ends. */
+void px__sem_track_begin(struct px_client *cl, const char *name, size_t len);
+void px__sem_track_end(struct px_client *cl, const char *name, size_t len);
+
+/* cl took n permits of name; unsure: it may have taken more (an outcome
+ * never learnt). On -ENOMEM they are simply not tracked. */
+void px__sem_track_add(struct px_client *cl, const char *name, size_t len, int64_t n, bool unsure);
+
+/* cl releases n permits of name: n come off the tracking, cl's own first,
+ * then other takers', oldest first. Fills *o. */
+void px__sem_track_release(struct px_client *cl, const char *name, size_t len, int64_t n,
+                           struct px__sem_own *o);
+
+/* A release script said what cl's record still has (left): unsure while
+ * some, sure again when none. */
+void px__sem_track_left(struct px_client *cl, const char *name, size_t len, long long left);
+
 /* Figures for INFO "sync". */
 struct px__sem_stats {
     uint64_t sem_acquired;            /* permits taken by SEM.(TRY)ACQUIRE */
@@ -122,6 +151,7 @@ struct px__sem_stats {
     uint64_t sem_unknown;             /* SEM.ACQUIREs whose outcome is unknown (not rolled back) */
     uint64_t sem_released_for_others; /* tracked permits given back by another connection */
     uint64_t sem_lost;                /* tracked permits the master no longer recorded */
+    uint64_t sem_restored;            /* recorded permits nobody held, given back after a change */
     uint64_t psem_acquired;           /* permits taken by PSEM.(TRY)ACQUIRE */
     uint64_t psem_returned;           /* permits returned for closed connections */
     int64_t psem_tracked;             /* permit ids tracked for connections now */

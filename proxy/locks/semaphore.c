@@ -43,7 +43,7 @@ struct px__sem_stats px__sem_stats;
 static const struct px_lua *const sem_scripts[PX__SEM_NSCRIPTS] = {
     &px_lua_sem_tryset,    &px_lua_sem_add,        &px_lua_sem_acquire, &px_lua_sem_release,
     &px_lua_sem_available, &px_lua_sem_drain,      &px_lua_psem_tryset, &px_lua_psem_acquire,
-    &px_lua_psem_release,  &px_lua_psem_available, &px_lua_sem_return,
+    &px_lua_psem_release,  &px_lua_psem_available, &px_lua_sem_return,  &px_lua_sem_reconcile,
 };
 
 static unsigned sem_script_base;
@@ -349,12 +349,13 @@ void px_sync_info(struct px_server *srv, struct buf *o)
                 "# Sync\r\nsem_waiters:%llu\r\nsem_acquired:%llu\r\nsem_wait_timeouts:%llu\r\n"
                 "sem_permits_tracked:%lld\r\nsem_permits_returned:%llu\r\n"
                 "sem_unknown_outcomes:%llu\r\nsem_permits_released_for_others:%llu\r\n"
-                "sem_permits_lost:%llu\r\n",
+                "sem_permits_lost:%llu\r\nsem_permits_restored:%llu\r\n",
                 (unsigned long long)px_wait_waiting(PX_WAIT_STAT_SEM),
                 (unsigned long long)s->sem_acquired,
                 (unsigned long long)px_wait_timeouts(PX_WAIT_STAT_SEM), (long long)s->sem_tracked,
                 (unsigned long long)s->sem_returned, (unsigned long long)s->sem_unknown,
-                (unsigned long long)s->sem_released_for_others, (unsigned long long)s->sem_lost);
+                (unsigned long long)s->sem_released_for_others, (unsigned long long)s->sem_lost,
+                (unsigned long long)s->sem_restored);
     buf_appendf(o,
                 "psem_waiters:%llu\r\npsem_acquired:%llu\r\npsem_wait_timeouts:%llu\r\n"
                 "psem_permits_tracked:%lld\r\npsem_permits_returned:%llu\r\n"

@@ -16,6 +16,7 @@
 extern "C" {
 #endif
 
+struct pool_topology_event;
 struct px_server;
 
 /* SEM.* and PSEM.* commands; their scripts. */
@@ -24,6 +25,10 @@ extern const struct px_script_set px_sem_script_set;
 
 /* INFO section "sync": semaphore and latch figures. */
 void px_sync_info(struct px_server *srv, struct buf *out);
+
+/* After a change of slot owners: the SEM permit records of the moved
+ * slots are checked on their new master (sem_track.c). */
+void px_sem_on_topology(struct px_server *srv, const struct pool_topology_event *ev);
 
 #ifdef __cplusplus
 }

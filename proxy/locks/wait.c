@@ -359,7 +359,7 @@ static void wait_log_unreplicated(struct px_wait_op *op, int acked)
     if (!px_ratelog_allow(&rl, now_ms(op), &quiet))
         return;
     log_msg(LOG_LVL_WARN,
-            "grant refused: %s '%.*s' reached %d of %u replicas within %u ms; given back "
+            "grant refused: %s '%.*s' reached %d of %u replicas within %u ms; undone "
             "(%llu similar not logged)",
             op->kind->name, (int)LP_MIN(name->len, 200u), name->p, acked < 0 ? 0 : acked,
             op->srv->opts.sync_replicas, op->srv->opts.sync_timeout_ms, (unsigned long long)quiet);

@@ -38,6 +38,7 @@
 #include "pool/pool.h"
 #include "proxy/locks/hold.h"
 #include "proxy/locks/scripts.h"
+#include "proxy/locks/semaphore.h"
 #include "proxy/locks/shape.h"
 #include "proxy/metrics.h"
 #include "proxy/server.h"
@@ -339,6 +340,7 @@ void px_locks_on_topology(void *arg, const struct pool_topology_event *ev)
         return; /* the first map: nothing was held before it */
     srv->stats.topology_changes++;
     px_watchdog_topology(srv, ev);
+    px_sem_on_topology(srv, ev);
 }
 
 int px_watchdog_init(struct px_server *srv)

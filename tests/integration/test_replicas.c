@@ -521,7 +521,46 @@ TEST(replicas_failover_lost_permit)
     rsentinel_cleanup(&s);
 }
 
+/* A failover that loses a release: its writes (the count, and the
+ * proxy's record of who took the permit) are undone on the master before
+ * a SENTINEL FAILOVER. The holder was told it released, and its
+ * connection holds nothing: the proxy finds the record on the new master
+ * and gives the permit back, so the semaphore does not stay short. */
+TEST(replicas_failover_lost_release)
+{
+    static const char *const none[] = {NULL};
+    struct rsentinel s;
+    struct pu_proxy p;
+    redisContext *c;
+    char owner[PU_OWNER_MAX], ledger[128];
+    const char *id;
+    int m;
+
+    sentinel_proxy(&s, &p, none);
+    m = rsentinel_wait_master(&s, -1);
+    c = pu_connect(p.port);
+    PU_INT(c, 1, "SEM.TRYSETPERMITS fr:sem 3");
+    PU_OK(c, "SEM.ACQUIRE fr:sem");
+    PU_INT(c, 3, "SEM.RELEASE fr:sem");
+    pu_conn_owner(c, owner, sizeof(owner));
+    id = strrchr(owner, ':');
+    ASSERT_NOTNULL(id);
+    snprintf(ledger, sizeof(ledger), "{fr:sem}:lp-permits:%.*s", (int)(id - owner), owner);
+    ASSERT_EQ(rsentinel_int(&s, m, "HSET %s %s 1", ledger, id + 1), 1);
+    ASSERT_EQ(rsentinel_int(&s, m, "DECRBY fr:sem 1"), 2);
+    ASSERT_EQ(rsentinel_int(&s, m, "WAIT 2 2000"), 2);
+    rsentinel_failover(&s);
+    PU_EVENTUALLY(pu_info_int(c, "sem_permits_restored") == 1, 20000);
+    PU_INT(c, 3, "SEM.AVAILABLE fr:sem");
+    m = rsentinel_wait_master(&s, -1);
+    ASSERT_EQ(rsentinel_int(&s, m, "EXISTS %s", ledger), 0);
+    redisFree(c);
+    pu_proxy_stop(&p);
+    rsentinel_cleanup(&s);
+}
+
 TEST_MAIN(TEST_CASE(replicas_sync_grants), TEST_CASE(replicas_sync_stopped_epoll),
           TEST_CASE(replicas_sync_stopped_uring), TEST_CASE(replicas_sync_killed),
           TEST_CASE(replicas_sync_sentinel), TEST_CASE(replicas_sync_cluster),
-          TEST_CASE(replicas_failover_lost_hold), TEST_CASE(replicas_failover_lost_permit))
+          TEST_CASE(replicas_failover_lost_hold), TEST_CASE(replicas_failover_lost_permit),
+          TEST_CASE(replicas_failover_lost_release))
