@@ -41,7 +41,7 @@ enum px__sem_script {
     PX__PSEM_AVAILABLE = 9, /* ... ARGV now -> count */
     PX__SEM_RETURN = 10,    /* KEYS name, chan, ledger; ARGV conn, released for it
                                -> {1,new,returned} | {0,0,0} | {2,0,0} */
-    PX__SEM_RECONCILE = 11, /* KEYS name, chan, ledger; ARGV conns to skip -> {conns, permits} */
+    PX__SEM_LEDGER = 11,    /* KEYS ledger -> {conn, permits, ...} */
     PX__SEM_NSCRIPTS = 12,
 };
 
@@ -109,12 +109,13 @@ void px__sem_return(struct px_server *srv, const char *name, size_t nlen, const 
                     uint64_t until, bool rollback);
 
 /* Gives back the SEM permits connection conn took of name: what the
- * ledger (px__sem_keys_ledger) of the master at the time records for it,
- * less forgiven (permits other connections released for it). The same
- * script clears the record, so resending is harmless: a retried job, for
+ * ledger (px__sem_keys_ledger) of the master at the time records for it
+ * (exact > 0: at most that many), less forgiven (permits other
+ * connections released for it). The same script clears what it gives
+ * back, so resending is harmless: a retried job, for
  * PX__SEM_RETURN_WINDOW_MS at most. */
 void px__sem_return_taken(struct px_server *srv, const char *name, size_t nlen, uint64_t conn,
-                          int64_t forgiven);
+                          int64_t forgiven, int64_t exact);
 
 /* SEM permit tracking (sem_track.c). */
 
@@ -125,10 +126,6 @@ struct px__sem_own {
     int64_t own;   /* of the n released, permits it took as the proxy counts */
     int64_t maybe; /* more that may be its own (its taker is unsure) */
 };
-
-/* An acquire by cl of name starts (its record may grow) and ends. */
-void px__sem_track_begin(struct px_client *cl, const char *name, size_t len);
-void px__sem_track_end(struct px_client *cl, const char *name, size_t len);
 
 /* cl took n permits of name; unsure: it may have taken more (an outcome
  * never learnt). On -ENOMEM they are simply not tracked. */
@@ -151,7 +148,7 @@ struct px__sem_stats {
     uint64_t sem_unknown;             /* SEM.ACQUIREs whose outcome is unknown (not rolled back) */
     uint64_t sem_released_for_others; /* tracked permits given back by another connection */
     uint64_t sem_lost;                /* tracked permits the master no longer recorded */
-    uint64_t sem_restored;            /* recorded permits nobody held, given back after a change */
+    uint64_t sem_restored;            /* recorded permits of closed connections, given back */
     uint64_t psem_acquired;           /* permits taken by PSEM.(TRY)ACQUIRE */
     uint64_t psem_returned;           /* permits returned for closed connections */
     int64_t psem_tracked;             /* permit ids tracked for connections now */

@@ -247,12 +247,12 @@ static void semop_undo(struct px_wait_op *w, enum px_undo_why why)
     uint64_t quiet;
 
     if (why == PX_UNDO_GONE && !s->keep)
-        px__sem_return_taken(w->srv, name->p, name->len, s->conn, 0);
+        px__sem_return_taken(w->srv, name->p, name->len, s->conn, 0, 0);
     if (why != PX_UNDO_UNKNOWN && why != PX_UNDO_UNREPLICATED)
         return;
     px__sem_stats.sem_unknown++;
     if (!s->keep && w->req->cl->closing)
-        px__sem_return_taken(w->srv, name->p, name->len, s->conn, 0);
+        px__sem_return_taken(w->srv, name->p, name->len, s->conn, 0, 0);
     else if (!s->keep)
         px__sem_track_add(w->req->cl, name->p, name->len, 0, true);
     if (px_ratelog_allow(&rl, sched_loop_now_ms(w->srv->loop), &quiet))
@@ -267,12 +267,7 @@ static void semop_undo(struct px_wait_op *w, enum px_undo_why why)
 
 static void semop_destroy(struct px_wait_op *w)
 {
-    struct semop *s = semop_of(w);
-    const struct px_arg *name = &w->req->argv[1];
-
-    if (!s->keep)
-        px__sem_track_end(w->req->cl, name->p, name->len);
-    free(s);
+    free(semop_of(w));
 }
 
 static const struct px_wait_kind semop_kind = {
@@ -305,8 +300,6 @@ static void sem_acquire_start(struct px_req *req, bool wait_ok)
     s->permits = a.permits;
     s->conn = req->cl->id;
     s->keep = a.keep;
-    if (!s->keep) /* its record may grow from now on */
-        px__sem_track_begin(req->cl, req->argv[1].p, req->argv[1].len);
     px_wait_init(&s->wait, &semop_kind, req, wait_ok ? a.wait_ms : 0);
     px_wait_start(&s->wait);
 }

@@ -27,12 +27,13 @@
  * master records (the rest is answered LOCKLOST); a return on close gives
  * back the connection's record less its forgiven permits, and clears it.
  * A master may equally lack a release or a return (the record then says
- * more than the proxy): after every topology change the records of
- * connections with no taker here are given back (sem_reconcile.lua), and
- * every taker of a moved slot turns unsure.
+ * more than the proxy): after every topology change the proxy reads the
+ * ledger of each semaphore of the moved slots (sem_ledger.lua); a closed
+ * connection's record goes back (exactly what was read), an open one's
+ * taker turns unsure, as does every taker there, so that its record is
+ * settled at its release or close.
  *
- * States of a taker: it lives while it has permits, forgiven ones, an
- * acquire under way (acquiring: its record may grow any moment), or is
+ * States of a taker: it lives while it has permits, forgiven ones, or is
  * unsure (an acquire or a release whose outcome was never learnt, or a
  * failover since: its record, not the proxy, says what goes back on
  * close). A sem_name lives while it has takers and then lingers for
@@ -56,7 +57,6 @@
 #include "proxy/locks/scripts.h"
 #include "proxy/locks/sem-int.h"
 #include "proxy/locks/semaphore.h"
-#include "proxy/locks/shape.h"
 #include "proxy/locks/wait.h"
 #include "proxy/server.h"
 #include "sched/loop.h"
@@ -99,7 +99,6 @@ struct sem_taker {
     uint64_t conn;         /* cl->id: its field in the ledger */
     int64_t permits;       /* taken and not released since */
     int64_t forgiven;      /* released for it by other connections */
-    unsigned acquiring;    /* acquires under way */
     bool unsure;           /* its record may hold more than permits + forgiven */
 };
 
@@ -188,7 +187,7 @@ static void taker_free(struct sem_taker *t)
 
 static void taker_maybe_free(struct sem_taker *t)
 {
-    if (t->permits == 0 && t->forgiven == 0 && t->acquiring == 0 && !t->unsure)
+    if (t->permits == 0 && t->forgiven == 0 && !t->unsure)
         taker_free(t);
 }
 
@@ -211,7 +210,7 @@ static void taker_gone(struct px_claim *c, struct px_client *cl)
     struct sem_taker *t = LP_CONTAINER_OF(c, struct sem_taker, claim);
 
     (void)cl;
-    px__sem_return_taken(t->srv, t->sem->name, t->sem->nlen, t->conn, t->forgiven);
+    px__sem_return_taken(t->srv, t->sem->name, t->sem->nlen, t->conn, t->forgiven, 0);
     taker_free(t);
 }
 
@@ -241,24 +240,6 @@ static struct sem_taker *taker_get(struct px_client *cl, const char *name, size_
     list_add_tail(&sn->takers, &t->name_node);
     list_add_tail(&cl->locks.claims, &t->claim.node);
     return t;
-}
-
-void px__sem_track_begin(struct px_client *cl, const char *name, size_t len)
-{
-    struct sem_taker *t = taker_get(cl, name, len);
-
-    if (t)
-        t->acquiring++;
-}
-
-void px__sem_track_end(struct px_client *cl, const char *name, size_t len)
-{
-    struct sem_taker *t = taker_of(cl, name, len);
-
-    if (t && t->acquiring > 0) {
-        t->acquiring--;
-        taker_maybe_free(t);
-    }
 }
 
 void px__sem_track_add(struct px_client *cl, const char *name, size_t len, int64_t n, bool unsure)
@@ -317,7 +298,7 @@ void px__sem_track_release(struct px_client *cl, const char *name, size_t len, i
     }
 }
 
-/* ---- after a topology change: records nobody here holds go back ------------- */
+/* ---- after a topology change: records to settle -------------------------------- */
 
 struct sem_reconcile {
     struct px_job job; /* retried until Redis answers */
@@ -325,64 +306,72 @@ struct sem_reconcile {
     char name[];       /* owned: the semaphore name */
 };
 
-/* KEYS name, chan, ledger; ARGV: the connections with a taker here (their
- * records are theirs to settle), then the publish command. */
 static int reconcile_send(struct px_job *j, pool_reply_fn *cb, void *arg)
 {
     struct sem_reconcile *r = LP_CONTAINER_OF(j, struct sem_reconcile, job);
-    struct sem_name *sn = sem_name_find(r->name, r->nlen, false);
-    size_t n = 0, i = 3;
     struct px__sem_keys k;
-    const char **argv;
-    size_t *lens;
-    char(*ids)[24];
-    struct list *it;
-    int rc;
 
-    for (it = sn ? sn->takers.next : NULL; sn && it != &sn->takers; it = it->next)
-        n++;
-    argv = malloc((n + 3) * sizeof(*argv));
-    lens = malloc((n + 3) * sizeof(*lens));
-    ids = malloc((n + 1) * sizeof(*ids));
-    if (!argv || !lens || !ids) {
-        rc = -ENOMEM;
-        goto out;
-    }
-    px__sem_keys_fill(&k, r->name, r->nlen, false);
-    px__sem_keys_ledger(&k, 2, j->srv, r->name, r->nlen);
-    memcpy(argv, k.argv, 3 * sizeof(*argv));
-    memcpy(lens, k.lens, 3 * sizeof(*lens));
-    for (it = sn ? sn->takers.next : NULL; sn && it != &sn->takers; it = it->next, i++) {
-        struct sem_taker *t = LP_CONTAINER_OF(it, struct sem_taker, name_node);
-
-        argv[i] = ids[i - 3];
-        lens[i] = (size_t)snprintf(ids[i - 3], sizeof(ids[0]), "%llu", (unsigned long long)t->conn);
-    }
-    rc = px_script_eval(j->srv, px_route_hint(r->name, r->nlen), px__sem_script(PX__SEM_RECONCILE),
-                        3, (int)i, argv, lens, cb, arg);
-out:
-    free(ids);
-    free(lens);
-    free(argv);
-    return rc;
+    px__sem_keys_ledger(&k, 0, j->srv, r->name, r->nlen);
+    return px_script_eval(j->srv, px_route_hint(r->name, r->nlen), px__sem_script(PX__SEM_LEDGER),
+                          1, 1, k.argv, k.lens, cb, arg);
 }
 
-/* {connections, permits} given back. */
+static struct px_client *client_open(struct px_server *srv, uint64_t id)
+{
+    struct list *n;
+
+    for (n = srv->clients.next; n != &srv->clients; n = n->next) {
+        struct px_client *cl = LP_CONTAINER_OF(n, struct px_client, client_node);
+
+        if (cl->id == id)
+            return cl->closing ? NULL : cl;
+    }
+    return NULL;
+}
+
+/* One record {conn, permits} of the new master: an open connection's
+ * taker turns unsure (it settles the record at its release or close; a
+ * give-back now could race its next acquire), a closed connection's
+ * permits go back, exactly those read. */
+static void reconcile_record(struct px_server *srv, const struct sem_reconcile *r,
+                             const redisReply *conn, const redisReply *val)
+{
+    char buf[24];
+    unsigned long long id;
+    long long n;
+    struct px_client *cl;
+
+    if (conn->type != REDIS_REPLY_STRING || val->type != REDIS_REPLY_STRING || conn->len == 0 ||
+        conn->len >= sizeof(buf) || val->len == 0 || val->len >= sizeof(buf))
+        return;
+    memcpy(buf, conn->str, conn->len);
+    buf[conn->len] = '\0';
+    id = strtoull(buf, NULL, 10);
+    memcpy(buf, val->str, val->len);
+    buf[val->len] = '\0';
+    n = strtoll(buf, NULL, 10);
+    if (n <= 0)
+        return;
+    cl = client_open(srv, id);
+    if (cl)
+        px__sem_track_add(cl, r->name, r->nlen, 0, true);
+    else
+        px__sem_return_taken(srv, r->name, r->nlen, id, 0, n);
+}
+
 static void reconcile_done(struct px_job *j, const redisReply *r)
 {
     struct sem_reconcile *s = LP_CONTAINER_OF(j, struct sem_reconcile, job);
-    long long v[2];
-    size_t n;
+    size_t i;
 
-    if (r->type == REDIS_REPLY_ERROR)
-        log_msg(LOG_LVL_WARN, "checking the permit records of '%.*s' failed: %.*s",
-                (int)LP_MIN(s->nlen, 200u), s->name, (int)LP_MIN(r->len, 200u), r->str);
-    else if (px_shape_ints(r, 2, 2, v, &n) && v[1] > 0) {
-        px__sem_stats.sem_restored += (uint64_t)v[1];
-        log_msg(LOG_LVL_WARN,
-                "gave back %lld permits of '%.*s' the new master recorded for %lld connections "
-                "that hold none (a release or a return the topology change lost)",
-                v[1], (int)LP_MIN(s->nlen, 200u), s->name, v[0]);
+    if (r->type == REDIS_REPLY_ARRAY && r->elements % 2 == 0) {
+        for (i = 0; i < r->elements; i += 2)
+            reconcile_record(j->srv, s, r->element[i], r->element[i + 1]);
+    } else {
+        log_msg(LOG_LVL_WARN, "reading the permit records of '%.*s' failed: %.*s",
+                (int)LP_MIN(s->nlen, 200u), s->name,
+                r->type == REDIS_REPLY_ERROR ? (int)LP_MIN(r->len, 200u) : 14,
+                r->type == REDIS_REPLY_ERROR ? r->str : "not a map");
     }
     free(s);
 }
@@ -396,7 +385,7 @@ static void reconcile_dropped(struct px_job *j, enum px_job_drop why)
 static const struct px_job_ops reconcile_ops = {
     .what = "check of a semaphore's permit records after a topology change",
     .group = PX_JOB_RELEASE,
-    .idempotent = true, /* a record given back is cleared in the same script */
+    .idempotent = true, /* a read */
     .ready = NULL,
     .send = reconcile_send,
     .done = reconcile_done,

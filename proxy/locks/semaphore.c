@@ -43,7 +43,7 @@ struct px__sem_stats px__sem_stats;
 static const struct px_lua *const sem_scripts[PX__SEM_NSCRIPTS] = {
     &px_lua_sem_tryset,    &px_lua_sem_add,        &px_lua_sem_acquire, &px_lua_sem_release,
     &px_lua_sem_available, &px_lua_sem_drain,      &px_lua_psem_tryset, &px_lua_psem_acquire,
-    &px_lua_psem_release,  &px_lua_psem_available, &px_lua_sem_return,  &px_lua_sem_reconcile,
+    &px_lua_psem_release,  &px_lua_psem_available, &px_lua_sem_return,  &px_lua_sem_ledger,
 };
 
 static unsigned sem_script_base;
@@ -101,6 +101,7 @@ struct sem_return {
     bool rollback;                     /* PSEM: undoes an unconfirmed acquisition */
     uint64_t conn;                     /* SEM: the connection whose record goes back */
     int64_t forgiven;                  /* SEM: permits others released for it */
+    int64_t exact;                     /* SEM: at most this many (0: its whole record) */
     unsigned char id[PX__PSEM_ID_LEN]; /* PSEM: the permit id */
     size_t nlen;                       /* name length */
     char name[];                       /* owned: the semaphore name */
@@ -110,7 +111,7 @@ static int return_send(struct px_job *j, pool_reply_fn *cb, void *arg)
 {
     struct sem_return *t = LP_CONTAINER_OF(j, struct sem_return, job);
     struct px__sem_keys k;
-    char a1[24], a2[24];
+    char a1[24], a2[24], a3[24];
     int nk = px__sem_keys_fill(&k, t->name, t->nlen, t->psem);
     uint64_t hint = px_route_hint(t->name, t->nlen);
 
@@ -126,7 +127,8 @@ static int return_send(struct px_job *j, pool_reply_fn *cb, void *arg)
     px__sem_keys_arg(&k, 3, a1,
                      (size_t)snprintf(a1, sizeof(a1), "%llu", (unsigned long long)t->conn));
     px__sem_keys_arg(&k, 4, a2, (size_t)snprintf(a2, sizeof(a2), "%lld", (long long)t->forgiven));
-    return px_script_eval(j->srv, hint, px__sem_script(PX__SEM_RETURN), 3, 5, k.argv, k.lens, cb,
+    px__sem_keys_arg(&k, 5, a3, (size_t)snprintf(a3, sizeof(a3), "%lld", (long long)t->exact));
+    return px_script_eval(j->srv, hint, px__sem_script(PX__SEM_RETURN), 3, 6, k.argv, k.lens, cb,
                           arg);
 }
 
@@ -146,7 +148,13 @@ static void return_done(struct px_job *j, const redisReply *r)
         j->srv->stats.rolled_back++;
     else if (t->psem && r->type == REDIS_REPLY_INTEGER && r->integer >= 0)
         px__sem_stats.psem_returned++;
-    else if (!t->psem && px__sem_triple_reply(r, v) && v[0] == 1 && v[2] > 0)
+    else if (!t->psem && px__sem_triple_reply(r, v) && v[0] == 1 && v[2] > 0 && t->exact > 0) {
+        px__sem_stats.sem_restored += (uint64_t)v[2];
+        log_msg(LOG_LVL_WARN,
+                "gave back %lld permits of '%.*s' the new master recorded for connection %llu, "
+                "closed (a release or a return the topology change lost)",
+                v[2], (int)LP_MIN(t->nlen, 200u), t->name, (unsigned long long)t->conn);
+    } else if (!t->psem && px__sem_triple_reply(r, v) && v[0] == 1 && v[2] > 0)
         px__sem_stats.sem_returned += (uint64_t)v[2];
     free(t);
 }
@@ -216,7 +224,7 @@ void px__sem_return(struct px_server *srv, const char *name, size_t nlen, const 
 }
 
 void px__sem_return_taken(struct px_server *srv, const char *name, size_t nlen, uint64_t conn,
-                          int64_t forgiven)
+                          int64_t forgiven, int64_t exact)
 {
     struct sem_return *t = return_new(name, nlen);
 
@@ -224,6 +232,7 @@ void px__sem_return_taken(struct px_server *srv, const char *name, size_t nlen, 
         return;
     t->conn = conn;
     t->forgiven = forgiven;
+    t->exact = exact;
     px_job_init(&t->job, srv, &sem_return_ops);
     px_job_submit(&t->job, sched_loop_now_ms(srv->loop) + PX__SEM_RETURN_WINDOW_MS);
 }

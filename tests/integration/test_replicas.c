@@ -478,6 +478,20 @@ TEST(replicas_failover_lost_hold)
     rsentinel_cleanup(&s);
 }
 
+/* The ledger field of connection c: its owner id's last part. */
+static void conn_field(redisContext *c, const char *sem, char *ledger, size_t n, char *field,
+                       size_t fn)
+{
+    char owner[PU_OWNER_MAX];
+    const char *id;
+
+    pu_conn_owner(c, owner, sizeof(owner));
+    id = strrchr(owner, ':');
+    ASSERT_NOTNULL(id);
+    snprintf(ledger, n, "{%s}:lp-permits:%.*s", sem, (int)(id - owner), owner);
+    snprintf(field, fn, "%s", id + 1);
+}
+
 /* A failover that loses a permit: the acquire's writes (the count and the
  * proxy's record of who took it) are undone on the master before a
  * SENTINEL FAILOVER, as if it had granted it and died before replicating.
@@ -490,8 +504,7 @@ TEST(replicas_failover_lost_permit)
     struct rsentinel s;
     struct pu_proxy p;
     redisContext *c, *c2;
-    char owner[PU_OWNER_MAX], ledger[128];
-    const char *id;
+    char ledger[128], field[24];
     int m;
 
     sentinel_proxy(&s, &p, none);
@@ -501,11 +514,8 @@ TEST(replicas_failover_lost_permit)
     PU_INT(c, 1, "SEM.TRYSETPERMITS fo:sem 3");
     PU_OK(c, "SEM.ACQUIRE fo:sem");
     PU_OK(c2, "SEM.ACQUIRE fo:sem");
-    pu_conn_owner(c, owner, sizeof(owner));
-    id = strrchr(owner, ':');
-    ASSERT_NOTNULL(id);
-    snprintf(ledger, sizeof(ledger), "{fo:sem}:lp-permits:%.*s", (int)(id - owner), owner);
-    ASSERT_EQ(rsentinel_int(&s, m, "HDEL %s %s", ledger, id + 1), 1);
+    conn_field(c, "fo:sem", ledger, sizeof(ledger), field, sizeof(field));
+    ASSERT_EQ(rsentinel_int(&s, m, "HDEL %s %s", ledger, field), 1);
     ASSERT_EQ(rsentinel_int(&s, m, "INCRBY fo:sem 1"), 2);
     ASSERT_EQ(rsentinel_int(&s, m, "WAIT 2 2000"), 2);
     rsentinel_failover(&s);
@@ -521,40 +531,45 @@ TEST(replicas_failover_lost_permit)
     rsentinel_cleanup(&s);
 }
 
-/* A failover that loses a release: its writes (the count, and the
+/* A failover that loses two releases: their writes (the count, and the
  * proxy's record of who took the permit) are undone on the master before
- * a SENTINEL FAILOVER. The holder was told it released, and its
- * connection holds nothing: the proxy finds the record on the new master
- * and gives the permit back, so the semaphore does not stay short. */
+ * a SENTINEL FAILOVER. Both holders were told they released. The record
+ * of the connection that has closed since goes back as soon as the proxy
+ * follows the switch; the open one's goes back when it closes (a
+ * give-back while it is open could race its next acquire). */
 TEST(replicas_failover_lost_release)
 {
     static const char *const none[] = {NULL};
     struct rsentinel s;
     struct pu_proxy p;
-    redisContext *c;
-    char owner[PU_OWNER_MAX], ledger[128];
-    const char *id;
+    redisContext *c, *d, *o;
+    char ledger[128], fc[24], fd[24];
     int m;
 
     sentinel_proxy(&s, &p, none);
     m = rsentinel_wait_master(&s, -1);
     c = pu_connect(p.port);
-    PU_INT(c, 1, "SEM.TRYSETPERMITS fr:sem 3");
+    d = pu_connect(p.port);
+    o = pu_connect(p.port);
+    PU_INT(o, 1, "SEM.TRYSETPERMITS fr:sem 3");
     PU_OK(c, "SEM.ACQUIRE fr:sem");
-    PU_INT(c, 3, "SEM.RELEASE fr:sem");
-    pu_conn_owner(c, owner, sizeof(owner));
-    id = strrchr(owner, ':');
-    ASSERT_NOTNULL(id);
-    snprintf(ledger, sizeof(ledger), "{fr:sem}:lp-permits:%.*s", (int)(id - owner), owner);
-    ASSERT_EQ(rsentinel_int(&s, m, "HSET %s %s 1", ledger, id + 1), 1);
-    ASSERT_EQ(rsentinel_int(&s, m, "DECRBY fr:sem 1"), 2);
+    PU_OK(d, "SEM.ACQUIRE fr:sem");
+    PU_INT(c, 2, "SEM.RELEASE fr:sem");
+    PU_INT(d, 3, "SEM.RELEASE fr:sem");
+    conn_field(c, "fr:sem", ledger, sizeof(ledger), fc, sizeof(fc));
+    conn_field(d, "fr:sem", ledger, sizeof(ledger), fd, sizeof(fd));
+    ASSERT_EQ(rsentinel_int(&s, m, "HSET %s %s 1 %s 1", ledger, fc, fd), 2);
+    ASSERT_EQ(rsentinel_int(&s, m, "DECRBY fr:sem 2"), 1);
     ASSERT_EQ(rsentinel_int(&s, m, "WAIT 2 2000"), 2);
+    redisFree(c);
     rsentinel_failover(&s);
-    PU_EVENTUALLY(pu_info_int(c, "sem_permits_restored") == 1, 20000);
-    PU_INT(c, 3, "SEM.AVAILABLE fr:sem");
+    PU_EVENTUALLY(pu_info_int(o, "sem_permits_restored") == 1, 20000);
+    PU_INT(o, 2, "SEM.AVAILABLE fr:sem");
+    redisFree(d);
+    PU_EVENTUALLY(pu_int_reply(o, "SEM.AVAILABLE", "fr:sem") == 3, 5000);
     m = rsentinel_wait_master(&s, -1);
     ASSERT_EQ(rsentinel_int(&s, m, "EXISTS %s", ledger), 0);
-    redisFree(c);
+    redisFree(o);
     pu_proxy_stop(&p);
     rsentinel_cleanup(&s);
 }
