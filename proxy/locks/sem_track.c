@@ -14,9 +14,11 @@
  * proxy adds n to available, so n come off tracked: first the releaser's
  * own, then other takers', oldest first (forgiven: given back for them,
  * and not returned a second time when their connection closes). A close
- * returns what its taker still has. What the proxy cannot see, it cannot
- * count: a release by a Redisson client or another proxy of permits a
- * client of this proxy took leaves them tracked here (KEEP skips it all).
+ * returns what its taker still has. SEM.DRAIN and SEM.ADDPERMITS leave
+ * tracked as it is (drained permits are no one's; a negative ADDPERMITS
+ * lowers both sides). What the proxy cannot see, it cannot count: a
+ * release by a Redisson client or another proxy of permits a client of
+ * this proxy took leaves them tracked here (KEEP skips it all).
  *
  * The ledger: Redis replicates asynchronously, so after a failover (or a
  * restart without persistence) the master may lack an acquire the proxy
@@ -31,7 +33,10 @@
  * ledger of each semaphore of the moved slots (sem_ledger.lua); a closed
  * connection's record goes back (exactly what was read), an open one's
  * taker turns unsure, as does every taker there, so that its record is
- * settled at its release or close.
+ * settled at its release or close. Known gap: a closed connection's
+ * record read while its own return is still queued goes back whole,
+ * including permits another connection released for it (forgiven): that
+ * needs a release for others, a close and a failover within moments.
  *
  * States of a taker: it lives while it has permits, forgiven ones, or is
  * unsure (an acquire or a release whose outcome was never learnt, or a
