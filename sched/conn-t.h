@@ -67,6 +67,7 @@ struct sched_conn {
     struct list dirty_node;           /* in loop flush list while DIRTY */
     struct list close_node;           /* in loop release list while closing */
     struct list ready_node;           /* in loop ready list while a deferred event waits */
+    struct list send_node;            /* io_uring: in a silent-send list while one is out */
     struct buf held;                  /* owned: input received while paused (io_uring) */
     int err;                          /* deferred connect or hangup result (0 or -errno) */
     uint64_t bytes_in;                /* total bytes received */

@@ -524,6 +524,7 @@ static void conn_init(struct sched_loop *l, struct sched_conn *c, int fd,
     list_init(&c->dirty_node);
     list_init(&c->close_node);
     list_init(&c->ready_node);
+    list_init(&c->send_node);
     c->bytes_in = 0;
     c->bytes_out = 0;
     c->tls = NULL;
