@@ -111,7 +111,7 @@ measure() {
                 if (f[2] == "p50_us") p[f[1]] = f[3]
             }
             printf "%-6s %-5s %-5s %8.2f %9.2f %9.2f %8.2f %8.2f %8.2f %8.2f %8.2f %9.1f %9.1f %6.2f\n",
-                r, io, label, c["task-clock"] / 1000 / reqs, c["raw_syscalls:sys_enter"] / reqs, c["context-switches"] / reqs,
+                r, io, label, c["task-clock"] * 1000 / reqs, c["raw_syscalls:sys_enter"] / reqs, c["context-switches"] / reqs,
                 c["syscalls:sys_enter_io_uring_enter"] / reqs,
                 c["syscalls:sys_enter_epoll_wait"] / reqs,
                 c["syscalls:sys_enter_epoll_ctl"] / reqs, c["syscalls:sys_enter_sendto"] / reqs,
