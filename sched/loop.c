@@ -212,6 +212,11 @@ const char *sched_loop_backend(const struct sched_loop *l)
     return l->be->name;
 }
 
+bool sched_loop_sends_wake(const struct sched_loop *l)
+{
+    return l->be->sends_wake(l);
+}
+
 /* ---- iteration --------------------------------------------------------- */
 
 static bool loop_has_pending_work(const struct sched_loop *l)

@@ -680,6 +680,11 @@ static void uring_accept_done(struct sched_accept_state *a, int res, unsigned fl
     }
 }
 
+static bool uring_sends_wake(const struct sched_loop *l)
+{
+    return !uring_io(l)->silent;
+}
+
 /* ---- dispatch ---------------------------------------------------------- */
 
 static void uring_cqe(struct sched_loop *l, uint64_t ud, int res, unsigned flags)
@@ -747,4 +752,5 @@ const struct sched__backend sched__uring_backend = {
     .conn_flush = uring_conn_flush,
     .conn_pause = uring_conn_pause,
     .conn_close = uring_conn_close,
+    .sends_wake = uring_sends_wake,
 };
