@@ -45,7 +45,10 @@
  * before handling the CQEs (unless CQEs overflowed: then the next wait
  * does not block and the next dispatch does it). A failed silent send is
  * followed by a plain send of the rest, which waits for room and posts its
- * CQE.
+ * CQE. A completion that sets something off at once (uring_send_urgent:
+ * on_drain of a paused owner, more output, a flushing close) makes the
+ * submitting wait non-blocking; any other waits for the loop's next
+ * wake-up (the request's reply, the client's next request).
  *
  * Connect: the socket is connected with a non-blocking connect(2) in
  * loop.c (the address is copied by the syscall, so the caller's sockaddr
@@ -353,6 +356,32 @@ static bool uring_cancel(struct sched_loop *l, const void *obj, enum uring_op op
     return true;
 }
 
+/* Whether completing c's silent send sets something off at once, so the
+ * wait that submits it must not block: on_drain for a paused owner (the
+ * client paused on unsent replies resumes there), the next send (`out`
+ * filled meanwhile, TLS records waiting), a flushing close, the release.
+ * Otherwise the completion waits for whatever wakes the loop next. */
+static bool uring_send_urgent(const struct sched_conn *c)
+{
+    return (c->flags & (SCHED_CONN_PAUSED | SCHED_CONN_CLOSING)) || buf_size(&c->out) > 0 ||
+           (c->tls && sched__tls_pending(c));
+}
+
+/* A silent send is out that must complete before the loop blocks: one
+ * held back by a CQ overflow, or an urgent one. */
+static bool uring_silent_pressing(const struct uring_io *u)
+{
+    const struct list *n;
+
+    if (!list_empty(&u->silent_out))
+        return true;
+    for (n = u->silent_queued.next; n != &u->silent_queued; n = n->next) {
+        if (uring_send_urgent(list_entry(n, struct sched_conn, send_node)))
+            return true;
+    }
+    return false;
+}
+
 static int uring_wait(struct sched_loop *l, int timeout_ms)
 {
     struct uring_io *u = uring_io(l);
@@ -361,7 +390,7 @@ static int uring_wait(struct sched_loop *l, int timeout_ms)
     int rc;
 
     uring_bufs_commit(u);
-    if (timeout_ms == 0 || !list_empty(&u->silent_out)) {
+    if (timeout_ms == 0 || uring_silent_pressing(u)) {
         rc = io_uring_submit_and_get_events(&u->ring);
     } else {
         if (timeout_ms > 0) {
