@@ -36,7 +36,10 @@ struct sched_conn_ops {
      * called; the owner calls sched_conn_close()). May be NULL for accepted
      * connections. */
     void (*on_connect)(struct sched_conn *c, int err);
-    /* Everything is sent (out and sending empty). May be NULL. */
+    /* Everything is sent (out and sending empty). May be NULL. On io_uring
+     * it comes at once only while the connection is paused or has more
+     * output; otherwise it may wait for the loop's next wake-up (silent
+     * sends, loop_uring.c): pause to wait for it. */
     void (*on_drain)(struct sched_conn *c);
     /* After sched_conn_close(): no I/O remains in flight and the fd is
      * closed. The owner may now free the memory that embeds c. Required. */
@@ -67,6 +70,7 @@ struct sched_conn {
     struct list dirty_node;           /* in loop flush list while DIRTY */
     struct list close_node;           /* in loop release list while closing */
     struct list ready_node;           /* in loop ready list while a deferred event waits */
+    struct list send_node;            /* io_uring: in a silent-send list while one is out */
     struct buf held;                  /* owned: input received while paused (io_uring) */
     int err;                          /* deferred connect or hangup result (0 or -errno) */
     uint64_t bytes_in;                /* total bytes received */

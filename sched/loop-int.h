@@ -60,6 +60,7 @@ struct sched__backend {
     void (*conn_flush)(struct sched_conn *c);          /* send out/sending if idle */
     void (*conn_pause)(struct sched_conn *c);          /* apply a PAUSED flag change */
     void (*conn_close)(struct sched_conn *c);          /* cancel or unregister all I/O */
+    bool (*sends_wake)(const struct sched_loop *l);    /* see sched_loop_sends_wake() */
 };
 
 struct sched_loop {

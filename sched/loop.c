@@ -212,6 +212,11 @@ const char *sched_loop_backend(const struct sched_loop *l)
     return l->be->name;
 }
 
+bool sched_loop_sends_wake(const struct sched_loop *l)
+{
+    return l->be->sends_wake(l);
+}
+
 /* ---- iteration --------------------------------------------------------- */
 
 static bool loop_has_pending_work(const struct sched_loop *l)
@@ -524,6 +529,7 @@ static void conn_init(struct sched_loop *l, struct sched_conn *c, int fd,
     list_init(&c->dirty_node);
     list_init(&c->close_node);
     list_init(&c->ready_node);
+    list_init(&c->send_node);
     c->bytes_in = 0;
     c->bytes_out = 0;
     c->tls = NULL;

@@ -47,6 +47,11 @@ void sched_loop_destroy(struct sched_loop *l);
 /* "io_uring" or "epoll". */
 const char *sched_loop_backend(const struct sched_loop *l);
 
+/* True when a finished send ends the loop's wait by itself (an io_uring
+ * kernel without silent sends, see loop_uring.c), so each send costs one
+ * more iteration; false when only input and timers wake the loop. */
+bool sched_loop_sends_wake(const struct sched_loop *l);
+
 /* Runs iterations until sched_loop_stop(). Returns 0 or -errno on a fatal
  * backend error. */
 int sched_loop_run(struct sched_loop *l);

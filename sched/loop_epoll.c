@@ -340,6 +340,13 @@ static void ep_accept(struct sched_accept_state *a)
     }
 }
 
+/* Sends are plain send(2) calls: they post no event. */
+static bool ep_sends_wake(const struct sched_loop *l)
+{
+    (void)l;
+    return false;
+}
+
 /* ---- dispatch ---------------------------------------------------------- */
 
 static void ep_dispatch(struct sched_loop *l)
@@ -372,4 +379,5 @@ const struct sched__backend sched__epoll_backend = {
     .conn_flush = ep_conn_flush,
     .conn_pause = ep_conn_pause,
     .conn_close = ep_conn_close,
+    .sends_wake = ep_sends_wake,
 };

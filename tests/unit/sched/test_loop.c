@@ -12,7 +12,10 @@
 #include <sys/un.h>
 
 #include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -555,6 +558,104 @@ static void large_write(struct sched_loop *l)
 TEST(loop_large_write_short_sends)
 {
     run_both(large_write);
+}
+
+/* ---- one wake-up per message: a send does not wake the loop ------------ */
+
+#define PINGPONG_ROUNDS 300
+
+struct pingpong {
+    struct sched_conn c; /* the loop's end: echoes what it receives */
+    int peer;            /* the other end, driven by pp_peer on its own thread */
+    atomic_int rounds;   /* round trips the peer completed */
+    atomic_bool done;    /* the peer thread is finished */
+    bool released;       /* on_release came */
+};
+
+static void pp_on_data(struct sched_conn *c, const char *p, size_t n)
+{
+    ASSERT_OK(sched_conn_write(c, p, n));
+}
+
+static void pp_on_hangup(struct sched_conn *c, int err)
+{
+    (void)err;
+    sched_conn_close(c, false);
+}
+
+static void pp_on_release(struct sched_conn *c)
+{
+    LP_CONTAINER_OF(c, struct pingpong, c)->released = true;
+}
+
+static const struct sched_conn_ops pp_ops = {
+    .on_data = pp_on_data, .on_hangup = pp_on_hangup, .on_release = pp_on_release};
+
+/* Blocking round trips of 4 bytes, as a sequential client does. */
+static void *pp_peer(void *arg)
+{
+    struct pingpong *pp = arg;
+    char b[4];
+
+    for (int i = 0; i < PINGPONG_ROUNDS; i++) {
+        size_t got = 0;
+
+        if (write(pp->peer, "ping", 4) != 4)
+            break;
+        while (got < sizeof(b)) {
+            ssize_t n = read(pp->peer, b + got, sizeof(b) - got);
+
+            if (n <= 0)
+                goto out;
+            got += (size_t)n;
+        }
+        atomic_fetch_add(&pp->rounds, 1);
+    }
+out:
+    atomic_store(&pp->done, true);
+    return NULL;
+}
+
+static bool pp_released(void *arg)
+{
+    return ((struct pingpong *)arg)->released;
+}
+
+/* Each message from a remote peer costs one iteration: the echo's send
+ * must not end the next wait by itself (io_uring: silent sends; epoll
+ * sends post nothing). Half as many again are allowed for stray wake-ups
+ * on a busy machine; a send that wakes the loop makes it two. */
+static void one_wake_per_message(struct sched_loop *l)
+{
+    struct pingpong pp = {.rounds = 0, .done = false};
+    uint64_t deadline = clock_mono_ms() + RUN_MAX_MS;
+    pthread_t th;
+    int sv[2], iters = 0;
+
+    make_pair(sv);
+    ASSERT_OK(fcntl(sv[1], F_SETFL, 0));
+    pp.peer = sv[1];
+    ASSERT_OK(sched_conn_attach(l, &pp.c, sv[0], &pp_ops));
+    ASSERT_EQ(pthread_create(&th, NULL, pp_peer, &pp), 0);
+    while (!atomic_load(&pp.done) && clock_mono_ms() < deadline) {
+        ASSERT_OK(sched_loop_run_once(l, 100));
+        iters++;
+    }
+    (void)shutdown(sv[1], SHUT_RDWR); /* unblocks the peer if the deadline ran out */
+    ASSERT_EQ(pthread_join(th, NULL), 0);
+    ASSERT_EQ(atomic_load(&pp.rounds), PINGPONG_ROUNDS);
+    fprintf(stderr, "%d iterations for %d messages (sends wake the loop: %s)\n", iters,
+            PINGPONG_ROUNDS, sched_loop_sends_wake(l) ? "yes" : "no");
+    if (!sched_loop_sends_wake(l))
+        ASSERT_TRUE(iters <= PINGPONG_ROUNDS * 3 / 2);
+    sched_conn_close(&pp.c, false);
+    run_until(l, pp_released, &pp);
+    close(sv[1]);
+}
+
+TEST(loop_send_does_not_wake)
+{
+    run_both(one_wake_per_message);
 }
 
 /* ---- peer close: on_hangup once, then on_release once ------------------ */
@@ -1301,7 +1402,7 @@ TEST(loop_stop_from_signal)
 
 TEST_MAIN(TEST_CASE(loop_backend_select), TEST_CASE(loop_echo_many_clients),
           TEST_CASE(loop_echo_many_clients_large_ring), TEST_CASE(loop_large_write_short_sends),
-          TEST_CASE(loop_peer_close_hangup_then_release),
+          TEST_CASE(loop_send_does_not_wake), TEST_CASE(loop_peer_close_hangup_then_release),
           TEST_CASE(loop_close_flush_delivers_output), TEST_CASE(loop_close_cancels_inflight_io),
           TEST_CASE(loop_connect_success), TEST_CASE(loop_connect_refused),
           TEST_CASE(loop_listener_stop_releases_port), TEST_CASE(loop_timers_fire_in_order),
