@@ -562,6 +562,7 @@ TEST(replicas_failover_lost_release)
     ASSERT_EQ(rsentinel_int(&s, m, "DECRBY fr:sem 2"), 1);
     ASSERT_EQ(rsentinel_int(&s, m, "WAIT 2 2000"), 2);
     redisFree(c);
+    PU_EVENTUALLY(pu_info_int(o, "connected_clients") == 2, 5000); /* the proxy saw it close */
     rsentinel_failover(&s);
     PU_EVENTUALLY(pu_info_int(o, "sem_permits_restored") == 1, 20000);
     PU_INT(o, 2, "SEM.AVAILABLE fr:sem");
