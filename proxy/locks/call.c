@@ -15,7 +15,9 @@
 /* A call in flight (req->op). */
 struct call {
     struct px_req *req;    /* borrowed: the request being answered */
-    px_call_reply_fn *fmt; /* borrowed: formats the script's reply */
+    px_call_reply_fn *fmt; /* borrowed: formats the script's reply, or NULL */
+    px_call_result_fn *fn; /* borrowed: hears every outcome (when fmt is NULL) */
+    void *arg;             /* fn's */
 };
 
 static void call_on_reply(void *arg, const redisReply *r, int err)
@@ -28,18 +30,19 @@ static void call_on_reply(void *arg, const redisReply *r, int err)
         px_wait_reply_upstream(req, err);
     else if (r->type == REDIS_REPLY_ERROR)
         px_args_reply_redis_error(req, r);
-    else
+    else if (c->fmt)
         c->fmt(req, r);
+    if (c->fn)
+        c->fn(req, c->arg, err < 0 ? NULL : r, err);
     req->op = NULL;
     free(c);
     px_req_done(req);
     px_client_put(cl);
 }
 
-void px_call_script(struct px_req *req, uint64_t hint, unsigned script, int numkeys, int argc,
-                    const char *const *argv, const size_t *lens, px_call_reply_fn *fmt)
+static void call_start(struct px_req *req, uint64_t hint, unsigned script, int numkeys, int argc,
+                       const char *const *argv, const size_t *lens, struct call *c)
 {
-    struct call *c = malloc(sizeof(*c));
     int rc;
 
     if (!c) {
@@ -47,15 +50,42 @@ void px_call_script(struct px_req *req, uint64_t hint, unsigned script, int numk
         return px_req_done(req);
     }
     c->req = req;
-    c->fmt = fmt;
     rc = px_script_eval(req->cl->srv, hint, script, numkeys, argc, argv, lens, call_on_reply, c);
     if (rc < 0) {
-        free(c);
         px_wait_reply_upstream(req, rc);
+        if (c->fn)
+            c->fn(req, c->arg, NULL, rc == -ENOMEM ? -ENOMEM : -ENOTCONN);
+        free(c);
         return px_req_done(req);
     }
     req->op = c;
     px_client_get(req->cl);
+}
+
+void px_call_script(struct px_req *req, uint64_t hint, unsigned script, int numkeys, int argc,
+                    const char *const *argv, const size_t *lens, px_call_reply_fn *fmt)
+{
+    struct call *c = calloc(1, sizeof(*c));
+
+    if (c)
+        c->fmt = fmt;
+    call_start(req, hint, script, numkeys, argc, argv, lens, c);
+}
+
+void px_call_script_arg(struct px_req *req, uint64_t hint, unsigned script, int numkeys, int argc,
+                        const char *const *argv, const size_t *lens, px_call_result_fn *fn,
+                        void *arg)
+{
+    struct call *c = calloc(1, sizeof(*c));
+
+    if (!c) {
+        px_reply_error(px_req_out(req), "ERR out of memory");
+        fn(req, arg, NULL, -ENOMEM);
+        return px_req_done(req);
+    }
+    c->fn = fn;
+    c->arg = arg;
+    call_start(req, hint, script, numkeys, argc, argv, lens, c);
 }
 
 void px_call_reply_int(struct px_req *req, const redisReply *r)

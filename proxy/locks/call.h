@@ -26,6 +26,18 @@ typedef void px_call_reply_fn(struct px_req *req, const redisReply *r);
 void px_call_script(struct px_req *req, uint64_t hint, unsigned script, int numkeys, int argc,
                     const char *const *argv, const size_t *lens, px_call_reply_fn *fmt);
 
+/* What px_call_script_arg's fn hears: the reply (r non-NULL, not an
+ * error: fn formats it), or a failure already answered to the client (r
+ * NULL and err < 0: -ENOTCONN or -ENOMEM when it was never sent, else its
+ * outcome is unknown; or r an error reply of Redis: fn must not reply). */
+typedef void px_call_result_fn(struct px_req *req, void *arg, const redisReply *r, int err);
+
+/* As px_call_script, but fn (with arg, owned by the caller until fn) hears
+ * every outcome, failures too. */
+void px_call_script_arg(struct px_req *req, uint64_t hint, unsigned script, int numkeys, int argc,
+                        const char *const *argv, const size_t *lens, px_call_result_fn *fn,
+                        void *arg);
+
 /* fmt for scripts that return an integer: the integer, as is. */
 void px_call_reply_int(struct px_req *req, const redisReply *r);
 

@@ -31,8 +31,8 @@ enum px__sem_script {
     PX__SEM_TRYSET = 0,     /* KEYS name, chan; ARGV n -> 1 | 0 */
     PX__SEM_ADD = 1,        /* KEYS name, chan; ARGV delta -> new count */
     PX__SEM_ACQUIRE = 2,    /* KEYS name [ledger]; ARGV n [conn] -> {1,left} | {0,avail} | {-1,0} */
-    PX__SEM_RELEASE = 3,    /* KEYS name, chan [ledger]; ARGV n, only-if-exists [conn, own, maybe]
-                               -> {1,new,lost} | {0,0,0} */
+    PX__SEM_RELEASE = 3,    /* KEYS name, chan [ledger]; ARGV n, only-if-exists [conn, own]
+                               -> {1,new,lost,left} | {0,0,0,0} */
     PX__SEM_AVAILABLE = 4,  /* KEYS name -> count */
     PX__SEM_DRAIN = 5,      /* KEYS name -> permits drained */
     PX__PSEM_TRYSET = 6,    /* KEYS name, timeout, chan; ARGV n -> 1 | 0 */
@@ -122,23 +122,31 @@ void px__sem_return_taken(struct px_server *srv, const char *name, size_t nlen, 
 /* What a release by one connection tells the release script about its
  * own record (sem_release.lua). */
 struct px__sem_own {
-    bool taker;    /* the connection has a record of this semaphore */
-    int64_t own;   /* of the n released, permits it took as the proxy counts */
-    int64_t maybe; /* more that may be its own (its taker is unsure) */
+    bool taker;  /* the connection has a record of this semaphore */
+    int64_t own; /* of the n released, permits it took as the proxy counts */
+};
+
+/* How a release ended. */
+enum px__sem_outcome {
+    PX__SEM_APPLIED = 0,       /* Redis ran it */
+    PX__SEM_NOT_APPLIED = 1,   /* never sent, or refused before it wrote */
+    PX__SEM_MAYBE_APPLIED = 2, /* its reply was lost */
 };
 
 /* cl took n permits of name; unsure: it may have taken more (an outcome
  * never learnt). On -ENOMEM they are simply not tracked. */
 void px__sem_track_add(struct px_client *cl, const char *name, size_t len, int64_t n, bool unsure);
 
-/* cl releases n permits of name: n come off the tracking, cl's own first,
- * then other takers', oldest first. Fills *o. */
-void px__sem_track_release(struct px_client *cl, const char *name, size_t len, int64_t n,
+/* cl sends a release of n permits of name: fills *o (its own among them
+ * are releasing until px__sem_release_end). */
+void px__sem_release_begin(struct px_client *cl, const char *name, size_t len, int64_t n,
                            struct px__sem_own *o);
 
-/* A release script said what cl's record still has (left): unsure while
- * some, sure again when none. */
-void px__sem_track_left(struct px_client *cl, const char *name, size_t len, long long left);
+/* The release ended (out; left: what cl's record still has, when
+ * applied): n come off the tracking, cl's own first, then other takers',
+ * oldest first. */
+void px__sem_release_end(struct px_client *cl, const char *name, size_t len, int64_t n,
+                         const struct px__sem_own *o, enum px__sem_outcome out, long long left);
 
 /* Figures for INFO "sync". */
 struct px__sem_stats {

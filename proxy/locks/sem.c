@@ -76,75 +76,92 @@ void px__sem_cmd_addpermits(struct px_req *req)
                NULL, 0, px_call_reply_int);
 }
 
-/* {1, count, lost, left} (or {0, 0, 0, 0}: the key was gone) -> the new
- * count, or LOCKLOST when own permits were lost (see the design block).
- * A record left for the connection makes its taker unsure, so that it goes
- * back on close. */
-static void sem_reply_release(struct px_req *req, const redisReply *r)
+/* A release in flight (px_call_script_arg's arg). */
+struct sem_rel {
+    struct px__sem_own own; /* what the script was told */
+    int64_t n;              /* permits released */
+};
+
+static void release_lost_reply(struct px_req *req, long long lost, long long count)
 {
     static struct px_ratelog rl;
     const struct px_arg *name = &req->argv[1];
-    long long v[4];
     uint64_t quiet;
-    size_t n;
 
-    if (!px_shape_ints(r, 4, 4, v, &n))
-        return px_wait_reply_upstream(req, -EPROTO);
-    if (!req->cl->closing)
-        px__sem_track_left(req->cl, name->p, name->len, v[3]);
-    if (v[2] <= 0) {
-        px_reply_int(px_req_out(req), v[1]);
-        return;
-    }
-    px__sem_stats.sem_lost += (uint64_t)v[2];
+    px__sem_stats.sem_lost += (uint64_t)lost;
     if (px_ratelog_allow(&rl, sched_loop_now_ms(req->cl->srv->loop), &quiet))
         log_msg(LOG_LVL_WARN,
                 "%lld permits of '%.*s' connection %llu held were not recorded by Redis (a "
                 "failover or a restart lost them); told at its SEM.RELEASE (%llu similar not "
                 "logged)",
-                v[2], (int)LP_MIN(name->len, 200u), name->p, (unsigned long long)req->cl->id,
+                lost, (int)LP_MIN(name->len, 200u), name->p, (unsigned long long)req->cl->id,
                 (unsigned long long)quiet);
     px_reply_error(px_req_out(req),
                    "LOCKLOST %lld permit(s) this connection held of '%.*s' were lost: Redis no "
                    "longer records them (a failover to a replica that missed them, or a restart "
                    "without persistence), so they were free already and were not added again; "
                    "the count is %lld",
-                   v[2], (int)LP_MIN(name->len, 200u), name->p, v[1]);
+                   lost, (int)LP_MIN(name->len, 200u), name->p, count);
+}
+
+/* {1, count, lost, left} (or {0, 0, 0, 0}: the key was gone) -> the new
+ * count, or LOCKLOST when own permits were lost (sem_track.c); failures
+ * are answered already. The tracking follows what Redis did. */
+static void release_done(struct px_req *req, void *arg, const redisReply *r, int err)
+{
+    struct sem_rel *x = arg;
+    const struct px_arg *name = &req->argv[1];
+    enum px__sem_outcome out = PX__SEM_NOT_APPLIED;
+    long long v[4] = {0, 0, 0, 0};
+    size_t n;
+
+    if (!r && err != -ENOTCONN && err != -ENOMEM) {
+        out = PX__SEM_MAYBE_APPLIED;
+    } else if (r && r->type != REDIS_REPLY_ERROR && !px_shape_ints(r, 4, 4, v, &n)) {
+        out = PX__SEM_MAYBE_APPLIED;
+        px_wait_reply_upstream(req, -EPROTO);
+    } else if (r && r->type != REDIS_REPLY_ERROR) {
+        out = PX__SEM_APPLIED;
+        if (v[2] > 0)
+            release_lost_reply(req, v[2], v[1]);
+        else
+            px_reply_int(px_req_out(req), v[1]);
+    }
+    px__sem_release_end(req->cl, name->p, name->len, x->n, &x->own, out, v[3]);
+    free(x);
 }
 
 void px__sem_cmd_release(struct px_req *req)
 {
     const struct px_arg *name = &req->argv[1];
     struct px__sem_keys k;
-    struct px__sem_own o;
+    struct sem_rel *x;
     int64_t n = 1;
-    char nb[24], conn[24], own[24], maybe[24];
+    char nb[24], conn[24], own[24];
 
     if (px_name_check(req, "name", PX_NAME_PREFIXED) < 0 ||
         (req->argc > 2 && px_args_parse_count(req, 2, "permits", 1, &n) < 0))
         return px_req_done(req);
-    px__sem_track_release(req->cl, name->p, name->len, n, &o);
-    if (o.taker) /* until the reply says what its record has left */
-        px__sem_track_add(req->cl, name->p, name->len, 0, true);
+    if (!(x = calloc(1, sizeof(*x)))) {
+        px_reply_error(px_req_out(req), "ERR out of memory");
+        return px_req_done(req);
+    }
+    x->n = n;
+    px__sem_release_begin(req->cl, name->p, name->len, n, &x->own);
     px__sem_keys_fill(&k, name->p, name->len, false);
-    px__sem_keys_arg(&k, 3, nb, (size_t)snprintf(nb, sizeof(nb), "%lld", (long long)n));
-    px__sem_keys_arg(&k, 4, "0", 1);
-    if (o.taker) {
+    if (x->own.taker) {
         px__sem_keys_ledger(&k, 2, req->cl->srv, name->p, name->len);
         px__sem_keys_arg(
             &k, 5, conn,
             (size_t)snprintf(conn, sizeof(conn), "%llu", (unsigned long long)req->cl->id));
-        px__sem_keys_arg(&k, 6, own, (size_t)snprintf(own, sizeof(own), "%lld", (long long)o.own));
-        px__sem_keys_arg(&k, 7, maybe,
-                         (size_t)snprintf(maybe, sizeof(maybe), "%lld", (long long)o.maybe));
-    } else {
-        k.argv[2] = k.argv[3]; /* no record: keys name, chan; ARGV n, only-if-exists */
-        k.lens[2] = k.lens[3];
-        k.argv[3] = k.argv[4];
-        k.lens[3] = k.lens[4];
+        px__sem_keys_arg(&k, 6, own,
+                         (size_t)snprintf(own, sizeof(own), "%lld", (long long)x->own.own));
     }
-    px_call_script(req, px_route_hint(name->p, name->len), px__sem_script(PX__SEM_RELEASE),
-                   o.taker ? 3 : 2, o.taker ? 8 : 4, k.argv, k.lens, sem_reply_release);
+    px__sem_keys_arg(&k, x->own.taker ? 3 : 2, nb,
+                     (size_t)snprintf(nb, sizeof(nb), "%lld", (long long)n));
+    px__sem_keys_arg(&k, x->own.taker ? 4 : 3, "0", 1);
+    px_call_script_arg(req, px_route_hint(name->p, name->len), px__sem_script(PX__SEM_RELEASE),
+                       x->own.taker ? 3 : 2, x->own.taker ? 7 : 4, k.argv, k.lens, release_done, x);
 }
 
 void px__sem_cmd_available(struct px_req *req)

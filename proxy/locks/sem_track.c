@@ -38,10 +38,14 @@
  * including permits another connection released for it (forgiven): that
  * needs a release for others, a close and a failover within moments.
  *
- * States of a taker: it lives while it has permits, forgiven ones, or is
- * unsure (an acquire or a release whose outcome was never learnt, or a
- * failover since: its record, not the proxy, says what goes back on
- * close). A sem_name lives while it has takers and then lingers for
+ * A release changes the tracking when its reply comes (a release Redis
+ * never ran changes nothing): until then its own permits count as
+ * releasing, so that a second release in flight does not count them again.
+ *
+ * States of a taker: it lives while it has permits, forgiven ones, a
+ * release in flight, or is unsure (an acquire or a release whose outcome
+ * was never learnt, or a failover since: its record, not the proxy, says
+ * what goes back on close). A sem_name lives while it has takers and then lingers for
  * SEM_LINGER_MS (at most SEM_LINGER_MAX of them), so that a failover soon
  * after its last taker left still checks its records.
  *
@@ -104,6 +108,7 @@ struct sem_taker {
     uint64_t conn;         /* cl->id: its field in the ledger */
     int64_t permits;       /* taken and not released since */
     int64_t forgiven;      /* released for it by other connections */
+    int64_t releasing;     /* of permits, in releases of its own still in flight */
     bool unsure;           /* its record may hold more than permits + forgiven */
 };
 
@@ -192,7 +197,7 @@ static void taker_free(struct sem_taker *t)
 
 static void taker_maybe_free(struct sem_taker *t)
 {
-    if (t->permits == 0 && t->forgiven == 0 && !t->unsure)
+    if (t->permits == 0 && t->forgiven == 0 && t->releasing == 0 && !t->unsure)
         taker_free(t);
 }
 
@@ -258,49 +263,59 @@ void px__sem_track_add(struct px_client *cl, const char *name, size_t len, int64
     px__sem_stats.sem_tracked += n;
 }
 
-void px__sem_track_left(struct px_client *cl, const char *name, size_t len, long long left)
+void px__sem_release_begin(struct px_client *cl, const char *name, size_t len, int64_t n,
+                           struct px__sem_own *o)
 {
-    struct sem_taker *t;
+    struct sem_taker *t = taker_of(cl, name, len);
 
-    if (left > 0)
-        return px__sem_track_add(cl, name, len, 0, true);
-    t = taker_of(cl, name, len);
+    memset(o, 0, sizeof(*o));
     if (!t)
         return;
-    t->unsure = false;
-    taker_maybe_free(t);
+    o->taker = true;
+    o->own = LP_MIN(n, t->permits - t->releasing);
+    t->releasing += o->own;
 }
 
-void px__sem_track_release(struct px_client *cl, const char *name, size_t len, int64_t n,
-                           struct px__sem_own *o)
+/* n permits of sn released for its takers other than self, oldest first
+ * (forgiven: not returned a second time when they close). */
+static void release_for_others(struct sem_name *sn, const struct sem_taker *self, int64_t n)
+{
+    struct list *it, *next;
+
+    for (it = sn->takers.next; n > 0 && it != &sn->takers; it = next) {
+        struct sem_taker *t = LP_CONTAINER_OF(it, struct sem_taker, name_node);
+        int64_t k = LP_MIN(n, t->permits - t->releasing);
+
+        next = it->next; /* taker_sub may free t, never another taker */
+        if (t == self || k <= 0)
+            continue;
+        px__sem_stats.sem_released_for_others += (uint64_t)taker_sub(t, k, true);
+        n -= k;
+    }
+}
+
+void px__sem_release_end(struct px_client *cl, const char *name, size_t len, int64_t n,
+                         const struct px__sem_own *o, enum px__sem_outcome out, long long left)
 {
     struct sem_name *sn = sem_name_find(name, len, false);
     struct sem_taker *t = sn ? taker_find(sn, cl) : NULL;
-    int64_t k;
 
-    memset(o, 0, sizeof(*o));
-    if (t) {
-        o->taker = true;
-        o->maybe = t->unsure ? n - LP_MIN(n, t->permits) : 0;
-        o->own = taker_sub(t, n, false);
-        n -= o->own;
+    if (t)
+        t->releasing -= LP_MIN(o->own, t->releasing);
+    if (out == PX__SEM_NOT_APPLIED) {
+        if (t)
+            taker_maybe_free(t);
+        return;
     }
-    while (n > 0 && (sn = sem_name_find(name, len, false)) != NULL) {
-        struct list *it;
-
-        t = NULL;
-        for (it = sn->takers.next; it != &sn->takers; it = it->next) {
-            t = LP_CONTAINER_OF(it, struct sem_taker, name_node);
-            if (t->permits > 0)
-                break;
-            t = NULL;
-        }
-        if (!t)
-            break;
-        k = taker_sub(t, n, true);
-        px__sem_stats.sem_released_for_others += (uint64_t)k;
-        n -= k;
-    }
+    if (sn && n > o->own)
+        release_for_others(sn, t, n - o->own);
+    if (!t)
+        return;
+    if (out == PX__SEM_MAYBE_APPLIED || left > 0)
+        t->unsure = true; /* its record says what goes back on close */
+    else if (o->taker)
+        t->unsure = false; /* the record is empty: nothing unseen in it */
+    taker_sub(t, o->own, false);
 }
 
 /* ---- after a topology change: records to settle -------------------------------- */

@@ -4,14 +4,13 @@
 -- connection took permits through this proxy) {name}:lp-permits:<uuid>
 -- ARGV[1] permits, ARGV[2] only if it exists (0|1), with KEYS[3]: ARGV[3]
 -- the connection's id, ARGV[4] how many of the n are its own as the proxy
--- counts them, ARGV[5] how many more may be (an acquire whose outcome the
--- proxy never learnt); last ARGV: the publish command.
+-- counts them; last ARGV: the publish command.
 -- Own permits this master does not record (a failover to a replica that
 -- missed the acquire, a restart without persistence) are free here
 -- already: they are not added again, and their number is returned.
 -- Returns {1, new count, lost, left} or {0, 0, 0, 0} (not set, nothing
--- done); left: what the record still has for the connection (a release an
--- earlier failover lost, an acquire whose outcome the proxy never learnt).
+-- done); left: what the record still has for the connection (an acquire
+-- whose outcome the proxy never learnt, a release a failover lost).
 if ARGV[2] == '1' and not cur then
     return {0, 0, 0, 0}
 end
@@ -19,14 +18,12 @@ local lost, left = 0, 0
 if KEYS[3] then
     local own = tonumber(ARGV[4])
     local had = tonumber(redis.call('hget', KEYS[3], ARGV[3]) or '0')
-    local take = math.min(own + tonumber(ARGV[5]), had)
-    if take < own then
-        lost = own - take
-    end
+    local take = math.min(own, had)
+    lost = own - take
     left = had - take
     if left > 0 then
         redis.call('hincrby', KEYS[3], ARGV[3], -take)
-    else
+    elseif had > 0 then
         redis.call('hdel', KEYS[3], ARGV[3])
     end
 end
