@@ -278,6 +278,8 @@ static void renew_hook(struct sched_hook *hook)
     struct list *n;
     unsigned i;
 
+    if (list_empty(&srv->renew_due))
+        return; /* the usual iteration: nothing due, nothing to set up */
     while ((n = list_first(&srv->renew_due)) != NULL) {
         struct px_hold *h = LP_CONTAINER_OF(n, struct px_hold, due_node);
         int at = batch_find(srv, open, hold_script(h), hold_slot(srv, h));
