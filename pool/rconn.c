@@ -812,29 +812,30 @@ int pool__rconn_command(struct pool__rconn *rc, struct pool__req *req, int argc,
 }
 
 /* EVALSHA sha numkeys keys... args...: "numkeys keys args" is the tail,
- * copied from the output right after formatting for a NOSCRIPT retry. */
+ * copied from the output right after formatting for a NOSCRIPT retry.
+ * "EVALSHA sha" comes encoded from the script (pool__script_set_sha). */
 int pool__rconn_eval(struct pool__rconn *rc, struct pool__req *req, unsigned script, int numkeys,
                      int argc, const char *const *argv, const size_t *lens)
 {
     const struct pool__script *s = &rc->pool->scripts[script];
+    struct buf *b = sched_conn_wbuf(&rc->conn);
+    bool fresh = buf_size(b) == 0;
     char nk[24];
     size_t nklen = pool__resp_u64(nk, (unsigned long long)numkeys);
-    const char *pre[3] = {"EVALSHA", s->sha, nk};
-    const size_t prelens[3] = {7, strlen(s->sha), nklen};
+    size_t tail = pool__resp_bulk_size(nklen) + pool__resp_args_size(argc, argv, lens);
     int err;
 
     req->kind = POOL__REQ_EVAL;
     req->script = script;
-    err =
-        pool__req_alloc_tail(req, (unsigned)argc + 1,
-                             pool__resp_bulk_size(nklen) + pool__resp_args_size(argc, argv, lens));
+    err = pool__req_alloc_tail(req, (unsigned)argc + 1, tail);
     if (err == 0)
-        err = pool__rconn_issue(rc, req, 3, pre, prelens, argc, argv, lens);
-    else
+        err = pool__resp_evalsha(b, s->evalsha, s->evalsha_len, nk, nklen, argc, argv, lens, tail);
+    if (err < 0) {
         pool__req_put(rc->pool, req);
-    if (err < 0)
         return err;
-    pool__req_keep_tail(req, sched_conn_wbuf(&rc->conn));
+    }
+    pool__req_keep_tail(req, b);
+    rconn_enqueue(rc, req, fresh);
     rconn_count(rc, req);
     rconn_append_wait(rc, req);
     return 0;

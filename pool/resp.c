@@ -127,6 +127,24 @@ int pool__resp_command_split(struct buf *b, int npre, const char *const *pre, co
     return 0;
 }
 
+/* The hot path of every lock operation: the prefix is one memcpy, the
+ * arguments are sized once (by the caller). */
+int pool__resp_evalsha(struct buf *b, const char *pre, size_t prelen, const char *nk, size_t nklen,
+                       int argc, const char *const *argv, const size_t *lens, size_t tail_size)
+{
+    size_t n = (size_t)argc + 3;
+    int rc = buf_reserve(b, 1 + dec_len(n) + 2 + prelen + tail_size);
+
+    if (rc < 0)
+        return rc;
+    put_len(b, '*', n);
+    memcpy(b->data + b->len, pre, prelen);
+    b->len += prelen;
+    put_bulk(b, nk, nklen);
+    put_args(b, argc, argv, lens);
+    return 0;
+}
+
 int pool__resp_command(struct buf *b, int argc, const char *const *argv, const size_t *lens)
 {
     return pool__resp_command_split(b, 0, NULL, NULL, argc, argv, lens);

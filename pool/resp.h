@@ -42,6 +42,14 @@ int pool__resp_command(struct buf *b, int argc, const char *const *argv, const s
 int pool__resp_command_split(struct buf *b, int npre, const char *const *pre, const size_t *prelens,
                              int argc, const char *const *argv, const size_t *lens);
 
+/* Appends an EVALSHA: "*<argc + 3>", the script's "EVALSHA <sha>" bulks
+ * already encoded in pre[0..prelen), the numkeys bulk nk, then argv.
+ * tail_size is the caller's pool__resp_bulk_size(nklen) +
+ * pool__resp_args_size(argc, argv, lens) (it sizes the kept tail with it
+ * too). Returns 0 or -ENOMEM (nothing appended). */
+int pool__resp_evalsha(struct buf *b, const char *pre, size_t prelen, const char *nk, size_t nklen,
+                       int argc, const char *const *argv, const size_t *lens, size_t tail_size);
+
 /* Appends one command made of pre[0..npre) followed by nraw arguments that
  * are already formatted as bulks in raw[0..rawlen) (a tail captured from an
  * earlier command). Returns 0 or -ENOMEM. */

@@ -143,6 +143,28 @@ TEST(resp_format_split_and_raw)
     buf_deinit(&d);
 }
 
+/* An EVALSHA with its "EVALSHA <sha>" bulks encoded beforehand formats
+ * like the flat command, behind unread bytes too. */
+TEST(resp_format_evalsha)
+{
+    static const char pre[] = "$7\r\nEVALSHA\r\n$3\r\nabc\r\n";
+    const char *flat[] = {"EVALSHA", "abc", "12", "k1", "arg"};
+    const size_t flens[] = {7, 3, 2, 2, 3};
+    struct buf a, b;
+
+    buf_init(&a);
+    buf_init(&b);
+    ASSERT_OK(pool__resp_command(&a, 5, flat, flens));
+    ASSERT_OK(buf_append(&b, "x", 1));
+    buf_consume(&b, 1);
+    ASSERT_OK(
+        pool__resp_evalsha(&b, pre, sizeof(pre) - 1, "12", 2, 2, flat + 3, flens + 3,
+                           pool__resp_bulk_size(2) + pool__resp_args_size(2, flat + 3, flens + 3)));
+    assert_buf(&b, buf_head(&a), buf_size(&a));
+    buf_deinit(&a);
+    buf_deinit(&b);
+}
+
 /* Formatting appends behind unread bytes, also when the buffer compacts. */
 TEST(resp_format_appends)
 {
@@ -333,7 +355,7 @@ TEST(resp_reply_predicates)
 
 TEST_MAIN(TEST_CASE(resp_format_simple), TEST_CASE(resp_format_binary),
           TEST_CASE(resp_format_large), TEST_CASE(resp_format_split_and_raw),
-          TEST_CASE(resp_format_appends), TEST_CASE(resp_u64_and_sizes),
-          TEST_CASE(resp_reader_partial_feeds), TEST_CASE(resp_reader_many_in_one_feed),
-          TEST_CASE(resp_reader_protocol_error), TEST_CASE(resp_reader_caps_arrays),
-          TEST_CASE(resp_reply_predicates))
+          TEST_CASE(resp_format_evalsha), TEST_CASE(resp_format_appends),
+          TEST_CASE(resp_u64_and_sizes), TEST_CASE(resp_reader_partial_feeds),
+          TEST_CASE(resp_reader_many_in_one_feed), TEST_CASE(resp_reader_protocol_error),
+          TEST_CASE(resp_reader_caps_arrays), TEST_CASE(resp_reply_predicates))
