@@ -129,5 +129,42 @@ TEST(buf_append_consume)
     buf_deinit(&b);
 }
 
+/* A trimmed small buffer's storage is reused by the next buffer that needs
+ * storage (and is big enough); a large one is freed; a buffer with unread
+ * bytes keeps its storage. */
+TEST(buf_trim_reuses_small_storage)
+{
+    struct buf a, b, c;
+    char *small;
+
+    buf_init(&a);
+    buf_init(&b);
+    buf_init(&c);
+    ASSERT_OK(buf_append(&a, "reply", 5));
+    small = a.data;
+    buf_trim(&a, 0);
+    ASSERT_NOTNULL(a.data); /* unread bytes: kept */
+    buf_consume(&a, 5);
+    buf_trim(&a, 0);
+    ASSERT_NULL(a.data);
+    ASSERT_EQ(a.cap, 0);
+    ASSERT_OK(buf_append(&b, "next", 4));
+    ASSERT_TRUE(b.data == small);
+    ASSERT_TRUE(memcmp(buf_head(&b), "next", 4) == 0);
+    ASSERT_OK(buf_reserve(&c, 100000)); /* too big for a spare: its own storage */
+    buf_trim(&c, 0);
+    ASSERT_NULL(c.data);
+    buf_consume(&b, 4);
+    buf_trim(&b, 0);
+    ASSERT_OK(buf_reserve(&c, 100000)); /* a spare too small is not taken */
+    ASSERT_TRUE(c.data != small);
+    ASSERT_OK(buf_append(&a, "x", 1));
+    ASSERT_TRUE(a.data == small);
+    buf_deinit(&a);
+    buf_deinit(&b);
+    buf_deinit(&c);
+}
+
 TEST_MAIN(TEST_CASE(hmap_insert_find_remove), TEST_CASE(hash_spreads_and_uses_every_byte),
-          TEST_CASE(number_formatting), TEST_CASE(number_parsing), TEST_CASE(buf_append_consume))
+          TEST_CASE(number_formatting), TEST_CASE(number_parsing), TEST_CASE(buf_append_consume),
+          TEST_CASE(buf_trim_reuses_small_storage))
