@@ -271,15 +271,13 @@ static int hold_slot(const struct px_server *srv, const struct px_hold *h)
     return pool_is_cluster(srv->pool) ? (int)pool_slot(h->key, h->nlen) : 0;
 }
 
-static void renew_hook(struct sched_hook *hook)
+/* Turns the queue of due holds into batches and sends them. */
+static void renew_send_due(struct px_server *srv)
 {
-    struct px_server *srv = LP_CONTAINER_OF(hook, struct px_server, renew_hook);
     struct renew_batch *open[RENEW_GROUPS] = {NULL};
     struct list *n;
     unsigned i;
 
-    if (list_empty(&srv->renew_due))
-        return; /* the usual iteration: nothing due, nothing to set up */
     while ((n = list_first(&srv->renew_due)) != NULL) {
         struct px_hold *h = LP_CONTAINER_OF(n, struct px_hold, due_node);
         int at = batch_find(srv, open, hold_script(h), hold_slot(srv, h));
@@ -302,6 +300,16 @@ static void renew_hook(struct sched_hook *hook)
         if (open[i])
             batch_send(open[i]);
     }
+}
+
+/* Runs every loop iteration; the usual one has nothing due and returns
+ * before setting anything up. */
+static void renew_hook(struct sched_hook *hook)
+{
+    struct px_server *srv = LP_CONTAINER_OF(hook, struct px_server, renew_hook);
+
+    if (!list_empty(&srv->renew_due))
+        renew_send_due(srv);
 }
 
 /* ---- topology changes ---------------------------------------------------------- */
