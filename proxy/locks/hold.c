@@ -117,10 +117,11 @@ const struct px_hold_kind px_hold_plain = {"lock", "LOCK", plain_renew_script, p
 
 /* ---- the table ---------------------------------------------------------------- */
 
+/* hash: hold_hash(name, owner), which the caller may reuse for a create. */
 static struct px_hold *hold_lookup(struct px_server *srv, const char *name, size_t nlen,
-                                   const char *owner, size_t olen)
+                                   const char *owner, size_t olen, uint64_t hash)
 {
-    struct hmap_node *n = hmap_first(&srv->holds, hold_hash(name, nlen, owner, olen));
+    struct hmap_node *n = hmap_first(&srv->holds, hash);
 
     for (; n; n = hmap_next(n)) {
         struct px_hold *h = LP_CONTAINER_OF(n, struct px_hold, node);
@@ -135,7 +136,8 @@ static struct px_hold *hold_lookup(struct px_server *srv, const char *name, size
 struct px_hold *px_hold_find(struct px_server *srv, const char *name, size_t nlen,
                              const char *owner, size_t olen)
 {
-    struct px_hold *h = hold_lookup(srv, name, nlen, owner, olen);
+    struct px_hold *h =
+        hold_lookup(srv, name, nlen, owner, olen, hold_hash(name, nlen, owner, olen));
 
     return h && h->state != PX_HOLD_RELEASING ? h : NULL;
 }
@@ -146,7 +148,8 @@ bool px_hold_is_held(const struct px_hold *h)
 }
 
 static struct px_hold *hold_create(struct px_server *srv, const struct px_hold_kind *kind,
-                                   const char *name, size_t nlen, const char *owner, size_t olen)
+                                   const char *name, size_t nlen, const char *owner, size_t olen,
+                                   uint64_t hash)
 {
     struct px_hold *h = calloc(1, sizeof(*h) + nlen + olen + 2);
 
@@ -165,7 +168,7 @@ static struct px_hold *hold_create(struct px_server *srv, const struct px_hold_k
     list_init(&h->due_node);
     px_job_init(&h->job, srv, &settle_ops);
     sched_timer_init(&h->timer, px_watchdog_on_timer);
-    hmap_insert(&srv->holds, &h->node, hold_hash(name, nlen, owner, olen));
+    hmap_insert(&srv->holds, &h->node, hash);
     h->in_table = true;
     return h;
 }
@@ -196,7 +199,8 @@ struct px_hold *px_hold_use(struct px_server *srv, const struct px_hold_kind *ki
                             const char *name, size_t nlen, const char *owner, size_t olen,
                             bool create)
 {
-    struct px_hold *h = hold_lookup(srv, name, nlen, owner, olen);
+    uint64_t hash = hold_hash(name, nlen, owner, olen);
+    struct px_hold *h = hold_lookup(srv, name, nlen, owner, olen, hash);
 
     if (h && h->state == PX_HOLD_RELEASING) {
         px_job_kick(&h->job); /* the release goes before the new request */
@@ -204,7 +208,7 @@ struct px_hold *px_hold_use(struct px_server *srv, const struct px_hold_kind *ki
         h = NULL;
     }
     if (!h && create)
-        h = hold_create(srv, kind, name, nlen, owner, olen);
+        h = hold_create(srv, kind, name, nlen, owner, olen, hash);
     return px_hold_get(h);
 }
 
