@@ -1,6 +1,7 @@
 /* Unit tests for common/: the intrusive hash map, the byte buffer, and the
  * parsing/formatting helpers. */
 #include <errno.h>
+#include <inttypes.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -87,6 +88,24 @@ TEST(number_formatting)
     ASSERT_TRUE(memcmp(out, "-9223372036854775808", 20) == 0);
     ASSERT_EQ(util_i64_to_str(-2, out), 2);
     ASSERT_TRUE(memcmp(out, "-2", 2) == 0);
+    {
+        uint64_t v, p10;
+        char want[24];
+        int d;
+
+        /* every digit count, at and around each power of ten */
+        for (p10 = 1, d = 0; d < 20; d++, p10 *= 10) {
+            for (v = p10 > 2 ? p10 - 2 : 0; v <= p10 + 2; v++) {
+                ASSERT_EQ(util_u64_to_str(v, out),
+                          (size_t)snprintf(want, sizeof(want), "%" PRIu64, v));
+                ASSERT_TRUE(memcmp(out, want, strlen(want)) == 0);
+            }
+        }
+        for (v = 0; v < 100000; v += 7) {
+            ASSERT_EQ(util_u64_to_str(v, out), (size_t)snprintf(want, sizeof(want), "%" PRIu64, v));
+            ASSERT_TRUE(memcmp(out, want, strlen(want)) == 0);
+        }
+    }
 }
 
 TEST(number_parsing)
