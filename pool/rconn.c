@@ -535,7 +535,7 @@ static void rconn_wait_reply(struct pool__rconn *rc, struct pool__req *w, const 
     }
     w->held = NULL;
     rconn_complete(rc, w, held, 0);
-    freeReplyObject(held);
+    pool__resp_free(held);
 }
 
 /* Returns true when r was kept (rconn_eval_waited); else the caller frees it. */
@@ -594,7 +594,7 @@ static void rconn_on_data(struct sched_conn *c, const char *data, size_t len)
             return;
         }
         if (!rconn_dispatch(rc, r))
-            freeReplyObject(r);
+            pool__resp_free(r);
     }
 }
 

@@ -6,7 +6,9 @@
 #include "pool/resp.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <hiredis/read.h>
@@ -184,9 +186,116 @@ typedef size_t resp_nelem;
 typedef int resp_nelem;
 #endif
 
-static void *(*default_create_array)(const redisReadTask *task, resp_nelem n);
 static redisReplyObjectFunctions capped_functions;
 static const char *refused; /* why the last createArray refused, for pool__resp_next */
+
+/* Reply records. Integer, nil and array replies (the lock scripts' answers)
+ * take their redisReply, and an array of up to RESP_SMALL elements its
+ * element table, from per-thread free lists that pool__resp_free() fills:
+ * no calloc/free per reply in the steady state. Every record is still a
+ * heap block shaped as hiredis's own (strings are hiredis's createString),
+ * so freeReplyObject() stays correct for any reply; it just does not
+ * recycle. */
+#define RESP_SMALL 4u  /* element table size kept on the free list */
+#define RESP_KEEP  64u /* records (and tables) kept per thread */
+
+struct resp_free {
+    redisReply *replies[RESP_KEEP]; /* owned: spare records */
+    redisReply **tables[RESP_KEEP]; /* owned: spare RESP_SMALL tables */
+    unsigned nreplies, ntables;     /* how many wait */
+};
+
+static _Thread_local struct resp_free resp_free;
+static pthread_key_t resp_free_key; /* its destructor frees a thread's spares */
+static pthread_once_t resp_free_once = PTHREAD_ONCE_INIT;
+
+static void resp_free_release(void *arg)
+{
+    struct resp_free *f = arg;
+
+    while (f->nreplies > 0)
+        free(f->replies[--f->nreplies]);
+    while (f->ntables > 0)
+        free(f->tables[--f->ntables]);
+}
+
+static void resp_free_key_create(void)
+{
+    (void)pthread_key_create(&resp_free_key, resp_free_release);
+}
+
+/* The first spare of a thread registers the cleanup at its exit. */
+static bool resp_free_ready(void)
+{
+    static _Thread_local bool registered;
+
+    if (!registered) {
+        (void)pthread_once(&resp_free_once, resp_free_key_create);
+        if (pthread_setspecific(resp_free_key, &resp_free) != 0)
+            return false;
+        registered = true;
+    }
+    return true;
+}
+
+static redisReply *resp_record(int type)
+{
+    redisReply *r;
+
+    if (resp_free.nreplies == 0)
+        r = malloc(sizeof(*r));
+    else
+        r = resp_free.replies[--resp_free.nreplies];
+    if (!r)
+        return NULL;
+    memset(r, 0, sizeof(*r));
+    r->type = type;
+    return r;
+}
+
+/* Links r into its parent array, as hiredis's own functions do. */
+static void *resp_link(const redisReadTask *task, redisReply *r)
+{
+    if (r && task->parent)
+        ((redisReply *)task->parent->obj)->element[task->idx] = r;
+    return r;
+}
+
+static void *resp_create_integer(const redisReadTask *task, long long v)
+{
+    redisReply *r = resp_record(REDIS_REPLY_INTEGER);
+
+    if (r)
+        r->integer = v;
+    return resp_link(task, r);
+}
+
+static void *resp_create_nil(const redisReadTask *task)
+{
+    return resp_link(task, resp_record(REDIS_REPLY_NIL));
+}
+
+static void *resp_create_array(const redisReadTask *task, resp_nelem n)
+{
+    redisReply *r;
+    size_t cap = (size_t)n <= RESP_SMALL ? RESP_SMALL : (size_t)n;
+
+    if (!(r = resp_record(task->type)))
+        return NULL;
+    if (n > 0) {
+        if (cap == RESP_SMALL && resp_free.ntables > 0)
+            r->element = resp_free.tables[--resp_free.ntables];
+        else
+            r->element = malloc(cap * sizeof(*r->element));
+        if (!r->element) {
+            pool__resp_free(r);
+            return NULL;
+        }
+        memset(r->element, 0, cap * sizeof(*r->element));
+    }
+    r->elements = (size_t)n;
+    return resp_link(task, r);
+}
 
 static void *capped_create_array(const redisReadTask *task, resp_nelem n)
 {
@@ -203,21 +312,50 @@ static void *capped_create_array(const redisReadTask *task, resp_nelem n)
         refused = "array reply nested too deeply";
         return NULL;
     }
-    return default_create_array(task, n);
+    return resp_create_array(task, n);
+}
+
+static void resp_free_object(void *reply)
+{
+    pool__resp_free(reply);
+}
+
+void pool__resp_free(redisReply *r)
+{
+    size_t i;
+
+    if (!r)
+        return;
+    if (r->element) {
+        for (i = 0; i < r->elements; i++)
+            pool__resp_free(r->element[i]);
+        if (r->elements <= RESP_SMALL && resp_free.ntables < RESP_KEEP && resp_free_ready())
+            resp_free.tables[resp_free.ntables++] = r->element;
+        else
+            free(r->element);
+    }
+    free(r->str);
+    if (resp_free.nreplies < RESP_KEEP && resp_free_ready())
+        resp_free.replies[resp_free.nreplies++] = r;
+    else
+        free(r);
 }
 
 /* The default reader (redisReply trees; at most 16 KiB of idle buffer, so
- * a burst does not pin memory) with the capped createArray. */
+ * a burst does not pin memory) with the capped createArray and recycled
+ * records. */
 redisReader *pool__resp_reader_create(void)
 {
     redisReader *r = redisReaderCreate();
 
     if (!r)
         return NULL;
-    if (!default_create_array) {
+    if (!capped_functions.createString) {
         capped_functions = *r->fn;
-        default_create_array = capped_functions.createArray;
         capped_functions.createArray = capped_create_array;
+        capped_functions.createInteger = resp_create_integer;
+        capped_functions.createNil = resp_create_nil;
+        capped_functions.freeObject = resp_free_object;
     }
     r->fn = &capped_functions;
     return r;

@@ -75,9 +75,13 @@ redisReader *pool__resp_reader_create(void);
 int pool__resp_feed(redisReader *r, const char *p, size_t n);
 
 /* Takes the next complete reply: returns 1 and *out (owned by the caller,
- * freeReplyObject), 0 when more bytes are needed, or -EPROTO on a protocol
+ * pool__resp_free), 0 when more bytes are needed, or -EPROTO on a protocol
  * error (the reader stays failed; the connection must be dropped). */
 int pool__resp_next(redisReader *r, redisReply **out);
+
+/* Frees a reply of pool__resp_next() (NULL: nothing), keeping its records
+ * for the next replies of this thread. freeReplyObject() is correct too. */
+void pool__resp_free(redisReply *r);
 
 /* True for an error reply whose text starts with prefix ("NOSCRIPT"). */
 bool pool__resp_is_error(const redisReply *r, const char *prefix);

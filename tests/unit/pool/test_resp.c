@@ -237,6 +237,41 @@ TEST(resp_reader_partial_feeds)
     redisReaderFree(rd);
 }
 
+/* pool__resp_free() recycles records and small element tables: the same
+ * replies parsed again come back in the same memory, with fresh contents
+ * (no element of a recycled table left over), and large arrays, strings
+ * and nested arrays free cleanly (valgrind/ASan runs check the rest). */
+TEST(resp_reader_recycles_records)
+{
+    static const char in[] =
+        "*2\r\n:7\r\n$-1\r\n*6\r\n:1\r\n:2\r\n+x\r\n*1\r\n$2\r\nab\r\n:5\r\n:6\r\n";
+    redisReader *rd = pool__resp_reader_create();
+    redisReply *a, *b, *a2;
+
+    ASSERT_OK(pool__resp_feed(rd, in, sizeof(in) - 1));
+    ASSERT_EQ(pool__resp_next(rd, &a), 1);
+    ASSERT_EQ(pool__resp_next(rd, &b), 1);
+    ASSERT_EQ(a->elements, 2);
+    ASSERT_EQ(a->element[0]->integer, 7);
+    ASSERT_EQ(a->element[1]->type, REDIS_REPLY_NIL);
+    ASSERT_EQ(b->elements, 6);
+    ASSERT_TRUE(pool__resp_str_is(b->element[2], "x"));
+    ASSERT_EQ(b->element[3]->element[0]->len, 2);
+    ASSERT_EQ(b->element[5]->integer, 6);
+    pool__resp_free(b);
+    pool__resp_free(a);
+    ASSERT_OK(pool__resp_feed(rd, "*1\r\n:9\r\n", 8));
+    ASSERT_EQ(pool__resp_next(rd, &a2), 1);
+    ASSERT_TRUE(a2 == a); /* the record freed last is taken first */
+    ASSERT_EQ(a2->type, REDIS_REPLY_ARRAY);
+    ASSERT_EQ(a2->elements, 1);
+    ASSERT_EQ(a2->element[0]->integer, 9);
+    ASSERT_EQ(a2->integer, 0);
+    pool__resp_free(a2);
+    pool__resp_free(NULL);
+    redisReaderFree(rd);
+}
+
 TEST(resp_reader_many_in_one_feed)
 {
     redisReader *rd = pool__resp_reader_create();
@@ -357,5 +392,6 @@ TEST_MAIN(TEST_CASE(resp_format_simple), TEST_CASE(resp_format_binary),
           TEST_CASE(resp_format_large), TEST_CASE(resp_format_split_and_raw),
           TEST_CASE(resp_format_evalsha), TEST_CASE(resp_format_appends),
           TEST_CASE(resp_u64_and_sizes), TEST_CASE(resp_reader_partial_feeds),
-          TEST_CASE(resp_reader_many_in_one_feed), TEST_CASE(resp_reader_protocol_error),
-          TEST_CASE(resp_reader_caps_arrays), TEST_CASE(resp_reply_predicates))
+          TEST_CASE(resp_reader_many_in_one_feed), TEST_CASE(resp_reader_recycles_records),
+          TEST_CASE(resp_reader_protocol_error), TEST_CASE(resp_reader_caps_arrays),
+          TEST_CASE(resp_reply_predicates))
