@@ -294,8 +294,13 @@ static size_t wheel_drain(struct sched_wheel *w, struct list *due)
 size_t sched_wheel_run(struct sched_wheel *w, uint64_t now_ms)
 {
     uint64_t now_tick = wheel_floor_tick(w, now_ms), first = w->cur_tick;
+    size_t cur = (size_t)first & (w->nslots - 1);
     struct list due;
 
+    /* The usual iteration: still in the same tick, and its slot is empty. */
+    if (now_tick == first &&
+        !(w->occupied[cur / WHEEL_WORD_BITS] & (1ull << (cur % WHEEL_WORD_BITS))))
+        return 0;
     if (now_tick < first)
         now_tick = first;
     else if (now_tick - first >= w->nslots)
