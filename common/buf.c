@@ -2,71 +2,17 @@
 #include "common/buf.h"
 
 #include <errno.h>
-#include <pthread.h>
-#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* Spare storage (buf_trim): a few small blocks, per thread. */
-#define BUF_SPARE_CAP 4096u
-#define BUF_SPARES    8u
+#include "common/spares.h"
 
-struct buf_spares {
-    char *data[BUF_SPARES]; /* owned: empty blocks */
-    size_t cap[BUF_SPARES]; /* their sizes */
-    unsigned n;             /* blocks waiting */
-};
+/* Storage a buffer starts with; buf_trim() keeps drained blocks of this
+ * size as per-thread spares for the next buffer that needs storage. */
+#define BUF_MIN_CAP 256u
 
-static _Thread_local struct buf_spares spares;
-static pthread_key_t spares_key; /* its destructor frees a thread's spares */
-static pthread_once_t spares_once = PTHREAD_ONCE_INIT;
-
-static void buf_spares_free(void *arg)
-{
-    struct buf_spares *s = arg;
-
-    while (s->n > 0)
-        free(s->data[--s->n]);
-}
-
-static void buf_spares_key_create(void)
-{
-    (void)pthread_key_create(&spares_key, buf_spares_free);
-}
-
-/* Keeps the storage of b (empty, small) as a spare; false if there is no
- * room. The first spare of a thread registers its cleanup at thread exit. */
-static bool buf_keep_spare(struct buf *b)
-{
-    static _Thread_local bool registered;
-
-    if (b->cap > BUF_SPARE_CAP || spares.n == BUF_SPARES)
-        return false;
-    if (!registered) {
-        (void)pthread_once(&spares_once, buf_spares_key_create);
-        if (pthread_setspecific(spares_key, &spares) != 0)
-            return false;
-        registered = true;
-    }
-    spares.data[spares.n] = b->data;
-    spares.cap[spares.n++] = b->cap;
-    buf_init(b);
-    return true;
-}
-
-/* Gives b (no storage) a spare block of at least need bytes, if one waits. */
-static bool buf_take_spare(struct buf *b, size_t need)
-{
-    unsigned i = spares.n;
-
-    if (i == 0 || spares.cap[i - 1] < need)
-        return false;
-    spares.n--;
-    b->data = spares.data[i - 1];
-    b->cap = spares.cap[i - 1];
-    return true;
-}
+static _Thread_local struct spares spares = {.max = 8};
 
 void buf_deinit(struct buf *b)
 {
@@ -104,9 +50,11 @@ int buf_reserve(struct buf *b, size_t n)
         return 0;
     }
     need = b->len + n;
-    if (!b->data && buf_take_spare(b, need))
+    if (!b->data && need <= BUF_MIN_CAP && (b->data = spares_get(&spares)) != NULL) {
+        b->cap = BUF_MIN_CAP;
         return 0;
-    cap = b->cap ? b->cap : 256;
+    }
+    cap = b->cap ? b->cap : BUF_MIN_CAP;
     while (cap < need)
         cap *= 2;
     p = realloc(b->data, cap);
@@ -175,6 +123,8 @@ void buf_trim(struct buf *b, size_t keep)
 {
     if (buf_size(b) != 0 || b->cap <= keep)
         return;
-    if (!buf_keep_spare(b))
+    if (b->cap == BUF_MIN_CAP && spares_put(&spares, b->data))
+        buf_init(b);
+    else
         buf_deinit(b);
 }

@@ -67,9 +67,10 @@ void buf_consume(struct buf *b, size_t n);
 void buf_swap(struct buf *a, struct buf *b);
 
 /* Releases storage above keep bytes when the buffer is empty (idle trimming).
- * Small storage (up to 4 KiB) goes to a per-thread stack of a few spares
- * that the next buf_reserve() on a buffer without storage takes from, so an
- * output buffer drained and refilled for every reply costs no malloc/free. */
+ * Storage of the initial size (256 bytes) goes to a per-thread stack of a
+ * few spares (common/spares.h) that the next buf_reserve() on a buffer
+ * without storage takes, so an output buffer drained and refilled for every
+ * reply costs no malloc/free. */
 void buf_trim(struct buf *b, size_t keep);
 
 #ifdef __cplusplus

@@ -6,13 +6,13 @@
 #include "pool/resp.h"
 
 #include <errno.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <hiredis/read.h>
 
+#include "common/spares.h"
 #include "common/util.h"
 
 size_t pool__resp_u64(char *out, unsigned long long v)
@@ -191,62 +191,23 @@ static const char *refused; /* why the last createArray refused, for pool__resp_
 
 /* Reply records. Integer, nil and array replies (the lock scripts' answers)
  * take their redisReply, and an array of up to RESP_SMALL elements its
- * element table, from per-thread free lists that pool__resp_free() fills:
+ * element table, from per-thread spares (common/spares.h) that
+ * pool__resp_free() fills:
  * no calloc/free per reply in the steady state. Every record is still a
  * heap block shaped as hiredis's own (strings are hiredis's createString),
  * so freeReplyObject() stays correct for any reply; it just does not
  * recycle. */
-#define RESP_SMALL 4u  /* element table size kept on the free list */
-#define RESP_KEEP  64u /* records (and tables) kept per thread */
+#define RESP_SMALL 4u /* element table size kept as a spare */
 
-struct resp_free {
-    redisReply *replies[RESP_KEEP]; /* owned: spare records */
-    redisReply **tables[RESP_KEEP]; /* owned: spare RESP_SMALL tables */
-    unsigned nreplies, ntables;     /* how many wait */
-};
-
-static _Thread_local struct resp_free resp_free;
-static pthread_key_t resp_free_key; /* its destructor frees a thread's spares */
-static pthread_once_t resp_free_once = PTHREAD_ONCE_INIT;
-
-static void resp_free_release(void *arg)
-{
-    struct resp_free *f = arg;
-
-    while (f->nreplies > 0)
-        free(f->replies[--f->nreplies]);
-    while (f->ntables > 0)
-        free(f->tables[--f->ntables]);
-}
-
-static void resp_free_key_create(void)
-{
-    (void)pthread_key_create(&resp_free_key, resp_free_release);
-}
-
-/* The first spare of a thread registers the cleanup at its exit. */
-static bool resp_free_ready(void)
-{
-    static _Thread_local bool registered;
-
-    if (!registered) {
-        (void)pthread_once(&resp_free_once, resp_free_key_create);
-        if (pthread_setspecific(resp_free_key, &resp_free) != 0)
-            return false;
-        registered = true;
-    }
-    return true;
-}
+static _Thread_local struct spares resp_records; /* blocks of sizeof(redisReply) */
+static _Thread_local struct spares resp_tables;  /* blocks of RESP_SMALL pointers */
 
 static redisReply *resp_record(int type)
 {
     redisReply *r;
 
-    if (resp_free.nreplies == 0)
-        r = malloc(sizeof(*r));
-    else
-        r = resp_free.replies[--resp_free.nreplies];
-    if (!r)
+    r = spares_get(&resp_records);
+    if (!r && !(r = malloc(sizeof(*r))))
         return NULL;
     memset(r, 0, sizeof(*r));
     r->type = type;
@@ -283,9 +244,8 @@ static void *resp_create_array(const redisReadTask *task, resp_nelem n)
     if (!(r = resp_record(task->type)))
         return NULL;
     if (n > 0) {
-        if (cap == RESP_SMALL && resp_free.ntables > 0)
-            r->element = resp_free.tables[--resp_free.ntables];
-        else
+        r->element = cap == RESP_SMALL ? spares_get(&resp_tables) : NULL;
+        if (!r->element)
             r->element = malloc(cap * sizeof(*r->element));
         if (!r->element) {
             pool__resp_free(r);
@@ -329,15 +289,12 @@ void pool__resp_free(redisReply *r)
     if (r->element) {
         for (i = 0; i < r->elements; i++)
             pool__resp_free(r->element[i]);
-        if (r->elements <= RESP_SMALL && resp_free.ntables < RESP_KEEP && resp_free_ready())
-            resp_free.tables[resp_free.ntables++] = r->element;
-        else
+        if (r->elements > RESP_SMALL || !spares_put(&resp_tables, r->element))
             free(r->element);
     }
-    free(r->str);
-    if (resp_free.nreplies < RESP_KEEP && resp_free_ready())
-        resp_free.replies[resp_free.nreplies++] = r;
-    else
+    if (r->str)
+        free(r->str); /* free(NULL) is not free with every allocator */
+    if (!spares_put(&resp_records, r))
         free(r);
 }
 

@@ -2,6 +2,7 @@
  * parsing/formatting helpers. */
 #include <errno.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,6 +11,7 @@
 #include "common/buf.h"
 #include "common/compiler.h"
 #include "common/hmap.h"
+#include "common/spares.h"
 #include "common/util.h"
 #include "harness.h"
 
@@ -184,6 +186,37 @@ TEST(buf_trim_reuses_small_storage)
     buf_deinit(&c);
 }
 
+/* A stack keeps up to max blocks, newest first out; the blocks a thread
+ * left are freed at its exit (valgrind/ASan runs see a leak otherwise). */
+static _Thread_local struct spares t_spares = {.max = 2};
+
+static void *spares_thread(void *arg)
+{
+    (void)arg;
+    ASSERT_TRUE(spares_put(&t_spares, malloc(16)));
+    ASSERT_TRUE(spares_put(&t_spares, malloc(16)));
+    return NULL;
+}
+
+TEST(spares_keep_and_release)
+{
+    void *a = malloc(16), *b = malloc(16), *c = malloc(16);
+    pthread_t th;
+
+    ASSERT_NULL(spares_get(&t_spares));
+    ASSERT_TRUE(spares_put(&t_spares, a));
+    ASSERT_TRUE(spares_put(&t_spares, b));
+    ASSERT_TRUE(!spares_put(&t_spares, c)); /* full: the caller frees */
+    free(c);
+    ASSERT_TRUE(spares_get(&t_spares) == b);
+    ASSERT_TRUE(spares_get(&t_spares) == a);
+    ASSERT_NULL(spares_get(&t_spares));
+    free(a);
+    free(b);
+    ASSERT_EQ(pthread_create(&th, NULL, spares_thread, NULL), 0);
+    ASSERT_EQ(pthread_join(th, NULL), 0);
+}
+
 TEST_MAIN(TEST_CASE(hmap_insert_find_remove), TEST_CASE(hash_spreads_and_uses_every_byte),
           TEST_CASE(number_formatting), TEST_CASE(number_parsing), TEST_CASE(buf_append_consume),
-          TEST_CASE(buf_trim_reuses_small_storage))
+          TEST_CASE(buf_trim_reuses_small_storage), TEST_CASE(spares_keep_and_release))
