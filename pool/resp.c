@@ -56,28 +56,41 @@ size_t pool__resp_args_size(int argc, const char *const *argv, const size_t *len
     return total;
 }
 
-/* Writes "<c><n>\r\n" into reserved space (the NUL that pool__resp_u64
- * stores lands where '\r' goes, so no extra byte is needed). */
-static void put_len(struct buf *b, char c, size_t n)
+/* Writes "<c><n>\r\n" at p, returns the end. Lengths below 100 (every
+ * argument of a lock script) are written in place, without a call. */
+static char *put_len_at(char *p, char c, size_t n)
 {
-    char *p = b->data + b->len;
-
     *p++ = c;
-    p += pool__resp_u64(p, n);
+    if (n < 10) {
+        *p++ = (char)('0' + n);
+    } else if (n < 100) {
+        *p++ = (char)('0' + n / 10);
+        *p++ = (char)('0' + n % 10);
+    } else {
+        p += util_u64_to_str(n, p);
+    }
     *p++ = '\r';
     *p++ = '\n';
-    b->len = (size_t)(p - b->data);
+    return p;
+}
+
+/* Writes "<c><n>\r\n" into reserved space. */
+static void put_len(struct buf *b, char c, size_t n)
+{
+    b->len = (size_t)(put_len_at(b->data + b->len, c, n) - b->data);
 }
 
 /* Writes one bulk into reserved space. */
 static void put_bulk(struct buf *b, const void *s, size_t n)
 {
-    put_len(b, '$', n);
+    char *p = put_len_at(b->data + b->len, '$', n);
+
     if (n)
-        memcpy(b->data + b->len, s, n);
-    b->len += n;
-    b->data[b->len++] = '\r';
-    b->data[b->len++] = '\n';
+        memcpy(p, s, n);
+    p += n;
+    *p++ = '\r';
+    *p++ = '\n';
+    b->len = (size_t)(p - b->data);
 }
 
 static void put_args(struct buf *b, int argc, const char *const *argv, const size_t *lens)
