@@ -208,7 +208,7 @@ static uint64_t rconn_backoff_ms(struct pool__rconn *rc)
 static void rconn_free_io(struct pool__rconn *rc)
 {
     if (rc->reader)
-        redisReaderFree(rc->reader);
+        pool__resp_reader_free(rc->reader);
     rc->reader = NULL;
     buf_deinit(&rc->conn.out);
     buf_deinit(&rc->conn.sending);
@@ -582,7 +582,7 @@ static void rconn_on_data(struct sched_conn *c, const char *data, size_t len)
 
     rc->last_rx_ms = sched_loop_now_ms(rc->pool->loop);
     if (pool__resp_feed(rc->reader, data, len) < 0) {
-        rconn_protocol_error(rc, rc->reader->errstr);
+        rconn_protocol_error(rc, pool__resp_reader_error(rc->reader));
         return;
     }
     while (rconn_is_open(rc)) {
@@ -590,7 +590,7 @@ static void rconn_on_data(struct sched_conn *c, const char *data, size_t len)
         if (rv == 0)
             return;
         if (rv < 0) {
-            rconn_protocol_error(rc, rc->reader->errstr);
+            rconn_protocol_error(rc, pool__resp_reader_error(rc->reader));
             return;
         }
         if (!rconn_dispatch(rc, r))

@@ -1,8 +1,8 @@
 /* RESP glue for the pool: commands are formatted as arrays of bulk strings
  * straight into a connection's output buffer (no intermediate copy), and
- * upstream replies are parsed with hiredis's reader (redisReader), which is
- * the only part of hiredis the pool uses (its public interface only, so the
- * pool builds against hiredis 0.14 and 1.x).
+ * upstream replies are parsed by the pool's own reader (reader.c) into
+ * hiredis's public redisReply type, the only part of hiredis the pool uses
+ * (so it builds against hiredis 0.14 and 1.x).
  *
  * Formatting is all-or-nothing: every command function reserves the exact
  * size first, so on -ENOMEM nothing was appended and the output stream is
@@ -66,18 +66,31 @@ size_t pool__resp_u64(char *out, unsigned long long v);
 #define POOL__RESP_MAX_ELEMENTS 65536u
 #define POOL__RESP_MAX_DEPTH    7u
 
-/* A new reply parser (hiredis's reader, arrays capped as above), or NULL on
- * allocation failure. Free with redisReaderFree(). */
-redisReader *pool__resp_reader_create(void);
+/* The reply reader (reader.c): RESP2 replies as hiredis redisReply trees,
+ * arrays capped as above. */
+struct pool__resp_reader {
+    struct buf in;    /* owned: received bytes not yet taken as replies */
+    int err;          /* 0, or REDIS_ERR_PROTOCOL / REDIS_ERR_OOM once failed */
+    char errstr[128]; /* why it failed */
+};
+
+/* A new reader, or NULL on allocation failure. */
+struct pool__resp_reader *pool__resp_reader_create(void);
+
+/* Frees rd (NULL: nothing). */
+void pool__resp_reader_free(struct pool__resp_reader *rd);
 
 /* Feeds received bytes (copied). Returns 0, or -EPROTO once the reader has
  * failed (sticky), -ENOMEM. */
-int pool__resp_feed(redisReader *r, const char *p, size_t n);
+int pool__resp_feed(struct pool__resp_reader *rd, const char *p, size_t n);
 
 /* Takes the next complete reply: returns 1 and *out (owned by the caller,
  * pool__resp_free), 0 when more bytes are needed, or -EPROTO on a protocol
  * error (the reader stays failed; the connection must be dropped). */
-int pool__resp_next(redisReader *r, redisReply **out);
+int pool__resp_next(struct pool__resp_reader *rd, redisReply **out);
+
+/* What made rd fail. */
+const char *pool__resp_reader_error(const struct pool__resp_reader *rd);
 
 /* Frees a reply of pool__resp_next() (NULL: nothing), keeping its records
  * for the next replies of this thread. freeReplyObject() is correct too. */
