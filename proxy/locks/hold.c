@@ -68,9 +68,15 @@ static const struct px_job_ops settle_ops, release_ops;
 static void hold_want_settle(struct px_hold *h, uint64_t until);
 static struct px_ratelog settle_log; /* roll-backs: at most a line a second */
 
+/* name_hash: px_route_hint(name), which acquires and unlocks have anyway. */
+static uint64_t hold_hash_hinted(uint64_t name_hash, const char *owner, size_t olen)
+{
+    return name_hash ^ (hash_bytes(owner, olen) * 31u);
+}
+
 static uint64_t hold_hash(const char *name, size_t nlen, const char *owner, size_t olen)
 {
-    return hash_bytes(name, nlen) ^ (hash_bytes(owner, olen) * 31u);
+    return hold_hash_hinted(px_route_hint(name, nlen), owner, olen);
 }
 
 size_t px_owner_format(const struct px_server *srv, uint64_t id, const char *user,
@@ -233,7 +239,15 @@ struct px_hold *px_hold_use(struct px_server *srv, const struct px_hold_kind *ki
                             const char *name, size_t nlen, const char *owner, size_t olen,
                             bool create)
 {
-    uint64_t hash = hold_hash(name, nlen, owner, olen);
+    return px_hold_use_hinted(srv, kind, name, nlen, px_route_hint(name, nlen), owner, olen,
+                              create);
+}
+
+struct px_hold *px_hold_use_hinted(struct px_server *srv, const struct px_hold_kind *kind,
+                                   const char *name, size_t nlen, uint64_t hint, const char *owner,
+                                   size_t olen, bool create)
+{
+    uint64_t hash = hold_hash_hinted(hint, owner, olen);
     struct px_hold *h = hold_lookup(srv, name, nlen, owner, olen, hash);
 
     if (h && h->state == PX_HOLD_RELEASING) {

@@ -468,8 +468,8 @@ static void acquire_start(struct px_req *req, const struct px_lock_kind *kind, u
     op->watchdog = a.lease_ms < 0;
     op->acq.lease_ms = op->watchdog ? srv->opts.watchdog_ms : (uint64_t)a.lease_ms;
     op->wait.lease_ms = op->acq.lease_ms; /* a grant with too little of it left is refused */
-    op->hold =
-        px_hold_use(srv, op->kind->hold, a.name->p, a.name->len, op->owner, op->acq.olen, true);
+    op->hold = px_hold_use_hinted(srv, op->kind->hold, a.name->p, a.name->len, op->acq.hint,
+                                  op->owner, op->acq.olen, true);
     if (!op->hold) {
         lockop_free(op);
         px_reply_error(px_req_out(req), "ERR out of memory");

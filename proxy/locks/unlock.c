@@ -258,7 +258,9 @@ void px_lock_cmd_release(struct px_req *req, const struct px_lock_kind *kind)
         return;
     /* The reply acts on this hold (no second lookup); Redis runs this
      * unlock after every request about the pair sent before it. */
-    h = u->hold = px_hold_use(srv, kind->hold, name->p, name->len, u->owner, u->olen, false);
+    acq.hint = px_route_hint(name->p, name->len);
+    h = u->hold =
+        px_hold_use_hinted(srv, kind->hold, name->p, name->len, acq.hint, u->owner, u->olen, false);
     acq.name = name->p;
     acq.nlen = name->len;
     acq.owner = u->owner;
@@ -266,7 +268,6 @@ void px_lock_cmd_release(struct px_req *req, const struct px_lock_kind *kind)
     acq.lease_ms = h && px_hold_is_held(h) ? h->lease_ms : srv->opts.watchdog_ms;
     acq.wait_ms = -1;
     acq.waiting = false;
-    acq.hint = px_route_hint(name->p, name->len);
     rc = h ? px_hold_ready(h) : 0;
     if (rc < 0) {
         px_hold_put(h); /* not sent: the op owes the hold nothing */
