@@ -230,7 +230,7 @@ static int reader_parse(struct pool__resp_reader *rd, const char **pp, const cha
 
 int pool__resp_next(struct pool__resp_reader *rd, redisReply **out)
 {
-    const char *start = buf_head(&rd->in), *end = start + buf_size(&rd->in), *p = start;
+    const char *start, *end, *p;
     redisReply *r = NULL;
     int rc;
 
@@ -238,7 +238,9 @@ int pool__resp_next(struct pool__resp_reader *rd, redisReply **out)
     if (rd->err)
         return -EPROTO;
     if (buf_size(&rd->in) == 0)
-        return 0;
+        return 0; /* and in.data may be NULL: no pointer arithmetic on it */
+    start = p = buf_head(&rd->in);
+    end = start + buf_size(&rd->in);
     /* Much input may hold a large reply still arriving: check it is whole
      * before building it. A small one (every lock reply) is built at once. */
     if (buf_size(&rd->in) > READER_SCAN_FIRST && (rc = reader_parse(rd, &p, end, 0, NULL)) <= 0)

@@ -1,7 +1,7 @@
 /* libFuzzer target: the pool's upstream reply path without a live Redis.
  *
  * Input: byte 0 seeds the chunking; the rest is what Redis sends. The bytes
- * go through pool/resp.c as the pool uses them (pool__resp_feed in chunks,
+ * go through pool/reader.c as the pool uses them (pool__resp_feed in chunks,
  * pool__resp_next until it needs more or fails), whole and in
  * pseudo-random chunks, and every reply is then handed to the pool's
  * pub/sub interpretation (pool__pubsub_reply) while three channels have
