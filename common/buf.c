@@ -6,6 +6,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/spares.h"
+
+/* Storage a buffer starts with; buf_trim() keeps drained blocks of this
+ * size as per-thread spares for the next buffer that needs storage. */
+#define BUF_MIN_CAP 256u
+
+static _Thread_local struct spares spares = {.max = 8};
+
 void buf_deinit(struct buf *b)
 {
     free(b->data);
@@ -42,7 +50,11 @@ int buf_reserve(struct buf *b, size_t n)
         return 0;
     }
     need = b->len + n;
-    cap = b->cap ? b->cap : 256;
+    if (!b->data && need <= BUF_MIN_CAP && (b->data = spares_get(&spares)) != NULL) {
+        b->cap = BUF_MIN_CAP;
+        return 0;
+    }
+    cap = b->cap ? b->cap : BUF_MIN_CAP;
     while (cap < need)
         cap *= 2;
     p = realloc(b->data, cap);
@@ -109,6 +121,10 @@ void buf_swap(struct buf *a, struct buf *b)
 
 void buf_trim(struct buf *b, size_t keep)
 {
-    if (buf_size(b) == 0 && b->cap > keep)
+    if (buf_size(b) != 0 || b->cap <= keep)
+        return;
+    if (b->cap == BUF_MIN_CAP && spares_put(&spares, b->data))
+        buf_init(b);
+    else
         buf_deinit(b);
 }

@@ -66,7 +66,11 @@ void buf_consume(struct buf *b, size_t n);
 /* Exchanges the contents of two buffers (used for double buffering). */
 void buf_swap(struct buf *a, struct buf *b);
 
-/* Releases storage above keep bytes when the buffer is empty (idle trimming). */
+/* Releases storage above keep bytes when the buffer is empty (idle trimming).
+ * Storage of the initial size (256 bytes) goes to a per-thread stack of a
+ * few spares (common/spares.h) that the next buf_reserve() on a buffer
+ * without storage takes, so an output buffer drained and refilled for every
+ * reply costs no malloc/free. */
 void buf_trim(struct buf *b, size_t keep);
 
 #ifdef __cplusplus

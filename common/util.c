@@ -6,6 +6,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
+#include <string.h>
 #include <strings.h>
 
 int util_parse_i64(const char *s, size_t n, int64_t *out)
@@ -37,26 +38,35 @@ int util_parse_i64(const char *s, size_t n, int64_t *out)
 /* Hot: RESP lengths and leases on every request. Small values (almost
  * every RESP length) take a branch or two; others count their digits
  * first and are written backwards in place, without a reversal pass. */
+/* "00" .. "99": two digits per division (a lease of 30000 ms takes two
+ * divisions by 100 instead of ten by 10). */
+static const char util_digit_pairs[201] = "0001020304050607080910111213141516171819"
+                                          "2021222324252627282930313233343536373839"
+                                          "4041424344454647484950515253545556575859"
+                                          "6061626364656667686970717273747576777879"
+                                          "8081828384858687888990919293949596979899";
+
 size_t util_u64_to_str(uint64_t v, char *out)
 {
-    size_t n = 1, i;
+    size_t n = 1;
     uint64_t t;
+    char *p;
 
     if (v < 10) {
         out[0] = (char)('0' + v);
         return 1;
     }
-    if (v < 100) {
-        out[0] = (char)('0' + v / 10);
-        out[1] = (char)('0' + v % 10);
-        return 2;
+    for (t = v; t >= 100; t /= 100)
+        n += 2;
+    n += t >= 10;
+    for (p = out + n; v >= 100; v /= 100) {
+        p -= 2;
+        memcpy(p, util_digit_pairs + 2 * (v % 100), 2);
     }
-    for (t = v; t >= 10; t /= 10)
-        n++;
-    for (i = n; i > 0; i--) {
-        out[i - 1] = (char)('0' + v % 10);
-        v /= 10;
-    }
+    if (v >= 10)
+        memcpy(p - 2, util_digit_pairs + 2 * v, 2);
+    else
+        p[-1] = (char)('0' + v);
     return n;
 }
 

@@ -123,14 +123,19 @@ static const char *hs_step_name(const struct pool *p, enum pool__req_kind kind, 
     return p->scripts[script].name ? p->scripts[script].name : "script";
 }
 
+void pool__script_set_sha(struct pool__script *s, const char *sha, size_t len)
+{
+    memcpy(s->sha, sha, len);
+    s->sha[len] = '\0';
+    s->evalsha_len = (size_t)snprintf(s->evalsha, sizeof(s->evalsha),
+                                      "$7\r\nEVALSHA\r\n$%zu\r\n%s\r\n", len, s->sha);
+}
+
 static int hs_store_sha(struct pool *p, unsigned script, const redisReply *r)
 {
-    struct pool__script *s = &p->scripts[script];
-
     if (r->type != REDIS_REPLY_STRING || r->len != POOL__SHA_SIZE - 1)
         return -EPROTO;
-    memcpy(s->sha, r->str, r->len);
-    s->sha[r->len] = '\0';
+    pool__script_set_sha(&p->scripts[script], r->str, r->len);
     return 0;
 }
 

@@ -40,6 +40,9 @@ struct pool__cluster;
 /* Longest script SHA1 in hex, plus the NUL. */
 #define POOL__SHA_SIZE 41
 
+/* "$7\r\nEVALSHA\r\n$40\r\n" + SHA1 + "\r\n" and its NUL. */
+#define POOL__EVALSHA_PRE_SIZE 64
+
 enum pool__req_kind {
     POOL__REQ_CMD = 1,      /* caller command */
     POOL__REQ_EVAL = 2,     /* caller EVALSHA, retried once on NOSCRIPT */
@@ -86,10 +89,12 @@ struct pool__req {
 /* A script the pool keeps loaded on every command connection. SHA1 is a
  * function of the text, so one value serves every node. */
 struct pool__script {
-    const char *name;         /* borrowed: for logs */
-    const char *text;         /* borrowed: Lua source */
-    size_t text_len;          /* strlen(text) */
-    char sha[POOL__SHA_SIZE]; /* SHA1 returned by SCRIPT LOAD, "" until then */
+    const char *name;                     /* borrowed: for logs */
+    const char *text;                     /* borrowed: Lua source */
+    size_t text_len;                      /* strlen(text) */
+    char sha[POOL__SHA_SIZE];             /* SHA1 returned by SCRIPT LOAD, "" until then */
+    char evalsha[POOL__EVALSHA_PRE_SIZE]; /* "EVALSHA <sha>" as two bulks, set with sha */
+    size_t evalsha_len;                   /* bytes in evalsha */
 };
 
 enum pool__node_state {
@@ -223,6 +228,10 @@ static inline void pool__req_keep_tail(struct pool__req *req, const struct buf *
 int pool__req_format_kept(const struct pool *p, struct buf *b, const struct pool__req *req);
 
 /* ---- handshake.c --------------------------------------------------------------- */
+
+/* Stores a script's SHA1 (len < POOL__SHA_SIZE; "" before SCRIPT LOAD
+ * answered) and its encoded "EVALSHA <sha>" bulks. */
+void pool__script_set_sha(struct pool__script *s, const char *sha, size_t len);
 
 /* Pipelines the handshake of a freshly connected rc (counted in
  * rc->handshake). Returns 0 or -ENOMEM. */

@@ -186,6 +186,7 @@ static int scripts_init(struct pool *p, const struct pool_script *scripts, size_
         p->scripts[i].name = scripts[i].name;
         p->scripts[i].text = scripts[i].text;
         p->scripts[i].text_len = strlen(scripts[i].text);
+        pool__script_set_sha(&p->scripts[i], "", 0);
     }
     return 0;
 }

@@ -208,7 +208,7 @@ static uint64_t rconn_backoff_ms(struct pool__rconn *rc)
 static void rconn_free_io(struct pool__rconn *rc)
 {
     if (rc->reader)
-        redisReaderFree(rc->reader);
+        pool__resp_reader_free(rc->reader);
     rc->reader = NULL;
     buf_deinit(&rc->conn.out);
     buf_deinit(&rc->conn.sending);
@@ -535,7 +535,7 @@ static void rconn_wait_reply(struct pool__rconn *rc, struct pool__req *w, const 
     }
     w->held = NULL;
     rconn_complete(rc, w, held, 0);
-    freeReplyObject(held);
+    pool__resp_free(held);
 }
 
 /* Returns true when r was kept (rconn_eval_waited); else the caller frees it. */
@@ -582,7 +582,7 @@ static void rconn_on_data(struct sched_conn *c, const char *data, size_t len)
 
     rc->last_rx_ms = sched_loop_now_ms(rc->pool->loop);
     if (pool__resp_feed(rc->reader, data, len) < 0) {
-        rconn_protocol_error(rc, rc->reader->errstr);
+        rconn_protocol_error(rc, pool__resp_reader_error(rc->reader));
         return;
     }
     while (rconn_is_open(rc)) {
@@ -590,11 +590,11 @@ static void rconn_on_data(struct sched_conn *c, const char *data, size_t len)
         if (rv == 0)
             return;
         if (rv < 0) {
-            rconn_protocol_error(rc, rc->reader->errstr);
+            rconn_protocol_error(rc, pool__resp_reader_error(rc->reader));
             return;
         }
         if (!rconn_dispatch(rc, r))
-            freeReplyObject(r);
+            pool__resp_free(r);
     }
 }
 
@@ -812,29 +812,30 @@ int pool__rconn_command(struct pool__rconn *rc, struct pool__req *req, int argc,
 }
 
 /* EVALSHA sha numkeys keys... args...: "numkeys keys args" is the tail,
- * copied from the output right after formatting for a NOSCRIPT retry. */
+ * copied from the output right after formatting for a NOSCRIPT retry.
+ * "EVALSHA sha" comes encoded from the script (pool__script_set_sha). */
 int pool__rconn_eval(struct pool__rconn *rc, struct pool__req *req, unsigned script, int numkeys,
                      int argc, const char *const *argv, const size_t *lens)
 {
     const struct pool__script *s = &rc->pool->scripts[script];
+    struct buf *b = sched_conn_wbuf(&rc->conn);
+    bool fresh = buf_size(b) == 0;
     char nk[24];
     size_t nklen = pool__resp_u64(nk, (unsigned long long)numkeys);
-    const char *pre[3] = {"EVALSHA", s->sha, nk};
-    const size_t prelens[3] = {7, strlen(s->sha), nklen};
+    size_t tail = pool__resp_bulk_size(nklen) + pool__resp_args_size(argc, argv, lens);
     int err;
 
     req->kind = POOL__REQ_EVAL;
     req->script = script;
-    err =
-        pool__req_alloc_tail(req, (unsigned)argc + 1,
-                             pool__resp_bulk_size(nklen) + pool__resp_args_size(argc, argv, lens));
+    err = pool__req_alloc_tail(req, (unsigned)argc + 1, tail);
     if (err == 0)
-        err = pool__rconn_issue(rc, req, 3, pre, prelens, argc, argv, lens);
-    else
+        err = pool__resp_evalsha(b, s->evalsha, s->evalsha_len, nk, nklen, argc, argv, lens, tail);
+    if (err < 0) {
         pool__req_put(rc->pool, req);
-    if (err < 0)
         return err;
-    pool__req_keep_tail(req, sched_conn_wbuf(&rc->conn));
+    }
+    pool__req_keep_tail(req, b);
+    rconn_enqueue(rc, req, fresh);
     rconn_count(rc, req);
     rconn_append_wait(rc, req);
     return 0;

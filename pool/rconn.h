@@ -26,6 +26,7 @@ struct pool;
 struct pool_node;
 struct pool__addr;
 struct pool__req;
+struct pool__resp_reader;
 
 enum pool__rconn_state {
     POOL__RCONN_DISCONNECTED = 0, /* no socket; the backoff timer may be pending */
@@ -43,26 +44,26 @@ enum pool__rconn_kind {
 };
 
 struct pool__rconn {
-    struct sched_conn conn;       /* owned: stream state, live unless DISCONNECTED */
-    struct pool *pool;            /* borrowed: the owning pool */
-    struct pool_node *node;       /* borrowed: the owning node, NULL for TOPO and SENTINEL */
-    struct pool__addr *addr;      /* borrowed: where to connect (the node's, or the topology's) */
-    redisReader *reader;          /* owned: parser of the current socket, or NULL */
-    struct list fifo;             /* owned: struct pool__req awaiting replies, send order */
-    struct sched_timer timer;     /* backoff, connect deadline or timeout tick, by state */
-    enum pool__rconn_state state; /* see the design block in rconn.c */
-    enum pool__rconn_kind kind;   /* command or pub/sub */
-    unsigned id;                  /* index for logs */
-    unsigned attempts;            /* failures since last READY: backoff exponent */
-    unsigned handshake;           /* handshake replies still expected */
-    bool ever_ready;              /* was READY once (for the reconnects stat) */
-    bool warned;                  /* a failure was logged at WARN since last READY */
-    bool recycle;                 /* READY: drop and reconnect at the next tick */
-    bool stopped;                 /* pool__rconn_stop() was called: no reconnect */
-    struct pool__req *sample;     /* borrowed: the request whose round trip is timed, or NULL */
-    uint64_t sample_ns;           /* clock_mono_ns() when sample was sent */
-    uint64_t last_rx_ms;          /* loop time of the last bytes received */
-    uint64_t ping_sent_ms;        /* pub/sub: loop time of the last keepalive PING */
+    struct sched_conn conn;  /* owned: stream state, live unless DISCONNECTED */
+    struct pool *pool;       /* borrowed: the owning pool */
+    struct pool_node *node;  /* borrowed: the owning node, NULL for TOPO and SENTINEL */
+    struct pool__addr *addr; /* borrowed: where to connect (the node's, or the topology's) */
+    struct pool__resp_reader *reader; /* owned: parser of the current socket, or NULL */
+    struct list fifo;                 /* owned: struct pool__req awaiting replies, send order */
+    struct sched_timer timer;         /* backoff, connect deadline or timeout tick, by state */
+    enum pool__rconn_state state;     /* see the design block in rconn.c */
+    enum pool__rconn_kind kind;       /* command or pub/sub */
+    unsigned id;                      /* index for logs */
+    unsigned attempts;                /* failures since last READY: backoff exponent */
+    unsigned handshake;               /* handshake replies still expected */
+    bool ever_ready;                  /* was READY once (for the reconnects stat) */
+    bool warned;                      /* a failure was logged at WARN since last READY */
+    bool recycle;                     /* READY: drop and reconnect at the next tick */
+    bool stopped;                     /* pool__rconn_stop() was called: no reconnect */
+    struct pool__req *sample;         /* borrowed: the request whose round trip is timed, or NULL */
+    uint64_t sample_ns;               /* clock_mono_ns() when sample was sent */
+    uint64_t last_rx_ms;              /* loop time of the last bytes received */
+    uint64_t ping_sent_ms;            /* pub/sub: loop time of the last keepalive PING */
 };
 
 /* Sets up an idle connection of p, for node n (NULL for TOPO), that

@@ -64,7 +64,7 @@ void pool__req_put(struct pool *p, struct pool__req *req)
         free(req->tail);
     req->tail = NULL;
     if (req->held)
-        freeReplyObject(req->held);
+        pool__resp_free(req->held);
     req->held = NULL;
     if (p->nfree_reqs >= POOL_FREE_REQS_MAX) {
         free(req);

@@ -1,4 +1,5 @@
-/* RESP command formatting into struct buf, and the hiredis reader glue.
+/* RESP command formatting into struct buf, and reply predicates (the reader
+ * is reader.c).
  *
  * Every command is sized exactly first (one buf_reserve), then written with
  * plain stores: one allocation check per command and no partial commands
@@ -7,9 +8,8 @@
 
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
-
-#include <hiredis/read.h>
 
 #include "common/util.h"
 
@@ -54,28 +54,41 @@ size_t pool__resp_args_size(int argc, const char *const *argv, const size_t *len
     return total;
 }
 
-/* Writes "<c><n>\r\n" into reserved space (the NUL that pool__resp_u64
- * stores lands where '\r' goes, so no extra byte is needed). */
-static void put_len(struct buf *b, char c, size_t n)
+/* Writes "<c><n>\r\n" at p, returns the end. Lengths below 100 (every
+ * argument of a lock script) are written in place, without a call. */
+static char *put_len_at(char *p, char c, size_t n)
 {
-    char *p = b->data + b->len;
-
     *p++ = c;
-    p += pool__resp_u64(p, n);
+    if (n < 10) {
+        *p++ = (char)('0' + n);
+    } else if (n < 100) {
+        *p++ = (char)('0' + n / 10);
+        *p++ = (char)('0' + n % 10);
+    } else {
+        p += util_u64_to_str(n, p);
+    }
     *p++ = '\r';
     *p++ = '\n';
-    b->len = (size_t)(p - b->data);
+    return p;
+}
+
+/* Writes "<c><n>\r\n" into reserved space. */
+static void put_len(struct buf *b, char c, size_t n)
+{
+    b->len = (size_t)(put_len_at(b->data + b->len, c, n) - b->data);
 }
 
 /* Writes one bulk into reserved space. */
 static void put_bulk(struct buf *b, const void *s, size_t n)
 {
-    put_len(b, '$', n);
+    char *p = put_len_at(b->data + b->len, '$', n);
+
     if (n)
-        memcpy(b->data + b->len, s, n);
-    b->len += n;
-    b->data[b->len++] = '\r';
-    b->data[b->len++] = '\n';
+        memcpy(p, s, n);
+    p += n;
+    *p++ = '\r';
+    *p++ = '\n';
+    b->len = (size_t)(p - b->data);
 }
 
 static void put_args(struct buf *b, int argc, const char *const *argv, const size_t *lens)
@@ -127,6 +140,24 @@ int pool__resp_command_split(struct buf *b, int npre, const char *const *pre, co
     return 0;
 }
 
+/* The hot path of every lock operation: the prefix is one memcpy, the
+ * arguments are sized once (by the caller). */
+int pool__resp_evalsha(struct buf *b, const char *pre, size_t prelen, const char *nk, size_t nklen,
+                       int argc, const char *const *argv, const size_t *lens, size_t tail_size)
+{
+    size_t n = (size_t)argc + 3;
+    int rc = buf_reserve(b, 1 + dec_len(n) + 2 + prelen + tail_size);
+
+    if (rc < 0)
+        return rc;
+    put_len(b, '*', n);
+    memcpy(b->data + b->len, pre, prelen);
+    b->len += prelen;
+    put_bulk(b, nk, nklen);
+    put_args(b, argc, argv, lens);
+    return 0;
+}
+
 int pool__resp_command(struct buf *b, int argc, const char *const *argv, const size_t *lens)
 {
     return pool__resp_command_split(b, 0, NULL, NULL, argc, argv, lens);
@@ -149,91 +180,6 @@ int pool__resp_command_raw(struct buf *b, int npre, const char *const *pre, cons
         memcpy(b->data + b->len, raw, rawlen);
     b->len += rawlen;
     return 0;
-}
-
-/* hiredis allocates an array's element table from its header (1.x allows
- * 2^32 - 1 elements: an 11-byte reply could ask for 32 GiB) and frees
- * replies recursively (1.x nests without limit: a deep reply could overflow
- * the stack when freed). The pool's replies are small and shallow (at most
- * a renew batch of 100 elements, two levels), so the default createArray
- * is wrapped to refuse more than POOL__RESP_MAX_ELEMENTS elements or
- * POOL__RESP_MAX_DEPTH levels, with hiredis 0.14 and 1.x alike (only the
- * callback's element type differs). The object functions and r->fn are
- * hiredis's public interface for custom reply objects. */
-#if HIREDIS_MAJOR >= 1
-typedef size_t resp_nelem;
-#else
-typedef int resp_nelem;
-#endif
-
-static void *(*default_create_array)(const redisReadTask *task, resp_nelem n);
-static redisReplyObjectFunctions capped_functions;
-static const char *refused; /* why the last createArray refused, for pool__resp_next */
-
-static void *capped_create_array(const redisReadTask *task, resp_nelem n)
-{
-    const redisReadTask *t;
-    unsigned depth = 1;
-
-    for (t = task->parent; t; t = t->parent)
-        depth++;
-    if ((size_t)n > POOL__RESP_MAX_ELEMENTS) {
-        refused = "array reply with too many elements";
-        return NULL;
-    }
-    if (depth > POOL__RESP_MAX_DEPTH) {
-        refused = "array reply nested too deeply";
-        return NULL;
-    }
-    return default_create_array(task, n);
-}
-
-/* The default reader (redisReply trees; at most 16 KiB of idle buffer, so
- * a burst does not pin memory) with the capped createArray. */
-redisReader *pool__resp_reader_create(void)
-{
-    redisReader *r = redisReaderCreate();
-
-    if (!r)
-        return NULL;
-    if (!default_create_array) {
-        capped_functions = *r->fn;
-        default_create_array = capped_functions.createArray;
-        capped_functions.createArray = capped_create_array;
-    }
-    r->fn = &capped_functions;
-    return r;
-}
-
-/* hiredis copies the bytes into its own buffer; the caller's buffer may
- * be reused at once. */
-int pool__resp_feed(redisReader *r, const char *p, size_t n)
-{
-    if (redisReaderFeed(r, p, n) == REDIS_OK)
-        return 0;
-    return r->err == REDIS_ERR_OOM ? -ENOMEM : -EPROTO;
-}
-
-/* hiredis reports "need more bytes" as REDIS_OK with a NULL reply; split
- * that out so callers can loop on rv == 1. A refused array fails the
- * reader as out of memory: its error text then says what happened. */
-int pool__resp_next(redisReader *r, redisReply **out)
-{
-    void *reply = NULL;
-
-    *out = NULL;
-    refused = NULL;
-    if (redisReaderGetReply(r, &reply) != REDIS_OK) {
-        if (refused && r->err == REDIS_ERR_OOM) {
-            r->err = REDIS_ERR_PROTOCOL;
-            snprintf(r->errstr, sizeof(r->errstr), "%s", refused);
-        }
-        return -EPROTO;
-    }
-    if (!reply)
-        return 0;
-    *out = reply;
-    return 1;
 }
 
 bool pool__resp_is_error(const redisReply *r, const char *prefix)

@@ -1,8 +1,8 @@
 /* RESP glue for the pool: commands are formatted as arrays of bulk strings
  * straight into a connection's output buffer (no intermediate copy), and
- * upstream replies are parsed with hiredis's reader (redisReader), which is
- * the only part of hiredis the pool uses (its public interface only, so the
- * pool builds against hiredis 0.14 and 1.x).
+ * upstream replies are parsed by the pool's own reader (reader.c) into
+ * hiredis's public redisReply type, the only part of hiredis the pool uses
+ * (so it builds against hiredis 0.14 and 1.x).
  *
  * Formatting is all-or-nothing: every command function reserves the exact
  * size first, so on -ENOMEM nothing was appended and the output stream is
@@ -42,6 +42,14 @@ int pool__resp_command(struct buf *b, int argc, const char *const *argv, const s
 int pool__resp_command_split(struct buf *b, int npre, const char *const *pre, const size_t *prelens,
                              int argc, const char *const *argv, const size_t *lens);
 
+/* Appends an EVALSHA: "*<argc + 3>", the script's "EVALSHA <sha>" bulks
+ * already encoded in pre[0..prelen), the numkeys bulk nk, then argv.
+ * tail_size is the caller's pool__resp_bulk_size(nklen) +
+ * pool__resp_args_size(argc, argv, lens) (it sizes the kept tail with it
+ * too). Returns 0 or -ENOMEM (nothing appended). */
+int pool__resp_evalsha(struct buf *b, const char *pre, size_t prelen, const char *nk, size_t nklen,
+                       int argc, const char *const *argv, const size_t *lens, size_t tail_size);
+
 /* Appends one command made of pre[0..npre) followed by nraw arguments that
  * are already formatted as bulks in raw[0..rawlen) (a tail captured from an
  * earlier command). Returns 0 or -ENOMEM. */
@@ -58,18 +66,35 @@ size_t pool__resp_u64(char *out, unsigned long long v);
 #define POOL__RESP_MAX_ELEMENTS 65536u
 #define POOL__RESP_MAX_DEPTH    7u
 
-/* A new reply parser (hiredis's reader, arrays capped as above), or NULL on
- * allocation failure. Free with redisReaderFree(). */
-redisReader *pool__resp_reader_create(void);
+/* The reply reader (reader.c): RESP2 replies as hiredis redisReply trees,
+ * arrays capped as above. */
+struct pool__resp_reader {
+    struct buf in;    /* owned: received bytes not yet taken as replies */
+    int err;          /* 0, or REDIS_ERR_PROTOCOL / REDIS_ERR_OOM once failed */
+    char errstr[128]; /* why it failed */
+};
+
+/* A new reader, or NULL on allocation failure. */
+struct pool__resp_reader *pool__resp_reader_create(void);
+
+/* Frees rd (NULL: nothing). */
+void pool__resp_reader_free(struct pool__resp_reader *rd);
 
 /* Feeds received bytes (copied). Returns 0, or -EPROTO once the reader has
  * failed (sticky), -ENOMEM. */
-int pool__resp_feed(redisReader *r, const char *p, size_t n);
+int pool__resp_feed(struct pool__resp_reader *rd, const char *p, size_t n);
 
 /* Takes the next complete reply: returns 1 and *out (owned by the caller,
- * freeReplyObject), 0 when more bytes are needed, or -EPROTO on a protocol
+ * pool__resp_free), 0 when more bytes are needed, or -EPROTO on a protocol
  * error (the reader stays failed; the connection must be dropped). */
-int pool__resp_next(redisReader *r, redisReply **out);
+int pool__resp_next(struct pool__resp_reader *rd, redisReply **out);
+
+/* What made rd fail. */
+const char *pool__resp_reader_error(const struct pool__resp_reader *rd);
+
+/* Frees a reply of pool__resp_next() (NULL: nothing), keeping its records
+ * for the next replies of this thread. freeReplyObject() is correct too. */
+void pool__resp_free(redisReply *r);
 
 /* True for an error reply whose text starts with prefix ("NOSCRIPT"). */
 bool pool__resp_is_error(const redisReply *r, const char *prefix);

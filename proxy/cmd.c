@@ -242,6 +242,7 @@ static const struct px_cmd_set *const cmd_sets[] = {
 struct cmd_entry {
     struct hmap_node node;    /* in cmd_index */
     const struct px_cmd *cmd; /* borrowed: static table entry */
+    size_t len;               /* strlen(cmd->name) */
 };
 
 static struct hmap cmd_index;
@@ -277,7 +278,8 @@ int px_cmd_init(void)
             const struct px_cmd *c = &cmd_sets[i]->cmds[k];
 
             cmd_entries[n].cmd = c;
-            hmap_insert(&cmd_index, &cmd_entries[n].node, hash_bytes(c->name, strlen(c->name)));
+            cmd_entries[n].len = strlen(c->name);
+            hmap_insert(&cmd_index, &cmd_entries[n].node, hash_bytes(c->name, cmd_entries[n].len));
         }
     }
     return 0;
@@ -298,10 +300,10 @@ const struct px_cmd *px_cmd_lookup(const char *name, size_t len)
     if (!cmd_key(name, len, key))
         return NULL;
     for (n = hmap_first(&cmd_index, hash_bytes(key, len)); n; n = hmap_next(n)) {
-        const struct px_cmd *c = LP_CONTAINER_OF(n, struct cmd_entry, node)->cmd;
+        const struct cmd_entry *e = LP_CONTAINER_OF(n, struct cmd_entry, node);
 
-        if (strlen(c->name) == len && memcmp(c->name, key, len) == 0)
-            return c;
+        if (e->len == len && memcmp(e->cmd->name, key, len) == 0)
+            return e->cmd;
     }
     return NULL;
 }

@@ -233,9 +233,14 @@ void px_metrics_observe_wait(struct px_server *srv, const struct px_req *req)
     hist_add(&srv->metrics->wait, waited * 1000);
 }
 
+/* A pointer's hash: one multiply (Fibonacci hashing) and a fold of the
+ * high bits, which the multiply mixes best, into the low ones the table
+ * indexes with. */
 static uint64_t ptr_hash(const void *p)
 {
-    return hash_bytes(&p, sizeof(p));
+    uint64_t h = (uint64_t)(uintptr_t)p * 0x9e3779b97f4a7c15ull;
+
+    return h ^ (h >> 32);
 }
 
 void px_metrics_hold_begin(struct px_server *srv, const void *hold)

@@ -37,6 +37,7 @@
 #include <string.h>
 
 #include "common/compiler.h"
+#include "common/spares.h"
 #include "proxy/reply.h"
 #include "proxy/split.h"
 
@@ -76,11 +77,15 @@ enum parse_err {
 
 /* ---- requests -------------------------------------------------------------- */
 
+/* Freed request records kept for the next ones (one per request otherwise
+ * goes through malloc and free). */
+static _Thread_local struct spares req_spares;
+
 struct px_req *px_req_create(int argc)
 {
-    struct px_req *req = malloc(sizeof(*req));
+    struct px_req *req = spares_get(&req_spares);
 
-    if (!req)
+    if (!req && !(req = malloc(sizeof(*req))))
         return NULL;
     memset(req, 0, offsetof(struct px_req, argv_inl));
     list_init(&req->node);
@@ -90,7 +95,7 @@ struct px_req *px_req_create(int argc)
     if ((size_t)argc > LP_ARRAY_SIZE(req->argv_inl)) {
         req->argv = calloc((size_t)argc, sizeof(*req->argv));
         if (!req->argv) {
-            free(req);
+            px_req_free(req);
             return NULL;
         }
     }
@@ -107,7 +112,8 @@ void px_req_free(struct px_req *req)
         free(req->arena);
     if (req->reply.data)
         buf_deinit(&req->reply);
-    free(req);
+    if (!spares_put(&req_spares, req))
+        free(req);
 }
 
 /* Makes room for need bytes in the arena. Returns 0 or -ENOMEM. */

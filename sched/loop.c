@@ -226,7 +226,7 @@ static bool loop_has_pending_work(const struct sched_loop *l)
 
 /* The wait bound: 0 with pending work, else the sooner of the next timer
  * and max_wait (-1: no bound). */
-static int loop_timeout(const struct sched_loop *l, int max_wait)
+static int loop_timeout(struct sched_loop *l, int max_wait)
 {
     int64_t t;
 

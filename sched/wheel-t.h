@@ -18,6 +18,7 @@ struct sched_wheel {
     size_t nslots;        /* power of two */
     uint64_t tick_ms;     /* slot width in ms */
     uint64_t cur_tick;    /* next tick to process (now_ms / tick_ms) */
+    uint64_t empty_below; /* the slots of ticks cur_tick + 1 .. empty_below - 1 are empty */
     size_t count;         /* pending timers */
 };
 

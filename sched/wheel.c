@@ -33,6 +33,15 @@
  * the only node of its list, and if that neighbour is a slot head, that slot
  * has just become empty.
  *
+ * Idle scans. Most loop iterations have no timer due and the next one is
+ * seconds (hundreds of slots) away. Collect only reads the bitmap words of
+ * ticks cur_tick .. now_tick; sched_wheel_timeout_ms() starts its search at
+ * empty_below, the slot it found last time, instead of at cur_tick + 1.
+ * Invariant: the slots of ticks cur_tick + 1 .. empty_below - 1 are empty
+ * and empty_below <= cur_tick + nslots. Cancel and collect only empty
+ * slots and a run only raises cur_tick, so neither can break it; insert
+ * lowers empty_below to the slot's next tick when that comes sooner.
+ *
  * Run. Collect, then drain. Collect visits the non-empty slots of ticks
  * cur_tick .. now_tick in tick order (via the bitmap) and moves each due
  * timer to a local due list. Drain pops the due list one timer at a time:
@@ -96,20 +105,28 @@ static uint64_t wheel_ceil_tick(const struct sched_wheel *w, uint64_t ms)
     return tick + (tick * w->tick_ms != ms);
 }
 
-/* Index of the first non-empty slot at or after from, circularly, or
- * SIZE_MAX if every slot is empty. At most nwords + 1 word loads. */
-static size_t wheel_find_occupied(const struct sched_wheel *w, size_t from)
+/* Index of the first non-empty slot among the span slots from `from` on,
+ * circularly (span <= nslots), or SIZE_MAX if they are all empty. Reads
+ * the words of those slots only: a run whose clock moved by a tick or two
+ * looks at one word, not at the whole bitmap up to the next timer. */
+static size_t wheel_find_occupied(const struct sched_wheel *w, size_t from, size_t span)
 {
-    size_t nwords = wheel_nwords(w->nslots), wi = from / WHEEL_WORD_BITS, i;
+    size_t nwords = wheel_nwords(w->nslots), wi = from / WHEEL_WORD_BITS, idx;
+    size_t wbits = LP_MIN(w->nslots, (size_t)WHEEL_WORD_BITS); /* slots per word */
+    size_t seen = wbits - from % WHEEL_WORD_BITS;              /* slots looked at so far */
     uint64_t word = w->occupied[wi] & (~0ull << (from % WHEEL_WORD_BITS));
 
-    for (i = 0; i <= nwords; i++) {
-        if (word)
-            return wi * WHEEL_WORD_BITS + (size_t)__builtin_ctzll(word);
+    for (;;) {
+        if (word) {
+            idx = wi * WHEEL_WORD_BITS + (size_t)__builtin_ctzll(word);
+            return ((idx - from) & (w->nslots - 1)) < span ? idx : SIZE_MAX;
+        }
+        if (seen >= span)
+            return SIZE_MAX;
         wi = wi + 1 == nwords ? 0 : wi + 1;
         word = w->occupied[wi];
+        seen += wbits;
     }
-    return SIZE_MAX;
 }
 
 /* Called after a list lost its last node: if head is a slot, mark it empty.
@@ -141,6 +158,7 @@ int sched_wheel_init(struct sched_wheel *w, uint64_t now_ms, uint64_t tick_ms, s
     w->nslots = n;
     w->tick_ms = tick_ms;
     w->cur_tick = wheel_floor_tick(w, now_ms);
+    w->empty_below = w->cur_tick;
     w->count = 0;
     return 0;
 
@@ -152,14 +170,14 @@ err_free_slots:
 
 void sched_wheel_deinit(struct sched_wheel *w)
 {
-    size_t idx = w->count ? wheel_find_occupied(w, 0) : SIZE_MAX;
+    size_t idx = w->count ? wheel_find_occupied(w, 0, w->nslots) : SIZE_MAX;
     struct list *node;
 
     while (idx != SIZE_MAX) {
         while ((node = list_first(&w->slots[idx])))
             list_del_init(node);
         wheel_bit_clear(w, idx);
-        idx = wheel_find_occupied(w, idx);
+        idx = wheel_find_occupied(w, idx, w->nslots);
     }
     free(w->slots);
     w->slots = NULL;
@@ -184,6 +202,9 @@ void sched_wheel_add(struct sched_wheel *w, struct sched_timer *t, uint64_t expi
     else
         list_add_tail(&w->slots[idx], &t->node);
     wheel_bit_set(w, idx);
+    tick = w->cur_tick + ((idx - (size_t)w->cur_tick) & mask); /* the slot's next tick */
+    if (tick > w->cur_tick && tick < w->empty_below)
+        w->empty_below = tick;
     w->count++;
 }
 
@@ -241,7 +262,7 @@ static void wheel_collect(struct sched_wheel *w, uint64_t first, uint64_t last, 
 
     for (;;) {
         idx = (size_t)tick & mask;
-        next = wheel_find_occupied(w, idx);
+        next = wheel_find_occupied(w, idx, (size_t)(last - tick) + 1);
         if (next == SIZE_MAX)
             return;
         tick += (next - idx) & mask;
@@ -273,8 +294,13 @@ static size_t wheel_drain(struct sched_wheel *w, struct list *due)
 size_t sched_wheel_run(struct sched_wheel *w, uint64_t now_ms)
 {
     uint64_t now_tick = wheel_floor_tick(w, now_ms), first = w->cur_tick;
+    size_t cur = (size_t)first & (w->nslots - 1);
     struct list due;
 
+    /* The usual iteration: still in the same tick, and its slot is empty. */
+    if (now_tick == first &&
+        !(w->occupied[cur / WHEEL_WORD_BITS] & (1ull << (cur % WHEEL_WORD_BITS))))
+        return 0;
     if (now_tick < first)
         now_tick = first;
     else if (now_tick - first >= w->nslots)
@@ -286,9 +312,10 @@ size_t sched_wheel_run(struct sched_wheel *w, uint64_t now_ms)
     return wheel_drain(w, &due);
 }
 
-int64_t sched_wheel_timeout_ms(const struct sched_wheel *w, uint64_t now_ms)
+int64_t sched_wheel_timeout_ms(struct sched_wheel *w, uint64_t now_ms)
 {
     size_t mask = w->nslots - 1, cur = (size_t)w->cur_tick & mask, next, dist;
+    uint64_t from = LP_MAX(w->cur_tick + 1, w->empty_below);
     const struct list *head;
     uint64_t due_ms;
 
@@ -298,10 +325,11 @@ int64_t sched_wheel_timeout_ms(const struct sched_wheel *w, uint64_t now_ms)
     if (!list_empty(head) &&
         list_entry(head->prev, struct sched_timer, node)->expires <= w->cur_tick * w->tick_ms)
         return 0;
-    next = wheel_find_occupied(w, (cur + 1) & mask);
+    next = wheel_find_occupied(w, (size_t)from & mask, w->nslots);
     if (next == SIZE_MAX)
         return 0; /* all pending timers are on a running drain's due list */
     dist = (next - cur) & mask;
-    due_ms = (w->cur_tick + (dist ? dist : w->nslots)) * w->tick_ms;
+    w->empty_below = w->cur_tick + (dist ? dist : w->nslots);
+    due_ms = w->empty_below * w->tick_ms;
     return due_ms > now_ms ? (int64_t)(due_ms - now_ms) : 0;
 }

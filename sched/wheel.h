@@ -39,8 +39,9 @@ size_t sched_wheel_run(struct sched_wheel *w, uint64_t now_ms);
 
 /* Milliseconds from now_ms until the next non-empty slot is due (0 if due
  * now), or -1 when no timer is pending. May be early for timers that are
- * rounds away; never late. */
-int64_t sched_wheel_timeout_ms(const struct sched_wheel *w, uint64_t now_ms);
+ * rounds away; never late. Remembers the slot it found, so the next call
+ * starts its search there. */
+int64_t sched_wheel_timeout_ms(struct sched_wheel *w, uint64_t now_ms);
 
 #ifdef __cplusplus
 }

@@ -53,6 +53,7 @@
 #include <string.h>
 
 #include "common/log.h"
+#include "common/spares.h"
 #include "common/util.h"
 #include "pool/pool.h"
 #include "proxy/client.h"
@@ -67,9 +68,15 @@ static const struct px_job_ops settle_ops, release_ops;
 static void hold_want_settle(struct px_hold *h, uint64_t until);
 static struct px_ratelog settle_log; /* roll-backs: at most a line a second */
 
+/* name_hash: px_route_hint(name), which acquires and unlocks have anyway. */
+static uint64_t hold_hash_hinted(uint64_t name_hash, const char *owner, size_t olen)
+{
+    return name_hash ^ (hash_bytes(owner, olen) * 31u);
+}
+
 static uint64_t hold_hash(const char *name, size_t nlen, const char *owner, size_t olen)
 {
-    return hash_bytes(name, nlen) ^ (hash_bytes(owner, olen) * 31u);
+    return hold_hash_hinted(px_route_hint(name, nlen), owner, olen);
 }
 
 size_t px_owner_format(const struct px_server *srv, uint64_t id, const char *user,
@@ -117,10 +124,11 @@ const struct px_hold_kind px_hold_plain = {"lock", "LOCK", plain_renew_script, p
 
 /* ---- the table ---------------------------------------------------------------- */
 
+/* hash: hold_hash(name, owner), which the caller may reuse for a create. */
 static struct px_hold *hold_lookup(struct px_server *srv, const char *name, size_t nlen,
-                                   const char *owner, size_t olen)
+                                   const char *owner, size_t olen, uint64_t hash)
 {
-    struct hmap_node *n = hmap_first(&srv->holds, hold_hash(name, nlen, owner, olen));
+    struct hmap_node *n = hmap_first(&srv->holds, hash);
 
     for (; n; n = hmap_next(n)) {
         struct px_hold *h = LP_CONTAINER_OF(n, struct px_hold, node);
@@ -135,7 +143,8 @@ static struct px_hold *hold_lookup(struct px_server *srv, const char *name, size
 struct px_hold *px_hold_find(struct px_server *srv, const char *name, size_t nlen,
                              const char *owner, size_t olen)
 {
-    struct px_hold *h = hold_lookup(srv, name, nlen, owner, olen);
+    struct px_hold *h =
+        hold_lookup(srv, name, nlen, owner, olen, hold_hash(name, nlen, owner, olen));
 
     return h && h->state != PX_HOLD_RELEASING ? h : NULL;
 }
@@ -145,10 +154,42 @@ bool px_hold_is_held(const struct px_hold *h)
     return h->state == PX_HOLD_HELD;
 }
 
-static struct px_hold *hold_create(struct px_server *srv, const struct px_hold_kind *kind,
-                                   const char *name, size_t nlen, const char *owner, size_t olen)
+/* Holds whose name and owner fit HOLD_SPARE_KEY bytes are blocks of one
+ * size, kept as per-thread spares when freed (an acquire and its unlock
+ * otherwise cost a calloc and a free). */
+#define HOLD_SPARE_KEY 128u
+
+static _Thread_local struct spares hold_spares;
+
+static size_t hold_size(size_t nlen, size_t olen)
 {
-    struct px_hold *h = calloc(1, sizeof(*h) + nlen + olen + 2);
+    size_t key = nlen + olen + 2;
+
+    return sizeof(struct px_hold) + (key <= HOLD_SPARE_KEY ? HOLD_SPARE_KEY : key);
+}
+
+static struct px_hold *hold_alloc(size_t nlen, size_t olen)
+{
+    size_t size = hold_size(nlen, olen);
+    struct px_hold *h = size == hold_size(0, 0) ? spares_get(&hold_spares) : NULL;
+
+    if (!h && !(h = malloc(size)))
+        return NULL;
+    memset(h, 0, sizeof(*h));
+    return h;
+}
+
+static void hold_free(struct px_hold *h)
+{
+    if (hold_size(h->nlen, h->olen) != hold_size(0, 0) || !spares_put(&hold_spares, h))
+        free(h);
+}
+
+static struct px_hold *hold_create(struct px_server *srv, const struct px_hold_kind *kind,
+                                   const char *name, size_t nlen, const char *owner, size_t olen,
+                                   uint64_t hash)
+{
+    struct px_hold *h = hold_alloc(nlen, olen);
 
     if (!h)
         return NULL;
@@ -159,13 +200,15 @@ static struct px_hold *hold_create(struct px_server *srv, const struct px_hold_k
     h->nlen = nlen;
     h->olen = olen;
     memcpy(h->key, name, nlen);
+    h->key[nlen] = '\0';
     h->owner = h->key + nlen + 1;
     memcpy(h->owner, owner, olen);
+    h->owner[olen] = '\0';
     list_init(&h->client_node);
     list_init(&h->due_node);
     px_job_init(&h->job, srv, &settle_ops);
     sched_timer_init(&h->timer, px_watchdog_on_timer);
-    hmap_insert(&srv->holds, &h->node, hold_hash(name, nlen, owner, olen));
+    hmap_insert(&srv->holds, &h->node, hash);
     h->in_table = true;
     return h;
 }
@@ -189,14 +232,23 @@ static void hold_maybe_free(struct px_hold *h)
     sched_loop_timer_del(h->srv->loop, &h->timer);
     list_del_init(&h->due_node);
     list_del_init(&h->client_node);
-    free(h);
+    hold_free(h);
 }
 
 struct px_hold *px_hold_use(struct px_server *srv, const struct px_hold_kind *kind,
                             const char *name, size_t nlen, const char *owner, size_t olen,
                             bool create)
 {
-    struct px_hold *h = hold_lookup(srv, name, nlen, owner, olen);
+    return px_hold_use_hinted(srv, kind, name, nlen, px_route_hint(name, nlen), owner, olen,
+                              create);
+}
+
+struct px_hold *px_hold_use_hinted(struct px_server *srv, const struct px_hold_kind *kind,
+                                   const char *name, size_t nlen, uint64_t hint, const char *owner,
+                                   size_t olen, bool create)
+{
+    uint64_t hash = hold_hash_hinted(hint, owner, olen);
+    struct px_hold *h = hold_lookup(srv, name, nlen, owner, olen, hash);
 
     if (h && h->state == PX_HOLD_RELEASING) {
         px_job_kick(&h->job); /* the release goes before the new request */
@@ -204,7 +256,7 @@ struct px_hold *px_hold_use(struct px_server *srv, const struct px_hold_kind *ki
         h = NULL;
     }
     if (!h && create)
-        h = hold_create(srv, kind, name, nlen, owner, olen);
+        h = hold_create(srv, kind, name, nlen, owner, olen, hash);
     return px_hold_get(h);
 }
 

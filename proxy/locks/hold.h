@@ -132,6 +132,12 @@ struct px_hold *px_hold_use(struct px_server *srv, const struct px_hold_kind *ki
                             const char *name, size_t nlen, const char *owner, size_t olen,
                             bool create);
 
+/* px_hold_use() for a caller that has the name's px_route_hint() already
+ * (the table hashes the name the same way, so it is not hashed twice). */
+struct px_hold *px_hold_use_hinted(struct px_server *srv, const struct px_hold_kind *kind,
+                                   const char *name, size_t nlen, uint64_t hint, const char *owner,
+                                   size_t olen, bool create);
+
 /* A reference that keeps h's memory valid (h may be NULL). */
 struct px_hold *px_hold_get(struct px_hold *h);
 void px_hold_put(struct px_hold *h);

@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/spares.h"
 #include "common/util.h"
 #include "pool/pool.h"
 #include "proxy/args.h"
@@ -396,12 +397,31 @@ static void lockop_give_up(struct px_wait_op *w)
         px_hold_dequeue(op->hold, op->kind->queue_wait(&op->acq));
 }
 
+/* Freed lock ops kept for the next acquires (common/spares.h). */
+static _Thread_local struct spares lockop_spares;
+
+static struct px__lockop *lockop_alloc(void)
+{
+    struct px__lockop *op = spares_get(&lockop_spares);
+
+    if (!op && !(op = malloc(sizeof(*op))))
+        return NULL;
+    memset(op, 0, sizeof(*op));
+    return op;
+}
+
+static void lockop_free(struct px__lockop *op)
+{
+    if (!spares_put(&lockop_spares, op))
+        free(op);
+}
+
 static void lockop_destroy(struct px_wait_op *w)
 {
     struct px__lockop *op = lockop_of(w);
 
     px_hold_put(op->hold);
-    free(op);
+    lockop_free(op);
 }
 
 const struct px_wait_kind px__lock_wait_kind = {
@@ -429,7 +449,7 @@ static void acquire_start(struct px_req *req, const struct px_lock_kind *kind, u
 
     if (px__lock_parse_args(req, allow, &a) < 0)
         return px_req_done(req);
-    op = calloc(1, sizeof(*op));
+    op = lockop_alloc();
     if (!op) {
         px_reply_error(px_req_out(req), "ERR out of memory");
         return px_req_done(req);
@@ -448,10 +468,10 @@ static void acquire_start(struct px_req *req, const struct px_lock_kind *kind, u
     op->watchdog = a.lease_ms < 0;
     op->acq.lease_ms = op->watchdog ? srv->opts.watchdog_ms : (uint64_t)a.lease_ms;
     op->wait.lease_ms = op->acq.lease_ms; /* a grant with too little of it left is refused */
-    op->hold =
-        px_hold_use(srv, op->kind->hold, a.name->p, a.name->len, op->owner, op->acq.olen, true);
+    op->hold = px_hold_use_hinted(srv, op->kind->hold, a.name->p, a.name->len, op->acq.hint,
+                                  op->owner, op->acq.olen, true);
     if (!op->hold) {
-        free(op);
+        lockop_free(op);
         px_reply_error(px_req_out(req), "ERR out of memory");
         return px_req_done(req);
     }

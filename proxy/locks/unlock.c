@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "common/clock.h"
+#include "common/spares.h"
 #include "common/util.h"
 #include "pool/pool.h"
 #include "proxy/args.h"
@@ -96,12 +97,16 @@ static bool unlock_apply(struct px_req *req, struct unlockop *u, const redisRepl
     return true;
 }
 
+/* Freed unlock ops kept for the next unlocks (common/spares.h). */
+static _Thread_local struct spares unlockop_spares;
+
 static void unlockop_free(struct unlockop *u)
 {
     if (u->hold && u->apply == unlock_apply)
         px_hold_end(u->hold);
     px_hold_put(u->hold);
-    free(u);
+    if (!spares_put(&unlockop_spares, u))
+        free(u);
 }
 
 static void unlockop_on_reply(void *arg, const redisReply *r, int err)
@@ -134,8 +139,8 @@ static struct unlockop *unlockop_create(struct px_req *req, const struct px_lock
         px_req_done(req);
         return NULL;
     }
-    u = malloc(sizeof(*u));
-    if (!u) {
+    u = spares_get(&unlockop_spares);
+    if (!u && !(u = malloc(sizeof(*u)))) {
         px_reply_error(px_req_out(req), "ERR out of memory");
         px_req_done(req);
         return NULL;
@@ -253,7 +258,9 @@ void px_lock_cmd_release(struct px_req *req, const struct px_lock_kind *kind)
         return;
     /* The reply acts on this hold (no second lookup); Redis runs this
      * unlock after every request about the pair sent before it. */
-    h = u->hold = px_hold_use(srv, kind->hold, name->p, name->len, u->owner, u->olen, false);
+    acq.hint = px_route_hint(name->p, name->len);
+    h = u->hold =
+        px_hold_use_hinted(srv, kind->hold, name->p, name->len, acq.hint, u->owner, u->olen, false);
     acq.name = name->p;
     acq.nlen = name->len;
     acq.owner = u->owner;
@@ -261,7 +268,6 @@ void px_lock_cmd_release(struct px_req *req, const struct px_lock_kind *kind)
     acq.lease_ms = h && px_hold_is_held(h) ? h->lease_ms : srv->opts.watchdog_ms;
     acq.wait_ms = -1;
     acq.waiting = false;
-    acq.hint = px_route_hint(name->p, name->len);
     rc = h ? px_hold_ready(h) : 0;
     if (rc < 0) {
         px_hold_put(h); /* not sent: the op owes the hold nothing */

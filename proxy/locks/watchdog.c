@@ -272,9 +272,9 @@ static int hold_slot(const struct px_server *srv, const struct px_hold *h)
     return pool_is_cluster(srv->pool) ? (int)pool_slot(h->key, h->nlen) : 0;
 }
 
-static void renew_hook(struct sched_hook *hook)
+/* Turns the queue of due holds into batches and sends them. */
+static void renew_send_due(struct px_server *srv)
 {
-    struct px_server *srv = LP_CONTAINER_OF(hook, struct px_server, renew_hook);
     struct renew_batch *open[RENEW_GROUPS] = {NULL};
     struct list *n;
     unsigned i;
@@ -301,6 +301,16 @@ static void renew_hook(struct sched_hook *hook)
         if (open[i])
             batch_send(open[i]);
     }
+}
+
+/* Runs every loop iteration; the usual one has nothing due and returns
+ * before setting anything up. */
+static void renew_hook(struct sched_hook *hook)
+{
+    struct px_server *srv = LP_CONTAINER_OF(hook, struct px_server, renew_hook);
+
+    if (!list_empty(&srv->renew_due))
+        renew_send_due(srv);
 }
 
 /* ---- topology changes ---------------------------------------------------------- */

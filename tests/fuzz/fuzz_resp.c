@@ -1,7 +1,7 @@
 /* libFuzzer target: the pool's upstream reply path without a live Redis.
  *
  * Input: byte 0 seeds the chunking; the rest is what Redis sends. The bytes
- * go through pool/resp.c as the pool uses them (pool__resp_feed in chunks,
+ * go through pool/reader.c as the pool uses them (pool__resp_feed in chunks,
  * pool__resp_next until it needs more or fails), whole and in
  * pseudo-random chunks, and every reply is then handed to the pool's
  * pub/sub interpretation (pool__pubsub_reply) while three channels have
@@ -138,7 +138,7 @@ static void render(struct buf *out, const redisReply *r, unsigned depth)
  * and delivers each to the pub/sub interpretation when deliver is set. */
 static void run(const uint8_t *in, size_t len, uint32_t seed, bool deliver, struct buf *out)
 {
-    redisReader *rd = pool__resp_reader_create();
+    struct pool__resp_reader *rd = pool__resp_reader_create();
     size_t off = 0;
     bool failed = false;
 
@@ -180,7 +180,7 @@ static void run(const uint8_t *in, size_t len, uint32_t seed, bool deliver, stru
             failed = true;
         }
     }
-    redisReaderFree(rd);
+    pool__resp_reader_free(rd);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

@@ -114,7 +114,7 @@ static void check_reply(const redisReply *r, unsigned depth)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    redisReader *rd = pool__resp_reader_create();
+    struct pool__resp_reader *rd = pool__resp_reader_create();
     redisReply *r;
     int rc;
 
@@ -126,6 +126,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         rc = 0;
     }
     CHECK(rc == 0 || rc == -EPROTO);
-    redisReaderFree(rd);
+    pool__resp_reader_free(rd);
     return 0;
 }

@@ -1,6 +1,8 @@
 /* Unit tests for common/: the intrusive hash map, the byte buffer, and the
  * parsing/formatting helpers. */
 #include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,6 +11,7 @@
 #include "common/buf.h"
 #include "common/compiler.h"
 #include "common/hmap.h"
+#include "common/spares.h"
 #include "common/util.h"
 #include "harness.h"
 
@@ -87,6 +90,24 @@ TEST(number_formatting)
     ASSERT_TRUE(memcmp(out, "-9223372036854775808", 20) == 0);
     ASSERT_EQ(util_i64_to_str(-2, out), 2);
     ASSERT_TRUE(memcmp(out, "-2", 2) == 0);
+    {
+        uint64_t v, p10;
+        char want[24];
+        int d;
+
+        /* every digit count, at and around each power of ten */
+        for (p10 = 1, d = 0; d < 20; d++, p10 *= 10) {
+            for (v = p10 > 2 ? p10 - 2 : 0; v <= p10 + 2; v++) {
+                ASSERT_EQ(util_u64_to_str(v, out),
+                          (size_t)snprintf(want, sizeof(want), "%" PRIu64, v));
+                ASSERT_TRUE(memcmp(out, want, strlen(want)) == 0);
+            }
+        }
+        for (v = 0; v < 100000; v += 7) {
+            ASSERT_EQ(util_u64_to_str(v, out), (size_t)snprintf(want, sizeof(want), "%" PRIu64, v));
+            ASSERT_TRUE(memcmp(out, want, strlen(want)) == 0);
+        }
+    }
 }
 
 TEST(number_parsing)
@@ -129,5 +150,73 @@ TEST(buf_append_consume)
     buf_deinit(&b);
 }
 
+/* A trimmed small buffer's storage is reused by the next buffer that needs
+ * storage (and is big enough); a large one is freed; a buffer with unread
+ * bytes keeps its storage. */
+TEST(buf_trim_reuses_small_storage)
+{
+    struct buf a, b, c;
+    char *small;
+
+    buf_init(&a);
+    buf_init(&b);
+    buf_init(&c);
+    ASSERT_OK(buf_append(&a, "reply", 5));
+    small = a.data;
+    buf_trim(&a, 0);
+    ASSERT_NOTNULL(a.data); /* unread bytes: kept */
+    buf_consume(&a, 5);
+    buf_trim(&a, 0);
+    ASSERT_NULL(a.data);
+    ASSERT_EQ(a.cap, 0);
+    ASSERT_OK(buf_append(&b, "next", 4));
+    ASSERT_TRUE(b.data == small);
+    ASSERT_TRUE(memcmp(buf_head(&b), "next", 4) == 0);
+    ASSERT_OK(buf_reserve(&c, 100000)); /* too big for a spare: its own storage */
+    buf_trim(&c, 0);
+    ASSERT_NULL(c.data);
+    buf_consume(&b, 4);
+    buf_trim(&b, 0);
+    ASSERT_OK(buf_reserve(&c, 100000)); /* a spare too small is not taken */
+    ASSERT_TRUE(c.data != small);
+    ASSERT_OK(buf_append(&a, "x", 1));
+    ASSERT_TRUE(a.data == small);
+    buf_deinit(&a);
+    buf_deinit(&b);
+    buf_deinit(&c);
+}
+
+/* A stack keeps up to max blocks, newest first out; the blocks a thread
+ * left are freed at its exit (valgrind/ASan runs see a leak otherwise). */
+static _Thread_local struct spares t_spares = {.max = 2};
+
+static void *spares_thread(void *arg)
+{
+    (void)arg;
+    ASSERT_TRUE(spares_put(&t_spares, malloc(16)));
+    ASSERT_TRUE(spares_put(&t_spares, malloc(16)));
+    return NULL;
+}
+
+TEST(spares_keep_and_release)
+{
+    void *a = malloc(16), *b = malloc(16), *c = malloc(16);
+    pthread_t th;
+
+    ASSERT_NULL(spares_get(&t_spares));
+    ASSERT_TRUE(spares_put(&t_spares, a));
+    ASSERT_TRUE(spares_put(&t_spares, b));
+    ASSERT_TRUE(!spares_put(&t_spares, c)); /* full: the caller frees */
+    free(c);
+    ASSERT_TRUE(spares_get(&t_spares) == b);
+    ASSERT_TRUE(spares_get(&t_spares) == a);
+    ASSERT_NULL(spares_get(&t_spares));
+    free(a);
+    free(b);
+    ASSERT_EQ(pthread_create(&th, NULL, spares_thread, NULL), 0);
+    ASSERT_EQ(pthread_join(th, NULL), 0);
+}
+
 TEST_MAIN(TEST_CASE(hmap_insert_find_remove), TEST_CASE(hash_spreads_and_uses_every_byte),
-          TEST_CASE(number_formatting), TEST_CASE(number_parsing), TEST_CASE(buf_append_consume))
+          TEST_CASE(number_formatting), TEST_CASE(number_parsing), TEST_CASE(buf_append_consume),
+          TEST_CASE(buf_trim_reuses_small_storage), TEST_CASE(spares_keep_and_release))

@@ -59,13 +59,13 @@ static void w_shard_node(struct buf *b, const char *id, int port, const char *ip
 
 static redisReply *parse(const struct buf *b)
 {
-    redisReader *rd = pool__resp_reader_create();
+    struct pool__resp_reader *rd = pool__resp_reader_create();
     redisReply *r = NULL;
 
     ASSERT_NOTNULL(rd);
     ASSERT_OK(pool__resp_feed(rd, buf_head(b), buf_size(b)));
     ASSERT_EQ(pool__resp_next(rd, &r), 1);
-    redisReaderFree(rd);
+    pool__resp_reader_free(rd);
     return r;
 }
 

@@ -13,13 +13,13 @@
 /* Parses one reply from wire; the caller frees it. */
 static redisReply *parse(const char *wire)
 {
-    redisReader *rd = pool__resp_reader_create();
+    struct pool__resp_reader *rd = pool__resp_reader_create();
     redisReply *r = NULL;
 
     ASSERT_TRUE(rd != NULL);
     ASSERT_EQ(pool__resp_feed(rd, wire, strlen(wire)), 0);
     ASSERT_EQ(pool__resp_next(rd, &r), 1);
-    redisReaderFree(rd);
+    pool__resp_reader_free(rd);
     return r;
 }
 

@@ -557,10 +557,57 @@ TEST(wheel_random_vs_model)
     free(g_rnd);
 }
 
+/* sched_wheel_timeout_ms() remembers the slot it found (empty_below): with
+ * a few timers within one revolution it must stay exact while timers are
+ * added sooner than that slot, cancelled, and the clock moves, checked
+ * after every single change. */
+static uint64_t exact_timeout(struct probe *p, size_t n)
+{
+    uint64_t min = UINT64_MAX, due_at;
+    size_t i;
+
+    for (i = 0; i < n; i++) {
+        if (!sched_timer_is_pending(&p[i].timer))
+            continue;
+        due_at = (p[i].timer.expires + TICK - 1) / TICK * TICK;
+        min = LP_MIN(min, due_at);
+    }
+    return min == UINT64_MAX ? UINT64_MAX : min > g_now ? min - g_now : 0;
+}
+
+TEST(wheel_timeout_follows_changes)
+{
+    struct probe p[8];
+    size_t i, step;
+    int64_t to;
+
+    setup(5000, NSLOTS);
+    for (i = 0; i < LP_ARRAY_SIZE(p); i++)
+        probe_init(&p[i], (int)i);
+    for (step = 0; step < 20000; step++) {
+        struct probe *q = &p[rnd(LP_ARRAY_SIZE(p))];
+
+        if (rnd(3) == 0)
+            sched_wheel_del(&g_wheel, &q->timer);
+        else
+            sched_wheel_add(&g_wheel, &q->timer, g_now + 1 + rnd(NSLOTS * TICK / 2));
+        to = sched_wheel_timeout_ms(&g_wheel, g_now);
+        ASSERT_EQ(to, exact_timeout(p, LP_ARRAY_SIZE(p)) == UINT64_MAX
+                          ? -1
+                          : (int64_t)exact_timeout(p, LP_ARRAY_SIZE(p)));
+        if (rnd(4) == 0) {
+            g_now += rnd(to > 0 ? (uint64_t)to + 1 : 60);
+            sched_wheel_run(&g_wheel, g_now);
+        }
+    }
+    sched_wheel_deinit(&g_wheel);
+}
+
 TEST_MAIN(TEST_CASE(wheel_init_rejects_bad_args), TEST_CASE(wheel_fires_in_order),
           TEST_CASE(wheel_same_slot_is_fifo), TEST_CASE(wheel_never_early), TEST_CASE(wheel_rounds),
           TEST_CASE(wheel_cancel), TEST_CASE(wheel_cancel_from_callback),
           TEST_CASE(wheel_rearm_from_callback), TEST_CASE(wheel_add_rearms_pending),
           TEST_CASE(wheel_add_in_past), TEST_CASE(wheel_timeout_ms),
           TEST_CASE(wheel_timeout_drives_loop), TEST_CASE(wheel_big_time_jump),
-          TEST_CASE(wheel_deinit_unlinks), TEST_CASE(wheel_random_vs_model))
+          TEST_CASE(wheel_deinit_unlinks), TEST_CASE(wheel_random_vs_model),
+          TEST_CASE(wheel_timeout_follows_changes))
