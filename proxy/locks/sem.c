@@ -254,7 +254,8 @@ static void semop_granted(struct px_wait_op *w)
  * replaced by a replica that never saw it, and a blind return would add
  * permits nobody took; the Sentinel torture run saw 7 of 3): the taker
  * turns unsure, and what the ledger of the master then records goes back
- * when the connection closes, or with its next SEM.RELEASE. Counted and
+ * when the connection closes (a SEM.RELEASE by the client does not take
+ * them off the record: see the known gaps in sem_track.c). Counted and
  * logged. */
 static void semop_undo(struct px_wait_op *w, enum px_undo_why why)
 {

@@ -33,7 +33,10 @@
  * ledger of each semaphore of the moved slots (sem_ledger.lua); a closed
  * connection's record goes back (exactly what was read), an open one's
  * taker turns unsure, as does every taker there, so that its record is
- * settled at its release or close. Known gap: a closed connection's
+ * settled at its close. Known gaps: a release only takes the permits the
+ * proxy counts as the caller's off its record, so a client that releases
+ * a permit whose acquire had an unknown outcome gets it given back again
+ * at close (the README says not to); and a closed connection's
  * record read while its own return is still queued goes back whole,
  * including permits another connection released for it (forgiven): that
  * needs a release for others, a close and a failover within moments.
