@@ -79,6 +79,10 @@ struct pool__req {
     unsigned tries;             /* cluster: TRYAGAIN/CLUSTERDOWN/LOADING retries */
     bool retried;               /* EVAL: the NOSCRIPT retry was sent */
     bool asking;                /* cluster: the next send is preceded by ASKING */
+    unsigned batch;             /* EVAL: first of a runner call of this many requests (>= 2;
+                                   the others follow it in the FIFO), else 0 */
+    size_t keys_at;             /* EVAL joining a batch: offset in tail where the keys start */
+    size_t args_at;             /* EVAL joining a batch: offset in tail where the arguments start */
     struct pool_wait *wait;     /* borrowed: EVAL followed by WAIT, its WAIT record, or NULL */
     redisReply *held;           /* owned: WAIT: the script's reply, until WAIT answers */
     char *tail;                 /* owned when != inl: formatted bulks, or NULL */
@@ -95,6 +99,10 @@ struct pool__script {
     char sha[POOL__SHA_SIZE];             /* SHA1 returned by SCRIPT LOAD, "" until then */
     char evalsha[POOL__EVALSHA_PRE_SIZE]; /* "EVALSHA <sha>" as two bulks, set with sha */
     size_t evalsha_len;                   /* bytes in evalsha */
+    unsigned batch_op;                    /* the runner's op number, 0: not batched */
+    unsigned batch_keys, batch_args;      /* batch_op: KEYS and ARGV counts */
+    char op[12];                          /* batch_op: its number as a bulk ("$1\r\n1\r\n") */
+    size_t op_len;                        /* bytes in op */
 };
 
 enum pool__node_state {
@@ -166,6 +174,9 @@ struct pool {
     uint64_t errors;              /* stats: requests failed by loss or timeout */
     uint64_t batches;             /* stats: writes to command connections */
     uint64_t noscript_retries;    /* stats: NOSCRIPT retries */
+    uint64_t script_batches;      /* stats: runner calls */
+    uint64_t batched;             /* stats: requests in runner calls */
+    unsigned runner;              /* script id + 1 of the batch runner, 0: no batching */
     uint64_t moved;               /* stats: MOVED replies (cluster) */
     uint64_t ask;                 /* stats: ASK replies (cluster) */
     uint64_t tryagain;            /* stats: TRYAGAIN/CLUSTERDOWN/LOADING replies (cluster) */
@@ -226,6 +237,31 @@ static inline void pool__req_keep_tail(struct pool__req *req, const struct buf *
 /* Formats the kept command into b: the command itself (CMD), or EVALSHA
  * sha + tail (EVAL text + tail once retried). Returns 0 or -ENOMEM. */
 int pool__req_format_kept(const struct pool *p, struct buf *b, const struct pool__req *req);
+
+/* ---- batch.c ---------------------------------------------------------------- */
+
+/* True when req (an EVAL whose script id is set) may join rc's batch. */
+bool pool__batch_fits(const struct pool__rconn *rc, const struct pool__req *req, int numkeys,
+                      int argc);
+
+/* Formats req's tail into req and adds it to rc's open batch (opening
+ * one), closing a full batch first. The caller then queues req in the
+ * FIFO. Returns 0 or -ENOMEM (req not joined, nothing written). */
+int pool__batch_join(struct pool__rconn *rc, struct pool__req *req, int numkeys, int argc,
+                     const char *const *argv, const size_t *lens);
+
+/* Writes the open batch's bytes, if one is open, and forgets it. */
+void pool__batch_close(struct pool__rconn *rc);
+
+/* Forgets the open batch without writing it (its records were failed). */
+void pool__batch_forget(struct pool__rconn *rc);
+
+/* Writes head's batch (head->batch requests from head on, in the FIFO in
+ * order) again as EVAL with the runner's text. Returns 0 or -ENOMEM. */
+int pool__batch_resend(struct pool__rconn *rc, struct pool__req *head);
+
+/* Sets s up as op number op of the runner, with its KEYS and ARGV counts. */
+void pool__batch_op_init(struct pool__script *s, unsigned op, unsigned keys, unsigned args);
 
 /* ---- handshake.c --------------------------------------------------------------- */
 

@@ -38,6 +38,7 @@ void pool_opts_default(struct pool_opts *o)
     o->size = 2;
     o->connect_timeout_ms = 1000;
     o->request_timeout_ms = 3000;
+    o->batch_max = 32;
     o->backoff_min_ms = 50;
     o->backoff_max_ms = 2000;
     o->pubsub_mode = POOL_PUBSUB_AUTO;
@@ -187,6 +188,11 @@ static int scripts_init(struct pool *p, const struct pool_script *scripts, size_
         p->scripts[i].text = scripts[i].text;
         p->scripts[i].text_len = strlen(scripts[i].text);
         pool__script_set_sha(&p->scripts[i], "", 0);
+        if (scripts[i].runner)
+            p->runner = (unsigned)i + 1;
+        if (scripts[i].batch_op)
+            pool__batch_op_init(&p->scripts[i], scripts[i].batch_op, scripts[i].batch_keys,
+                                scripts[i].batch_args);
     }
     return 0;
 }
@@ -645,6 +651,8 @@ void pool_get_stats(const struct pool *p, struct pool_stats *st)
     st->errors = p->errors;
     st->batches = p->batches;
     st->noscript_retries = p->noscript_retries;
+    st->script_batches = p->script_batches;
+    st->batched = p->batched;
     st->moved = p->moved;
     st->ask = p->ask;
     st->tryagain = p->tryagain;

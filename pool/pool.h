@@ -143,16 +143,35 @@ struct pool_opts {
     const char *sentinel_master;   /* the master's name (SENTINEL MONITOR <name>) */
     const char *sentinel_user;     /* the sentinels' AUTH user, or NULL */
     const char *sentinel_password; /* the sentinels' AUTH password, or NULL (no AUTH) */
+    /* Script batching (pool/batch.c): most requests one runner call carries
+     * (0 or 1: every script is sent alone). Single node and Sentinel only. */
+    unsigned batch_max;
 };
 
 /* Fills opts with defaults (localhost:6379, size 2, 1000/3000/50/2000 ms,
- * no cluster, no sentinel, pub/sub AUTO, refresh every 1000 ms). */
+ * no cluster, no sentinel, pub/sub AUTO, refresh every 1000 ms, batches
+ * of up to 32 scripts). */
 void pool_opts_default(struct pool_opts *o);
 
-/* A script the pool keeps loaded. Text is borrowed for the pool's life. */
+/* A script the pool keeps loaded. Text is borrowed for the pool's life.
+ *
+ * Batching (pool/batch.c): one script of the table may be the runner, a
+ * script that runs several other scripts' bodies, one per request, in one
+ * call: its KEYS are every request's keys in turn, its ARGV per request
+ * the script's op number then the request's arguments, and it answers an
+ * array of the requests' replies in order (an error element for a request
+ * whose script failed). A script with batch_op >= 1 is that op of the
+ * runner: requests of it with exactly batch_keys keys and batch_args
+ * arguments that meet on a connection within one loop iteration go out as
+ * one runner call, as if pipelined one by one (each caller gets its own
+ * reply). Any other script, or a lone request, goes out as itself. */
 struct pool_script {
-    const char *name; /* for logs */
-    const char *text; /* Lua source */
+    const char *name;    /* for logs */
+    const char *text;    /* Lua source */
+    unsigned batch_op;   /* >= 1: the runner's op number for this script; 0: never batched */
+    unsigned batch_keys; /* batch_op: the script's KEYS count */
+    unsigned batch_args; /* batch_op: the script's ARGV count */
+    bool runner;         /* this is the batch runner (one per table at most) */
 };
 
 /* Copies opts (strings included). scripts are borrowed; their index is the
@@ -301,6 +320,8 @@ struct pool_stats {
     uint64_t errors;           /* requests failed by connection loss or timeout */
     uint64_t batches;          /* writes (flushes) to command connections */
     uint64_t noscript_retries; /* NOSCRIPT reloads */
+    uint64_t script_batches;   /* runner calls (batches of >= 2 scripts) */
+    uint64_t batched;          /* requests that went out in those */
     const char *state;         /* "up", "connecting", "down"; cluster also "degraded" */
     const char *last_error;    /* last connection error text, or "" */
     /* Cluster (zero for a single node unless noted). */

@@ -122,12 +122,14 @@ static void rconn_on_data(struct sched_conn *c, const char *data, size_t len);
 static void rconn_on_hangup(struct sched_conn *c, int err);
 static void rconn_on_connect(struct sched_conn *c, int err);
 static void rconn_on_release(struct sched_conn *c);
+static void rconn_on_flush(struct sched_conn *c);
 
 static const struct sched_conn_ops rconn_ops = {
     .on_data = rconn_on_data,
     .on_hangup = rconn_on_hangup,
     .on_connect = rconn_on_connect,
     .on_drain = NULL,
+    .on_flush = rconn_on_flush,
     .on_release = rconn_on_release,
 };
 
@@ -260,8 +262,12 @@ int pool__rconn_issue(struct pool__rconn *rc, struct pool__req *req, int npre,
                       const char *const *argv, const size_t *lens)
 {
     struct buf *b = sched_conn_wbuf(&rc->conn);
-    bool fresh = buf_size(b) == 0;
-    int err = pool__resp_command_split(b, npre, pre, prelens, argc, argv, lens);
+    bool fresh;
+    int err;
+
+    pool__batch_close(rc);
+    fresh = buf_size(b) == 0;
+    err = pool__resp_command_split(b, npre, pre, prelens, argc, argv, lens);
 
     if (err < 0) {
         pool__req_put(rc->pool, req);
@@ -314,6 +320,7 @@ static void rconn_fail_all(struct pool__rconn *rc, int err)
 
     list_init(&dead);
     list_splice_tail_init(&dead, &rc->fifo);
+    pool__batch_forget(rc); /* its records are in dead */
     rc->handshake = 0;
     rc->sample = NULL;
     while ((n = list_first(&dead))) {
@@ -445,9 +452,11 @@ static void rconn_retry_eval(struct pool__rconn *rc, struct pool__req *req)
 {
     const char *name = rc->pool->scripts[req->script].name;
     struct buf *b = sched_conn_wbuf(&rc->conn);
-    bool fresh = buf_size(b) == 0;
+    bool fresh;
     int err;
 
+    pool__batch_close(rc);
+    fresh = buf_size(b) == 0;
     req->retried = true;
     err = pool__req_format_kept(rc->pool, b, req);
     if (err < 0) {
@@ -538,6 +547,75 @@ static void rconn_wait_reply(struct pool__rconn *rc, struct pool__req *w, const 
     pool__resp_free(held);
 }
 
+/* A runner call's NOSCRIPT (SCRIPT FLUSH, a fresh server): the whole batch
+ * goes again, once, as EVAL with the runner's text, which loads it; its
+ * records move to the back of the FIFO in order, as a single retry does. */
+static void rconn_batch_retry(struct pool__rconn *rc, struct pool__req *head)
+{
+    struct list moved, *n;
+    unsigned i;
+    int err;
+
+    list_init(&moved);
+    list_add_tail(&moved, &head->node);
+    for (i = 1; i < head->batch; i++) {
+        n = list_first(&rc->fifo);
+        list_del_init(n);
+        list_add_tail(&moved, n);
+    }
+    pool__batch_close(rc);
+    head->retried = true;
+    err = pool__batch_resend(rc, head);
+    rc->pool->noscript_retries++;
+    while ((n = list_first(&moved))) {
+        struct pool__req *req = list_entry(n, struct pool__req, node);
+
+        list_del_init(n);
+        if (err < 0) {
+            req->batch = 0;
+            rconn_complete(rc, req, NULL, err);
+        } else {
+            rconn_enqueue(rc, req, false);
+        }
+    }
+}
+
+/* The reply r to a runner call of head->batch requests (head, unlinked,
+ * then the next ones in the FIFO): element i answers request i as its own
+ * reply would (an error element goes through the error path: a re-send
+ * goes alone); an error reply answers each of them. The loop stops when a
+ * callback closed the connection (the rest were failed with the FIFO). */
+static void rconn_batch_reply(struct pool__rconn *rc, struct pool__req *head, const redisReply *r)
+{
+    unsigned n = head->batch, i;
+
+    if (r->type == REDIS_REPLY_ERROR && !head->retried && pool__resp_is_error(r, "NOSCRIPT")) {
+        rconn_batch_retry(rc, head);
+        return;
+    }
+    if (r->type != REDIS_REPLY_ERROR && (r->type != REDIS_REPLY_ARRAY || r->elements != n)) {
+        list_add_head(&rc->fifo, &head->node); /* failed with the others */
+        rconn_protocol_error(rc, "a batch's reply does not match its requests");
+        return;
+    }
+    for (i = 0; i < n && rconn_is_open(rc); i++) {
+        const redisReply *e = r->type == REDIS_REPLY_ARRAY ? r->element[i] : r;
+        struct pool__req *req = head;
+
+        if (i > 0) {
+            struct list *node = list_first(&rc->fifo);
+
+            req = list_entry(node, struct pool__req, node);
+            list_del_init(node);
+            if (req == rc->sample)
+                rconn_sampled(rc);
+        }
+        req->batch = 0;
+        if (e->type != REDIS_REPLY_ERROR || !rconn_error_reply(rc, req, e))
+            rconn_complete(rc, req, e, 0);
+    }
+}
+
 /* Returns true when r was kept (rconn_eval_waited); else the caller frees it. */
 static bool rconn_dispatch(struct pool__rconn *rc, redisReply *r)
 {
@@ -563,6 +641,8 @@ static bool rconn_dispatch(struct pool__rconn *rc, redisReply *r)
         rconn_sampled(rc);
     if (req->kind == POOL__REQ_ASKING)
         pool__req_put(rc->pool, req);
+    else if (req->batch)
+        rconn_batch_reply(rc, req, r);
     else if (req->kind == POOL__REQ_WAIT)
         rconn_wait_reply(rc, req, r);
     else if (!pool__req_is_caller(req))
@@ -636,6 +716,12 @@ static void rconn_on_hangup(struct sched_conn *c, int err)
         rconn_set_error(rc, "read: %s", strerror(-err));
     rconn_log_failure(rc, rc->state == POOL__RCONN_READY);
     rconn_drop(rc, -ECONNRESET);
+}
+
+/* The loop sends the output now: the open batch goes with it. */
+static void rconn_on_flush(struct sched_conn *c)
+{
+    pool__batch_close(rconn_of(c));
 }
 
 static void rconn_on_release(struct sched_conn *c)
@@ -811,6 +897,23 @@ int pool__rconn_command(struct pool__rconn *rc, struct pool__req *req, int argc,
     return 0;
 }
 
+/* A request that joins the connection's open batch (batch.c): queued now,
+ * written when the batch closes. */
+static int rconn_eval_batched(struct pool__rconn *rc, struct pool__req *req, int numkeys,
+                              int argc, const char *const *argv, const size_t *lens)
+{
+    bool fresh = buf_size(sched_conn_wbuf(&rc->conn)) == 0 && rc->bn == 0;
+    int err = pool__batch_join(rc, req, numkeys, argc, argv, lens);
+
+    if (err < 0) {
+        pool__req_put(rc->pool, req);
+        return err;
+    }
+    rconn_enqueue(rc, req, fresh);
+    rconn_count(rc, req);
+    return 0;
+}
+
 /* EVALSHA sha numkeys keys... args...: "numkeys keys args" is the tail,
  * copied from the output right after formatting for a NOSCRIPT retry.
  * "EVALSHA sha" comes encoded from the script (pool__script_set_sha). */
@@ -819,14 +922,20 @@ int pool__rconn_eval(struct pool__rconn *rc, struct pool__req *req, unsigned scr
 {
     const struct pool__script *s = &rc->pool->scripts[script];
     struct buf *b = sched_conn_wbuf(&rc->conn);
-    bool fresh = buf_size(b) == 0;
+    bool fresh;
     char nk[24];
-    size_t nklen = pool__resp_u64(nk, (unsigned long long)numkeys);
-    size_t tail = pool__resp_bulk_size(nklen) + pool__resp_args_size(argc, argv, lens);
+    size_t nklen;
+    size_t tail;
     int err;
 
     req->kind = POOL__REQ_EVAL;
     req->script = script;
+    if (pool__batch_fits(rc, req, numkeys, argc))
+        return rconn_eval_batched(rc, req, numkeys, argc, argv, lens);
+    pool__batch_close(rc);
+    fresh = buf_size(b) == 0;
+    nklen = pool__resp_u64(nk, (unsigned long long)numkeys);
+    tail = pool__resp_bulk_size(nklen) + pool__resp_args_size(argc, argv, lens);
     err = pool__req_alloc_tail(req, (unsigned)argc + 1, tail);
     if (err == 0)
         err = pool__resp_evalsha(b, s->evalsha, s->evalsha_len, nk, nklen, argc, argv, lens, tail);
@@ -847,11 +956,14 @@ int pool__rconn_resend(struct pool__rconn *rc, struct pool__req *req)
 {
     static const char *const asking[] = {"ASKING"};
     struct buf *b = sched_conn_wbuf(&rc->conn);
-    size_t mark = b->len;
-    bool fresh = mark == 0;
+    size_t mark;
+    bool fresh;
     struct pool__req *ask = NULL;
     int err = 0;
 
+    pool__batch_close(rc);
+    mark = b->len;
+    fresh = mark == 0;
     if (req->asking) {
         ask = pool__req_get(rc->pool);
         err = ask ? pool__resp_command(b, 1, asking, NULL) : -ENOMEM;
@@ -879,8 +991,12 @@ int pool__rconn_resend(struct pool__rconn *rc, struct pool__req *req)
 int pool__rconn_send(struct pool__rconn *rc, int argc, const char *const *argv, const size_t *lens)
 {
     struct buf *b = sched_conn_wbuf(&rc->conn);
-    bool fresh = buf_size(b) == 0;
-    int err = pool__resp_command(b, argc, argv, lens);
+    bool fresh;
+    int err;
+
+    pool__batch_close(rc);
+    fresh = buf_size(b) == 0;
+    err = pool__resp_command(b, argc, argv, lens);
 
     if (err < 0)
         return err;
@@ -890,10 +1006,12 @@ int pool__rconn_send(struct pool__rconn *rc, int argc, const char *const *argv, 
 
 struct buf *pool__rconn_out(struct pool__rconn *rc)
 {
+    pool__batch_close(rc);
     return sched_conn_wbuf(&rc->conn);
 }
 
 void pool__rconn_flush(struct pool__rconn *rc)
 {
+    pool__batch_close(rc);
     rconn_sent(rc, false);
 }

@@ -64,6 +64,13 @@ struct pool__rconn {
     uint64_t sample_ns;               /* clock_mono_ns() when sample was sent */
     uint64_t last_rx_ms;              /* loop time of the last bytes received */
     uint64_t ping_sent_ms;            /* pub/sub: loop time of the last keepalive PING */
+    /* The open batch (pool/batch.c): requests already in the FIFO whose
+     * bytes are written when it closes, before anything else is. */
+    struct pool__req *bhead; /* borrowed: its first request, or NULL when none is open */
+    unsigned bn;             /* requests in it */
+    unsigned bkeys;          /* their keys */
+    unsigned bargs;          /* their ops and arguments */
+    size_t bbytes;           /* their tails' bytes (less the numkeys bulks) and ops' */
 };
 
 /* Sets up an idle connection of p, for node n (NULL for TOPO), that

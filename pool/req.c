@@ -53,6 +53,9 @@ struct pool__req *pool__req_get(struct pool *p)
     req->tail_len = 0;
     req->wait = NULL;
     req->held = NULL;
+    req->batch = 0;
+    req->keys_at = 0;
+    req->args_at = 0;
     return req;
 }
 

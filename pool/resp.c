@@ -99,6 +99,26 @@ static void put_args(struct buf *b, int argc, const char *const *argv, const siz
         put_bulk(b, argv[i], arg_len(argv, lens, i));
 }
 
+char *pool__resp_put_bulk_at(char *p, const void *s, size_t n)
+{
+    p = put_len_at(p, '$', n);
+    if (n)
+        memcpy(p, s, n);
+    p += n;
+    *p++ = '\r';
+    *p++ = '\n';
+    return p;
+}
+
+char *pool__resp_put_args_at(char *p, int argc, const char *const *argv, const size_t *lens)
+{
+    int i;
+
+    for (i = 0; i < argc; i++)
+        p = pool__resp_put_bulk_at(p, argv[i], arg_len(argv, lens, i));
+    return p;
+}
+
 int pool__resp_array(struct buf *b, size_t n)
 {
     int rc = buf_reserve(b, 1 + dec_len(n) + 2);

@@ -96,6 +96,11 @@ const char *pool__resp_reader_error(const struct pool__resp_reader *rd);
  * for the next replies of this thread. freeReplyObject() is correct too. */
 void pool__resp_free(redisReply *r);
 
+/* Write one bulk, or argc bulks, at p (sized by the caller with
+ * pool__resp_bulk_size / pool__resp_args_size); return the end. */
+char *pool__resp_put_bulk_at(char *p, const void *s, size_t n);
+char *pool__resp_put_args_at(char *p, int argc, const char *const *argv, const size_t *lens);
+
 /* True for an error reply whose text starts with prefix ("NOSCRIPT"). */
 bool pool__resp_is_error(const redisReply *r, const char *prefix);
 

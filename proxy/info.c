@@ -171,12 +171,14 @@ static void info_upstream(struct px_server *srv, struct buf *o)
                 "upstream_requests:%llu\r\nupstream_inflight:%llu\r\n"
                 "upstream_batches:%llu\r\nupstream_reconnects:%llu\r\nupstream_restarts:%llu\r\n"
                 "upstream_errors:%llu\r\nupstream_noscript_retries:%llu\r\n"
+                "upstream_script_batches:%llu\r\nupstream_batched_scripts:%llu\r\n"
                 "upstream_last_error:%s\r\n\r\n",
                 st.state, st.conns, st.conns_ready, st.pubsub_ready ? 1 : 0,
                 (unsigned long long)st.channels, (unsigned long long)st.requests,
                 (unsigned long long)st.inflight, (unsigned long long)st.batches,
                 (unsigned long long)st.reconnects, (unsigned long long)st.restarts,
                 (unsigned long long)st.errors, (unsigned long long)st.noscript_retries,
+                (unsigned long long)st.script_batches, (unsigned long long)st.batched,
                 st.last_error ? st.last_error : "");
 }
 

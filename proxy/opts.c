@@ -44,6 +44,9 @@ static const char usage_text[] =
     "  --sentinel-user NAME       AUTH user for the sentinels (default none)\n"
     "  --sentinel-password PASS   AUTH password for the sentinels (default none)\n"
     "  --pool-size N              pipelined upstream connections (default 2)\n"
+    "  --script-batch N           lock/unlock scripts run per Redis script call when\n"
+    "                             they meet on a connection (default 32; 1 = one\n"
+    "                             call each; not with a Redis Cluster)\n"
     "  --lock-watchdog-timeout MS lease of locks taken without LEASE, renewed\n"
     "                             every MS/3 while the connection lives (default 30000)\n"
     "  --on-disconnect MODE       release: free a closed connection's locks at once\n"
@@ -129,6 +132,7 @@ void px_opts_default(struct px_opts *o)
     o->nlisten = 1;
     px_addr_parse("redis://127.0.0.1:6379", &o->upstream);
     o->pool_size = 2;
+    o->script_batch = 32;
     o->watchdog_ms = 30000;
     o->on_disc = PX_DISCONNECT_RELEASE;
     o->io = SCHED_IO_AUTO;
@@ -372,6 +376,7 @@ static const struct opt_key keys[] = {
     {"sentinel-user", OPT_STR, STR(sentinel_user), 0, 0, NULL, false},
     {"sentinel-password", OPT_STR, STR(sentinel_password), 0, 0, NULL, false},
     {"pool-size", OPT_NUM, NUM(pool_size), 1, 64, NULL, false},
+    {"script-batch", OPT_NUM, NUM(script_batch), 1, 1024, NULL, false},
     {"lock-watchdog-timeout", OPT_NUM, NUM(watchdog_ms), 30, 86400000, NULL, false},
     {"on-disconnect", OPT_ENUM, FIELD(on_disc), 0, 0, disc_names, true},
     {"io", OPT_ENUM, FIELD(io), 0, 0, io_names, false},

@@ -67,6 +67,7 @@ struct px_opts {
     char sentinel_user[128];              /* the sentinels' AUTH user, "" for none */
     char sentinel_password[256];          /* the sentinels' AUTH password, "" for no AUTH */
     unsigned pool_size;                   /* pipelined upstream connections */
+    unsigned script_batch;                /* most scripts per runner call (pool/batch.c) */
     uint64_t watchdog_ms;                 /* lease used (and renewed) without LEASE */
     enum px_on_disconnect on_disc;        /* fate of a dead connection's locks */
     enum sched_io io;                     /* event loop backend */

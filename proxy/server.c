@@ -242,6 +242,7 @@ static int server_pool(struct px_server *srv)
         po.sentinel_password = srv->opts.sentinel_password[0] ? srv->opts.sentinel_password : NULL;
     }
     po.size = srv->opts.pool_size;
+    po.batch_max = srv->opts.script_batch;
     po.request_timeout_ms = srv->opts.upstream_timeout_ms;
     server_pool_cluster(srv, &po);
     nscripts = px_scripts_build(&scripts);

@@ -41,6 +41,10 @@ struct sched_conn_ops {
      * output; otherwise it may wait for the loop's next wake-up (silent
      * sends, loop_uring.c): pause to wait for it. */
     void (*on_drain)(struct sched_conn *c);
+    /* The loop is about to send the connection's output (it is dirty): the
+     * owner may finish what it gathered (pool/batch.c closes a batch of
+     * scripts). May write to the output; may be NULL. */
+    void (*on_flush)(struct sched_conn *c);
     /* After sched_conn_close(): no I/O remains in flight and the fd is
      * closed. The owner may now free the memory that embeds c. Required. */
     void (*on_release)(struct sched_conn *c);

@@ -300,6 +300,8 @@ static void loop_flush(struct sched_loop *l)
 
         list_del_init(n);
         c->flags &= ~SCHED_CONN_DIRTY;
+        if (c->ops->on_flush)
+            c->ops->on_flush(c);
         l->be->conn_flush(c);
     }
 }

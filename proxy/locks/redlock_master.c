@@ -161,6 +161,7 @@ int px_redlock_start(struct px_server *srv)
         po.password = u->password[0] ? u->password : NULL;
         po.db = u->db;
         po.size = srv->opts.pool_size;
+        po.batch_max = srv->opts.script_batch;
         po.request_timeout_ms = srv->opts.upstream_timeout_ms;
         rc = pool_create(&rl->pools[i], srv->loop, &po, scripts, nscripts);
         if (rc == 0)

@@ -48,6 +48,30 @@ static bool script_publishes[SCRIPTS_MAX];    /* by pool id */
 static bool script_writes[SCRIPTS_MAX];       /* by pool id */
 static const char *script_names[SCRIPTS_MAX]; /* by pool id, for logs */
 
+/* Appends the batch runner to table (n scripts) and marks its ops, found
+ * by their text. Returns the new count. */
+static size_t scripts_add_runner(struct pool_script *table, size_t n)
+{
+    size_t i, k;
+
+    LP_BUG_ON(n >= SCRIPTS_MAX);
+    table[n].name = px_lua_lock_batch.name;
+    table[n].text = px_lua_lock_batch.text;
+    table[n].runner = true;
+    script_names[n] = px_lua_lock_batch.name;
+    for (i = 0; i < px_lua_lock_batch_nops; i++) {
+        const struct px_lua_op *op = &px_lua_lock_batch_ops[i];
+
+        for (k = 0; k < n && table[k].text != op->script->text; k++)
+            ;
+        LP_BUG_ON(k == n);
+        table[k].batch_op = op->op;
+        table[k].batch_keys = op->keys;
+        table[k].batch_args = op->args;
+    }
+    return n + 1;
+}
+
 size_t px_scripts_build(const struct pool_script **out)
 {
     static struct pool_script table[SCRIPTS_MAX];
@@ -66,6 +90,7 @@ size_t px_scripts_build(const struct pool_script **out)
             script_publishes[n++] = set->scripts[k]->publishes;
         }
     }
+    n = scripts_add_runner(table, n);
     *out = table;
     return n;
 }

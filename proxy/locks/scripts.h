@@ -54,6 +54,15 @@ struct px_lua {
     bool writes;      /* changes data: followed by WAIT under --sync-replicas */
 };
 
+/* A script the batch runner runs (lp_lua_batch in lua/scripts.cmake):
+ * its op number and KEYS/ARGV counts (pool.h, struct pool_script). */
+struct px_lua_op {
+    const struct px_lua *script; /* borrowed: the script */
+    unsigned op;                 /* its op number in the runner, >= 1 */
+    unsigned keys;               /* its KEYS count */
+    unsigned args;               /* its ARGV count (the publish command included) */
+};
+
 enum px_script {
     PX_SCRIPT_SETTLE = 0, /* lua/settle.lua */
     PX_SCRIPT_RENEW = 1,  /* lua/renew.lua */
@@ -73,7 +82,8 @@ struct px_script_set {
 extern const struct px_script_set *const px_script_sets[];
 
 /* Fills the pool's script table (static storage) from px_script_sets and
- * sets each base. Returns the script count. */
+ * sets each base; the batch runner comes last, its ops marked as such.
+ * Returns the script count. */
 size_t px_scripts_build(const struct pool_script **out);
 
 /* Most arguments (keys included) of a script that publishes. */

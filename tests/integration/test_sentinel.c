@@ -59,8 +59,8 @@ struct sfx {
 };
 
 static const struct pool_script fx_scripts[] = {
-    {"echo", "return ARGV[1]"},
-    {"incrby", "return redis.call('INCRBY', KEYS[1], ARGV[1])"},
+    {.name = "echo", .text = "return ARGV[1]"},
+    {.name = "incrby", .text = "return redis.call('INCRBY', KEYS[1], ARGV[1])"},
 };
 
 typedef bool sfx_cond(void *arg);

@@ -43,3 +43,6 @@ lp_lua(latch_countdown _publish _object_latch _count_check latch_countdown)
 lp_lua(latch_count _object_latch _count_check latch_count)
 lp_lua(multi_acquire multi_acquire)
 lp_lua(multi_unlock _publish multi_unlock)
+# The batch runner (pool/batch.c): the plain lock's acquire and unlock,
+# the hot path, run several to a script call. Each: script, KEYS, ARGV.
+lp_lua_batch(lock_batch lock_acquire 1 2 lock_unlock 2 3)
