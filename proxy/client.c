@@ -329,6 +329,8 @@ static int client_take(struct px_client *cl)
     int rc;
 
     client_input(cl, &data, &len);
+    if (len == 0) /* the usual second call after a request: nothing to parse */
+        return 0;
     before = len;
     rc = px_parser_next(&cl->parser, &data, &len, &req);
     if (kept) {

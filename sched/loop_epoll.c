@@ -136,13 +136,25 @@ static uint32_t ep_conn_have(const struct sched_conn *c)
            ((c->flags & SCHED__CONN_WATCH) ? EPOLLERR : 0);
 }
 
+/* The usual state, an open connection that reads and has nothing else to
+ * register: ep_conn_want() and ep_conn_have() are both EP_IN_EVENTS. One
+ * mask test instead of both, as ep_sync() runs after every event and flush. */
+static bool ep_conn_steady(const struct sched_conn *c)
+{
+    unsigned other = SCHED_CONN_CONNECTING | SCHED_CONN_CLOSING | SCHED_CONN_PAUSED |
+                     SCHED_CONN_WANT_OUT | SCHED__CONN_EOF | SCHED__CONN_FINAL |
+                     SCHED__CONN_POLL_ARMED | SCHED__CONN_EP_OUT | SCHED__CONN_WATCH;
+
+    return c->fd >= 0 && (c->flags & (other | SCHED_CONN_RECV_ARMED)) == SCHED_CONN_RECV_ARMED;
+}
+
 /* Makes the registration match the connection state. */
 static int ep_sync(struct sched_conn *c)
 {
     uint32_t want, have;
     int op, rc;
 
-    if (c->fd < 0 || (c->flags & SCHED__CONN_FINAL))
+    if (ep_conn_steady(c) || c->fd < 0 || (c->flags & SCHED__CONN_FINAL))
         return 0;
     want = ep_conn_want(c);
     have = ep_conn_have(c);

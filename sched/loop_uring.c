@@ -748,6 +748,17 @@ static void uring_cqe(struct sched_loop *l, uint64_t ud, int res, unsigned flags
     }
 }
 
+/* Could io_uring_peek_batch_cqe() find anything? CQEs are posted, or (what
+ * it checks itself before entering the kernel) overflowed CQEs or task
+ * work wait. Inline, so most iterations, whose one batch was the last,
+ * skip the library call that would find nothing. */
+static bool uring_cq_pending(const struct io_uring *ring)
+{
+    unsigned kernel_side = IORING_SQ_CQ_OVERFLOW | IORING_SQ_TASKRUN;
+
+    return io_uring_cq_ready(ring) > 0 || (IO_URING_READ_ONCE(*ring->sq.kflags) & kernel_side);
+}
+
 /* Handles the posted CQEs in batches; a batch's buffers go back to the ring
  * before the next batch. Bounded by the CQ size per iteration. */
 static void uring_dispatch(struct sched_loop *l)
@@ -757,7 +768,7 @@ static void uring_dispatch(struct sched_loop *l)
     unsigned n, i, total = 0;
 
     uring_silent_settle(u);
-    while (total < u->ring.cq.ring_entries &&
+    while (total < u->ring.cq.ring_entries && uring_cq_pending(&u->ring) &&
            (n = io_uring_peek_batch_cqe(&u->ring, cqes, URING_BATCH)) > 0) {
         for (i = 0; i < n; i++)
             uring_cqe(l, cqes[i]->user_data, cqes[i]->res, cqes[i]->flags);

@@ -78,6 +78,23 @@ TEST(hash_spreads_and_uses_every_byte)
     ASSERT_NE(hash_bytes("ab", 2), hash_bytes("ba", 2));
 }
 
+/* Each byte counts, wherever it is: the tail of under 8 bytes is read with
+ * overlapping loads, which must still cover every byte. */
+TEST(hash_uses_every_byte_position)
+{
+    char a[24], b[24];
+    size_t len, i;
+
+    memset(a, 'x', sizeof(a));
+    for (len = 1; len <= sizeof(a); len++) {
+        for (i = 0; i < len; i++) {
+            memcpy(b, a, sizeof(b));
+            b[i] = 'y';
+            ASSERT_NE(hash_bytes(a, len), hash_bytes(b, len));
+        }
+    }
+}
+
 TEST(number_formatting)
 {
     char out[24];
@@ -218,5 +235,6 @@ TEST(spares_keep_and_release)
 }
 
 TEST_MAIN(TEST_CASE(hmap_insert_find_remove), TEST_CASE(hash_spreads_and_uses_every_byte),
-          TEST_CASE(number_formatting), TEST_CASE(number_parsing), TEST_CASE(buf_append_consume),
+          TEST_CASE(hash_uses_every_byte_position), TEST_CASE(number_formatting),
+          TEST_CASE(number_parsing), TEST_CASE(buf_append_consume),
           TEST_CASE(buf_trim_reuses_small_storage), TEST_CASE(spares_keep_and_release))
