@@ -8,12 +8,19 @@
 -- Returns one reply per request, in order: what its script returned (nil
 -- as false, so the array has no hole), or its error (pcall: a failing
 -- request does not stop the others; what it wrote stays, as it would).
+-- The runner is the only script that uses pcall and string methods.
 local out, k, a, n = {}, 0, 1, #ARGV
 while a <= n do
     local op = ops[ARGV[a]]
     local ok, r = pcall(op[1], k, a)
     if not ok and type(r) ~= 'table' then
-        r = redis.error_reply('ERR ' .. tostring(r))
+        -- a failed redis.call raises its error's text ("WRONGTYPE ..."),
+        -- a Lua error its message: keep a code, else ERR as Redis does
+        r = tostring(r)
+        if not r:match('^%u+ ') then
+            r = 'ERR ' .. r
+        end
+        r = redis.error_reply(r)
     elseif r == nil then
         r = false
     end
