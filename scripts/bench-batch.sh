@@ -14,9 +14,11 @@
 #
 # Prints per client count and target the medians over the rounds of: Redis
 # CPU per lock+unlock pair (µs; with perf: Redis's task-clock over the
-# measured phase per EVALSHA pair, exact where INFO cpu is sampled by the
-# tick on this VM; without: INFO cpu), client commands per Redis read
-# (INFO stats total_reads_processed: the batching Redis sees), requests per
+# measured phase per two lock scripts run, EVALSHA calls plus what a
+# lockproxy's batch runner calls carried, exact where INFO cpu is sampled
+# by the tick on this VM; without: INFO cpu), client commands per Redis read
+# (INFO stats total_reads_processed: the batching Redis sees; a runner call
+# is one command), requests per
 # upstream write (lockproxy INFO: upstream_requests / upstream_batches),
 # the proxy's CPU per pair (lockproxy or nutcracker; perf task-clock too),
 # pairs/s and p50/p99 acquisition latency; per-round Redis CPU in brackets;
@@ -121,18 +123,27 @@ evalsha_calls() {
     redis-cli -p "$RP" info commandstats | tr -d '\r' | awk -F'[=:,]' '/^cmdstat_evalsha:/ {print $3}'
 }
 
-# perf_window NAME PID: after the warm-up, exact CPU time (task-clock, not
-# the VM's tick-sampled rusage that INFO cpu reports), context switches and
-# syscalls of Redis and of the target's process PID over the measured
-# phase, with the EVALSHA calls Redis ran meanwhile.
+# Script runs in lockproxy's INFO beyond its EVALSHA calls: the requests
+# its batch runner calls carried, less those calls (--script-batch).
+batched_extra() { # PORT
+    redis-cli -p "$1" info upstream | tr -d '\r' | awk -F: '/^upstream_script_batches:/ {c = $2}
+        /^upstream_batched_scripts:/ {b = $2} END {print b - c}'
+}
+
+# perf_window NAME PID [PORT]: after the warm-up, exact CPU time (task-clock,
+# not the VM's tick-sampled rusage that INFO cpu reports), context switches
+# and syscalls of Redis and of the target's process PID over the measured
+# phase, with the lock scripts Redis ran meanwhile: its EVALSHA calls, plus
+# for a lockproxy (PORT) the scripts its batch runner calls carried.
 perf_window() {
-    local name=$1 pid=$2 c0 c1 ev
+    local name=$1 pid=$2 port=${3:-} c0 c1 b0=0 b1=0 ev
     trap - EXIT # a background copy of this shell must not stop the servers
     ev=task-clock,context-switches,syscalls:sys_enter_read,syscalls:sys_enter_write
     ev=$ev,syscalls:sys_enter_epoll_wait,syscalls:sys_enter_io_uring_enter
     ev=$ev,syscalls:sys_enter_sendto,syscalls:sys_enter_recvfrom,syscalls:sys_enter_writev
     sleep "$(echo "$WARMUP + 0.3" | bc)"
     c0=$(evalsha_calls)
+    if [ -n "$port" ]; then b0=$(batched_extra "$port"); fi
     if [ -n "$pid" ]; then
         perf stat -x, -e "$ev" -p "$pid" -o "$OUT/$name.perf-target" -- \
             sleep "$(echo "$DURATION - 0.6" | bc)" 2>/dev/null &
@@ -141,7 +152,8 @@ perf_window() {
         sleep "$(echo "$DURATION - 0.6" | bc)" 2>/dev/null
     wait
     c1=$(evalsha_calls)
-    echo "x perf_evalsha $((c1 - c0))" >"$OUT/$name.perf-calls"
+    if [ -n "$port" ]; then b1=$(batched_extra "$port"); fi
+    echo "x perf_evalsha $((c1 - c0 + b1 - b0))" >"$OUT/$name.perf-calls"
 }
 
 upstream_counts() { # PORT: "requests batches" from lockproxy's INFO
@@ -164,7 +176,7 @@ run_one() { # TARGET CLIENTS ROUND
     [ -z "$port" ] || before=$(upstream_counts "$port")
     local pw=''
     if [ "$PERF" = 1 ]; then
-        perf_window "$name" "$tpid" &
+        perf_window "$name" "$tpid" "$port" &
         pw=$!
     fi
     "$BUILD/lockproxy-bench" uncontended --clients "$n" --duration "$DURATION" \

@@ -22,6 +22,13 @@ bool px_shape_acquire(const redisReply *r, struct px_shape_acq *out)
     long long v[3];
     size_t n;
 
+    if (r->type == REDIS_REPLY_INTEGER) {
+        out->granted = r->integer <= -3;
+        out->count = out->granted ? -(r->integer + 2) : 0;
+        out->pttl = out->granted ? 0 : r->integer;
+        out->token = -1;
+        return true;
+    }
     if (!px_shape_ints(r, 2, 3, v, &n))
         return false;
     out->granted = v[0] == 1;

@@ -27,7 +27,10 @@ bool px_shape_ints(const redisReply *r, size_t min, size_t max, long long *out, 
 
 /* An acquire script's answer (lock, read, write and fair holds): {1, count}
  * or {1, count, token} granted; {0, pttl} (or {0, pttl, x}) held by someone
- * else, pttl being the holder's remaining lease (-1: none, -2: gone). */
+ * else, pttl being the holder's remaining lease (-1: none, -2: gone). The
+ * plain lock's acquire (its hot path; a table costs Redis ~6k instructions
+ * more to return) answers one integer instead: -2 - count (<= -3) granted,
+ * else pttl (>= -2), so no unlock answer (0, 1, 2) reads as a grant. */
 struct px_shape_acq {
     bool granted;
     int64_t count; /* granted: the owner's hold count, >= 1 */

@@ -45,6 +45,31 @@ TEST(acquire_answers)
     ASSERT_TRUE(acquire("*2\r\n:0\r\n:1500\r\n", &a));
     ASSERT_TRUE(!a.granted);
     ASSERT_EQ(a.pttl, 1500);
+    /* The plain lock's one integer: -2 - count granted, else pttl. */
+    ASSERT_TRUE(acquire(":-3\r\n", &a));
+    ASSERT_TRUE(a.granted);
+    ASSERT_EQ(a.count, 1);
+    ASSERT_EQ(a.token, -1);
+    ASSERT_TRUE(acquire(":-9223372036854775808\r\n", &a));
+    ASSERT_TRUE(a.granted && a.count == 9223372036854775806LL);
+    ASSERT_TRUE(acquire(":1500\r\n", &a));
+    ASSERT_TRUE(!a.granted);
+    ASSERT_EQ(a.pttl, 1500);
+    ASSERT_TRUE(acquire(":-1\r\n", &a));
+    ASSERT_TRUE(!a.granted);
+    ASSERT_EQ(a.pttl, -1);
+}
+
+/* An unlock's answers (nil, 0 still held, 1 released, 2 handed off) that
+ * reach an acquire's handler by mistake are never a grant. */
+TEST(acquire_unlock_answers_never_grant)
+{
+    struct px_shape_acq a;
+
+    ASSERT_TRUE(!acquire("$-1\r\n", &a));
+    ASSERT_TRUE(acquire(":0\r\n", &a) && !a.granted);
+    ASSERT_TRUE(acquire(":1\r\n", &a) && !a.granted);
+    ASSERT_TRUE(acquire(":2\r\n", &a) && !a.granted);
 }
 
 /* Shapes no script of ours answers: never a grant. */
@@ -57,7 +82,6 @@ TEST(acquire_refused)
     ASSERT_TRUE(!acquire("*3\r\n:1\r\n:1\r\n$1\r\n7\r\n", &a)); /* token as a string */
     ASSERT_TRUE(!acquire("*1\r\n:1\r\n", &a));
     ASSERT_TRUE(!acquire("*4\r\n:1\r\n:1\r\n:1\r\n:1\r\n", &a));
-    ASSERT_TRUE(!acquire(":1\r\n", &a));
     ASSERT_TRUE(!acquire("*2\r\n$1\r\n1\r\n:1\r\n", &a));
     ASSERT_TRUE(!acquire("*2\r\n*1\r\n:1\r\n:1\r\n", &a));
 }
@@ -91,5 +115,5 @@ TEST(watchdog_batch)
     freeReplyObject(r);
 }
 
-TEST_MAIN(TEST_CASE(acquire_answers), TEST_CASE(acquire_refused), TEST_CASE(info_triple),
+TEST_MAIN(TEST_CASE(acquire_answers), TEST_CASE(acquire_refused), TEST_CASE(acquire_unlock_answers_never_grant), TEST_CASE(info_triple),
           TEST_CASE(watchdog_batch))
