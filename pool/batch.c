@@ -143,6 +143,19 @@ static int batch_write(struct buf *b, struct pool *p, struct pool__req *head, un
     return err;
 }
 
+/* A lone request: its own EVALSHA, the bytes an unbatched send writes. */
+static int batch_write_one(struct buf *b, const struct pool *p, const struct pool__req *req)
+{
+    const struct pool__script *s = &p->scripts[req->script];
+    int err = pool__resp_array(b, (size_t)req->ntail + 2);
+
+    if (err == 0)
+        err = buf_append(b, s->evalsha, s->evalsha_len);
+    if (err == 0)
+        err = buf_append(b, req->tail, req->tail_len);
+    return err;
+}
+
 void pool__batch_close(struct pool__rconn *rc)
 {
     struct pool *p = rc->pool;
@@ -153,7 +166,7 @@ void pool__batch_close(struct pool__rconn *rc)
     if (rc->bn == 0)
         return;
     if (rc->bn == 1) {
-        err = pool__req_format_kept(p, b, head);
+        err = batch_write_one(b, p, head);
     } else {
         head->batch = rc->bn;
         p->script_batches++;

@@ -156,9 +156,11 @@ perf_window() {
     echo "x perf_evalsha $((c1 - c0 + b1 - b0))" >"$OUT/$name.perf-calls"
 }
 
-upstream_counts() { # PORT: "requests batches" from lockproxy's INFO
+upstream_counts() { # PORT: "requests writes calls batched" from lockproxy's INFO
     redis-cli -p "$1" info | tr -d '\r' |
-        awk -F: '/^upstream_requests:/ {r = $2} /^upstream_batches:/ {b = $2} END {print r, b}'
+        awk -F: '/^upstream_requests:/ {r = $2} /^upstream_batches:/ {b = $2}
+            /^upstream_script_batches:/ {c = $2} /^upstream_batched_scripts:/ {s = $2}
+            END {print r, b, c + 0, s + 0}'
 }
 
 run_one() { # TARGET CLIENTS ROUND
@@ -185,8 +187,9 @@ run_one() { # TARGET CLIENTS ROUND
     [ -z "$pw" ] || wait "$pw"
     if [ -n "$port" ]; then
         after=$(upstream_counts "$port")
-        echo "$before $after" | awk '{ b = $4 - $2; printf "x req_per_write %.2f\n",
-            (b > 0 ? ($3 - $1) / b : 0) }' >>"$OUT/$name.kv"
+        echo "$before $after" | awk '{ b = $6 - $2; c = $7 - $3; printf "x req_per_write %.2f\n",
+            (b > 0 ? ($5 - $1) / b : 0); printf "x scripts_per_call %.2f\n", (c > 0 ? ($8 - $4) / c : 0) }' \
+            >>"$OUT/$name.kv"
     fi
 }
 
@@ -242,7 +245,8 @@ for n, tgt in sets:
             cpu, rpc = float(kv["redis_cpu_us_per_acq"]), float(kv["redis_cmds_per_read"])
             tcpu = float(kv.get("proxy_cpu_s", "nan")) / float(kv["acquisitions"]) * 1e6
             row = [cpu, rpc, float(kv.get("req_per_write", "nan")), tcpu, float(kv["ops_per_sec"]),
-                   float(kv["p50_us"]) / 1000, float(kv["p99_us"]) / 1000]
+                   float(kv["p50_us"]) / 1000, float(kv["p99_us"]) / 1000,
+                   float(kv.get("scripts_per_call", "nan"))]
         except (KeyError, ValueError, ZeroDivisionError):
             continue
         if perf:
@@ -262,7 +266,9 @@ for n, tgt in sets:
     med = [statistics.median(c) for c in zip(*rows)]
     each = "[" + ",".join(f"{x[0]:.1f}" for x in rows) + "]"
     fmt = lambda v, p=1: "-" if v != v else f"{v:.{p}f}"
-    extra = f"  redis syscalls/cmd {fmt(med[7], 2)} cs/cmd {fmt(med[8], 2)}" if len(med) > 8 else ""
+    extra = f"  redis syscalls/script {fmt(med[8], 2)} cs/script {fmt(med[9], 2)}" if len(med) > 9 else ""
+    if med[7] == med[7] and med[7] > 0:
+        extra += f"  scripts/batch call {med[7]:.1f}"
     print(f"{n:<7} {tgt:<10} {med[0]:5.2f} {each:<18} {med[1]:9.1f} {fmt(med[2]):>9} {fmt(med[3]):>9} {med[4]:9.0f} {med[5]:8.2f} {med[6]:8.2f}{extra}")
 EOF
 } | tee "$OUT/summary.txt"
