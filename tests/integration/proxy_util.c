@@ -921,6 +921,15 @@ redisReply *pu_recv_at(const char *file, int line, redisContext *c)
     return r;
 }
 
+void pu_recv_expect_at(const char *file, int line, redisContext *c, enum pu_kind kind, long long i,
+                       const char *s)
+{
+    redisReply *r = pu_recv_at(file, line, c);
+
+    pu_check_at(file, line, r, kind, i, s, "reply");
+    freeReplyObject(r);
+}
+
 redisReply *pu_poll_reply(redisContext *c, int ms, bool *closed)
 {
     long long deadline = pu_now_ms() + ms;

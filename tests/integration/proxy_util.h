@@ -191,6 +191,11 @@ void pu_send_at(const char *file, int line, redisContext *c, const char *fmt, ..
 redisReply *pu_recv_at(const char *file, int line, redisContext *c);
 #define pu_recv(c) pu_recv_at(__FILE__, __LINE__, (c))
 
+/* Reads the next reply of a pipeline and checks it as PU_CHECK does. */
+void pu_recv_expect_at(const char *file, int line, redisContext *c, enum pu_kind kind, long long i,
+                       const char *s);
+#define PU_RECV(c, kind, i, s) pu_recv_expect_at(__FILE__, __LINE__, (c), (kind), (i), (s))
+
 /* The next reply if one arrives within ms, else NULL; fails if the
  * connection breaks. Leaves c usable either way. */
 redisReply *pu_try_recv_at(const char *file, int line, redisContext *c, int ms);

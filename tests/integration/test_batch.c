@@ -15,31 +15,22 @@
  * proxy reads them in one go, so its scripts meet on the connections. */
 static void pipeline_pairs(redisContext *c, const char *prefix)
 {
-    redisReply *r;
     int i;
 
     for (i = 0; i < NAMES; i++)
         redisAppendCommand(c, "TRYLOCK %s%d", prefix, i);
     for (i = 0; i < NAMES; i++)
         redisAppendCommand(c, "UNLOCK %s%d", prefix, i);
-    for (i = 0; i < NAMES; i++) {
-        r = pu_recv(c);
-        PU_CHECK(r, PU_K_STATUS, 0, "OK");
-        freeReplyObject(r);
-    }
-    for (i = 0; i < NAMES; i++) {
-        r = pu_recv(c);
-        PU_CHECK(r, PU_K_INT, 1, NULL);
-        freeReplyObject(r);
-    }
+    for (i = 0; i < NAMES; i++)
+        PU_RECV(c, PU_K_STATUS, 0, "OK");
+    for (i = 0; i < NAMES; i++)
+        PU_RECV(c, PU_K_INT, 1, NULL);
 }
 
 static void scenario_batches(struct pu_env *e)
 {
     redisContext *c = pu_client(e), *other = pu_client(e), *rc = pu_redis_client(e);
     long long calls0 = pu_cmdstat_calls(rc, "evalsha");
-    redisReply *r;
-    int i;
 
     pipeline_pairs(c, "b");
     /* Fewer script calls than requests: they went in batches. */
@@ -59,26 +50,13 @@ static void scenario_batches(struct pu_env *e)
     redisAppendCommand(c, "UNLOCK %s", "held");
     redisAppendCommand(c, "UNLOCK %s", "f1");
     redisAppendCommand(c, "UNLOCK %s", "f2");
-    r = pu_recv(c);
-    PU_CHECK(r, PU_K_STATUS, 0, "OK");
-    freeReplyObject(r);
-    r = pu_recv(c);
-    PU_CHECK(r, PU_K_NIL, 0, NULL);
-    freeReplyObject(r);
-    r = pu_recv(c);
-    PU_CHECK(r, PU_K_ERR, 0, "WRONGTYPE");
-    freeReplyObject(r);
-    r = pu_recv(c);
-    PU_CHECK(r, PU_K_STATUS, 0, "OK");
-    freeReplyObject(r);
-    r = pu_recv(c);
-    PU_CHECK(r, PU_K_ERR, 0, "NOTOWNER");
-    freeReplyObject(r);
-    for (i = 0; i < 2; i++) {
-        r = pu_recv(c);
-        PU_CHECK(r, PU_K_INT, 1, NULL);
-        freeReplyObject(r);
-    }
+    PU_RECV(c, PU_K_STATUS, 0, "OK");
+    PU_RECV(c, PU_K_NIL, 0, NULL);
+    PU_RECV(c, PU_K_ERR, 0, "WRONGTYPE");
+    PU_RECV(c, PU_K_STATUS, 0, "OK");
+    PU_RECV(c, PU_K_ERR, 0, "NOTOWNER");
+    PU_RECV(c, PU_K_INT, 1, NULL);
+    PU_RECV(c, PU_K_INT, 1, NULL);
     ASSERT_TRUE(pu_exists(rc, "held"));
     PU_INT(other, 1, "UNLOCK %s", "held");
 
@@ -117,4 +95,5 @@ TEST(script_batch_1_sends_each_alone)
     pu_each_backend(scenario_off, extra);
 }
 
-TEST_MAIN(TEST_CASE(batched_scripts_answer_each_request), TEST_CASE(script_batch_1_sends_each_alone))
+TEST_MAIN(TEST_CASE(batched_scripts_answer_each_request),
+          TEST_CASE(script_batch_1_sends_each_alone))
