@@ -899,8 +899,8 @@ int pool__rconn_command(struct pool__rconn *rc, struct pool__req *req, int argc,
 
 /* A request that joins the connection's open batch (batch.c): queued now,
  * written when the batch closes. */
-static int rconn_eval_batched(struct pool__rconn *rc, struct pool__req *req, int numkeys,
-                              int argc, const char *const *argv, const size_t *lens)
+static int rconn_eval_batched(struct pool__rconn *rc, struct pool__req *req, int numkeys, int argc,
+                              const char *const *argv, const size_t *lens)
 {
     bool fresh = buf_size(sched_conn_wbuf(&rc->conn)) == 0 && rc->bn == 0;
     int err = pool__batch_join(rc, req, numkeys, argc, argv, lens);

@@ -50,7 +50,8 @@ struct cfx {
 static const struct pool_script fx_scripts[] = {
     {.name = "echo", .text = "return ARGV[1]"},
     {.name = "incrby", .text = "return redis.call('INCRBY', KEYS[1], ARGV[1])"},
-    {.name = "set2", .text = "redis.call('SET', KEYS[1], ARGV[1]); redis.call('SET', KEYS[2], ARGV[1]); return 2"},
+    {.name = "set2",
+     .text = "redis.call('SET', KEYS[1], ARGV[1]); redis.call('SET', KEYS[2], ARGV[1]); return 2"},
 };
 
 typedef bool cfx_cond(void *arg);

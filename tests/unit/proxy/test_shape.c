@@ -115,5 +115,6 @@ TEST(watchdog_batch)
     freeReplyObject(r);
 }
 
-TEST_MAIN(TEST_CASE(acquire_answers), TEST_CASE(acquire_refused), TEST_CASE(acquire_unlock_answers_never_grant), TEST_CASE(info_triple),
+TEST_MAIN(TEST_CASE(acquire_answers), TEST_CASE(acquire_refused),
+          TEST_CASE(acquire_unlock_answers_never_grant), TEST_CASE(info_triple),
           TEST_CASE(watchdog_batch))
