@@ -36,7 +36,10 @@
  * argument count is not its script's declared one.
  *
  * Ownership: the open batch's records belong to the FIFO (failing the
- * FIFO fails them; rconn.c then forgets the batch). */
+ * FIFO fails them; rconn.c then forgets the batch). Closing needs no
+ * memory while the reserved room is there; if the output was swapped out
+ * meanwhile and growing it fails, the batch's records move to rc->unsent
+ * and fail with the connection's recycle (batch_unsend). */
 #include <errno.h>
 #include <string.h>
 
@@ -96,10 +99,9 @@ int pool__batch_join(struct pool__rconn *rc, struct pool__req *req, int numkeys,
     return 0;
 }
 
-/* Writes n requests from head on (FIFO order) as one runner call into
- * reserved space; eval: as EVAL with the runner's text (the NOSCRIPT
- * retry, which may need to grow b: returns -ENOMEM when it cannot). */
-static int batch_write(struct buf *b, struct pool *p, struct pool__req *head, unsigned n, bool eval)
+/* batch_write() without the clean-up of a failure. */
+static int batch_write_all(struct buf *b, struct pool *p, struct pool__req *head, unsigned n,
+                           bool eval)
 {
     const struct pool__script *run = &p->scripts[p->runner - 1];
     struct pool__req *req;
@@ -143,17 +145,53 @@ static int batch_write(struct buf *b, struct pool *p, struct pool__req *head, un
     return err;
 }
 
+/* Writes n requests from head on (FIFO order) as one runner call into b;
+ * eval: as EVAL with the runner's text (the NOSCRIPT retry). Returns 0, or
+ * -ENOMEM with b as it was. */
+static int batch_write(struct buf *b, struct pool *p, struct pool__req *head, unsigned n, bool eval)
+{
+    size_t mark = b->len;
+    int err = batch_write_all(b, p, head, n, eval);
+
+    if (err < 0)
+        b->len = mark;
+    return err;
+}
+
 /* A lone request: its own EVALSHA, the bytes an unbatched send writes. */
 static int batch_write_one(struct buf *b, const struct pool *p, const struct pool__req *req)
 {
     const struct pool__script *s = &p->scripts[req->script];
+    size_t mark = b->len;
     int err = pool__resp_array(b, (size_t)req->ntail + 2);
 
     if (err == 0)
         err = buf_append(b, s->evalsha, s->evalsha_len);
     if (err == 0)
         err = buf_append(b, req->tail, req->tail_len);
+    if (err < 0)
+        b->len = mark;
     return err;
+}
+
+/* The batch could not be written (no memory: the output was handed to the
+ * kernel and swapped since the join reserved room). Its requests leave the
+ * FIFO unsent, so the FIFO still matches what went out, and wait on
+ * rc->unsent for the connection's recycle, which fails them from its timer
+ * (never inside the call that closed the batch, an owner's submit maybe). */
+static void batch_unsend(struct pool__rconn *rc)
+{
+    struct list *n = &rc->bhead->node, *next;
+    unsigned i;
+
+    for (i = 0; i < rc->bn; i++, n = next) {
+        next = n->next;
+        if (list_entry(n, struct pool__req, node) == rc->sample)
+            rc->sample = NULL;
+        list_del_init(n);
+        list_add_tail(&rc->unsent, n);
+    }
+    pool__rconn_recycle_later(rc);
 }
 
 void pool__batch_close(struct pool__rconn *rc)
@@ -169,11 +207,16 @@ void pool__batch_close(struct pool__rconn *rc)
         err = batch_write_one(b, p, head);
     } else {
         head->batch = rc->bn;
-        p->script_batches++;
-        p->batched += rc->bn;
         err = batch_write(b, p, head, rc->bn, false);
+        if (err == 0) {
+            p->script_batches++;
+            p->batched += rc->bn;
+        }
     }
-    LP_BUG_ON(err < 0); /* the space was reserved at join */
+    if (err < 0) {
+        head->batch = 0;
+        batch_unsend(rc);
+    }
     pool__batch_forget(rc);
 }
 

@@ -320,6 +320,7 @@ static void rconn_fail_all(struct pool__rconn *rc, int err)
 
     list_init(&dead);
     list_splice_tail_init(&dead, &rc->fifo);
+    list_splice_tail_init(&dead, &rc->unsent);
     pool__batch_forget(rc); /* its records are in dead */
     rc->handshake = 0;
     rc->sample = NULL;
@@ -828,6 +829,7 @@ void pool__rconn_init(struct pool__rconn *rc, struct pool *p, struct pool_node *
     rc->id = id;
     rc->state = POOL__RCONN_DISCONNECTED;
     list_init(&rc->fifo);
+    list_init(&rc->unsent);
     sched_timer_init(&rc->timer, rconn_on_timer);
 }
 

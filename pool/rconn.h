@@ -71,6 +71,8 @@ struct pool__rconn {
     unsigned bkeys;          /* their keys */
     unsigned bargs;          /* their ops and arguments */
     size_t bbytes;           /* their tails' bytes (less the numkeys bulks) and ops' */
+    struct list unsent;      /* owned: struct pool__req of a batch that could not be
+                                written, failed with the FIFO (pool/batch.c) */
 };
 
 /* Sets up an idle connection of p, for node n (NULL for TOPO), that
