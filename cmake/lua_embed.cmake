@@ -102,6 +102,8 @@ macro(lp_lua_batch name)
     # The body reads its keys and arguments where they are in the whole
     # call: KEYS[n] -> KEYS[k + n], ARGV[n] -> ARGV[a + n], ARGV[#ARGV] ->
     # its last one (no table per request: they cost more than the script).
+    # Comments go first ("--" to the end of the line: a batched script
+    # must not have "--" inside a string).
     string(REGEX REPLACE "--[^\n]*" "" body "${lp_text_${script}}")
     string(REGEX REPLACE "\n[ \n]*\n" "\n" body "${body}")
     string(REGEX REPLACE "KEYS\\[([0-9]+)\\]" "KEYS[k + \\1]" body "${body}")
