@@ -247,6 +247,23 @@ static void scenario_format_and_traffic(struct pu_env *e)
     ASSERT_TRUE(strstr(info, "ok=2") != NULL);
     ASSERT_TRUE(pu_info_str(c1, "lock_hold", info, sizeof(info)));
     ASSERT_TRUE(strncmp(info, "count=2", 7) == 0);
+    /* Lock scripts that met on a connection went out in batch calls; the
+     * metrics count them as INFO does. */
+    for (int i = 0; i < 50; i++)
+        redisAppendCommand(c1, "TRYLOCK mb%d", i);
+    for (int i = 0; i < 50; i++)
+        PU_RECV(c1, PU_K_STATUS, 0, "OK");
+    for (int i = 0; i < 50; i++)
+        redisAppendCommand(c1, "UNLOCK mb%d", i);
+    for (int i = 0; i < 50; i++)
+        PU_RECV(c1, PU_K_INT, 1, NULL);
+    body = scrape();
+    ASSERT_TRUE(ou_metric(body, "lockproxy_upstream_script_batches_total") >= 1);
+    ASSERT_EQ(ou_metric(body, "lockproxy_upstream_script_batches_total"),
+              pu_info_int(c1, "upstream_script_batches"));
+    ASSERT_EQ(ou_metric(body, "lockproxy_upstream_batched_scripts_total"),
+              pu_info_int(c1, "upstream_batched_scripts"));
+    free(body);
     redisFree(c2);
     redisFree(c1);
 }
