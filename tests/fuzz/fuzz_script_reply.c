@@ -70,6 +70,14 @@ static void check_acquire(const redisReply *r)
 
     if (!ok)
         return;
+    if (r->type == REDIS_REPLY_INTEGER) { /* the plain lock's -2 - count, or pttl */
+        CHECK(a.granted == (r->integer <= -3) && a.token == -1);
+        if (a.granted)
+            CHECK(a.count == -(r->integer + 2) && a.count >= 1);
+        else
+            CHECK(a.pttl == r->integer);
+        return;
+    }
     CHECK(all_ints(r, 2, 3));
     CHECK(a.granted == (r->element[0]->integer == 1));
     if (a.granted) {
