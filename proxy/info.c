@@ -136,12 +136,12 @@ static void info_locks(struct px_server *srv, struct buf *o)
                 "# Locks\r\nlocks_held:%u\r\nlock_waiters:%u\r\nwait_channels:%zu\r\n"
                 "locks_acquired:%llu\r\nlocks_released:%llu\r\nlock_wait_timeouts:%llu\r\n"
                 "watchdog_renewals:%llu\r\nwatchdog_batches:%llu\r\nleases_lost:%llu\r\n"
-                "disconnect_releases:%llu\r\nwakeup_messages:%llu\r\n",
+                "disconnect_releases:%llu\r\nwakeup_messages:%llu\r\nunlocks_in_hand:%llu\r\n",
                 srv->nholds, srv->nwaiters, srv->locks.count, (unsigned long long)s->acquired,
                 (unsigned long long)s->released, (unsigned long long)s->timeouts,
                 (unsigned long long)s->renewals, (unsigned long long)s->renew_batches,
                 (unsigned long long)s->leases_lost, (unsigned long long)s->disc_releases,
-                (unsigned long long)s->wakeups);
+                (unsigned long long)s->wakeups, (unsigned long long)s->unlocks_in_hand);
     buf_appendf(o,
                 "late_grants_refused:%llu\r\nunknown_outcomes:%llu\r\n"
                 "unknown_outcomes_rolled_back:%llu\r\ndisconnect_releases_retried:%llu\r\n"

@@ -37,6 +37,7 @@ struct px_stats {
     uint64_t renewals;           /* watchdog renewals that extended a lease */
     uint64_t renew_batches;      /* renewal scripts sent */
     uint64_t leases_lost;        /* holds found lost (renewal or unlock) */
+    uint64_t unlocks_in_hand;    /* UNLOCKs Redis did not answer, carried out by the proxy */
     uint64_t late_grants;        /* grants refused: too little of their lease left (wait.c) */
     uint64_t unknown_acqs;       /* acquires answered "outcome unknown" (wait.c) */
     uint64_t rolled_back;        /* acquisitions found applied but never confirmed, undone */

@@ -384,6 +384,9 @@ void px_hold_mark_lost(struct px_hold *h)
 
     if (h->state != PX_HOLD_HELD)
         return;
+    /* A fixed lease's own end is no surprise to its holder; anything else
+     * (a renewed hold, a fixed lease found gone before its end) is. */
+    h->lost_early = h->watchdog || sched_loop_now_ms(srv->loop) < h->expires_ms;
     srv->stats.leases_lost++;
     srv->nholds--;
     px_metrics_hold_end(srv, h); /* a tombstone is no longer held */
@@ -394,6 +397,48 @@ void px_hold_mark_lost(struct px_hold *h)
     list_del_init(&h->due_node);
     sched_loop_timer_in(srv->loop, &h->timer, PX_HOLD_TOMBSTONE_MS);
     px_push_lease_lost(h->cl, h->kind->cmd, h->key, h->nlen);
+}
+
+bool px_hold_lost_before(const struct px_hold *h, uint64_t count)
+{
+    if (h->state == PX_HOLD_LOST)
+        return h->lost_early;
+    return h->state == PX_HOLD_HELD && count > 0 && count <= h->count;
+}
+
+void px_hold_report_lost(struct px_hold *h, bool give_back, uint64_t until)
+{
+    px_hold_mark_lost(h); /* counted and pushed, if it was HELD */
+    hold_unhold(h);       /* told: the tombstone goes */
+    if (give_back)
+        px_hold_settle(h, until);
+}
+
+/* ---- an UNLOCK Redis did not answer -------------------------------------------------- */
+
+enum px_unlock_failed px_hold_unlock_failed(struct px_hold *h, uint64_t asked_ms)
+{
+    struct px_server *srv = h->srv;
+    /* Any renewal was sent before now: Redis keeps the key no longer. */
+    uint64_t until = sched_loop_now_ms(srv->loop) + h->lease_ms + srv->opts.upstream_timeout_ms;
+
+    if (h->state != PX_HOLD_HELD)
+        return PX_UNLOCK_NOT_HELD;
+    srv->stats.unlocks_in_hand++;
+    if (asked_ms >= h->expires_ms) {
+        px_hold_mark_lost(h);
+        px_hold_release(h, until);
+        return PX_UNLOCK_UNVOUCHED;
+    }
+    if (h->count > 1) {
+        h->count--;
+        h->epoch++;
+        hold_want_settle(h, PX_JOB_NO_END); /* HELD: down to the count left */
+        return PX_UNLOCK_KEPT;
+    }
+    srv->stats.released++;
+    px_hold_release(h, until);
+    return PX_UNLOCK_RELEASED;
 }
 
 /* ---- requests in flight and settles ------------------------------------------------ */

@@ -105,6 +105,8 @@ struct px_hold {
     bool in_table;                   /* in srv->holds (a newer hold may replace a RELEASING one) */
     bool watchdog;                   /* renewed by this proxy */
     bool verify;                     /* a check after a topology change is due (watchdog.c) */
+    bool lost_early;                 /* LOST before its lease's own end (renewed, or a fixed
+                                        lease found gone): its holder must be told */
     unsigned epoch;                  /* bumped by every grant and unlock: a renewal or check
                                         answered "not held" after a change is not proof */
     bool settle_again;               /* settle once more when the one in flight is answered */
@@ -185,6 +187,37 @@ void px_hold_release(struct px_hold *h, uint64_t until);
 void px_hold_unlocked_one(struct px_hold *h, uint64_t sent_ms);
 void px_hold_released(struct px_hold *h);
 bool px_hold_not_held(struct px_hold *h);
+
+/* An UNLOCK of h, asked for at asked_ms, got no answer from Redis (its
+ * reply was lost, or it could not be sent). What the client is told: */
+enum px_unlock_failed {
+    PX_UNLOCK_NOT_HELD = 0, /* h is not HELD: "outcome unknown", settled later */
+    PX_UNLOCK_KEPT,         /* in hand: the count went down by one, still held (:0) */
+    PX_UNLOCK_RELEASED,     /* in hand: the last hold; the proxy releases it (:1) */
+    PX_UNLOCK_UNVOUCHED,    /* the lease could not be vouched for at asked_ms: LOCKLOST */
+};
+
+/* The proxy carries the release out itself: renewal stops at once (at the
+ * last hold), and a settle to the count left is sent, and retried with
+ * back-off, until Redis confirms it or the lease has ended anyway. Asked
+ * while the lease is vouched for (before expires_ms), the work under the
+ * lock was protected: the unlock counts as done. Asked later, the hold
+ * may have lapsed before: it is marked lost (counted, pushed) and given
+ * back all the same. */
+enum px_unlock_failed px_hold_unlock_failed(struct px_hold *h, uint64_t asked_ms);
+
+/* A grant of count for h's pair, or an acquire about to be sent, finds
+ * the hold its client was told of gone: HELD, yet Redis made a fresh
+ * acquisition (count no more than the confirmed count), or a tombstone
+ * lost before its lease's end. The re-entry must not turn that lost hold
+ * into a fresh one silently. count 0: before sending. */
+bool px_hold_lost_before(const struct px_hold *h, uint64_t count);
+
+/* Tells h's loss (counted and pushed if it was HELD) and forgets the
+ * tombstone: the client is answered LOCKLOST by the caller, once; the
+ * next acquire is a fresh hold. A grant Redis made meanwhile is given
+ * back by a settle (until: when it would end anyway). */
+void px_hold_report_lost(struct px_hold *h, bool give_back, uint64_t until);
 
 /* The acquiring connection closed: release its holds (RELEASING) or let
  * them expire, per --on-disconnect. */

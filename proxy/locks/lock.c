@@ -327,6 +327,16 @@ static uint64_t repoll_ms(const struct px_server *srv, int64_t pttl)
     return pttl == -1 ? srv->opts.watchdog_ms : 1;
 }
 
+/* The re-entry of a hold that was lost before it: the client is told,
+ * once, and holds nothing (its next acquire is a fresh hold). */
+static void lockop_reply_lost(struct px_req *req, const struct px_acq *a)
+{
+    px_reply_error(px_req_out(req),
+                   "LOCKLOST the hold of '%.*s' this owner had was lost (expired or taken) "
+                   "before this request; nothing is held now (acquire again for a fresh hold)",
+                   (int)LP_MIN(a->nlen, 200u), a->name);
+}
+
 static enum px_wait_res lockop_reply(struct px_wait_op *w, const redisReply *r, uint64_t *repoll)
 {
     struct px__lockop *op = lockop_of(w);
@@ -343,6 +353,14 @@ static enum px_wait_res lockop_reply(struct px_wait_op *w, const redisReply *r, 
     op->queued = false; /* the acquire took the op out of any queue */
     op->count = a.count;
     op->token = a.token;
+    if (px_hold_lost_before(op->hold, (uint64_t)a.count)) {
+        /* Redis made a fresh acquisition: the hold this re-entry was to
+         * add to is gone. Told, and this one given back. */
+        px_hold_report_lost(op->hold, true,
+                            sched_loop_now_ms(w->srv->loop) + op->acq.lease_ms);
+        lockop_reply_lost(w->req, &op->acq);
+        return PX_WAIT_FINISHED;
+    }
     if (op->hold->state == PX_HOLD_RELEASING || op->hold->state == PX_HOLD_DEAD) {
         /* The pair's release, sent after this attempt, takes it back: the
          * next attempt goes after the release. */
@@ -473,6 +491,13 @@ static void acquire_start(struct px_req *req, const struct px_lock_kind *kind, u
     if (!op->hold) {
         lockop_free(op);
         px_reply_error(px_req_out(req), "ERR out of memory");
+        return px_req_done(req);
+    }
+    if (px_hold_lost_before(op->hold, 0)) { /* a tombstone its holder was not told of */
+        px_hold_report_lost(op->hold, false, 0);
+        lockop_reply_lost(req, &op->acq);
+        px_hold_put(op->hold);
+        lockop_free(op);
         return px_req_done(req);
     }
     px_wait_start(&op->wait);

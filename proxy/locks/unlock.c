@@ -109,16 +109,49 @@ static void unlockop_free(struct unlockop *u)
         free(u);
 }
 
+/* An UNLOCK of u's hold that Redis did not answer (err: its reply was
+ * lost, or it could not be sent): the proxy carries the release out
+ * (hold.h, px_hold_unlock_failed) and answers as the release will end;
+ * false when the hold is not HELD (the reply is the upstream error). */
+static bool unlock_in_hand(struct px_req *req, struct unlockop *u)
+{
+    const struct px_arg *name = &req->argv[1];
+
+    if (!u->hold || u->apply != unlock_apply)
+        return false;
+    switch (px_hold_unlock_failed(u->hold, u->sent_ms)) {
+    case PX_UNLOCK_NOT_HELD:
+        return false;
+    case PX_UNLOCK_KEPT:
+        px_reply_int(px_req_out(req), 0);
+        return true;
+    case PX_UNLOCK_RELEASED:
+        px_reply_int(px_req_out(req), 1);
+        return true;
+    case PX_UNLOCK_UNVOUCHED:
+        break;
+    }
+    px_reply_error(px_req_out(req),
+                   "LOCKLOST lease on '%.*s' could not be renewed in time before UNLOCK (Redis "
+                   "unreachable past its end): the work under it was not protected",
+                   (int)LP_MIN(name->len, 200u), name->p);
+    return true;
+}
+
 static void unlockop_on_reply(void *arg, const redisReply *r, int err)
 {
     struct unlockop *u = arg;
     struct px_req *req = u->req;
     struct px_client *cl = req->cl;
 
-    if (err < 0 && u->hold && u->apply == unlock_apply)
-        px_hold_unlock_unknown(u->hold); /* did it run? the settle finds out */
-    if (!px__lock_reply_failed(req, r, err) && !u->apply(req, u, r))
-        px_args_reply_upstream(req, -EPROTO);
+    if (err < 0 && unlock_in_hand(req, u)) {
+        /* answered; the release is the proxy's now */
+    } else {
+        if (err < 0 && u->hold && u->apply == unlock_apply)
+            px_hold_unlock_unknown(u->hold); /* did it run? the settle finds out */
+        if (!px__lock_reply_failed(req, r, err) && !u->apply(req, u, r))
+            px_args_reply_upstream(req, -EPROTO);
+    }
     req->op = NULL;
     unlockop_free(u);
     px_req_done(req);
@@ -154,11 +187,18 @@ static struct unlockop *unlockop_create(struct px_req *req, const struct px_lock
     return u;
 }
 
-/* Ends the start of u's command, whose script send returned rc. */
+/* Ends the start of u's command, whose script send returned rc. An
+ * UNLOCK that could not be sent is carried out by the proxy, as one whose
+ * reply was lost. */
 static void unlockop_sent(struct unlockop *u, int rc)
 {
     struct px_req *req = u->req;
 
+    if (rc < 0 && unlock_in_hand(req, u)) {
+        unlockop_free(u);
+        px_req_done(req);
+        return;
+    }
     if (px__lock_script_sent(req, rc)) {
         req->op = u;
         return;
@@ -270,6 +310,11 @@ void px_lock_cmd_release(struct px_req *req, const struct px_lock_kind *kind)
     acq.waiting = false;
     rc = h ? px_hold_ready(h) : 0;
     if (rc < 0) {
+        if (unlock_in_hand(req, u)) {
+            u->apply = NULL; /* not sent: the op owes the hold no px_hold_end */
+            unlockop_free(u);
+            return px_req_done(req);
+        }
         px_hold_put(h); /* not sent: the op owes the hold nothing */
         u->hold = NULL;
         return unlockop_sent(u, rc);

@@ -1,0 +1,259 @@
+/* A holder that lost its lock is told (issue 18, found by an outside
+ * fault test), against a real redis-server, on both io backends:
+ * - a re-entry sent right after a lease was lost (the proxy was stopped
+ *   past the lease while another client took and released the name) is
+ *   answered -LOCKLOST, never +OK with a fresh hold, for every lock kind;
+ *   the next LOCK then gets a fresh hold;
+ * - an UNLOCK whose reply does not come (Redis unreachable) while the
+ *   lease is still vouched for is carried out by the proxy: the client is
+ *   answered at once, renewal stops, and the release lands once Redis is
+ *   back, long before the lease would end;
+ * - an UNLOCK sent when the proxy can no longer vouch for the lease (it
+ *   could not renew it in time) answers -LOCKLOST, not "outcome unknown"
+ *   followed by NOTOWNER.
+ * Redis runs with DEBUG enabled (DEBUG SLEEP freezes it on demand). */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "ops_util.h"
+#include "proxy_util.h"
+
+#define LEASE_MS 1500 /* --lock-watchdog-timeout */
+
+static void env_start(struct pu_env *e, const char *backend, const char *const *extra)
+{
+    const char *level = getenv("LP_IT_LOG_LEVEL");
+    const char *args[PU_MAX_ARGS];
+    int i = 0;
+
+    memset(e, 0, sizeof(*e));
+    e->redis.extra[0] = "--enable-debug-command";
+    e->redis.extra[1] = "yes";
+    pu_redis_start(&e->redis);
+    args[i++] = "--log-level";
+    args[i++] = level && level[0] ? level : "debug";
+    for (int j = 0; extra && extra[j] && i < PU_MAX_ARGS - 1; j++)
+        args[i++] = extra[j];
+    args[i] = NULL;
+    ou_env_start(e, backend, args);
+}
+
+static void each_backend(void (*scenario)(struct pu_env *e), const char *const *extra)
+{
+    static const char *const backends[] = {"epoll", "uring"};
+    const char *only = getenv("LP_IT_BACKENDS");
+    struct pu_env e;
+    int ran = 0;
+
+    for (size_t i = 0; i < 2; i++) {
+        if (only && only[0] && !strstr(only, backends[i]))
+            continue;
+        if (i == 1 && !pu_uring_available()) {
+            fprintf(stderr, "SKIP (uring half): io_uring_setup is not permitted here\n");
+            continue;
+        }
+        fprintf(stderr, "-- io backend %s\n", backends[i]);
+        env_start(&e, backends[i], extra);
+        scenario(&e);
+        pu_env_stop(&e);
+        ran++;
+    }
+    if (ran == 0)
+        TEST_SKIP("no selected io backend can run here");
+}
+
+static void second_proxy(struct pu_env *e, struct pu_proxy *p2)
+{
+    memset(p2, 0, sizeof(*p2));
+    snprintf(p2->upstream, sizeof(p2->upstream), "%s", e->proxy.upstream);
+    memcpy(p2->extra, e->proxy.extra, sizeof(p2->extra));
+    pu_proxy_start(p2);
+}
+
+static redisContext *redis_sleep(struct pu_env *e, const char *secs)
+{
+    redisContext *s = pu_redis_client(e);
+
+    pu_send(s, "DEBUG SLEEP %s", secs);
+    pu_sleep_ms(100);
+    return s;
+}
+
+static void expect_lost(redisReply *r, const char *what)
+{
+    char d[256];
+
+    if (!pu_is_err(r, "LOCKLOST"))
+        TEST_FAIL("%s: expected -LOCKLOST, got %s", what, pu_describe(r, d, sizeof(d)));
+    freeReplyObject(r);
+}
+
+/* Runs fmt on c until it is not an UPSTREAM error (the proxy reconnected). */
+static redisReply *retry_cmd(redisContext *c, const char *fmt, const char *name)
+{
+    long long deadline = pu_now_ms() + 15000;
+
+    for (;;) {
+        redisReply *r = pu_cmd(c, fmt, name);
+
+        if (!pu_is_err(r, "UPSTREAM"))
+            return r;
+        freeReplyObject(r);
+        if (pu_now_ms() > deadline)
+            TEST_FAIL("%s: Redis did not come back", name);
+        pu_sleep_ms(50);
+    }
+}
+
+/* ---- 1. re-entry right after a lost lease -------------------------------------- */
+
+struct relock {
+    const char *lock;   /* acquire command, %s the name */
+    const char *unlock; /* its release */
+    const char *name;
+};
+
+static const struct relock relocks[] = {
+    {"LOCK %s", "UNLOCK %s", "rl-plain"},
+    {"LOCK %s FENCED", "UNLOCK %s", "rl-fenced"},
+    {"FAIRLOCK %s", "FAIRUNLOCK %s", "rl-fair"},
+    {"WLOCK %s", "WUNLOCK %s", "rl-write"},
+    {"RLOCK %s", "RUNLOCK %s", "rl-read"},
+    {"LOCK %s OWNER tok-a", "UNLOCK %s OWNER tok-a", "rl-owner"},
+};
+#define NRELOCK (sizeof(relocks) / sizeof(relocks[0]))
+
+/* A's holds through P0 run out while P0 is stopped; B takes and releases
+ * every name through P1; A's re-entries, queued while P0 was stopped, are
+ * the first thing P0 reads when it resumes. */
+static void scenario_relock(struct pu_env *e)
+{
+    struct pu_proxy p1;
+    redisContext *a[NRELOCK], *b;
+    size_t i;
+
+    second_proxy(e, &p1);
+    b = pu_connect(p1.port);
+    for (i = 0; i < NRELOCK; i++) {
+        a[i] = pu_client(e);
+        pu_expect_at(__FILE__, __LINE__, a[i], PU_K_ANY, 0, NULL, relocks[i].lock,
+                     relocks[i].name);
+    }
+    ASSERT_EQ(kill(e->proxy.pid, SIGSTOP), 0);
+    pu_sleep_ms(LEASE_MS + 500); /* every lease ran out in Redis */
+    for (i = 0; i < NRELOCK; i++) {
+        /* B's own acquire, then its release (any OWNER of B's is B's own). */
+        pu_expect_at(__FILE__, __LINE__, b, PU_K_ANY, 0, NULL, relocks[i].lock, relocks[i].name);
+        pu_expect_at(__FILE__, __LINE__, b, PU_K_INT, 1, NULL, relocks[i].unlock,
+                     relocks[i].name);
+        pu_send(a[i], relocks[i].lock, relocks[i].name);
+    }
+    ASSERT_EQ(kill(e->proxy.pid, SIGCONT), 0);
+    for (i = 0; i < NRELOCK; i++) {
+        pu_set_timeout(a[i], 5000);
+        expect_lost(pu_recv(a[i]), relocks[i].lock);
+    }
+    /* Told once: the next acquire is a fresh hold that one release frees. */
+    for (i = 0; i < NRELOCK; i++) {
+        pu_expect_at(__FILE__, __LINE__, a[i], PU_K_ANY, 0, NULL, relocks[i].lock,
+                     relocks[i].name);
+        pu_expect_at(__FILE__, __LINE__, a[i], PU_K_INT, 1, NULL, relocks[i].unlock,
+                     relocks[i].name);
+        pu_expect_at(__FILE__, __LINE__, b, PU_K_ANY, 0, NULL, relocks[i].lock, relocks[i].name);
+        pu_expect_at(__FILE__, __LINE__, b, PU_K_INT, 1, NULL, relocks[i].unlock,
+                     relocks[i].name);
+    }
+    ASSERT_TRUE(pu_info_int(a[0], "leases_lost") >= (long long)NRELOCK);
+    for (i = 0; i < NRELOCK; i++)
+        redisFree(a[i]);
+    redisFree(b);
+    pu_proxy_stop(&p1);
+}
+
+TEST(untold_relock_after_loss)
+{
+    static const char *const extra[] = {"--lock-watchdog-timeout", "1500", NULL};
+
+    each_backend(scenario_relock, extra);
+}
+
+/* ---- 2. an UNLOCK Redis does not answer, lease still vouched for ---------------- */
+
+static void scenario_unlock_in_hand(struct pu_env *e)
+{
+    static const char *const names[] = {"ih-plain", "ih-fair", "ih-write", "ih-read"};
+    static const char *const locks[] = {"LOCK %s", "FAIRLOCK %s", "WLOCK %s", "RLOCK %s"};
+    static const char *const unlocks[] = {"UNLOCK %s", "FAIRUNLOCK %s", "WUNLOCK %s",
+                                          "RUNLOCK %s"};
+    redisContext *rc = pu_redis_client(e), *c = pu_client(e), *s;
+    long long t0;
+    size_t i;
+
+    for (i = 0; i < 4; i++)
+        pu_expect_at(__FILE__, __LINE__, c, PU_K_STATUS, 0, "OK", locks[i], names[i]);
+    s = redis_sleep(e, "1.5");
+    t0 = pu_now_ms();
+    for (i = 0; i < 4; i++)
+        pu_expect_at(__FILE__, __LINE__, c, PU_K_INT, 1, NULL, unlocks[i], names[i]);
+    /* Answered without waiting for Redis. */
+    ASSERT_TRUE(pu_now_ms() - t0 < 1000);
+    redisFree(s);
+    /* The proxy carries the releases out once Redis is back (it slept
+     * 1.5 s of a 6 s lease): nothing is left, long before the lease ends. */
+    PU_EVENTUALLY(pu_dbsize(rc) == 0, 3000);
+    ASSERT_TRUE(pu_now_ms() - t0 < 4000);
+    PU_OK(c, "LOCK %s WAIT 0", names[0]);
+    PU_INT(c, 1, "UNLOCK %s", names[0]);
+    redisFree(c);
+    redisFree(rc);
+}
+
+TEST(untold_unlock_in_hand)
+{
+    static const char *const extra[] = {"--lock-watchdog-timeout", "6000", "--upstream-timeout",
+                                        "300", NULL};
+
+    each_backend(scenario_unlock_in_hand, extra);
+}
+
+/* ---- 3. an UNLOCK past what the proxy can vouch for --------------------------- */
+
+static void scenario_unlock_unvouched(struct pu_env *e)
+{
+    redisContext *rc = pu_redis_client(e), *c = pu_client(e), *s;
+    redisReply *r;
+    char d[256];
+
+    PU_OK(c, "LOCK %s", "uv");
+    s = redis_sleep(e, "3");
+    pu_sleep_ms(LEASE_MS + 200); /* no renewal got through: the lease is over */
+    r = pu_cmd(c, "UNLOCK %s", "uv");
+    expect_lost(r, "UNLOCK past the lease");
+    redisFree(s);
+    /* Once Redis is back the name is free, and the retried UNLOCK is not
+     * answered as if the hold were released in time. */
+    PU_EVENTUALLY(!pu_exists(rc, "uv"), 5000);
+    r = retry_cmd(c, "UNLOCK %s", "uv");
+    if (!pu_is_err(r, "NOTOWNER") && !pu_is_err(r, "LOCKLOST"))
+        TEST_FAIL("retried UNLOCK: expected an error, got %s", pu_describe(r, d, sizeof(d)));
+    freeReplyObject(r);
+    PU_OK(c, "LOCK %s WAIT 0", "uv");
+    PU_INT(c, 1, "UNLOCK %s", "uv");
+    redisFree(c);
+    redisFree(rc);
+}
+
+TEST(untold_unlock_unvouched)
+{
+    static const char *const extra[] = {"--lock-watchdog-timeout", "1500", "--upstream-timeout",
+                                        "300", NULL};
+
+    each_backend(scenario_unlock_unvouched, extra);
+}
+
+TEST_MAIN(TEST_CASE(untold_relock_after_loss), TEST_CASE(untold_unlock_in_hand),
+          TEST_CASE(untold_unlock_unvouched))
