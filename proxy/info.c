@@ -146,12 +146,15 @@ static void info_locks(struct px_server *srv, struct buf *o)
                 "late_grants_refused:%llu\r\nunknown_outcomes:%llu\r\n"
                 "unknown_outcomes_rolled_back:%llu\r\ndisconnect_releases_retried:%llu\r\n"
                 "disconnect_releases_dropped:%llu\r\nrollbacks_retried:%llu\r\n"
-                "rollbacks_dropped:%llu\r\ncleanup_pending:%u\r\n",
+                "rollbacks_dropped:%llu\r\ncleanup_pending:%u\r\nreleases_replayed:%llu\r\n"
+                "ghost_holds_removed:%llu\r\nreleases_replay_dropped:%llu\r\n",
                 (unsigned long long)s->late_grants, (unsigned long long)s->unknown_acqs,
                 (unsigned long long)s->rolled_back, (unsigned long long)j->retried[PX_JOB_RELEASE],
                 (unsigned long long)j->dropped[PX_JOB_RELEASE],
                 (unsigned long long)j->retried[PX_JOB_ROLLBACK],
-                (unsigned long long)j->dropped[PX_JOB_ROLLBACK], j->ndue + j->ninflight);
+                (unsigned long long)j->dropped[PX_JOB_ROLLBACK], j->ndue + j->ninflight,
+                (unsigned long long)srv->replays.sent, (unsigned long long)srv->replays.found,
+                (unsigned long long)srv->replays.dropped);
     buf_appendf(o,
                 "sync_replicas:%u\r\nsync_timeout_ms:%u\r\nsync_writes:%llu\r\n"
                 "sync_writes_unreplicated:%llu\r\nsync_grants_refused:%llu\r\n\r\n",

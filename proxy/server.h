@@ -13,6 +13,7 @@
 #include "common/list.h"
 #include "proxy/locks/jobs.h"
 #include "proxy/locks/locks.h"
+#include "proxy/locks/replay.h"
 #include "proxy/opts.h"
 #include "proxy/request.h"
 #include "proxy/tls.h"
@@ -96,6 +97,7 @@ struct px_server {
     struct list verify_retry;        /* struct px_hold: checks after a topology change to retry */
     struct sched_timer verify_timer; /* moves verify_retry to renew_due */
     struct px_jobs jobs;             /* upstream jobs retried until Redis answers (locks/jobs.c) */
+    struct px_replays replays;       /* releases re-applied after a failover (locks/replay.c) */
     uint64_t start_ms;               /* monotonic start time */
     unsigned ready; /* ready.c: 0 starting, 1 waiting for the upstream, 2 "ready" announced */
     struct sched_timer sdwd;       /* ready.c: WATCHDOG=1 to systemd every sdwd_ms */

@@ -57,6 +57,7 @@
 #include "common/util.h"
 #include "pool/pool.h"
 #include "proxy/client.h"
+#include "proxy/locks/replay.h"
 #include "proxy/locks/scripts.h"
 #include "proxy/locks/wait.h"
 #include "proxy/metrics.h"
@@ -363,6 +364,8 @@ void px_hold_unlocked_one(struct px_hold *h, uint64_t sent_ms)
 
 void px_hold_released(struct px_hold *h)
 {
+    if (h->state == PX_HOLD_HELD)
+        px_replay_note(h->srv, h);
     hold_unhold(h);
     hold_maybe_free(h);
 }
@@ -587,6 +590,8 @@ static void settle_done(struct px_job *j, const redisReply *r)
                 (int)LP_MIN(h->nlen, 200u), h->key, r->type == REDIS_REPLY_ERROR ? (int)r->len : 9,
                 r->type == REDIS_REPLY_ERROR ? r->str : "bad reply");
     if (h->state == PX_HOLD_RELEASING && keep == 0) {
+        if (r->type == REDIS_REPLY_INTEGER)
+            px_replay_note(h->srv, h);
         h->state = PX_HOLD_DEAD;
         hold_remove(h);
     } else if (h->settle_again || h->state == PX_HOLD_RELEASING) {

@@ -5,6 +5,7 @@
 #include "proxy/client.h"
 #include "proxy/locks/hold.h"
 #include "proxy/locks/jobs.h"
+#include "proxy/locks/replay.h"
 #include "proxy/locks/wait.h"
 #include "proxy/locks/waitset.h"
 
@@ -36,6 +37,7 @@ int px_locks_init(struct px_server *srv)
     if (rc < 0)
         return rc;
     px_jobs_init(srv);
+    px_replay_init(srv);
     rc = px_hold_init(srv);
     if (rc < 0)
         px_waitset_deinit(srv);
@@ -45,6 +47,7 @@ int px_locks_init(struct px_server *srv)
 void px_locks_deinit(struct px_server *srv)
 {
     px_jobs_deinit(srv); /* what still waits for Redis is given up (logged) */
+    px_replay_deinit(srv);
     px_hold_deinit(srv);
     px_waitset_deinit(srv);
 }

@@ -249,6 +249,8 @@ static int multi_send(struct px_wait_op *w)
     return multi_send_group(op);
 }
 
+static bool multi_lost_before(struct multiop *op);
+
 static enum px_wait_res multi_reply(struct px_wait_op *w, const redisReply *r, uint64_t *repoll)
 {
     struct multiop *op = multiop_of(w);
@@ -271,7 +273,37 @@ static enum px_wait_res multi_reply(struct px_wait_op *w, const redisReply *r, u
             return PX_WAIT_FINISHED;
         }
     }
+    if (multi_lost_before(op)) {
+        multi_rollback(op, op->n); /* every name back to what its holder was told */
+        return PX_WAIT_FINISHED;
+    }
     return PX_WAIT_GRANTED;
+}
+
+/* A grant where some name's earlier hold, which this re-entry was to add
+ * to, is gone (hold.h, px_hold_lost_before): those holds are told lost,
+ * the client is answered LOCKLOST naming the first, and the caller gives
+ * every name back. */
+static bool multi_lost_before(struct multiop *op)
+{
+    const struct multi_name *first = NULL;
+    unsigned i;
+
+    for (i = 0; i < op->n; i++) {
+        struct multi_name *m = &op->names[i];
+
+        if (!px_hold_lost_before(m->hold, (uint64_t)m->count))
+            continue;
+        px_hold_report_lost(m->hold, false, 0);
+        if (!first)
+            first = m;
+    }
+    if (first)
+        px_reply_error(px_req_out(op->wait.req),
+                       "LOCKLOST the hold of '%.*s' this owner had was lost (expired or taken) "
+                       "before this request; nothing is held now (acquire again for a fresh hold)",
+                       (int)LP_MIN(first->nlen, 200u), first->name);
+    return first != NULL;
 }
 
 static void multi_granted(struct px_wait_op *w)

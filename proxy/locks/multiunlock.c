@@ -99,6 +99,36 @@ static void unlock_apply(struct multiunlock *u, struct multi_name *m, long long 
 
 static int unlock_send_group(struct multiunlock *u);
 
+/* The group [from, to) got no answer from Redis (its reply was lost, or it
+ * could not be sent): as for UNLOCK, the proxy carries out the release of
+ * each name it holds for the caller (hold.h, px_hold_unlock_failed), and
+ * each name's result is what that release will be. False when some name
+ * has no hold the proxy vouched for: the outcome is unknown, settled later. */
+static bool group_in_hand(struct multiunlock *u, unsigned from, unsigned to)
+{
+    unsigned i;
+
+    for (i = from; i < to; i++) {
+        if (!u->names[i].hold || !px_hold_is_held(u->names[i].hold))
+            return false;
+    }
+    for (i = from; i < to; i++) {
+        switch (px_hold_unlock_failed(u->names[i].hold, u->sent_ms)) {
+        case PX_UNLOCK_KEPT:
+            u->names[i].result = 0;
+            break;
+        case PX_UNLOCK_RELEASED:
+            u->names[i].result = 1;
+            break;
+        case PX_UNLOCK_UNVOUCHED:
+        case PX_UNLOCK_NOT_HELD:
+            u->names[i].result = -2;
+            break;
+        }
+    }
+    return true;
+}
+
 static void unlock_finish(struct multiunlock *u)
 {
     struct px_req *req = u->req;
@@ -116,13 +146,19 @@ static void unlock_next(struct multiunlock *u, unsigned to)
 {
     int rc;
 
-    if (to == u->n || u->err < 0)
-        return unlock_finish(u);
-    u->group = to;
-    rc = unlock_send_group(u);
-    if (rc < 0) {
-        u->err = rc;
-        unlock_finish(u);
+    for (;;) {
+        if (to == u->n || u->err < 0)
+            return unlock_finish(u);
+        u->group = to;
+        u->sent_ms = sched_loop_now_ms(u->req->cl->srv->loop);
+        rc = unlock_send_group(u);
+        if (rc == 0)
+            return;
+        if (!group_in_hand(u, to, px__multi_group_end(u->names, u->n, to))) {
+            u->err = rc;
+            return unlock_finish(u);
+        }
+        to = px__multi_group_end(u->names, u->n, to);
     }
 }
 
@@ -131,6 +167,8 @@ static void unlock_on_group(void *arg, const redisReply *r, int err)
     struct multiunlock *u = arg;
     unsigned from = u->group, to = px__multi_group_end(u->names, u->n, from), i;
 
+    if (err < 0 && group_in_hand(u, from, to))
+        err = 0; /* each name's result is set */
     for (i = from; i < to; i++) {
         if (!u->names[i].hold)
             continue;
@@ -139,6 +177,8 @@ static void unlock_on_group(void *arg, const redisReply *r, int err)
     }
     if (err < 0) {
         u->err = err;
+    } else if (!r) {
+        /* carried out by the proxy */
     } else if (r->type == REDIS_REPLY_ERROR) {
         px_args_reply_redis_error(u->req, r);
         u->err = 1; /* replied */
@@ -170,12 +210,15 @@ static void unlock_on_group(void *arg, const redisReply *r, int err)
 static void unlock_on_defer(struct sched_timer *t)
 {
     struct multiunlock *u = LP_CONTAINER_OF(t, struct multiunlock, defer);
+    unsigned to = px__multi_group_end(u->names, u->n, u->group);
     int rc = unlock_send_group(u);
 
-    if (rc < 0) {
-        u->err = rc;
-        unlock_finish(u);
-    }
+    if (rc == 0)
+        return;
+    if (group_in_hand(u, u->group, to))
+        return unlock_next(u, to);
+    u->err = rc;
+    unlock_finish(u);
 }
 
 /* Sends the group at u->group (names, channels; owner, leases), or defers
@@ -241,7 +284,6 @@ void px__multi_cmd_unlock(struct px_req *req)
     struct px_server *srv = req->cl->srv;
     unsigned n = (unsigned)req->argc - 1, i;
     struct multiunlock *u;
-    int rc;
 
     if (px__multi_check_count(req, n) < 0)
         return px_req_done(req);
@@ -263,14 +305,9 @@ void px__multi_cmd_unlock(struct px_req *req)
 
         m->hold = px_hold_use(srv, &px_hold_plain, m->name, m->nlen, u->owner, u->olen, false);
     }
-    rc = unlock_send_group(u);
-    if (rc < 0) {
-        px_args_reply_upstream(req, rc);
-        unlock_free(u);
-        return px_req_done(req);
-    }
     px_client_get(req->cl);
     req->op = u;
+    unlock_next(u, 0); /* sends the first group, or answers */
 }
 
 /* Both are barriers: the connection's later requests (an UNLOCK of one of

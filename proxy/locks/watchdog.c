@@ -37,6 +37,7 @@
 #include "common/util.h"
 #include "pool/pool.h"
 #include "proxy/locks/hold.h"
+#include "proxy/locks/replay.h"
 #include "proxy/locks/scripts.h"
 #include "proxy/locks/semaphore.h"
 #include "proxy/locks/shape.h"
@@ -350,6 +351,7 @@ void px_locks_on_topology(void *arg, const struct pool_topology_event *ev)
         return; /* the first map: nothing was held before it */
     srv->stats.topology_changes++;
     px_watchdog_topology(srv, ev);
+    px_replay_topology(srv, ev);
     px_sem_on_topology(srv, ev);
 }
 

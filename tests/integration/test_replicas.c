@@ -575,8 +575,75 @@ TEST(replicas_failover_lost_release)
     rsentinel_cleanup(&s);
 }
 
+/* A release the old master applied but never replicated (issue 22): the
+ * replicas stop right before the UNLOCKs and the master dies right after
+ * them, so the promoted replica still has every hold, with most of its
+ * lease left and nobody renewing it. The proxy re-applies the releases it
+ * made recently on the new master once it switches: the names are free
+ * within moments, not at lease end, and everyone can take them. */
+TEST(replicas_failover_ghost_release)
+{
+    static const char *const flags[] = {"--lock-watchdog-timeout", "30000", NULL};
+    static const char *const locks[] = {"LOCK gh:%d", "FAIRLOCK gh:f%d", "WLOCK gh:w%d",
+                                        "RLOCK gh:r%d", "LOCK gh:t%d OWNER t1"};
+    static const char *const unlocks[] = {"UNLOCK gh:%d", "FAIRUNLOCK gh:f%d", "WUNLOCK gh:w%d",
+                                          "RUNLOCK gh:r%d", "UNLOCK gh:t%d OWNER t1"};
+    enum { NK = 5, NN = 4 };
+    struct rsentinel s;
+    struct pu_proxy p;
+    redisContext *c, *o;
+    long long t_switch;
+    int m, nm, i, k;
+
+    sentinel_proxy(&s, &p, flags);
+    m = rsentinel_wait_master(&s, -1);
+    c = pu_connect(p.port);
+    o = pu_connect(p.port);
+    for (k = 0; k < NK; k++)
+        for (i = 0; i < NN; i++)
+            pu_expect_at(__FILE__, __LINE__, c, PU_K_STATUS, 0, "OK", locks[k], i);
+    ASSERT_EQ(rsentinel_int(&s, m, "WAIT 2 2000"), 2);
+    for (i = 0; i < RSENT_NODES; i++)
+        if (i != m)
+            rsentinel_signal_node(&s, i, SIGSTOP);
+    /* The replication links close while the replicas are stopped: what the
+     * master writes from now on never reaches them. */
+    ASSERT_TRUE(rsentinel_int(&s, m, "CLIENT KILL TYPE replica") == 2);
+    for (k = 0; k < NK; k++)
+        for (i = 0; i < NN; i++)
+            pu_expect_at(__FILE__, __LINE__, c, PU_K_INT, 1, NULL, unlocks[k], i);
+    rsentinel_kill_node(&s, m);
+    for (i = 0; i < RSENT_NODES; i++)
+        if (i != m)
+            rsentinel_signal_node(&s, i, SIGCONT);
+    nm = rsentinel_wait_master(&s, m);
+    t_switch = pu_now_ms();
+    /* The promoted replica had the holds (the ghosts); the proxy clears
+     * them once it follows the switch, long before the 30 s lease. */
+    PU_EVENTUALLY(rsentinel_int(&s, nm, "DBSIZE") == 0, 10000);
+    ASSERT_TRUE(pu_now_ms() - t_switch < 10000);
+    for (i = 0; i < NN; i++) {
+        redisReply *r;
+
+        for (;;) { /* the proxy may still be switching: UPSTREAM meanwhile */
+            r = pu_cmd(o, "LOCK gh:%d WAIT 0", i);
+            if (!pu_is_err(r, "UPSTREAM"))
+                break;
+            freeReplyObject(r);
+            pu_sleep_ms(100);
+        }
+        PU_CHECK(r, PU_K_STATUS, 0, "OK");
+        freeReplyObject(r);
+    }
+    ASSERT_TRUE(pu_info_int(o, "ghost_holds_removed") >= NK * NN);
+    redisFree(c);
+    redisFree(o);
+    pu_proxy_stop(&p);
+    rsentinel_cleanup(&s);
+}
+
 TEST_MAIN(TEST_CASE(replicas_sync_grants), TEST_CASE(replicas_sync_stopped_epoll),
           TEST_CASE(replicas_sync_stopped_uring), TEST_CASE(replicas_sync_killed),
           TEST_CASE(replicas_sync_sentinel), TEST_CASE(replicas_sync_cluster),
           TEST_CASE(replicas_failover_lost_hold), TEST_CASE(replicas_failover_lost_permit),
-          TEST_CASE(replicas_failover_lost_release))
+          TEST_CASE(replicas_failover_lost_release), TEST_CASE(replicas_failover_ghost_release))

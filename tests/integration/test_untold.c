@@ -124,6 +124,7 @@ static const struct relock relocks[] = {
     {"WLOCK %s", "WUNLOCK %s", "rl-write"},
     {"RLOCK %s", "RUNLOCK %s", "rl-read"},
     {"LOCK %s OWNER tok-a", "UNLOCK %s OWNER tok-a", "rl-owner"},
+    {"MULTILOCK %s rl-multi-2", "MULTIUNLOCK %s rl-multi-2", "rl-multi-1"},
 };
 #define NRELOCK (sizeof(relocks) / sizeof(relocks[0]))
 
@@ -185,19 +186,23 @@ TEST(untold_relock_after_loss)
 
 static void scenario_unlock_in_hand(struct pu_env *e)
 {
-    static const char *const names[] = {"ih-plain", "ih-fair", "ih-write", "ih-read"};
-    static const char *const locks[] = {"LOCK %s", "FAIRLOCK %s", "WLOCK %s", "RLOCK %s"};
+    static const char *const names[] = {"ih-plain", "ih-fair", "ih-write", "ih-read", "ih-m1"};
+    static const char *const locks[] = {"LOCK %s", "FAIRLOCK %s", "WLOCK %s", "RLOCK %s",
+                                        "MULTILOCK %s ih-m2"};
     static const char *const unlocks[] = {"UNLOCK %s", "FAIRUNLOCK %s", "WUNLOCK %s",
-                                          "RUNLOCK %s"};
+                                          "RUNLOCK %s", "MULTIUNLOCK %s ih-m2"};
+    enum { N = 5 };
     redisContext *rc = pu_redis_client(e), *c = pu_client(e), *s;
     long long t0;
     size_t i;
 
-    for (i = 0; i < 4; i++)
+    for (i = 0; i < N; i++)
         pu_expect_at(__FILE__, __LINE__, c, PU_K_STATUS, 0, "OK", locks[i], names[i]);
+    PU_OK(c, "LOCK %s", names[0]); /* re-entered: its first UNLOCK keeps it */
     s = redis_sleep(e, "1.5");
     t0 = pu_now_ms();
-    for (i = 0; i < 4; i++)
+    PU_INT(c, 0, "UNLOCK %s", names[0]);
+    for (i = 0; i < N; i++)
         pu_expect_at(__FILE__, __LINE__, c, PU_K_INT, 1, NULL, unlocks[i], names[i]);
     /* Answered without waiting for Redis. */
     ASSERT_TRUE(pu_now_ms() - t0 < 1000);
