@@ -374,7 +374,7 @@ int rcluster_other_master(const struct rcluster *c, int not_idx)
 
 int rcluster_replica_of(const struct rcluster *c, int m)
 {
-    int i, port;
+    int i, port = 0;
     bool up;
 
     for (i = 0; i < RCLUSTER_NODES; i++) {

@@ -21,10 +21,12 @@ struct limits {
     bool close_over_limit;
 };
 
-static const struct limits dflt = {8, 1024, false};
-static const struct limits small = {3, 64, false};
-static const struct limits preauth = {3, 64, true};
-static const struct limits tiny = {8, 8, false};
+/* Initializers, not const objects: C wants constants in the static tables
+ * (gcc takes a const object there, clang does not). */
+#define LIM_DFLT    {8, 1024, false}
+#define LIM_SMALL   {3, 64, false}
+#define LIM_PREAUTH {3, 64, true}
+#define LIM_TINY    {8, 8, false}
 
 struct pcase {
     const char *in; /* input */
@@ -160,19 +162,19 @@ static void check_table(const struct pcase *cases, size_t n)
 TEST(multibulk)
 {
     static const struct pcase cases[] = {
-        {"*2\r\n$4\r\nLOCK\r\n$3\r\nabc\r\n", 0, dflt, "[LOCK|abc]"},
-        {PING "*2\r\n$4\r\nECHO\r\n$2\r\nhi\r\n" PING, 0, dflt, "[PING][ECHO|hi][PING]"},
-        {"*1\r\n$0\r\n\r\n", 0, dflt, "[]"},
-        {"*3\r\n$3\r\na\0\r\r\n$2\r\n\r\n\r\n$1\r\n|\r\n", 28, dflt,
+        {"*2\r\n$4\r\nLOCK\r\n$3\r\nabc\r\n", 0, LIM_DFLT, "[LOCK|abc]"},
+        {PING "*2\r\n$4\r\nECHO\r\n$2\r\nhi\r\n" PING, 0, LIM_DFLT, "[PING][ECHO|hi][PING]"},
+        {"*1\r\n$0\r\n\r\n", 0, LIM_DFLT, "[]"},
+        {"*3\r\n$3\r\na\0\r\r\n$2\r\n\r\n\r\n$1\r\n|\r\n", 28, LIM_DFLT,
          "[a\\x00\\x0d|\\x0d\\x0a|\\x7c]"},
         /* Redis ignores empty and negative multibulks */
-        {"*0\r\n*-1\r\n*-5\r\n" PING, 0, dflt, "[PING]"},
+        {"*0\r\n*-1\r\n*-5\r\n" PING, 0, LIM_DFLT, "[PING]"},
         /* partial requests */
-        {"*2\r\n$4\r\nLO", 0, dflt, "..."},
-        {PING "*1", 0, dflt, "[PING]..."},
-        {"*1\r\n$4\r\nPING\r", 0, dflt, "..."},
+        {"*2\r\n$4\r\nLO", 0, LIM_DFLT, "..."},
+        {PING "*1", 0, LIM_DFLT, "[PING]..."},
+        {"*1\r\n$4\r\nPING\r", 0, LIM_DFLT, "..."},
         /* a number may be 20 chars long (string2ll) */
-        {"*-1000000000000000000\r\n" PING, 0, dflt, "[PING]"},
+        {"*-1000000000000000000\r\n" PING, 0, LIM_DFLT, "[PING]"},
     };
 
     check_table(cases, LP_ARRAY_SIZE(cases));
@@ -181,39 +183,39 @@ TEST(multibulk)
 TEST(multibulk_errors)
 {
     static const struct pcase cases[] = {
-        {"*x\r\n", 0, dflt, "!invalid multibulk length"},
-        {"*\r\n", 0, dflt, "!invalid multibulk length"},
-        {"*-\r\n", 0, dflt, "!invalid multibulk length"},
-        {"*-0\r\n", 0, dflt, "!invalid multibulk length"},
-        {"*01\r\n", 0, dflt, "!invalid multibulk length"},
-        {"*+1\r\n", 0, dflt, "!invalid multibulk length"},
-        {"* 1\r\n", 0, dflt, "!invalid multibulk length"},
-        {"*1\rX", 0, dflt, "!invalid multibulk length"},
-        {"*1\n\r\n", 0, dflt, "!invalid multibulk length"},
-        {"*2147483648\r\n", 0, dflt, "!invalid multibulk length"},
-        {"*99999999999\r\n", 0, dflt, "!invalid multibulk length"},
-        {"*99999999999999999999999\r\n", 0, dflt, "!invalid multibulk length"},
-        {"*-10000000000000000000\r\n", 0, dflt, "!invalid multibulk length"},
-        {"*00000000000000000001\r\n", 0, dflt, "!invalid multibulk length"},
-        {"*1\r\n:5\r\n", 0, dflt, "!expected '$', got ':'"},
-        {"*1\r\n*1\r\n", 0, dflt, "!expected '$', got '*'"},
-        {"*1\r\n\r\n", 0, dflt, "!expected '$', got '\\x0d'"},
-        {"*1\r\n$-1\r\n", 0, dflt, "!invalid bulk length"},
-        {"*1\r\n$x\r\n", 0, dflt, "!invalid bulk length"},
-        {"*1\r\n$\r\n", 0, dflt, "!invalid bulk length"},
-        {"*1\r\n$01\r\n", 0, dflt, "!invalid bulk length"},
-        {"*1\r\n$536870913\r\n", 0, dflt, "!invalid bulk length"},
-        {"*1\r\n$1\r\nab\r\n", 0, dflt, "!invalid bulk length"},
-        {"*1\r\n$1\r\na\n\n", 0, dflt, "!invalid bulk length"},
-        {PING "*x\r\n", 0, dflt, "[PING]!invalid multibulk length"},
+        {"*x\r\n", 0, LIM_DFLT, "!invalid multibulk length"},
+        {"*\r\n", 0, LIM_DFLT, "!invalid multibulk length"},
+        {"*-\r\n", 0, LIM_DFLT, "!invalid multibulk length"},
+        {"*-0\r\n", 0, LIM_DFLT, "!invalid multibulk length"},
+        {"*01\r\n", 0, LIM_DFLT, "!invalid multibulk length"},
+        {"*+1\r\n", 0, LIM_DFLT, "!invalid multibulk length"},
+        {"* 1\r\n", 0, LIM_DFLT, "!invalid multibulk length"},
+        {"*1\rX", 0, LIM_DFLT, "!invalid multibulk length"},
+        {"*1\n\r\n", 0, LIM_DFLT, "!invalid multibulk length"},
+        {"*2147483648\r\n", 0, LIM_DFLT, "!invalid multibulk length"},
+        {"*99999999999\r\n", 0, LIM_DFLT, "!invalid multibulk length"},
+        {"*99999999999999999999999\r\n", 0, LIM_DFLT, "!invalid multibulk length"},
+        {"*-10000000000000000000\r\n", 0, LIM_DFLT, "!invalid multibulk length"},
+        {"*00000000000000000001\r\n", 0, LIM_DFLT, "!invalid multibulk length"},
+        {"*1\r\n:5\r\n", 0, LIM_DFLT, "!expected '$', got ':'"},
+        {"*1\r\n*1\r\n", 0, LIM_DFLT, "!expected '$', got '*'"},
+        {"*1\r\n\r\n", 0, LIM_DFLT, "!expected '$', got '\\x0d'"},
+        {"*1\r\n$-1\r\n", 0, LIM_DFLT, "!invalid bulk length"},
+        {"*1\r\n$x\r\n", 0, LIM_DFLT, "!invalid bulk length"},
+        {"*1\r\n$\r\n", 0, LIM_DFLT, "!invalid bulk length"},
+        {"*1\r\n$01\r\n", 0, LIM_DFLT, "!invalid bulk length"},
+        {"*1\r\n$536870913\r\n", 0, LIM_DFLT, "!invalid bulk length"},
+        {"*1\r\n$1\r\nab\r\n", 0, LIM_DFLT, "!invalid bulk length"},
+        {"*1\r\n$1\r\na\n\n", 0, LIM_DFLT, "!invalid bulk length"},
+        {PING "*x\r\n", 0, LIM_DFLT, "[PING]!invalid multibulk length"},
         /* a header line over max_bytes, whatever it holds, however it arrives
          * (found by fuzz_request: whole, it was judged by its value) */
-        {"*2147483648\r\n", 0, tiny, "!too big mbulk count string"},
-        {"*1\r\n$100000000\r\n", 0, tiny, "!too big bulk count string"},
-        {"*1234567\r\n", 0, tiny, "..."},
-        {"*" X40 "111111111111111111111111", 0, small, "!too big mbulk count string"},
-        {"*1\r\n$" X40 "xxxxxxxxxxxxxxxxxxxxxxxx", 0, small, "!too big bulk count string"},
-        {"*" X40 "11111111111111111111111\r\n", 0, small, "!invalid multibulk length"},
+        {"*2147483648\r\n", 0, LIM_TINY, "!too big mbulk count string"},
+        {"*1\r\n$100000000\r\n", 0, LIM_TINY, "!too big bulk count string"},
+        {"*1234567\r\n", 0, LIM_TINY, "..."},
+        {"*" X40 "111111111111111111111111", 0, LIM_SMALL, "!too big mbulk count string"},
+        {"*1\r\n$" X40 "xxxxxxxxxxxxxxxxxxxxxxxx", 0, LIM_SMALL, "!too big bulk count string"},
+        {"*" X40 "11111111111111111111111\r\n", 0, LIM_SMALL, "!invalid multibulk length"},
     };
 
     check_table(cases, LP_ARRAY_SIZE(cases));
@@ -224,30 +226,30 @@ TEST(multibulk_errors)
 TEST(limits)
 {
     static const struct pcase cases[] = {
-        {"*4\r\n$1\r\na\r\n$1\r\nb\r\n$1\r\nc\r\n$1\r\nd\r\n" PING, 0, small, OVER_ARGS "[PING]"},
-        {"*3\r\n$1\r\na\r\n$1\r\nb\r\n$1\r\nc\r\n", 0, small, "[a|b|c]"},
-        {"*1000000\r\n$1\r\na\r\n", 0, small, "..."},
-        {"*2147483647\r\n", 0, small, "..."},
-        {"*2\r\n$4\r\nECHO\r\n$100\r\n" X40 X40 "xxxxxxxxxxxxxxxxxxxx\r\n" PING, 0, small,
+        {"*4\r\n$1\r\na\r\n$1\r\nb\r\n$1\r\nc\r\n$1\r\nd\r\n" PING, 0, LIM_SMALL, OVER_ARGS "[PING]"},
+        {"*3\r\n$1\r\na\r\n$1\r\nb\r\n$1\r\nc\r\n", 0, LIM_SMALL, "[a|b|c]"},
+        {"*1000000\r\n$1\r\na\r\n", 0, LIM_SMALL, "..."},
+        {"*2147483647\r\n", 0, LIM_SMALL, "..."},
+        {"*2\r\n$4\r\nECHO\r\n$100\r\n" X40 X40 "xxxxxxxxxxxxxxxxxxxx\r\n" PING, 0, LIM_SMALL,
          OVER_BYTES "[PING]"},
         /* 64 bytes exactly, then 65 */
-        {"*2\r\n$4\r\nECHO\r\n$43\r\n" X40 "xxx\r\n", 0, small, "[ECHO|" X40 "xxx]"},
-        {"*2\r\n$4\r\nECHO\r\n$44\r\n" X40 "xxxx\r\n" PING, 0, small, OVER_BYTES "[PING]"},
+        {"*2\r\n$4\r\nECHO\r\n$43\r\n" X40 "xxx\r\n", 0, LIM_SMALL, "[ECHO|" X40 "xxx]"},
+        {"*2\r\n$4\r\nECHO\r\n$44\r\n" X40 "xxxx\r\n" PING, 0, LIM_SMALL, OVER_BYTES "[PING]"},
         /* the total counts, not only one argument */
         {"*3\r\n$20\r\nxxxxxxxxxxxxxxxxxxxx\r\n$20\r\nxxxxxxxxxxxxxxxxxxxx\r\n$1\r\na\r\n" PING, 0,
-         small, OVER_BYTES "[PING]"},
+         LIM_SMALL, OVER_BYTES "[PING]"},
         /* a declared length over the limit: skipped from its header, never buffered */
-        {"*2\r\n$4\r\nECHO\r\n$536870912\r\n", 0, small, "..."},
+        {"*2\r\n$4\r\nECHO\r\n$536870912\r\n", 0, LIM_SMALL, "..."},
         /* bad framing inside a skipped request still fails */
-        {"*4\r\n$1\r\na\r\n:1\r\n", 0, small, "!expected '$', got ':'"},
-        {"*2\r\n$4\r\nECHO\r\n$100\r\n" X40 X40 "xxxxxxxxxxxxxxxxxxxxxx\r\n", 0, small,
+        {"*4\r\n$1\r\na\r\n:1\r\n", 0, LIM_SMALL, "!expected '$', got ':'"},
+        {"*2\r\n$4\r\nECHO\r\n$100\r\n" X40 X40 "xxxxxxxxxxxxxxxxxxxxxx\r\n", 0, LIM_SMALL,
          "!invalid bulk length"},
-        {"*4\r\n$1\r\na\r\n$1\r\nb\r\n$1\r\nc\r\n$1\r\nd\r\n", 0, preauth,
+        {"*4\r\n$1\r\na\r\n$1\r\nb\r\n$1\r\nc\r\n$1\r\nd\r\n", 0, LIM_PREAUTH,
          "!unauthenticated multibulk length"},
-        {"*2\r\n$4\r\nAUTH\r\n$100\r\n", 0, preauth, "!unauthenticated bulk length"},
-        {"*1\r\n$4\r\nAUTH\r\n", 0, preauth, "[AUTH]"},
-        {"a b c d\r\n" PING, 0, small, OVER_ARGS "[PING]"},
-        {"a b c d\r\n", 0, preauth, "!unauthenticated multibulk length"},
+        {"*2\r\n$4\r\nAUTH\r\n$100\r\n", 0, LIM_PREAUTH, "!unauthenticated bulk length"},
+        {"*1\r\n$4\r\nAUTH\r\n", 0, LIM_PREAUTH, "[AUTH]"},
+        {"a b c d\r\n" PING, 0, LIM_SMALL, OVER_ARGS "[PING]"},
+        {"a b c d\r\n", 0, LIM_PREAUTH, "!unauthenticated multibulk length"},
     };
 
     check_table(cases, LP_ARRAY_SIZE(cases));
@@ -256,41 +258,41 @@ TEST(limits)
 TEST(inline_commands)
 {
     static const struct pcase cases[] = {
-        {"PING\r\n", 0, dflt, "[PING]"},
-        {"PING\n", 0, dflt, "[PING]"},
-        {"  LOCK \t a  \r\n", 0, dflt, "[LOCK|a]"},
-        {"\r\n\n  \r\n" PING, 0, dflt, "[PING]"},
-        {"ECHO \"a b\"\r\nECHO 'c d'\n", 0, dflt, "[ECHO|a b][ECHO|c d]"},
-        {"ECHO \"\\x41\\x4a\\n\\r\\t\\b\\a\\\\\\\"\\q\"\n", 0, dflt,
+        {"PING\r\n", 0, LIM_DFLT, "[PING]"},
+        {"PING\n", 0, LIM_DFLT, "[PING]"},
+        {"  LOCK \t a  \r\n", 0, LIM_DFLT, "[LOCK|a]"},
+        {"\r\n\n  \r\n" PING, 0, LIM_DFLT, "[PING]"},
+        {"ECHO \"a b\"\r\nECHO 'c d'\n", 0, LIM_DFLT, "[ECHO|a b][ECHO|c d]"},
+        {"ECHO \"\\x41\\x4a\\n\\r\\t\\b\\a\\\\\\\"\\q\"\n", 0, LIM_DFLT,
          "[ECHO|AJ\\x0a\\x0d\\x09\\x08\\x07\\x5c\"q]"},
-        {"ECHO \"\\xZZ\\x4\"\n", 0, dflt, "[ECHO|xZZx4]"},
-        {"ECHO 'it\\'s \\n'\n", 0, dflt, "[ECHO|it's \\x5cn]"},
-        {"ECHO a\"b c\"d\n", 0, dflt, "!unbalanced quotes in request"},
-        {"ECHO a\"b c\"\n", 0, dflt, "[ECHO|ab c]"},
-        {"ECHO \"\" ''\n", 0, dflt, "[ECHO||]"},
-        {"ECHO \"abc\n", 0, dflt, "!unbalanced quotes in request"},
-        {"ECHO 'abc\n", 0, dflt, "!unbalanced quotes in request"},
-        {"ECHO \"a\"b\n", 0, dflt, "!unbalanced quotes in request"},
-        {"ECHO 'a'b\n", 0, dflt, "!unbalanced quotes in request"},
-        {"ECHO \"a\\\"\n", 0, dflt, "!unbalanced quotes in request"},
-        {"ECHO \"a\"\tb\n", 0, dflt, "[ECHO|a|b]"},
+        {"ECHO \"\\xZZ\\x4\"\n", 0, LIM_DFLT, "[ECHO|xZZx4]"},
+        {"ECHO 'it\\'s \\n'\n", 0, LIM_DFLT, "[ECHO|it's \\x5cn]"},
+        {"ECHO a\"b c\"d\n", 0, LIM_DFLT, "!unbalanced quotes in request"},
+        {"ECHO a\"b c\"\n", 0, LIM_DFLT, "[ECHO|ab c]"},
+        {"ECHO \"\" ''\n", 0, LIM_DFLT, "[ECHO||]"},
+        {"ECHO \"abc\n", 0, LIM_DFLT, "!unbalanced quotes in request"},
+        {"ECHO 'abc\n", 0, LIM_DFLT, "!unbalanced quotes in request"},
+        {"ECHO \"a\"b\n", 0, LIM_DFLT, "!unbalanced quotes in request"},
+        {"ECHO 'a'b\n", 0, LIM_DFLT, "!unbalanced quotes in request"},
+        {"ECHO \"a\\\"\n", 0, LIM_DFLT, "!unbalanced quotes in request"},
+        {"ECHO \"a\"\tb\n", 0, LIM_DFLT, "[ECHO|a|b]"},
         /* a NUL ends the line, as in Redis */
-        {"ECHO a\0b c\nPING\n", 16, dflt, "[ECHO|a][PING]"},
+        {"ECHO a\0b c\nPING\n", 16, LIM_DFLT, "[ECHO|a][PING]"},
         /* \v and \f separate at the start of an argument only */
-        {"ECHO\va\fb\n", 0, dflt, "[ECHO\\x0ba\\x0cb]"},
-        {"\vECHO a\n", 0, dflt, "[ECHO|a]"},
-        {"PING", 0, dflt, "..."},
-        {"PING\r", 0, dflt, "..."},
+        {"ECHO\va\fb\n", 0, LIM_DFLT, "[ECHO\\x0ba\\x0cb]"},
+        {"\vECHO a\n", 0, LIM_DFLT, "[ECHO|a]"},
+        {"PING", 0, LIM_DFLT, "..."},
+        {"PING\r", 0, LIM_DFLT, "..."},
         {"PING\n*1\r\n$4\r\nECHO\r\n"
          "ECHO x\n",
-         0, dflt, "[PING][ECHO][ECHO|x]"},
+         0, LIM_DFLT, "[PING][ECHO][ECHO|x]"},
         /* line length: 64 bytes (the line end not counted), then 65 */
-        {X40 "xxxxxxxxxxxxxxxxxxxxxxxx\r\n", 0, small, "[" X40 "xxxxxxxxxxxxxxxxxxxxxxxx]"},
-        {X40 "xxxxxxxxxxxxxxxxxxxxxxxx", 0, small, "..."},
-        {X40 "xxxxxxxxxxxxxxxxxxxxxxxx\r", 0, small, "..."},
-        {X40 "xxxxxxxxxxxxxxxxxxxxxxxxx\n", 0, small, "!too big inline request"},
-        {X40 "xxxxxxxxxxxxxxxxxxxxxxxxx", 0, small, "!too big inline request"},
-        {X40 "xxxxxxxxxxxxxxxxxxxxxxxx\r\r\n", 0, small, "!too big inline request"},
+        {X40 "xxxxxxxxxxxxxxxxxxxxxxxx\r\n", 0, LIM_SMALL, "[" X40 "xxxxxxxxxxxxxxxxxxxxxxxx]"},
+        {X40 "xxxxxxxxxxxxxxxxxxxxxxxx", 0, LIM_SMALL, "..."},
+        {X40 "xxxxxxxxxxxxxxxxxxxxxxxx\r", 0, LIM_SMALL, "..."},
+        {X40 "xxxxxxxxxxxxxxxxxxxxxxxxx\n", 0, LIM_SMALL, "!too big inline request"},
+        {X40 "xxxxxxxxxxxxxxxxxxxxxxxxx", 0, LIM_SMALL, "!too big inline request"},
+        {X40 "xxxxxxxxxxxxxxxxxxxxxxxx\r\r\n", 0, LIM_SMALL, "!too big inline request"},
     };
 
     check_table(cases, LP_ARRAY_SIZE(cases));
