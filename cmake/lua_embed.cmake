@@ -17,9 +17,9 @@ string(APPEND lp_lua_h "#ifndef LP_PROXY_LOCKS_LUA_SCRIPTS_H\n#define LP_PROXY_L
 string(APPEND lp_lua_h "#include \"proxy/locks/scripts.h\"\n\n")
 
 # Commands that change data, and commands that only read.
-set(lp_lua_writes set hset hincrby hdel del decr decrby incr incrby lpop lrem pexpire rpush zadd
+set(lp_lua_writes sadd srem set hset hincrby hdel del decr decrby incr incrby lpop lrem pexpire rpush zadd
     zincrby zrem zremrangebyscore)
-set(lp_lua_reads exists get hget hgetall hexists hkeys hlen hmget lindex lrange pttl type zrange zscore)
+set(lp_lua_reads exists get hget hgetall hexists hkeys hlen hmget hvals lindex lrange pttl smembers srandmember type zrange zscore)
 
 # Writes script name's C definition from the variable "text".
 macro(lp_lua_emit name publishes writes)

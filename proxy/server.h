@@ -14,6 +14,7 @@
 #include "proxy/locks/jobs.h"
 #include "proxy/locks/locks.h"
 #include "proxy/locks/replay.h"
+#include "proxy/locks/sem_reap.h"
 #include "proxy/opts.h"
 #include "proxy/request.h"
 #include "proxy/tls.h"
@@ -98,6 +99,7 @@ struct px_server {
     struct sched_timer verify_timer; /* moves verify_retry to renew_due */
     struct px_jobs jobs;             /* upstream jobs retried until Redis answers (locks/jobs.c) */
     struct px_replays replays;       /* releases re-applied after a failover (locks/replay.c) */
+    struct px_sem_reap sem_reap;     /* dead proxies' permits given back (locks/sem_reap.c) */
     uint64_t start_ms;               /* monotonic start time */
     unsigned ready; /* ready.c: 0 starting, 1 waiting for the upstream, 2 "ready" announced */
     struct sched_timer sdwd;       /* ready.c: WATCHDOG=1 to systemd every sdwd_ms */

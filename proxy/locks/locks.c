@@ -6,6 +6,7 @@
 #include "proxy/locks/hold.h"
 #include "proxy/locks/jobs.h"
 #include "proxy/locks/replay.h"
+#include "proxy/locks/sem_reap.h"
 #include "proxy/locks/wait.h"
 #include "proxy/locks/waitset.h"
 
@@ -39,8 +40,15 @@ int px_locks_init(struct px_server *srv)
     px_jobs_init(srv);
     px_replay_init(srv);
     rc = px_hold_init(srv);
-    if (rc < 0)
+    if (rc < 0) {
         px_waitset_deinit(srv);
+        return rc;
+    }
+    rc = px_sem_reap_init(srv);
+    if (rc < 0) {
+        px_hold_deinit(srv);
+        px_waitset_deinit(srv);
+    }
     return rc;
 }
 
@@ -48,6 +56,7 @@ void px_locks_deinit(struct px_server *srv)
 {
     px_jobs_deinit(srv); /* what still waits for Redis is given up (logged) */
     px_replay_deinit(srv);
+    px_sem_reap_deinit(srv);
     px_hold_deinit(srv);
     px_waitset_deinit(srv);
 }

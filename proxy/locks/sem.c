@@ -22,6 +22,7 @@
 #include "proxy/locks/locks.h"
 #include "proxy/locks/scripts.h"
 #include "proxy/locks/sem-int.h"
+#include "proxy/locks/sem_reap.h"
 #include "proxy/locks/semaphore.h"
 #include "proxy/locks/shape.h"
 #include "proxy/locks/wait.h"
@@ -212,6 +213,7 @@ static int semop_send(struct px_wait_op *w)
         px__sem_keys_arg(&k, 1, n, nlen);
         return px_wait_eval(w, hint, px__sem_script(PX__SEM_ACQUIRE), 1, 2, k.argv, k.lens);
     }
+    px_sem_reap_register(w->srv, name->p, name->len); /* before its first ledger entry */
     px__sem_keys_ledger(&k, 1, w->srv, name->p, name->len);
     px__sem_keys_arg(&k, 2, n, nlen);
     px__sem_keys_arg(&k, 3, conn,

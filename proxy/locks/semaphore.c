@@ -44,6 +44,8 @@ static const struct px_lua *const sem_scripts[PX__SEM_NSCRIPTS] = {
     &px_lua_sem_tryset,    &px_lua_sem_add,        &px_lua_sem_acquire, &px_lua_sem_release,
     &px_lua_sem_available, &px_lua_sem_drain,      &px_lua_psem_tryset, &px_lua_psem_acquire,
     &px_lua_psem_release,  &px_lua_psem_available, &px_lua_sem_return,  &px_lua_sem_ledger,
+    &px_lua_sem_alive,     &px_lua_sem_register,   &px_lua_sem_reap_find, &px_lua_sem_reap,
+    &px_lua_sem_reap_done,
 };
 
 static unsigned sem_script_base;
@@ -353,7 +355,6 @@ void px_sync_info(struct px_server *srv, struct buf *o)
 {
     const struct px__sem_stats *s = &px__sem_stats;
 
-    (void)srv;
     buf_appendf(o,
                 "# Sync\r\nsem_waiters:%llu\r\nsem_acquired:%llu\r\nsem_wait_timeouts:%llu\r\n"
                 "sem_permits_tracked:%lld\r\nsem_permits_returned:%llu\r\n"
@@ -365,6 +366,9 @@ void px_sync_info(struct px_server *srv, struct buf *o)
                 (unsigned long long)s->sem_returned, (unsigned long long)s->sem_unknown,
                 (unsigned long long)s->sem_released_for_others, (unsigned long long)s->sem_lost,
                 (unsigned long long)s->sem_restored);
+    buf_appendf(o, "sem_dead_proxy_permits_returned:%llu\r\nsem_reaped_self:%llu\r\n",
+                (unsigned long long)srv->sem_reap.permits_returned,
+                (unsigned long long)srv->sem_reap.reaped_self);
     buf_appendf(o,
                 "psem_waiters:%llu\r\npsem_acquired:%llu\r\npsem_wait_timeouts:%llu\r\n"
                 "psem_permits_tracked:%lld\r\npsem_permits_returned:%llu\r\n"
