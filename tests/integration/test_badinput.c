@@ -32,7 +32,7 @@
 
 #define PROBE_MS      3000 /* longest a probe may take to answer */
 #define MAX_FAILS     400  /* failures listed before giving up listing */
-#define OK_CMDS_BOUND 60   /* Redis commands one successful probe may cost */
+#define OK_CMDS_BOUND 30   /* Redis commands one successful probe may cost */
 #define TTL_SLACK_MS  2000 /* PTTL drift allowed between two dumps */
 
 /* ---- the keyspace, as Redis has it ----------------------------------------- */
@@ -168,6 +168,8 @@ struct sweep {
     redisContext *rc; /* Redis, directly */
     int fails;
     int probes;
+    long long max_ok_cmds; /* most Redis commands one answered probe cost */
+    bool verbose;          /* LP_BADINPUT_VERBOSE: print every probe's reply */
 };
 
 static void fail(struct sweep *s, const char *cmd, const char *fmt, ...)
@@ -303,6 +305,11 @@ static void probe(struct sweep *s, size_t ri, size_t vi)
     pu_sleep_ms(20); /* anything the request set off in the background */
     c1 = redis_cmds(s->rc) - 1; /* less the first INFO */
     after = dump_keys(s->rc);
+    if (s->verbose)
+        fprintf(stderr, "%s -> %s (%lld Redis commands)\n", cmd, pu_describe(r, d, sizeof(d)),
+                c1 - c0);
+    if (r->type != REDIS_REPLY_ERROR && c1 - c0 > s->max_ok_cmds)
+        s->max_ok_cmds = c1 - c0;
     if (r->type == REDIS_REPLY_ERROR) {
         if (!clear_error(r, row->names))
             fail(s, cmd, "unclear error: %s", pu_describe(r, d, sizeof(d)));
@@ -335,14 +342,16 @@ static void probe(struct sweep *s, size_t ri, size_t vi)
 
 static void scenario_sweep(struct pu_env *e)
 {
-    struct sweep s = {e, pu_client(e), pu_redis_client(e), 0, 0};
+    const char *verbose = getenv("LP_BADINPUT_VERBOSE");
+    struct sweep s = {e, pu_client(e), pu_redis_client(e), 0, 0, 0, verbose && verbose[0]};
 
     for (size_t ri = 0; ri < NROWS; ri++) {
         for (size_t vi = 0; vi < NVALUES; vi++)
             probe(&s, ri, vi);
     }
     pu_proxy_assert_alive(&e->proxy);
-    fprintf(stderr, "%d probes, %d failures\n", s.probes, s.fails);
+    fprintf(stderr, "%d probes, %d failures; an answered probe cost Redis at most %lld commands\n",
+            s.probes, s.fails, s.max_ok_cmds);
     redisFree(s.c);
     redisFree(s.rc);
     if (s.fails)
@@ -353,9 +362,226 @@ TEST(badinput_numeric_sweep)
 {
     /* No watchdog renewal within the run: Redis's command count is the
      * probes' alone. */
-    static const char *const extra[] = {"--lock-watchdog-timeout", "600000", NULL};
+    static const char *const extra[] = {"--lock-watchdog-timeout", "600000",
+                                        "--subscription-linger", "3600000", NULL};
 
     pu_each_backend(scenario_sweep, extra);
 }
 
-TEST_MAIN(TEST_CASE(badinput_numeric_sweep))
+/* ---- the LEASE floor ------------------------------------------------------------ */
+
+/* Every command that takes LEASE refuses one below the floor, and takes
+ * the floor itself. */
+static void scenario_lease_floor(struct pu_env *e)
+{
+    static const char *const cmds[] = {
+        "LOCK %s LEASE %s",           "LOCK %s LEASE %s FENCED", "TRYLOCK %s LEASE %s",
+        "RLOCK %s LEASE %s",          "WLOCK %s LEASE %s",       "FAIRLOCK %s LEASE %s",
+        "MULTILOCK %s lf-x LEASE %s", "PSEM.ACQUIRE %s LEASE %s", "PSEM.TRYACQUIRE %s LEASE %s",
+    };
+    redisContext *c = pu_client(e), *rc = pu_redis_client(e);
+    char name[32];
+    redisReply *r;
+
+    for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
+        snprintf(name, sizeof(name), "lf%zu", i);
+        if (strncmp(cmds[i], "PSEM", 4) == 0)
+            PU_INT(c, 1, "PSEM.TRYSETPERMITS %s 5", name);
+        PU_ERR(c,
+               "ERR LEASE must be at least 10 ms, got '1': a grant is used only with more than "
+               "lease/100 + 2 ms of its lease left when Redis answers",
+               cmds[i], name, "1");
+        PU_ERR(c, "ERR LEASE must be at least 10 ms, got '9'", cmds[i], name, "9");
+        ASSERT_EQ(pu_dbsize(rc), strncmp(cmds[i], "PSEM", 4) == 0 ? 1 : 0);
+        r = pu_cmd(c, cmds[i], name, "10"); /* the floor itself: granted (or late) */
+        if (r->type == REDIS_REPLY_ERROR && !pu_is_err(r, "UPSTREAM Redis answered too late"))
+            TEST_FAIL("%s LEASE 10: %s", cmds[i], r->str);
+        freeReplyObject(r);
+        if (strncmp(cmds[i], "PSEM", 4) != 0)
+            PU_EVENTUALLY(!pu_exists(rc, name), 2000); /* the 10 ms lease ran out */
+        PU_OK(rc, "FLUSHALL");
+    }
+    redisFree(rc);
+    redisFree(c);
+}
+
+TEST(badinput_lease_floor)
+{
+    pu_each_backend(scenario_lease_floor, NULL);
+}
+
+/* ---- back-off after late grants ------------------------------------------------ */
+
+/* A TCP relay between the proxy and Redis that delays every reply (Redis
+ * to proxy) by at least delay_ms: each chunk read is written delay_ms
+ * after it was read. Threads only; they never fail the test. */
+struct relay {
+    int lfd;           /* listening socket */
+    int port;          /* its port */
+    int upstream_port; /* Redis */
+    int delay_ms;
+};
+
+struct pump {
+    int src, dst;
+    int delay_ms;
+};
+
+static void *pump_run(void *arg)
+{
+    struct pump *p = arg;
+    char buf[65536];
+    ssize_t n;
+
+    while ((n = read(p->src, buf, sizeof(buf))) > 0) {
+        long long due = pu_now_ms() + p->delay_ms;
+        ssize_t off = 0;
+
+        while (pu_now_ms() < due)
+            pu_sleep_ms((int)(due - pu_now_ms()));
+        while (off < n) {
+            ssize_t w = write(p->dst, buf + off, (size_t)(n - off));
+
+            if (w <= 0)
+                goto out;
+            off += w;
+        }
+    }
+out:
+    shutdown(p->dst, SHUT_RDWR);
+    shutdown(p->src, SHUT_RDWR);
+    free(p);
+    return NULL;
+}
+
+static void pump_start(int src, int dst, int delay_ms)
+{
+    struct pump *p = malloc(sizeof(*p));
+    pthread_t t;
+
+    if (!p)
+        return;
+    *p = (struct pump){src, dst, delay_ms};
+    if (pthread_create(&t, NULL, pump_run, p) != 0)
+        free(p);
+    else
+        pthread_detach(t);
+}
+
+static void *relay_accept(void *arg)
+{
+    struct relay *r = arg;
+    int cfd, ufd, one = 1;
+    struct sockaddr_in a;
+
+    while ((cfd = accept(r->lfd, NULL, NULL)) >= 0) {
+        memset(&a, 0, sizeof(a));
+        a.sin_family = AF_INET;
+        a.sin_port = htons((uint16_t)r->upstream_port);
+        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        ufd = socket(AF_INET, SOCK_STREAM, 0);
+        if (ufd < 0 || connect(ufd, (struct sockaddr *)&a, sizeof(a)) < 0) {
+            if (ufd >= 0)
+                close(ufd);
+            close(cfd);
+            continue;
+        }
+        setsockopt(cfd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+        setsockopt(ufd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+        pump_start(cfd, ufd, 0);
+        pump_start(ufd, cfd, r->delay_ms);
+    }
+    return NULL;
+}
+
+static void relay_start(struct relay *r, int upstream_port, int delay_ms)
+{
+    struct sockaddr_in a;
+    socklen_t alen = sizeof(a);
+    pthread_t t;
+    int one = 1;
+
+    r->upstream_port = upstream_port;
+    r->delay_ms = delay_ms;
+    r->lfd = socket(AF_INET, SOCK_STREAM, 0);
+    memset(&a, 0, sizeof(a));
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    setsockopt(r->lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (r->lfd < 0 || bind(r->lfd, (struct sockaddr *)&a, sizeof(a)) < 0 ||
+        listen(r->lfd, 64) < 0 || getsockname(r->lfd, (struct sockaddr *)&a, &alen) < 0)
+        TEST_FAIL("relay: cannot listen: %s", strerror(errno));
+    r->port = ntohs(a.sin_port);
+    if (pthread_create(&t, NULL, relay_accept, r) != 0)
+        TEST_FAIL("relay: no thread");
+    pthread_detach(t);
+}
+
+#define RELAY_DELAY_MS 60   /* every reply is at least this late */
+#define LATE_LEASE     "20" /* so every grant is late (20 - 20/100 - 2 < 60) */
+#define LATE_WAIT_MS   3000
+
+/* Every grant comes RELAY_DELAY_MS after its request, past a 20 ms lease:
+ * the waiting LOCK must back off between attempts (20, 40, 80 ... ms, at
+ * most 1 s: about 8 attempts in 3 s) instead of retrying at once (one per
+ * round trip: about 45), then answer that Redis answered too late. */
+static void scenario_late_backoff(const char *backend)
+{
+    struct relay *relay = calloc(1, sizeof(*relay)); /* its threads outlive the scenario */
+    struct pu_env e;
+    redisContext *c, *rc;
+    redisReply *r;
+    long long t0, took, late, scripts0, scripts;
+    char d[256];
+    int i = 0;
+
+    if (!relay)
+        TEST_FAIL("out of memory");
+    memset(&e, 0, sizeof(e));
+    e.backend = backend;
+    pu_redis_start(&e.redis);
+    relay_start(relay, e.redis.port, RELAY_DELAY_MS);
+    snprintf(e.proxy.upstream, sizeof(e.proxy.upstream), "redis://127.0.0.1:%d", relay->port);
+    e.proxy.extra[i++] = "--io";
+    e.proxy.extra[i++] = backend;
+    e.proxy.extra[i++] = "--log-level";
+    e.proxy.extra[i++] = "warn";
+    e.proxy.extra[i] = NULL;
+    pu_proxy_start(&e.proxy);
+    c = pu_client(&e);
+    rc = pu_redis_client(&e);
+    PU_OK(c, "LOCK %s LEASE %d WAIT %d", "warm", 60000, 5000); /* scripts loaded, relay warm */
+    scripts0 = pu_cmdstat_calls(rc, "evalsha");
+    t0 = pu_now_ms();
+    r = pu_cmd(c, "LOCK %s LEASE %s WAIT %d", "bo", LATE_LEASE, LATE_WAIT_MS);
+    took = pu_now_ms() - t0;
+    late = pu_info_int(c, "late_grants_refused");
+    pu_sleep_ms(300); /* the last give-back */
+    scripts = pu_cmdstat_calls(rc, "evalsha") - scripts0;
+    fprintf(stderr, "%s: answered after %lld ms, %lld late grants, %lld scripts: %s\n", backend,
+            took, late, scripts, pu_describe(r, d, sizeof(d)));
+    if (!pu_is_err(r, "UPSTREAM Redis answered too late"))
+        TEST_FAIL("expected -UPSTREAM Redis answered too late, got %s", d);
+    freeReplyObject(r);
+    ASSERT_TRUE(took >= LATE_WAIT_MS - 100 && took < LATE_WAIT_MS + 1500);
+    ASSERT_TRUE(late >= 4);  /* it did retry... */
+    ASSERT_TRUE(late <= 12); /* ...with back-off, not once per round trip */
+    ASSERT_TRUE(scripts <= 3 * late + 4);
+    PU_EVENTUALLY(!pu_exists(rc, "bo"), 3000); /* every late grant given back */
+    redisFree(rc);
+    redisFree(c);
+    pu_env_stop(&e);
+}
+
+TEST(badinput_late_grant_backoff)
+{
+    const char *only = getenv("LP_IT_BACKENDS");
+
+    if (!only || !only[0] || strstr(only, "epoll"))
+        scenario_late_backoff("epoll");
+    if ((!only || !only[0] || strstr(only, "uring")) && pu_uring_available())
+        scenario_late_backoff("uring");
+}
+
+TEST_MAIN(TEST_CASE(badinput_numeric_sweep), TEST_CASE(badinput_lease_floor),
+          TEST_CASE(badinput_late_grant_backoff))
