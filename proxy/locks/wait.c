@@ -17,7 +17,7 @@
  *   in flight -- granted, finished, error -------> DONE
  *   in flight -- granted too late ---------------> undo; BACKOFF (WAIT left) or DONE
  *   BACKOFF --- timer ---------------------------> a new attempt (past the deadline: DONE)
- *   BACKOFF --- wake-up -------------------------> BACKOFF (the attempt at the timer covers it)
+ *   BACKOFF --- READY ---------------------------> BACKOFF (the attempt at the timer covers it)
  *   in flight -- granted, not replicated --------> undo; DONE (NOREPLICAS)
  *   JOINING, ASLEEP, BACKOFF -- connection closed -> DONE (reply dropped)
  *
@@ -58,8 +58,9 @@
  *   (kind->undo(LATE): exactly this acquisition) and counted; a waiting
  *   command with WAIT left tries again after a back-off (BACKOFF:
  *   PX_WAIT_BACKOFF_MS, doubling per late grant of the op up to
- *   PX_WAIT_BACKOFF_MAX_MS, never past WAIT; wake-ups meanwhile do not cut
- *   it short, as the give-back's own message would), any other is
+ *   PX_WAIT_BACKOFF_MAX_MS, never past WAIT; the op leaves its set's queue
+ *   meanwhile, so the give-back's own message wakes the next waiter, not
+ *   it, and nothing cuts the back-off short), any other is
  *   answered as an unconfirmed outcome. Rejected: retrying at once, which
  *   with a lease Redis cannot answer within turned one client into a hot
  *   loop of acquires and give-backs (issue 18: 35,600 scripts/s). Kinds
@@ -376,6 +377,8 @@ static void wait_late(struct px_wait_op *op, uint64_t age)
         return wait_reply_late(op);
     op->late++;
     op->state = PX_WAIT_BACKOFF;
+    if (op->set)
+        px_waitset_unqueue(op->set, &op->member); /* wake-ups go to the next ones meanwhile */
     sched_loop_timer_in(op->srv->loop, &op->timer, wait_delay(op, wait_backoff_ms(op->late)));
 }
 
