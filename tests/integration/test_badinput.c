@@ -1,7 +1,7 @@
 /* Hostile input (issue 18), against a real redis-server:
  * - a table-driven sweep: every command with a numeric argument, each
- *   numeric argument given 0, 1, -1, 2^31, 2^53, 2^63-1, 2^64, 1e3, abc
- *   and the empty string. Each must answer within a few seconds with a
+ *   numeric argument given 0, 1, -1, 2^31, 2^53, 2^63-1, 2^64, 1e3, abc,
+ *   the empty string and 10^14 (the largest LEASE or WAIT). Each must answer within a few seconds with a
  *   clear error of the proxy's own (no raw Redis or script error, no
  *   UPSTREAM blaming Redis for an argument) or a reply of the right type;
  *   after an error Redis's keyspace (every key's type, value and TTL) is
@@ -87,10 +87,11 @@ static long long redis_cmds(redisContext *rc)
 
 /* ---- the table ---------------------------------------------------------------- */
 
-/* The values every numeric argument gets. */
+/* The values every numeric argument gets (the last: the largest ms value
+ * accepted, which must work end to end). */
 static const char *const values[] = {
     "0",   "1",   "-1", "2147483648", "9007199254740992", "9223372036854775807", "18446744073709551616",
-    "1e3", "abc", "",
+    "1e3", "abc", "",   "100000000000000",
 };
 #define NVALUES (sizeof(values) / sizeof(values[0]))
 
@@ -360,10 +361,13 @@ static void scenario_sweep(struct pu_env *e)
 
 TEST(badinput_numeric_sweep)
 {
-    /* No watchdog renewal within the run: Redis's command count is the
+    /* No watchdog renewal, unsubscribe or pub/sub keepalive PING (every
+     * --upstream-timeout) within the run: Redis's command count is the
      * probes' alone. */
     static const char *const extra[] = {"--lock-watchdog-timeout", "600000",
-                                        "--subscription-linger", "3600000", NULL};
+                                        "--subscription-linger",   "3600000",
+                                        "--upstream-timeout",      "60000",
+                                        NULL};
 
     pu_each_backend(scenario_sweep, extra);
 }
