@@ -46,15 +46,16 @@ int px_args_parse_count(struct px_req *req, int i, const char *what, int64_t min
                        : min == 0 ? "a non-negative integer"
                                   : "an integer";
     int rc = util_parse_i64(a->p, a->len, out);
+    bool negative = a->len > 0 && a->p[0] == '-';
     char range[48];
 
     if (rc == 0 && *out >= min && *out <= (int64_t)PX_ARGS_MAX_COUNT &&
         *out >= -(int64_t)PX_ARGS_MAX_COUNT)
         return 0;
-    if (rc == 0 && *out > (int64_t)PX_ARGS_MAX_COUNT) {
+    if ((rc == 0 && *out > (int64_t)PX_ARGS_MAX_COUNT) || (rc == -ERANGE && !negative)) {
         snprintf(range, sizeof(range), "at most %u", PX_ARGS_MAX_COUNT);
         must = range;
-    } else if (rc == 0 && *out >= min) {
+    } else if ((rc == 0 && *out >= min) || (rc == -ERANGE && min < 0)) {
         snprintf(range, sizeof(range), "at least -%u", PX_ARGS_MAX_COUNT);
         must = range;
     }
@@ -65,13 +66,37 @@ int px_args_parse_count(struct px_req *req, int i, const char *what, int64_t min
 int px_args_parse_ms(struct px_req *req, int i, const char *what, int64_t min, int64_t *out)
 {
     const struct px_arg *a = &req->argv[i];
+    int rc = util_parse_i64(a->p, a->len, out);
+    bool negative = a->len > 0 && a->p[0] == '-';
+    char range[48];
 
-    if (util_parse_i64(a->p, a->len, out) < 0 || *out < min) {
+    if ((rc == 0 && *out > (int64_t)PX_ARGS_MAX_MS) || (rc == -ERANGE && !negative)) {
+        snprintf(range, sizeof(range), "at most %llu ms", (unsigned long long)PX_ARGS_MAX_MS);
+        px_args_reply_bad(req, what, range, a);
+        return -EINVAL;
+    }
+    if (rc < 0 || *out < min) {
         px_args_reply_bad(req, what,
                           min > 0 ? "a positive integer (ms)" : "a non-negative integer (ms)", a);
         return -EINVAL;
     }
     return 0;
+}
+
+int px_args_parse_lease(struct px_req *req, int i, int64_t *out)
+{
+    const struct px_arg *a = &req->argv[i];
+
+    if (px_args_parse_ms(req, i, "LEASE", 0, out) < 0)
+        return -EINVAL;
+    if (*out >= (int64_t)PX_LEASE_MIN_MS)
+        return 0;
+    px_reply_error(px_req_out(req),
+                   "ERR LEASE must be at least %u ms, got '%.*s': a grant is used only with more "
+                   "than lease/100 + 2 ms of its lease left when Redis answers, which a shorter "
+                   "lease cannot vouch for",
+                   PX_LEASE_MIN_MS, (int)LP_MIN(a->len, 32u), a->p);
+    return -EINVAL;
 }
 
 void px_args_reply_syntax(struct px_req *req, const struct px_arg *a)

@@ -185,7 +185,7 @@ static int parse_option(struct px_req *req, int *i, unsigned allow, struct px__l
         return -EINVAL;
     }
     if (kind == PX__LOCK_OPT_LEASE)
-        return px_args_parse_ms(req, v, "LEASE", 0, &a->lease_ms);
+        return px_args_parse_lease(req, v, &a->lease_ms);
     if (kind == PX__LOCK_OPT_WAIT)
         return px_args_parse_ms(req, v, "WAIT", 0, &a->wait_ms);
     return check_token(req, a->token = &req->argv[v]);
@@ -204,10 +204,6 @@ int px__lock_parse_args(struct px_req *req, unsigned allow, struct px__lock_args
     while (i < req->argc) {
         if (parse_option(req, &i, allow, a) < 0)
             return -EINVAL;
-    }
-    if (a->lease_ms == 0) {
-        px_reply_error(px_req_out(req), "ERR LEASE must be at least 1 ms");
-        return -EINVAL;
     }
     return 0;
 }

@@ -377,13 +377,9 @@ static int multi_parse_options(struct px_req *req, int i, int64_t *lease, int64_
             px_args_reply_syntax(req, o);
             return -EINVAL;
         }
-        if (px_args_parse_ms(req, i + 1, is_lease ? "LEASE" : "WAIT", 0, is_lease ? lease : wait) <
-            0)
+        if (is_lease ? px_args_parse_lease(req, i + 1, lease) < 0
+                     : px_args_parse_ms(req, i + 1, "WAIT", 0, wait) < 0)
             return -EINVAL;
-    }
-    if (*lease == 0) {
-        px_reply_error(px_req_out(req), "ERR LEASE must be at least 1 ms");
-        return -EINVAL;
     }
     return 0;
 }

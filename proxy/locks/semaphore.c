@@ -307,7 +307,7 @@ static int parse_option(struct px_req *req, int *i, bool wait_ok, bool lease_ok,
     *i += 2;
     if (wait)
         return px_args_parse_ms(req, *i - 1, keyword, 0, &a->wait_ms);
-    return px_args_parse_ms(req, *i - 1, keyword, 1, &a->lease_ms);
+    return px_args_parse_lease(req, *i - 1, &a->lease_ms);
 }
 
 int px__sem_parse_acquire(struct px_req *req, bool count_ok, bool wait_ok, bool lease_ok,

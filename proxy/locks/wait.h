@@ -51,6 +51,12 @@ struct px_wait_op;
 #define PX_WAIT_FOREVER    UINT64_MAX /* deadline of a wait without WAIT */
 #define PX_WAIT_RECHECK_MS 2000u      /* kinds without a lease re-check this often */
 
+/* Back-off after a late grant (wait.c): the n-th late grant of an op waits
+ * PX_WAIT_BACKOFF_MS << (n - 1), at most PX_WAIT_BACKOFF_MAX_MS, before
+ * the next attempt (never past WAIT). */
+#define PX_WAIT_BACKOFF_MS     20u
+#define PX_WAIT_BACKOFF_MAX_MS 1000u
+
 /* Where an op is; see the design block in wait.c. */
 enum px_wait_state {
     PX_WAIT_NEW = 0,      /* set up; nothing sent */
@@ -61,6 +67,7 @@ enum px_wait_state {
     PX_WAIT_GRANTING = 5, /* member, queued, a local hand-off's grant in flight for it */
     PX_WAIT_WOKEN = 6,    /* member, not queued, attempt or grant in flight, woken meanwhile */
     PX_WAIT_DONE = 7,     /* replied (or reply dropped); the op is being freed */
+    PX_WAIT_BACKOFF = 8,  /* a late grant was given back; timer armed: retry when it fires */
 };
 
 /* What an attempt's reply means (px_wait_kind.reply). */
@@ -140,6 +147,8 @@ struct px_wait_op {
     uint64_t start_ms;               /* monotonic ms the op started (LOCK.LIST's age) */
     uint64_t lease_ms;               /* lease the attempts ask for; 0: none (no validity check) */
     struct px_wait_snap snap;        /* the channel's set when the first attempt went */
+    unsigned late;                   /* late grants so far (the back-off's exponent) */
+    uint64_t late_age;               /* age (ms) of the last late grant, for the reply */
 };
 
 /* Prepares op for req of kind: wait_ms < 0 waits forever, 0 makes one

@@ -242,6 +242,11 @@ bool px_waitset_sleep(struct px_waitset *set, struct px_waitset_member *m)
     return sched_sem_wait(&set->sem, &m->sleep) == 1;
 }
 
+void px_waitset_unqueue(struct px_waitset *set, struct px_waitset_member *m)
+{
+    sched_sem_cancel(&set->sem, &m->sleep);
+}
+
 bool px_waitset_is_queued(const struct px_waitset_member *m)
 {
     return sched_waiter_is_queued(&m->sleep);

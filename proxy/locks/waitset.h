@@ -114,6 +114,10 @@ void px_waitset_deliver(struct px_waitset *set, const char *msg, size_t len);
  * now), false if m is now queued. */
 bool px_waitset_sleep(struct px_waitset *set, struct px_waitset_member *m);
 
+/* Takes m off the set's semaphore (if queued), staying a member: wake-ups
+ * go to the members behind it meanwhile. */
+void px_waitset_unqueue(struct px_waitset *set, struct px_waitset_member *m);
+
 /* True while m is queued on its set's semaphore. */
 bool px_waitset_is_queued(const struct px_waitset_member *m);
 

@@ -164,6 +164,13 @@ TEST(redlock_basic)
 
     /* Bad input; REDLOCK needs the flag. */
     PU_ERR(c, "ERR", "REDLOCK rk LEASE 0");
+    PU_ERR(c, "ERR LEASE must be at least 10 ms, got '9'", "REDLOCK rk LEASE 9");
+    PU_ERR(c, "ERR LEASE must be at most 100000000000000 ms", "REDLOCK rk LEASE %s",
+           "9223372036854775807");
+    PU_ERR(c, "ERR WAIT must be at most 100000000000000 ms", "REDLOCK rk WAIT %s",
+           "18446744073709551616");
+    for (i = 0; i < NMASTERS; i++)
+        ASSERT_TRUE(!m_exists(&x, i, "rk"));
     PU_ERR(c, "ERR", "REDLOCK rk BOGUS 1");
     redisFree(c);
     pu_env_stop(&x.e);

@@ -519,7 +519,7 @@ static void scenario_errors(struct pu_env *e)
     /* Arguments. */
     PU_ERR(c, "ERR LEASE must be a non-negative integer", "RLOCK %s LEASE %d", "x", -5);
     PU_ERR(c, "ERR WAIT must be a non-negative integer", "WLOCK %s WAIT %s", "x", "abc");
-    PU_ERR(c, "ERR LEASE must be at least 1 ms", "RLOCK %s LEASE %d", "x", 0);
+    PU_ERR(c, "ERR LEASE must be at least 10 ms", "RLOCK %s LEASE %d", "x", 0);
     PU_ERR(c, "ERR RLOCK takes no FENCED option", "RLOCK %s FENCED", "x");
     PU_ERR(c, "ERR RUNLOCK takes no LEASE option", "RUNLOCK %s LEASE %d", "x", 5);
     PU_ERR(c, "ERR option 'WAIT' needs a value", "WLOCK %s WAIT", "x");

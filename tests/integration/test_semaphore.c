@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "ops_util.h"
 #include "proxy_util.h"
 #include "sync_util.h"
 
@@ -431,7 +432,9 @@ static void scenario_sem_bad_input(struct pu_env *e)
     PU_ERR(c, "ERR option 'WAIT' needs a value", "SEM.ACQUIRE %s 1 WAIT", "b");
     PU_ERR(c, "ERR SEM.TRYACQUIRE takes no WAIT", "SEM.TRYACQUIRE %s WAIT 5", "b");
     PU_ERR(c, "ERR syntax error near 'FOO'", "SEM.ACQUIRE %s 1 FOO", "b");
-    PU_ERR(c, "ERR LEASE must be a positive integer (ms), got '0'", "PSEM.ACQUIRE %s LEASE 0", "b");
+    PU_ERR(c, "ERR LEASE must be at least 10 ms, got '0'", "PSEM.ACQUIRE %s LEASE 0", "b");
+    PU_ERR(c, "ERR LEASE must be a non-negative integer (ms), got '-3'", "PSEM.ACQUIRE %s LEASE -3",
+           "b");
     PU_ERR(c, "ERR permit id must be 32 hex characters, got 'zz'", "PSEM.RELEASE %s zz", "b");
     PU_ERR(c, "ERR wrong number of arguments", "SEM.TRYSETPERMITS %s", "b");
     PU_ERR(c, "ERR name must be", "SEM.AVAILABLE %s", "");
@@ -669,8 +672,80 @@ TEST(psem_interop)
     pu_each_backend(scenario_psem_interop, NULL);
 }
 
+/* ---- SEM.RELEASE after an acquire whose outcome is unknown (issue 18) ------- */
+
+/* Redis (DEBUG enabled) and the proxy with --upstream-timeout 500 on
+ * backend. */
+static void unknown_env_start(struct pu_env *e, const char *backend)
+{
+    static const char *const args[] = {"--upstream-timeout", "500", NULL};
+
+    memset(e, 0, sizeof(*e));
+    e->redis.extra[0] = "--enable-debug-command";
+    e->redis.extra[1] = "yes";
+    pu_redis_start(&e->redis);
+    ou_env_start(e, backend, args);
+}
+
+/* A SEM.ACQUIRE Redis ran while the proxy had given up on it (DEBUG SLEEP
+ * past --upstream-timeout): the connection's ledger records the permit, the
+ * proxy counts none of its own. Its SEM.RELEASE used to send HINCRBY ... -0
+ * and answer Redis's raw "value is not an integer" for ever. */
+static void scenario_sem_release_after_unknown(struct pu_env *e)
+{
+    redisContext *c = pu_client(e), *o = pu_client(e), *rc = pu_redis_client(e);
+    redisContext *s = pu_redis_client(e);
+    redisReply *r;
+    char d[256];
+    long long until = pu_now_ms() + 15000;
+
+    PU_INT(o, 1, "SEM.TRYSETPERMITS %s %d", "su", 3);
+    PU_STR(c, "PONG", "PING");
+    pu_send(s, "DEBUG SLEEP %s", "1.5");
+    pu_sleep_ms(100); /* Redis is asleep once it read the command */
+    r = pu_cmd(c, "SEM.ACQUIRE %s", "su");
+    if (!pu_is_err(r, "UPSTREAM") || !strstr(r->str, "outcome unknown"))
+        TEST_FAIL("expected -UPSTREAM ... outcome unknown, got %s", pu_describe(r, d, sizeof(d)));
+    freeReplyObject(r);
+    freeReplyObject(pu_recv(s)); /* Redis is back */
+    PU_EVENTUALLY(pu_get_int(rc, "su") == 2, 5000); /* Redis ran the acquire */
+    for (;;) {
+        r = pu_cmd(c, "SEM.RELEASE %s", "su");
+        if (!pu_is_err(r, "UPSTREAM") || pu_now_ms() > until)
+            break;
+        freeReplyObject(r); /* the proxy's connections are still coming back */
+        pu_sleep_ms(50);
+    }
+    PU_CHECK(r, PU_K_INT, 3, NULL);
+    freeReplyObject(r);
+    PU_INT(c, 4, "SEM.RELEASE %s", "su"); /* and again: releasing more is allowed */
+    ASSERT_EQ(pu_get_int(rc, "su"), 4);
+    redisFree(s);
+    redisFree(rc);
+    redisFree(o);
+    redisFree(c);
+}
+
+TEST(sem_release_after_unknown)
+{
+    static const char *const backends[] = {"epoll", "uring"};
+    const char *only = getenv("LP_IT_BACKENDS");
+    struct pu_env e;
+
+    for (size_t i = 0; i < 2; i++) {
+        if ((only && only[0] && !strstr(only, backends[i])) ||
+            (i == 1 && !pu_uring_available()))
+            continue;
+        fprintf(stderr, "-- io backend %s\n", backends[i]);
+        unknown_env_start(&e, backends[i]);
+        scenario_sem_release_after_unknown(&e);
+        pu_env_stop(&e);
+    }
+}
+
 TEST_MAIN(TEST_CASE(sem_basic), TEST_CASE(sem_counting), TEST_CASE(sem_wakeup),
           TEST_CASE(sem_one_subscription), TEST_CASE(sem_disconnect), TEST_CASE(sem_timeout),
           TEST_CASE(sem_pipeline), TEST_CASE(sem_interop), TEST_CASE(sem_bad_input),
           TEST_CASE(psem_basic), TEST_CASE(psem_counting), TEST_CASE(psem_lease),
-          TEST_CASE(psem_disconnect), TEST_CASE(psem_interop))
+          TEST_CASE(psem_disconnect), TEST_CASE(psem_interop),
+          TEST_CASE(sem_release_after_unknown))

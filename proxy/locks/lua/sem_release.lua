@@ -21,8 +21,13 @@ if KEYS[3] then
     local take = math.min(own, had)
     lost = own - take
     left = had - take
+    -- take may be 0 (an acquire whose outcome the proxy never learnt left
+    -- the record above the caller's own count): -take would then be the
+    -- number -0, which reaches HINCRBY as "-0", not an integer to Redis.
     if left > 0 then
-        redis.call('hincrby', KEYS[3], ARGV[3], -take)
+        if take > 0 then
+            redis.call('hincrby', KEYS[3], ARGV[3], -take)
+        end
     elseif had > 0 then
         redis.call('hdel', KEYS[3], ARGV[3])
     end
