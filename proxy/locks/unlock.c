@@ -91,7 +91,7 @@ static bool unlock_apply(struct px_req *req, struct unlockop *u, const redisRepl
         if (h)
             px_hold_released(h);
     } else if (h) {
-        px_hold_unlocked_one(h, u->sent_ms);
+        px_hold_unlocked_one(h, req->cl, u->sent_ms);
     }
     px_reply_int(px_req_out(req), r->integer);
     return true;
