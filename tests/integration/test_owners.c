@@ -247,6 +247,28 @@ TEST(owners_shared_token_disconnect)
     pu_env_stop(&e);
 }
 
+/* LOCK.LIST name: the hold_count of each entry, in *counts (up to n);
+ * returns the number of entries. */
+static size_t list_counts(redisContext *c, const char *name, long long *counts, size_t n)
+{
+    redisReply *r = pu_cmd(c, "LOCK.LIST %s", name);
+    size_t i, k;
+
+    ASSERT_TRUE(r->type == REDIS_REPLY_ARRAY);
+    for (i = 0; i < r->elements && i < n; i++) {
+        const redisReply *e = r->element[i];
+
+        counts[i] = -1;
+        for (k = 0; k + 1 < e->elements; k += 2) {
+            if (strcmp(e->element[k]->str, "hold_count") == 0)
+                counts[i] = e->element[k + 1]->integer;
+        }
+    }
+    n = r->elements;
+    freeReplyObject(r);
+    return n;
+}
+
 /* Both connections of the owner close: everything goes back. */
 TEST(owners_shared_token_all_close)
 {
@@ -265,6 +287,18 @@ TEST(owners_shared_token_all_close)
     PU_OK(c1, "LOCK %s OWNER %s", "kC", "t");
     PU_OK(c1, "LOCK %s OWNER %s", "kC", "t");
     PU_OK(c2, "LOCK %s OWNER %s", "kC", "t");
+    {
+        long long counts[4];
+
+        /* One entry per connection, each with its own part. */
+        ASSERT_EQ(list_counts(c3, "kC", counts, 4), 2);
+        ASSERT_EQ(counts[0] + counts[1], 3);
+        ASSERT_TRUE(counts[0] == 1 || counts[1] == 1);
+        PU_INT(c2, 0, "UNLOCK %s OWNER %s", "kC", "t"); /* c2's own part first */
+        ASSERT_EQ(list_counts(c3, "kC", counts, 4), 1);
+        ASSERT_EQ(counts[0], 2);
+        PU_OK(c2, "LOCK %s OWNER %s", "kC", "t");
+    }
     redisFree(c1);
     PU_EVENTUALLY(pu_hget_int(rc, "kC", field) == 1, 2000); /* c1's two holds went back */
     PU_NIL(c3, "LOCK %s WAIT 0", "kC");
