@@ -502,10 +502,24 @@ void px_hold_released(struct px_hold *h)
     hold_maybe_free(h);
 }
 
-bool px_hold_not_held(struct px_hold *h)
+/* True if a connection other than cl has a part of h. */
+static bool hold_shared_beyond(const struct px_hold *h, const struct px_client *cl)
+{
+    return h->cl != cl || list_first(&h->shares) != NULL;
+}
+
+static void hold_mark_lost_except(struct px_hold *h, const struct px_client *skip);
+
+bool px_hold_not_held(struct px_hold *h, const struct px_client *cl)
 {
     bool told = h->state == PX_HOLD_HELD || h->state == PX_HOLD_LOST;
 
+    if (h->state == PX_HOLD_HELD && hold_shared_beyond(h, cl)) {
+        /* The other connections of the owner are told too: a tombstone
+         * answers their UNLOCK LOCKLOST, and they get the push. */
+        hold_mark_lost_except(h, cl);
+        return true;
+    }
     if (h->state == PX_HOLD_HELD)
         h->srv->stats.leases_lost++;
     hold_unhold(h);
@@ -514,6 +528,12 @@ bool px_hold_not_held(struct px_hold *h)
 }
 
 void px_hold_mark_lost(struct px_hold *h)
+{
+    hold_mark_lost_except(h, NULL);
+}
+
+/* px_hold_mark_lost() whose push skips skip (told by its reply). */
+static void hold_mark_lost_except(struct px_hold *h, const struct px_client *skip)
 {
     struct px_server *srv = h->srv;
 
@@ -528,12 +548,14 @@ void px_hold_mark_lost(struct px_hold *h)
     h->verify = false;
     list_del_init(&h->due_node);
     sched_loop_timer_in(srv->loop, &h->timer, PX_HOLD_TOMBSTONE_MS);
-    px_push_lease_lost(h->cl, h->kind->cmd, h->key, h->nlen);
+    if (h->cl != skip)
+        px_push_lease_lost(h->cl, h->kind->cmd, h->key, h->nlen);
     while (!list_empty(&h->shares)) { /* every connection with a part is told */
         struct px_hold_share *sh =
             LP_CONTAINER_OF(list_first(&h->shares), struct px_hold_share, hold_node);
 
-        px_push_lease_lost(sh->cl, h->kind->cmd, h->key, h->nlen);
+        if (sh->cl != skip)
+            px_push_lease_lost(sh->cl, h->kind->cmd, h->key, h->nlen);
         share_free(sh);
     }
     h->cl_count = 0;

@@ -197,10 +197,12 @@ void px_hold_release(struct px_hold *h, uint64_t until);
 /* UNLOCK answered: still held (the count went down by one, taken from
  * the part of cl, the unlocking connection, if it has one, else from the
  * oldest part; the unlock, sent at sent_ms, reset the lease), released (count 0), or not held (nil:
- * the client is told LOCKLOST if h was HELD or LOST; returns true then). */
+ * the client is told LOCKLOST if h was HELD or LOST; returns true then;
+ * other connections with a part of h, cl being the unlocking one, are
+ * told as for a lease found lost: a push, and LOCKLOST at their UNLOCK). */
 void px_hold_unlocked_one(struct px_hold *h, const struct px_client *cl, uint64_t sent_ms);
 void px_hold_released(struct px_hold *h);
-bool px_hold_not_held(struct px_hold *h);
+bool px_hold_not_held(struct px_hold *h, const struct px_client *cl);
 
 /* The acquiring connection closed: release its holds (RELEASING) or let
  * them expire, per --on-disconnect. Of a hold it shares with other

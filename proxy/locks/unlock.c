@@ -62,7 +62,7 @@ static void unlock_nil(struct px_req *req, struct unlockop *u)
 {
     const struct px_arg *name = &req->argv[1];
 
-    if (u->hold && px_hold_not_held(u->hold)) {
+    if (u->hold && px_hold_not_held(u->hold, req->cl)) {
         px_reply_error(px_req_out(req),
                        "LOCKLOST lease on '%.*s' was lost (expired or taken) "
                        "before UNLOCK; it was not held any more",

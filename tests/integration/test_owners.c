@@ -8,7 +8,8 @@
  * - a connection that shares an OWNER token and closes gives back only
  *   its own holds: the other connections of that owner keep theirs (count
  *   and renewal), for every kind that takes OWNER (LOCK, FENCED,
- *   FAIRLOCK, RLOCK, WLOCK). */
+ *   FAIRLOCK, RLOCK, WLOCK); a hold one of them finds lost is LOCKLOST
+ *   for the others too. */
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -310,6 +311,32 @@ TEST(owners_shared_token_all_close)
     pu_env_stop(&e);
 }
 
+/* A shared owner's hold found lost by one connection's UNLOCK is lost for
+ * the others too: their UNLOCK answers LOCKLOST, not NOTOWNER. */
+TEST(owners_shared_token_lost)
+{
+    struct pu_env e = {0};
+    redisContext *c1, *c2, *c3, *rc;
+
+    ou_env_start(&e, "epoll", NULL);
+    rc = pu_redis_client(&e);
+    c1 = pu_client(&e);
+    c2 = pu_client(&e);
+    c3 = pu_client(&e);
+    PU_OK(c1, "LOCK %s LEASE %d OWNER %s", "kD", 60000, "t");
+    PU_OK(c2, "LOCK %s LEASE %d OWNER %s", "kD", 60000, "t");
+    freeReplyObject(pu_cmd(rc, "DEL %s", "kD")); /* the lease is gone, nobody told */
+    PU_OK(c3, "LOCK %s WAIT 0", "kD");
+    PU_ERR(c1, "LOCKLOST", "UNLOCK %s OWNER %s", "kD", "t");
+    PU_ERR(c2, "LOCKLOST", "UNLOCK %s OWNER %s", "kD", "t");
+    PU_INT(c3, 1, "UNLOCK %s", "kD");
+    redisFree(c3);
+    redisFree(c2);
+    redisFree(c1);
+    redisFree(rc);
+    pu_env_stop(&e);
+}
+
 TEST_MAIN(TEST_CASE(owners_numeric_user_is_not_a_connection),
           TEST_CASE(owners_user_named_like_a_token), TEST_CASE(owners_shared_token_disconnect),
-          TEST_CASE(owners_shared_token_all_close))
+          TEST_CASE(owners_shared_token_all_close), TEST_CASE(owners_shared_token_lost))
