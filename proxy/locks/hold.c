@@ -483,7 +483,9 @@ void px_hold_unlocked_one(struct px_hold *h, const struct px_client *cl, uint64_
     if (h->state != PX_HOLD_HELD)
         return;
     h->epoch++;
-    if (h->count > 1) { /* Redis said "still held": never below 1 */
+    /* Redis said "still held": never below 1. An unlock of a connection
+     * that closed since was counted in the part its close gave back. */
+    if (h->count > 1 && !cl->closing) {
         h->count--;
         sh = cl == h->cl ? NULL : share_find(h, cl); /* NULL: h->cl's, the oldest part */
         if (sh || h->cl_count > 0)

@@ -311,6 +311,42 @@ TEST(owners_shared_token_all_close)
     pu_env_stop(&e);
 }
 
+/* A connection that sends UNLOCK and closes before its reply: its close
+ * gives back its part, and the UNLOCK (counted in that part) takes
+ * nothing from the others'. */
+TEST(owners_shared_token_unlock_then_close)
+{
+    struct pu_env e = {0};
+    redisContext *c1, *c2, *c3, *rc;
+    long long counts[4];
+    char uuid[64], field[PU_OWNER_MAX];
+
+    ou_env_start(&e, "epoll", NULL);
+    rc = pu_redis_client(&e);
+    c1 = pu_client(&e);
+    c2 = pu_client(&e);
+    c3 = pu_client(&e);
+    pu_proxy_uuid(c3, uuid, sizeof(uuid));
+    snprintf(field, sizeof(field), "%s:t", uuid);
+    PU_OK(c1, "LOCK %s OWNER %s", "kE", "t");
+    PU_OK(c2, "LOCK %s OWNER %s", "kE", "t");
+    PU_OK(c2, "LOCK %s OWNER %s", "kE", "t");
+    pu_send(c1, "UNLOCK %s OWNER %s", "kE", "t");
+    redisFree(c1); /* closes without reading the reply */
+    PU_EVENTUALLY(list_counts(c3, "kE", counts, 4) == 1 && pu_hget_int(rc, "kE", field) == 2,
+                  2000);
+    pu_sleep_ms(200);
+    ASSERT_EQ(list_counts(c3, "kE", counts, 4), 1);
+    ASSERT_EQ(counts[0], 2); /* c2's two */
+    ASSERT_EQ(pu_hget_int(rc, "kE", field), 2);
+    PU_INT(c2, 0, "UNLOCK %s OWNER %s", "kE", "t");
+    PU_INT(c2, 1, "UNLOCK %s OWNER %s", "kE", "t");
+    redisFree(c3);
+    redisFree(c2);
+    redisFree(rc);
+    pu_env_stop(&e);
+}
+
 /* A shared owner's hold found lost by one connection's UNLOCK is lost for
  * the others too: their UNLOCK answers LOCKLOST, not NOTOWNER. */
 TEST(owners_shared_token_lost)
@@ -339,4 +375,5 @@ TEST(owners_shared_token_lost)
 
 TEST_MAIN(TEST_CASE(owners_numeric_user_is_not_a_connection),
           TEST_CASE(owners_user_named_like_a_token), TEST_CASE(owners_shared_token_disconnect),
-          TEST_CASE(owners_shared_token_all_close), TEST_CASE(owners_shared_token_lost))
+          TEST_CASE(owners_shared_token_all_close), TEST_CASE(owners_shared_token_lost),
+          TEST_CASE(owners_shared_token_unlock_then_close))
