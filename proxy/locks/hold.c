@@ -96,7 +96,8 @@ static uint64_t hold_hash(const char *name, size_t nlen, const char *owner, size
 _Static_assert(sizeof(((struct px_server *)0)->uuid) == 37, "util_uuid4's 36 characters and NUL");
 /* The longest owner field, a user token's with ":write", fits untruncated:
  * truncation would make two long user names one owner. */
-_Static_assert(36 + 1 + PX_USER_NAME_MAX + 1 + PX_OWNER_TOKEN_MAX + sizeof(":write") <= PX_OWNER_MAX,
+_Static_assert(36 + 1 + PX_USER_NAME_MAX + 1 + PX_OWNER_TOKEN_MAX + sizeof(":write") <=
+                   PX_OWNER_MAX,
                "owner field capacity");
 
 size_t px_owner_format(const struct px_server *srv, uint64_t id, const char *user,
@@ -300,8 +301,6 @@ void px_hold_put(struct px_hold *h)
     hold_maybe_free(h);
 }
 
-/* ---- HELD and back ---------------------------------------------------------------- */
-
 /* ---- parts of a shared owner's hold ------------------------------------------------ */
 
 static void share_free(struct px_hold_share *sh)
@@ -406,6 +405,8 @@ static void hold_parts_fit(struct px_hold *h)
         sum -= take;
     }
 }
+
+/* ---- HELD and back ---------------------------------------------------------------- */
 
 /* Leaves HELD or LOST for PENDING: nothing confirmed any more. */
 static void hold_unhold(struct px_hold *h)
@@ -684,7 +685,8 @@ static void hold_settled(struct px_hold *h, uint64_t keep, uint64_t had)
     if (had > keep) {
         uint64_t gone = LP_MIN(h->gone, had - keep); /* closed connections' parts */
 
-        srv->stats.disc_releases += gone > 0;
+        if (gone > 0)
+            srv->stats.disc_releases++;
         if (had - keep > gone) {
             srv->stats.rolled_back += had - keep - gone;
             settle_log_rollback(h, had - keep - gone);

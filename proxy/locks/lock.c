@@ -137,8 +137,9 @@ static int check_token(struct px_req *req, const struct px_arg *t)
             break;
     }
     if (t->len == 0 || t->len > PX_OWNER_TOKEN_MAX || i < t->len || digits == t->len) {
-        px_reply_error(px_req_out(req), "ERR OWNER token must be 1-%u characters of "
-                                        "[A-Za-z0-9_.-] and not all digits",
+        px_reply_error(px_req_out(req),
+                       "ERR OWNER token must be 1-%u characters of "
+                       "[A-Za-z0-9_.-] and not all digits",
                        PX_OWNER_TOKEN_MAX);
         return -EINVAL;
     }

@@ -174,8 +174,10 @@ struct kind {
 };
 
 static const struct kind kinds[] = {
-    {"LOCK", "UNLOCK", "LOCK", false},     {"LOCK %s FENCED", "UNLOCK", "LOCK", true},
-    {"FAIRLOCK", "FAIRUNLOCK", "FAIRLOCK", false}, {"RLOCK", "RUNLOCK", "WLOCK", false},
+    {"LOCK", "UNLOCK", "LOCK", false},
+    {"LOCK %s FENCED", "UNLOCK", "LOCK", true},
+    {"FAIRLOCK", "FAIRUNLOCK", "FAIRLOCK", false},
+    {"RLOCK", "RUNLOCK", "WLOCK", false},
     {"WLOCK", "WUNLOCK", "WLOCK", false},
 };
 
@@ -333,8 +335,7 @@ TEST(owners_shared_token_unlock_then_close)
     PU_OK(c2, "LOCK %s OWNER %s", "kE", "t");
     pu_send(c1, "UNLOCK %s OWNER %s", "kE", "t");
     redisFree(c1); /* closes without reading the reply */
-    PU_EVENTUALLY(list_counts(c3, "kE", counts, 4) == 1 && pu_hget_int(rc, "kE", field) == 2,
-                  2000);
+    PU_EVENTUALLY(list_counts(c3, "kE", counts, 4) == 1 && pu_hget_int(rc, "kE", field) == 2, 2000);
     pu_sleep_ms(200);
     ASSERT_EQ(list_counts(c3, "kE", counts, 4), 1);
     ASSERT_EQ(counts[0], 2); /* c2's two */

@@ -7,7 +7,6 @@
  * TLS keys are covered by tls_sighup_reloads_certificates (test_tls.c).
  * Issue 18 item 13: protected-mode was not applied by a reload. */
 #include <arpa/inet.h>
-#include <net/if.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 
@@ -23,6 +22,8 @@
 #include "harness.h"
 #include "ops_util.h"
 #include "proxy_util.h"
+
+#include <net/if.h>
 
 struct rl {
     struct pu_env e;
@@ -434,9 +435,9 @@ static const struct reload_case cases[] = {
 /* Reloadable keys whose reload this table does not drive: the certificate
  * files (tls_sighup_reloads_certificates in test_tls.c rotates them) and
  * the other TLS keys. */
-static const char *const elsewhere[] = {"tls-cert-file", "tls-key-file", "tls-ca-cert-file",
-                                        "tls-auth-clients", "tls-handshake-timeout",
-                                        "upstream-tls-*"};
+static const char *const elsewhere[] = {"tls-cert-file",         "tls-key-file",
+                                        "tls-ca-cert-file",      "tls-auth-clients",
+                                        "tls-handshake-timeout", "upstream-tls-*"};
 
 static bool in_table(const char *key)
 {
@@ -502,7 +503,8 @@ TEST(reload_table_covers_readme)
     char *para;
     unsigned keys = 0;
 
-    if (!repo_root(root, sizeof(root)) || !read_repo_file(root, "README.md", readme, sizeof(readme)) ||
+    if (!repo_root(root, sizeof(root)) ||
+        !read_repo_file(root, "README.md", readme, sizeof(readme)) ||
         !read_repo_file(root, "deploy/lockproxy.conf", conf, sizeof(conf)))
         TEST_SKIP("README.md and deploy/lockproxy.conf not found above the working directory");
     row = strstr(readme, "| Applied at once on reload |");
@@ -525,7 +527,8 @@ TEST(reload_table_covers_readme)
         p = q;
         keys++;
         if (!in_table(key))
-            TEST_FAIL("README lists '%s' as applied on reload; test_reload.c has no row for it", key);
+            TEST_FAIL("README lists '%s' as applied on reload; test_reload.c has no row for it",
+                      key);
         if (strncmp(key, "tls-", 4) != 0 && strncmp(key, "upstream-tls-", 13) != 0 &&
             !strstr(para, key))
             TEST_FAIL("README lists '%s' as applied on reload; deploy/lockproxy.conf's reload "
