@@ -4,7 +4,8 @@
  * effect, and a second SIGHUP back to a must show a's again. Each effect
  * is observed from outside (a refused client, a closed connection, a log
  * line, a key left in Redis, ...), not read back from the options. The
- * TLS keys are covered by tls_sighup_reloads_certificates (test_tls.c).
+ * certificate files are covered by tls_sighup_reloads_certificates
+ * (test_tls.c); the upstream's TLS keys are not covered.
  * Issue 18 item 13: protected-mode was not applied by a reload. */
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -22,6 +23,7 @@
 #include "harness.h"
 #include "ops_util.h"
 #include "proxy_util.h"
+#include "tls_util.h"
 
 #include <net/if.h>
 
@@ -29,6 +31,7 @@ struct rl {
     struct pu_env e;
     redisContext *rc; /* straight to Redis */
     int wport;        /* the 0.0.0.0 listener */
+    int tport;        /* the tls:// listener of the TLS rows */
     char ip[64];      /* this host's non-loopback address, "" for none */
     unsigned seq;     /* unique names */
 };
@@ -373,6 +376,25 @@ static bool keepalive_on(struct rl *r)
     return strstr(out, "keepalive") != NULL;
 }
 
+/* A TLS client without a certificate is refused. */
+static bool tls_client_cert_required(struct rl *r)
+{
+    const struct tu_opts o = {tu_certs()->ca.cert, NULL, NULL, "localhost"};
+    char err[256];
+
+    return !tu_ping(r->tport, &o, err, sizeof(err));
+}
+
+/* A TCP client that never starts its handshake is closed within 1 s. */
+static bool tls_handshake_short(struct rl *r)
+{
+    int fd = pu_raw_connect(r->tport);
+    bool closed = pu_raw_wait_closed(fd, 1000);
+
+    close(fd);
+    return closed;
+}
+
 /* A grant that waits for a replica this Redis does not have is refused. */
 static bool sync_on(struct rl *r)
 {
@@ -407,37 +429,40 @@ struct reload_case {
     const char *base;          /* other lines the case needs */
     bool (*in_b)(struct rl *); /* b's effect is seen */
     bool outside;              /* needs a non-loopback address */
+    bool tls;                  /* needs a tls:// listener (test certificates) */
 };
 
 static const struct reload_case cases[] = {
-    {"log-level", "info", "debug", "", log_level_debug, false},
-    {"protected-mode", "yes", "no", "", protected_off, true},
-    {"protected-mode", "no", "yes", "", protected_on, true}, /* the other way first */
-    {"requirepass", NULL, "pw", "", auth_on, false},
-    {"user", NULL, "u on >p ~*", "", user_exists, false},
-    {"max-clients", "10000", "3", "", max_clients_3, false},
-    {"on-disconnect", "release", "expire", "", disconnect_expires, false},
-    {"subscription-linger", "0", "60000", "", linger_long, false},
-    {"max-request-bytes", "65536", "2048", "", request_bytes_small, false},
-    {"max-args", "64", "8", "", args_few, false},
-    {"max-pipeline", "1024", "1", "", pipeline_one, false},
+    {"log-level", "info", "debug", "", log_level_debug, false, false},
+    {"protected-mode", "yes", "no", "", protected_off, true, false},
+    {"protected-mode", "no", "yes", "", protected_on, true, false}, /* the other way first */
+    {"requirepass", NULL, "pw", "", auth_on, false, false},
+    {"user", NULL, "u on >p ~*", "", user_exists, false, false},
+    {"max-clients", "10000", "3", "", max_clients_3, false, false},
+    {"on-disconnect", "release", "expire", "", disconnect_expires, false, false},
+    {"subscription-linger", "0", "60000", "", linger_long, false, false},
+    {"max-request-bytes", "65536", "2048", "", request_bytes_small, false, false},
+    {"max-args", "64", "8", "", args_few, false, false},
+    {"max-pipeline", "1024", "1", "", pipeline_one, false, false},
     {"client-output-soft-limit", "0", "262144", "client-output-hard-limit 0\n", output_soft_on,
-     false},
+     false, false},
     {"client-output-hard-limit", "0", "1000000", "client-output-soft-limit 0\n", output_hard_small,
-     false},
-    {"timeout", "0", "1", "", timeout_on, false},
-    {"auth-timeout", "0", "1", "requirepass pw\n", auth_timeout_on, false},
-    {"tcp-keepalive", "0", "7", "", keepalive_on, false},
-    {"sync-replicas", "0", "1", "sync-timeout 100\n", sync_on, false},
-    {"sync-timeout", "100", "1500", "sync-replicas 1\n", sync_timeout_long, false},
+     false, false},
+    {"timeout", "0", "1", "", timeout_on, false, false},
+    {"auth-timeout", "0", "1", "requirepass pw\n", auth_timeout_on, false, false},
+    {"tcp-keepalive", "0", "7", "", keepalive_on, false, false},
+    {"sync-replicas", "0", "1", "sync-timeout 100\n", sync_on, false, false},
+    {"sync-timeout", "100", "1500", "sync-replicas 1\n", sync_timeout_long, false, false},
+    {"tls-auth-clients", "no", "yes", "", tls_client_cert_required, false, true},
+    {"tls-handshake-timeout", "10000", "300", "tls-auth-clients no\n", tls_handshake_short, false,
+     true},
 };
 
 /* Reloadable keys whose reload this table does not drive: the certificate
  * files (tls_sighup_reloads_certificates in test_tls.c rotates them) and
- * the other TLS keys. */
-static const char *const elsewhere[] = {"tls-cert-file",         "tls-key-file",
-                                        "tls-ca-cert-file",      "tls-auth-clients",
-                                        "tls-handshake-timeout", "upstream-tls-*"};
+ * the upstream's TLS keys (not checked by reload anywhere yet). */
+static const char *const elsewhere[] = {"tls-cert-file", "tls-key-file", "tls-ca-cert-file",
+                                        "upstream-tls-*"};
 
 static bool in_table(const char *key)
 {
@@ -540,10 +565,18 @@ TEST(reload_table_covers_readme)
 
 static void write_conf(const char *path, const struct reload_case *k, const char *value)
 {
+    char tls[1024] = "";
+
+    if (k->tls) {
+        const struct tc_certs *c = tu_certs();
+
+        snprintf(tls, sizeof(tls), "tls-cert-file %s\ntls-key-file %s\ntls-ca-cert-file %s\n",
+                 c->server.cert, c->server.key, c->ca.cert);
+    }
     if (value)
-        ou_write_file(path, "%s%s %s\n", k->base, k->key, value);
+        ou_write_file(path, "%s%s%s %s\n", tls, k->base, k->key, value);
     else
-        ou_write_file(path, "%s", k->base);
+        ou_write_file(path, "%s%s", tls, k->base);
 }
 
 /* SIGHUP, then waits for the reload's log line (the n-th). */
@@ -572,8 +605,8 @@ static void expect_effect(struct rl *r, const struct reload_case *k, bool want_b
 
 static void run_case(struct rl *r, const struct reload_case *k, size_t idx)
 {
-    char conf[PU_PATH_MAX], log[64], listen[32], name[48];
-    const char *extra[] = {"--config", conf, "--listen", listen, NULL};
+    char conf[PU_PATH_MAX], log[64], listen[32], tlisten[48], name[48];
+    const char *extra[] = {"--config", conf, "--listen", listen, "--listen", tlisten, NULL};
 
     fprintf(stderr, "-- %s: %s -> %s -> %s\n", k->key, k->a ? k->a : "(unset)",
             k->b ? k->b : "(unset)", k->a ? k->a : "(unset)");
@@ -582,6 +615,10 @@ static void run_case(struct rl *r, const struct reload_case *k, size_t idx)
     snprintf(log, sizeof(log), "reload-%zu.log", idx);
     r->wport = pu_free_port();
     snprintf(listen, sizeof(listen), "0.0.0.0:%d", r->wport);
+    r->tport = pu_free_port();
+    snprintf(tlisten, sizeof(tlisten), "tls://127.0.0.1:%d", r->tport);
+    if (!k->tls)
+        extra[4] = NULL; /* no tls:// listener without certificates */
     write_conf(conf, k, k->a);
     memset(&r->e.proxy, 0, sizeof(r->e.proxy));
     ou_path(r->e.proxy.log_path, sizeof(r->e.proxy.log_path), log);
