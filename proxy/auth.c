@@ -17,8 +17,6 @@
 #include "proxy/server.h"
 #include "sched/loop.h"
 
-#define USER_NAME_MAX 128u /* longest user name accepted */
-
 struct px_auth {
     unsigned refs;           /* references (opts copies, reload in progress) */
     unsigned nusers;         /* users in the table */
@@ -158,7 +156,7 @@ static bool name_is_valid(const char *s)
 {
     size_t i, len = strlen(s);
 
-    if (len == 0 || len > USER_NAME_MAX)
+    if (len == 0 || len > PX_USER_NAME_MAX)
         return false;
     for (i = 0; i < len; i++) {
         if ((unsigned char)s[i] <= ' ' || s[i] == 0x7f)
@@ -174,7 +172,7 @@ static int user_parse(int argc, const char *const *argv, struct px_user **out, c
     int i, rc = -ENOMEM;
 
     if (argc < 1 || !name_is_valid(argv[0])) {
-        snprintf(why, n, "user needs a name (1-%u printable characters) and rules", USER_NAME_MAX);
+        snprintf(why, n, "user needs a name (1-%u printable characters) and rules", PX_USER_NAME_MAX);
         return -EINVAL;
     }
     u = calloc(1, sizeof(*u));

@@ -30,6 +30,7 @@ struct px_req;
 struct px_auth;
 
 #define PX_AUTH_DEFAULT_USER "default"
+#define PX_USER_NAME_MAX     128u /* longest user name: printable, no space (owner fields hold it) */
 /* Before AUTH a connection gets Redis-like tight limits, so an unknown peer
  * cannot make the proxy buffer much: small requests, few arguments, few
  * requests per read. */

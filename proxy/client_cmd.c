@@ -135,7 +135,8 @@ static void client_line(const struct px_client *cl, struct buf *b)
                 cl->multi.active ? (int)cl->multi.n : -1, buf_size(&cl->in), unsent,
                 buf_size(&cl->in) + unsent, cmd, cl->user ? cl->user->name : PX_AUTH_DEFAULT_USER,
                 cl->proto, cl->lib_name, cl->lib_ver,
-                list_count(&cl->locks.holds) + list_count(&cl->locks.claims),
+                list_count(&cl->locks.holds) + list_count(&cl->locks.shares) +
+                    list_count(&cl->locks.claims),
                 list_count(&cl->locks.waits));
 }
 

@@ -10,6 +10,7 @@
 #include "common/log.h"
 #include "proxy/auth.h"
 #include "proxy/client.h"
+#include "proxy/protect.h"
 #include "proxy/server.h"
 #include "proxy/tls.h"
 
@@ -282,10 +283,14 @@ static void reload_apply(struct px_server *srv, struct px_opts *nw)
 {
     struct px_opts *o = &srv->opts;
     struct px_auth *old = o->auth;
+    bool open_changed = o->protected_mode != nw->protected_mode ||
+                        px_auth_required(old) != px_auth_required(nw->auth) ||
+                        o->tls_auth_clients != nw->tls_auth_clients;
     unsigned closed;
 
     log_set_level(nw->log_level);
     o->log_level = nw->log_level;
+    o->protected_mode = nw->protected_mode; /* new connections */
     o->on_disc = nw->on_disc;
     o->linger_ms = nw->linger_ms;
     o->max_request_bytes = nw->max_request_bytes;
@@ -307,6 +312,8 @@ static void reload_apply(struct px_server *srv, struct px_opts *nw)
     closed = px_auth_rebind(srv);
     px_auth_put(old);
     px_client_reconfigure(srv);
+    if (open_changed)
+        px_protect_check_listeners(srv); /* who may connect now, as at start-up */
     if (closed > 0)
         log_msg(LOG_LVL_WARN,
                 "config reload: closed %u connections whose user was removed or "

@@ -41,6 +41,19 @@
  *   confirmed count was rolled back (counted); below it, the hold shrinks,
  *   and at 0 it was released by an unlock whose reply was lost, or lost.
  *
+ * Shared owners: connections naming one OWNER token share its holds (one
+ * hold per pair). h->cl is the connection that took it first, with its
+ * part cl_count; every other connection that acquired some of it has a
+ * px_hold_share (on h->shares and on its cl->locks.shares). While HELD,
+ * count = cl_count + the shares' counts, every part > 0. A grant adds to
+ * the granting connection's part; an unlock takes from the unlocking
+ * connection's part, else from the oldest; a count Redis lowered trims
+ * the newest parts first. A connection that closes gives back its part
+ * only: the hold stays HELD for the others (a settle down to the rest,
+ * as for a roll-back; a closing h->cl hands h->cl to the oldest share),
+ * renewed as before. Only the last part's close releases the pair. A
+ * hold that is lost is told to every connection with a part.
+ *
  * Who frees what: the table owns its holds; references (ops in progress,
  * renewal batches) keep the memory of a hold that left the table; the
  * settle job lives in the hold. hold_maybe_free() frees a hold once it is
@@ -56,6 +69,7 @@
 #include "common/spares.h"
 #include "common/util.h"
 #include "pool/pool.h"
+#include "proxy/auth.h"
 #include "proxy/client.h"
 #include "proxy/locks/replay.h"
 #include "proxy/locks/scripts.h"
@@ -81,6 +95,11 @@ static uint64_t hold_hash(const char *name, size_t nlen, const char *owner, size
 }
 
 _Static_assert(sizeof(((struct px_server *)0)->uuid) == 37, "util_uuid4's 36 characters and NUL");
+/* The longest owner field, a user token's with ":write", fits untruncated:
+ * truncation would make two long user names one owner. */
+_Static_assert(36 + 1 + PX_USER_NAME_MAX + 1 + PX_OWNER_TOKEN_MAX + sizeof(":write") <=
+                   PX_OWNER_MAX,
+               "owner field capacity");
 
 size_t px_owner_format(const struct px_server *srv, uint64_t id, const char *user,
                        const char *token, size_t tlen, char *out)
@@ -88,7 +107,8 @@ size_t px_owner_format(const struct px_server *srv, uint64_t id, const char *use
     int n;
 
     if (token && user && strcmp(user, PX_OWNER_DEFAULT_USER) != 0) {
-        n = snprintf(out, PX_OWNER_MAX, "%s:%s:%.*s", srv->uuid, user, (int)tlen, token);
+        n = snprintf(out, PX_OWNER_MAX, "%s:%s" PX_OWNER_USER_SEP "%.*s", srv->uuid, user,
+                     (int)tlen, token);
         return (size_t)n;
     }
     if (token) {
@@ -211,6 +231,7 @@ static struct px_hold *hold_create(struct px_server *srv, const struct px_hold_k
     h->owner[olen] = '\0';
     list_init(&h->client_node);
     list_init(&h->due_node);
+    list_init(&h->shares);
     px_job_init(&h->job, srv, &settle_ops);
     sched_timer_init(&h->timer, px_watchdog_on_timer);
     hmap_insert(&srv->holds, &h->node, hash);
@@ -281,6 +302,111 @@ void px_hold_put(struct px_hold *h)
     hold_maybe_free(h);
 }
 
+/* ---- parts of a shared owner's hold ------------------------------------------------ */
+
+static void share_free(struct px_hold_share *sh)
+{
+    list_del_init(&sh->hold_node);
+    list_del_init(&sh->client_node);
+    free(sh);
+}
+
+static void hold_drop_shares(struct px_hold *h)
+{
+    struct list *n;
+
+    while ((n = list_first(&h->shares)) != NULL)
+        share_free(LP_CONTAINER_OF(n, struct px_hold_share, hold_node));
+}
+
+static struct px_hold_share *share_find(const struct px_hold *h, const struct px_client *cl)
+{
+    const struct list *n;
+
+    for (n = h->shares.next; n != &h->shares; n = n->next) {
+        struct px_hold_share *sh = LP_CONTAINER_OF(n, struct px_hold_share, hold_node);
+
+        if (sh->cl == cl)
+            return sh;
+    }
+    return NULL;
+}
+
+/* The oldest share becomes h->cl's part (h->cl's own part is 0, or h->cl
+ * closed); false when there is none. */
+static bool hold_promote_share(struct px_hold *h)
+{
+    struct list *n = list_first(&h->shares);
+    struct px_hold_share *sh;
+
+    if (!n)
+        return false;
+    sh = LP_CONTAINER_OF(n, struct px_hold_share, hold_node);
+    list_del_init(&h->client_node);
+    h->cl = sh->cl;
+    h->cl_count = sh->count;
+    list_add_tail(&h->cl->locks.holds, &h->client_node);
+    share_free(sh);
+    return true;
+}
+
+/* A grant of one more to cl. Out of memory for a share: h->cl's part
+ * takes it (then cl's close does not give it back; h->cl's does). */
+static void hold_part_add(struct px_hold *h, struct px_client *cl)
+{
+    struct px_hold_share *sh;
+
+    if (cl == h->cl) {
+        h->cl_count++;
+        return;
+    }
+    sh = share_find(h, cl);
+    if (!sh && (sh = calloc(1, sizeof(*sh))) != NULL) {
+        sh->h = h;
+        sh->cl = cl;
+        list_add_tail(&h->shares, &sh->hold_node);
+        list_add_tail(&cl->locks.shares, &sh->client_node);
+    }
+    if (sh)
+        sh->count++;
+    else
+        h->cl_count++;
+}
+
+/* Takes n off sh's part (NULL: h->cl's), dropping a part that reaches 0. */
+static void hold_part_take(struct px_hold *h, struct px_hold_share *sh, uint64_t n)
+{
+    if (sh) {
+        sh->count -= n;
+        if (sh->count == 0)
+            share_free(sh);
+        return;
+    }
+    h->cl_count -= n;
+    if (h->cl_count == 0)
+        hold_promote_share(h);
+}
+
+/* The parts sum to at most h->count again (Redis had less than the
+ * parts, or a grant counted less): the newest parts lose first. */
+static void hold_parts_fit(struct px_hold *h)
+{
+    uint64_t sum = h->cl_count;
+    struct list *n;
+
+    for (n = h->shares.next; n != &h->shares; n = n->next)
+        sum += LP_CONTAINER_OF(n, struct px_hold_share, hold_node)->count;
+    while (sum > h->count) {
+        struct list *last = h->shares.prev;
+        struct px_hold_share *sh =
+            last == &h->shares ? NULL : LP_CONTAINER_OF(last, struct px_hold_share, hold_node);
+        uint64_t take = LP_MIN(sum - h->count, sh ? sh->count : h->cl_count);
+
+        hold_part_take(h, sh, take);
+        sum -= take;
+    }
+}
+
 /* ---- HELD and back ---------------------------------------------------------------- */
 
 /* Leaves HELD or LOST for PENDING: nothing confirmed any more. */
@@ -297,7 +423,9 @@ static void hold_unhold(struct px_hold *h)
     sched_loop_timer_del(srv->loop, &h->timer);
     list_del_init(&h->client_node);
     list_del_init(&h->due_node);
+    hold_drop_shares(h);
     h->count = 0;
+    h->cl_count = 0;
     h->watchdog = false;
     h->verify = false;
     h->epoch++;
@@ -337,6 +465,8 @@ void px_hold_granted(struct px_hold *h, const struct px_hold_kind *kind, struct 
     h->kind = kind;
     h->epoch++;
     h->count = count;
+    hold_part_add(h, cl);
+    hold_parts_fit(h);
     h->lease_ms = lease_ms;
     h->watchdog = watchdog;
     h->expires_ms = sent_ms + lease_ms;
@@ -348,13 +478,21 @@ void px_hold_granted(struct px_hold *h, const struct px_hold_kind *kind, struct 
         hold_want_settle(h, PX_JOB_NO_END); /* sent once nothing is in flight */
 }
 
-void px_hold_unlocked_one(struct px_hold *h, uint64_t sent_ms)
+void px_hold_unlocked_one(struct px_hold *h, const struct px_client *cl, uint64_t sent_ms)
 {
+    struct px_hold_share *sh;
+
     if (h->state != PX_HOLD_HELD)
         return;
     h->epoch++;
-    if (h->count > 1)
-        h->count--; /* Redis said "still held": never below 1 */
+    /* Redis said "still held": never below 1. An unlock of a connection
+     * that closed since was counted in the part its close gave back. */
+    if (h->count > 1 && !cl->closing) {
+        h->count--;
+        sh = cl == h->cl ? NULL : share_find(h, cl); /* NULL: h->cl's, the oldest part */
+        if (sh || h->cl_count > 0)
+            hold_part_take(h, sh, 1);
+    }
     if (!h->kind->unlock_resets_lease)
         return;
     h->expires_ms = sent_ms + h->lease_ms;
@@ -370,10 +508,24 @@ void px_hold_released(struct px_hold *h)
     hold_maybe_free(h);
 }
 
-bool px_hold_not_held(struct px_hold *h)
+/* True if a connection other than cl has a part of h. */
+static bool hold_shared_beyond(const struct px_hold *h, const struct px_client *cl)
+{
+    return h->cl != cl || list_first(&h->shares) != NULL;
+}
+
+static void hold_mark_lost_except(struct px_hold *h, const struct px_client *skip);
+
+bool px_hold_not_held(struct px_hold *h, const struct px_client *cl)
 {
     bool told = h->state == PX_HOLD_HELD || h->state == PX_HOLD_LOST;
 
+    if (h->state == PX_HOLD_HELD && hold_shared_beyond(h, cl)) {
+        /* The other connections of the owner are told too: a tombstone
+         * answers their UNLOCK LOCKLOST, and they get the push. */
+        hold_mark_lost_except(h, cl);
+        return true;
+    }
     if (h->state == PX_HOLD_HELD)
         h->srv->stats.leases_lost++;
     hold_unhold(h);
@@ -382,6 +534,12 @@ bool px_hold_not_held(struct px_hold *h)
 }
 
 void px_hold_mark_lost(struct px_hold *h)
+{
+    hold_mark_lost_except(h, NULL);
+}
+
+/* px_hold_mark_lost() whose push skips skip (told by its reply). */
+static void hold_mark_lost_except(struct px_hold *h, const struct px_client *skip)
 {
     struct px_server *srv = h->srv;
 
@@ -399,7 +557,17 @@ void px_hold_mark_lost(struct px_hold *h)
     h->verify = false;
     list_del_init(&h->due_node);
     sched_loop_timer_in(srv->loop, &h->timer, PX_HOLD_TOMBSTONE_MS);
-    px_push_lease_lost(h->cl, h->kind->cmd, h->key, h->nlen);
+    if (h->cl != skip)
+        px_push_lease_lost(h->cl, h->kind->cmd, h->key, h->nlen);
+    while (!list_empty(&h->shares)) { /* every connection with a part is told */
+        struct px_hold_share *sh =
+            LP_CONTAINER_OF(list_first(&h->shares), struct px_hold_share, hold_node);
+
+        if (sh->cl != skip)
+            px_push_lease_lost(sh->cl, h->kind->cmd, h->key, h->nlen);
+        share_free(sh);
+    }
+    h->cl_count = 0;
 }
 
 bool px_hold_lost_before(const struct px_hold *h, uint64_t count)
@@ -563,17 +731,25 @@ static void hold_settled(struct px_hold *h, uint64_t keep, uint64_t had)
         return;
     }
     if (had > keep) {
-        srv->stats.rolled_back += had - keep;
-        settle_log_rollback(h, had - keep);
+        uint64_t gone = LP_MIN(h->gone, had - keep); /* closed connections' parts */
+
+        if (gone > 0)
+            srv->stats.disc_releases++;
+        if (had - keep > gone) {
+            srv->stats.rolled_back += had - keep - gone;
+            settle_log_rollback(h, had - keep - gone);
+        }
     } else if (had < keep && h->state == PX_HOLD_HELD) {
-        if (had > 0)
+        if (had > 0) {
             h->count = had; /* unlocks whose reply was lost did run */
-        else if (h->unknown_unlocks > 0)
+            hold_parts_fit(h);
+        } else if (h->unknown_unlocks > 0)
             hold_unhold(h); /* released by an unlock whose reply was lost */
         else
             px_hold_mark_lost(h);
     }
     h->unknown_unlocks = 0;
+    h->gone = 0;
 }
 
 /* A RELEASING hold whose release (keep 0) was answered or given up is
@@ -640,15 +816,52 @@ static const struct px_job_ops release_ops = {
 
 /* ---- the connection ------------------------------------------------------------ */
 
+/* A closing connection's part (n of h->count) goes back: the rest of
+ * the hold stays HELD for the connections that still have parts. With
+ * --on-disconnect expire the part is left to them (nobody else could
+ * release it, and their renewal keeps it alive). */
+static void hold_give_back_part(struct px_hold *h, uint64_t n)
+{
+    if (h->cl->srv->opts.on_disc != PX_DISCONNECT_RELEASE) {
+        h->cl_count += n;
+        return;
+    }
+    h->count -= n;
+    h->gone += n;
+    h->epoch++;
+    hold_want_settle(h, PX_JOB_NO_END); /* sent once nothing is in flight */
+}
+
+static void hold_client_gone_shares(struct px_client *cl)
+{
+    struct list *n;
+
+    while ((n = list_first(&cl->locks.shares)) != NULL) {
+        struct px_hold_share *sh = LP_CONTAINER_OF(n, struct px_hold_share, client_node);
+        struct px_hold *h = sh->h;
+        uint64_t part = sh->count;
+
+        share_free(sh);
+        if (h->state == PX_HOLD_HELD)
+            hold_give_back_part(h, part);
+    }
+}
+
 void px_hold_client_gone(struct px_client *cl)
 {
     struct px_server *srv = cl->srv;
     struct list *n, *t;
 
+    hold_client_gone_shares(cl);
     list_for_each_safe(n, t, &cl->locks.holds)
     {
         struct px_hold *h = LP_CONTAINER_OF(n, struct px_hold, client_node);
+        uint64_t part = h->cl_count;
 
+        if (h->state == PX_HOLD_HELD && hold_promote_share(h)) {
+            hold_give_back_part(h, part); /* others of the owner hold the rest */
+            continue;
+        }
         if (h->state == PX_HOLD_HELD && srv->opts.on_disc == PX_DISCONNECT_RELEASE) {
             /* expires_ms counts from the send; Redis started the lease when
              * it ran the request, up to an upstream timeout later. */

@@ -83,6 +83,17 @@ enum px_hold_state {
     PX_HOLD_DEAD = 4,      /* released or given up; freed when nothing refers to it */
 };
 
+/* The part of a HELD hold that a connection other than h->cl acquired:
+ * one owner (an OWNER token) holding through several connections. Its
+ * close gives back its part only (hold.c). */
+struct px_hold_share {
+    struct list hold_node;   /* in h->shares */
+    struct list client_node; /* in cl->locks.shares */
+    struct px_hold *h;       /* borrowed: the hold it is part of */
+    struct px_client *cl;    /* borrowed: the connection that acquired it */
+    uint64_t count;          /* its part of h->count, > 0 */
+};
+
 struct px_hold {
     struct hmap_node node;           /* in srv->holds while in_table */
     struct list client_node;         /* in cl->locks.holds while HELD or LOST */
@@ -95,6 +106,10 @@ struct px_hold {
     enum px_hold_state state;        /* see enum */
     int64_t token;                   /* last fencing token issued to this holder, or -1 */
     uint64_t count;                  /* reentrancy count confirmed to clients (0 unless HELD) */
+    uint64_t cl_count;               /* the part of count cl acquired (> 0 while HELD) */
+    uint64_t gone;                   /* parts of closed connections the next settle gives back */
+    struct list shares;              /* struct px_hold_share: the parts of other connections;
+                                        count = cl_count + their counts while HELD */
     uint64_t lease_ms;               /* lease set at every acquire/renewal */
     uint64_t held_ms;                /* monotonic ms it became HELD (LOCK.LIST's age) */
     uint64_t expires_ms;             /* monotonic ms the lease ends by, from the send of the
@@ -181,12 +196,15 @@ void px_hold_dequeue(struct px_hold *h, uint64_t wait_ms);
  * h was granted (policy release). until: when the lease ends anyway. */
 void px_hold_release(struct px_hold *h, uint64_t until);
 
-/* UNLOCK answered: still held (the count went down by one; the unlock,
- * sent at sent_ms, reset the lease), released (count 0), or not held (nil:
- * the client is told LOCKLOST if h was HELD or LOST; returns true then). */
-void px_hold_unlocked_one(struct px_hold *h, uint64_t sent_ms);
+/* UNLOCK answered: still held (the count went down by one, taken from
+ * the part of cl, the unlocking connection, if it has one, else from the
+ * oldest part; the unlock, sent at sent_ms, reset the lease), released (count 0), or not held (nil:
+ * the client is told LOCKLOST if h was HELD or LOST; returns true then;
+ * other connections with a part of h, cl being the unlocking one, are
+ * told as for a lease found lost: a push, and LOCKLOST at their UNLOCK). */
+void px_hold_unlocked_one(struct px_hold *h, const struct px_client *cl, uint64_t sent_ms);
 void px_hold_released(struct px_hold *h);
-bool px_hold_not_held(struct px_hold *h);
+bool px_hold_not_held(struct px_hold *h, const struct px_client *cl);
 
 /* An UNLOCK of h, asked for at asked_ms, got no answer from Redis (its
  * reply was lost, or it could not be sent). What the client is told: */
@@ -220,21 +238,39 @@ bool px_hold_lost_before(const struct px_hold *h, uint64_t count);
 void px_hold_report_lost(struct px_hold *h, bool give_back, uint64_t until);
 
 /* The acquiring connection closed: release its holds (RELEASING) or let
- * them expire, per --on-disconnect. */
+ * them expire, per --on-disconnect. Of a hold it shares with other
+ * connections of the same owner, only its part goes (release: settled
+ * down by it; expire: left to the others); the others keep theirs, and
+ * the renewal. */
 void px_hold_client_gone(struct px_client *cl);
 
 /* True when h is HELD (a count confirmed to a client). */
 bool px_hold_is_held(const struct px_hold *h);
 
 #define PX_OWNER_DEFAULT_USER "default" /* the user whose tokens are not prefixed */
+#define PX_OWNER_USER_SEP     "@"       /* between a user's name and its token */
+#define PX_OWNER_TOKEN_MAX    64u       /* longest OWNER token */
 
 /* Writes the owner field into out (PX_OWNER_MAX bytes) and returns its
- * length: "<uuid>:<id>" for connection id (no token); with an OWNER token
- * (tlen bytes of [A-Za-z0-9_.-]), "<uuid>:<user>:<token>" for a logged-in
+ * length: "<uuid>:<id>" for connection id (no token, Redisson's
+ * "<uuid>:<threadId>"); with an OWNER token (1-PX_OWNER_TOKEN_MAX bytes of
+ * [A-Za-z0-9_.-], not all digits), "<uuid>:<user>@<token>" for a logged-in
  * ACL user (user not NULL) other than "default", else "<uuid>:<token>".
  * So a token names one holder within one user: two users' "worker-1" are
- * two owners. The forms cannot collide: the token has no ':' and is not
- * all digits, and only the user form has two colons after the uuid. */
+ * two owners.
+ *
+ * The fields, and the fields with the suffixes the layouts append
+ * (":write"; ":rwlock_timeout:<n>" and the fair lock's channel and queue
+ * entries append to a whole field), never collide, whatever the user is
+ * called (any printable name, ':' and '@' included):
+ * - the connection and default forms have no '@', the user form has one
+ *   in its last ':'-separated part (the token has neither ':' nor '@', so
+ *   the last '@' splits user from token): no user field is another form;
+ * - the connection form's tail is all digits, a default token is not;
+ * - no field + ":write" is another field, even for the token "write" or
+ *   a user "395": a user field's last part has an '@', so it does not end
+ *   in ":write"; a connection or default field that does ("<uuid>:write")
+ *   would be the bare uuid + ":write", and the uuid alone is no field. */
 size_t px_owner_format(const struct px_server *srv, uint64_t id, const char *user,
                        const char *token, size_t tlen, char *out);
 

@@ -7,7 +7,8 @@
  *   name, state (held | lost | waiting), kind (lock, read lock, write
  *   lock, fair lock; for a wait, the command), client_id, addr,
  *   client_name, user, owner (the owner field in Redis; "" for a wait
- *   that has none, such as a semaphore's), hold_count (0 for a wait),
+ *   that has none, such as a semaphore's), hold_count (0 for a wait; of
+ *   an OWNER shared by several connections, each one's own part),
  *   age_ms (since acquired / since the wait began), ttl_ms (the lease
  *   left by this proxy's clock, -1 for a wait), watchdog (0/1).
  *
@@ -105,7 +106,35 @@ static bool filter_wants(const struct list_filter *f, const char *name, size_t n
     return !f->acl || (f->caller->user && px_user_may_access(f->caller->user, name, nlen));
 }
 
-/* Appends cl's holds that f wants; returns how many. */
+/* Appends h's entry for cl, whose part of it is part, if f wants it;
+ * returns 1 if it did. */
+static size_t hold_row(const struct list_filter *f, const struct px_client *cl,
+                       const struct px_hold *h, uint64_t part, uint64_t now, struct buf *b)
+{
+    struct lk_row e = {h->key,
+                       h->nlen,
+                       h->state == PX_HOLD_LOST ? "lost" : "held",
+                       h->kind ? h->kind->name : "lock",
+                       cl,
+                       h->owner,
+                       h->olen,
+                       part,
+                       now - h->held_ms,
+                       -1,
+                       h->watchdog};
+
+    if (!filter_wants(f, h->key, h->nlen))
+        return 0;
+    if (h->state == PX_HOLD_HELD)
+        e.ttl_ms = h->expires_ms > now ? (int64_t)(h->expires_ms - now) : 0;
+    else
+        e.watchdog = false;
+    entry_write(b, f->caller->proto, &e);
+    return 1;
+}
+
+/* Appends cl's holds, and its parts of holds it shares with other
+ * connections of one OWNER, that f wants; returns how many. */
 static size_t list_holds(const struct list_filter *f, const struct px_client *cl, uint64_t now,
                          struct buf *b)
 {
@@ -114,26 +143,13 @@ static size_t list_holds(const struct list_filter *f, const struct px_client *cl
 
     for (n = cl->locks.holds.next; n != &cl->locks.holds; n = n->next) {
         const struct px_hold *h = list_entry(n, struct px_hold, client_node);
-        struct lk_row e = {h->key,
-                           h->nlen,
-                           h->state == PX_HOLD_LOST ? "lost" : "held",
-                           h->kind ? h->kind->name : "lock",
-                           cl,
-                           h->owner,
-                           h->olen,
-                           h->count,
-                           now - h->held_ms,
-                           -1,
-                           h->watchdog};
 
-        if (!filter_wants(f, h->key, h->nlen))
-            continue;
-        if (h->state == PX_HOLD_HELD)
-            e.ttl_ms = h->expires_ms > now ? (int64_t)(h->expires_ms - now) : 0;
-        else
-            e.watchdog = false;
-        entry_write(b, f->caller->proto, &e);
-        count++;
+        count += hold_row(f, cl, h, h->state == PX_HOLD_HELD ? h->cl_count : 0, now, b);
+    }
+    for (n = cl->locks.shares.next; n != &cl->locks.shares; n = n->next) {
+        const struct px_hold_share *sh = list_entry(n, struct px_hold_share, client_node);
+
+        count += hold_row(f, cl, sh->h, sh->count, now, b);
     }
     return count;
 }

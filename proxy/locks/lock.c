@@ -136,9 +136,11 @@ static int check_token(struct px_req *req, const struct px_arg *t)
         else if (!((c | 0x20) >= 'a' && (c | 0x20) <= 'z') && c != '_' && c != '-' && c != '.')
             break;
     }
-    if (t->len == 0 || t->len > 64 || i < t->len || digits == t->len) {
-        px_reply_error(px_req_out(req), "ERR OWNER token must be 1-64 characters of "
-                                        "[A-Za-z0-9_.-] and not all digits");
+    if (t->len == 0 || t->len > PX_OWNER_TOKEN_MAX || i < t->len || digits == t->len) {
+        px_reply_error(px_req_out(req),
+                       "ERR OWNER token must be 1-%u characters of "
+                       "[A-Za-z0-9_.-] and not all digits",
+                       PX_OWNER_TOKEN_MAX);
         return -EINVAL;
     }
     return 0;

@@ -14,6 +14,7 @@ void px_locks_client_init(struct px_cl_locks *l)
 {
     list_init(&l->waits);
     list_init(&l->holds);
+    list_init(&l->shares);
     list_init(&l->claims);
 }
 

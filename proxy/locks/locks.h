@@ -38,6 +38,8 @@ struct px_claim {
 struct px_cl_locks {
     struct list waits;  /* struct px_wait_op: its waiting commands (wait.c) */
     struct list holds;  /* struct px_hold: locks it acquired (hold.c) */
+    struct list shares; /* struct px_hold_share: its parts of another connection's holds
+                           of the same OWNER (hold.c) */
     struct list claims; /* struct px_claim: permits to give back */
 };
 
@@ -45,7 +47,8 @@ struct px_cl_locks {
  * (such a connection is never idle: --timeout). */
 static inline bool px_locks_client_busy(const struct px_cl_locks *l)
 {
-    return !list_empty(&l->waits) || !list_empty(&l->holds) || !list_empty(&l->claims);
+    return !list_empty(&l->waits) || !list_empty(&l->holds) || !list_empty(&l->shares) ||
+           !list_empty(&l->claims);
 }
 
 /* Empty lists for a new connection. */

@@ -90,10 +90,10 @@ static void unlock_apply(struct multiunlock *u, struct multi_name *m, long long 
         m->result = 1;
     } else if (res == 0) {
         if (m->hold)
-            px_hold_unlocked_one(m->hold, u->sent_ms);
+            px_hold_unlocked_one(m->hold, u->req->cl, u->sent_ms);
         m->result = 0;
     } else {
-        m->result = m->hold && px_hold_not_held(m->hold) ? -2 : -1;
+        m->result = m->hold && px_hold_not_held(m->hold, u->req->cl) ? -2 : -1;
     }
 }
 

@@ -62,7 +62,7 @@ static void unlock_nil(struct px_req *req, struct unlockop *u)
 {
     const struct px_arg *name = &req->argv[1];
 
-    if (u->hold && px_hold_not_held(u->hold)) {
+    if (u->hold && px_hold_not_held(u->hold, req->cl)) {
         px_reply_error(px_req_out(req),
                        "LOCKLOST lease on '%.*s' was lost (expired or taken) "
                        "before UNLOCK; it was not held any more",
@@ -91,7 +91,7 @@ static bool unlock_apply(struct px_req *req, struct unlockop *u, const redisRepl
         if (h)
             px_hold_released(h);
     } else if (h) {
-        px_hold_unlocked_one(h, u->sent_ms);
+        px_hold_unlocked_one(h, req->cl, u->sent_ms);
     }
     px_reply_int(px_req_out(req), r->integer);
     return true;

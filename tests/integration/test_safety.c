@@ -570,7 +570,7 @@ static void scenario_owner_per_user(struct pu_env *e)
     pu_lockinfo(u1, &li, "LOCK.INFO %s OWNER %s", "n1", "worker-1");
     ASSERT_EQ(li.hold_count, 1);
     pu_proxy_uuid(u1, uuid, sizeof(uuid));
-    snprintf(want, sizeof(want), "%s:u1:worker-1", uuid);
+    snprintf(want, sizeof(want), "%s:u1@worker-1", uuid);
     ASSERT_STREQ(li.owner, want);
     PU_INT(u1, 1, "UNLOCK %s OWNER %s", "n1", "worker-1");
     PU_OK(u2, "LOCK %s OWNER %s WAIT 0", "n1", "worker-1");
