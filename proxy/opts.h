@@ -122,6 +122,11 @@ void px_opts_deinit(struct px_opts *o);
 int px_opts_set(struct px_opts *o, const char *key, int nvals, const char *const *vals, char *why,
                 size_t n);
 
+/* The key an unknown key most likely meant (a known key it extends,
+ * contains, or is within two edits of), or NULL: for "did you mean". */
+const char *px_opts_key_suggest(const char *name);
+
+
 /* True when key may be changed by a reload (SIGHUP) without a restart. */
 bool px_opts_key_reloadable(const char *key);
 
