@@ -59,7 +59,7 @@ static const char usage_text[] =
     "  --subscription-linger MS   keep an idle lock channel subscribed for MS\n"
     "                             (default 10000)\n"
     "  --max-request-bytes N      largest client request (default 65536)\n"
-    "  --max-args N               most arguments per request (default 64)\n"
+    "  --max-args N               most arguments per request (default 69)\n"
     "  --max-pipeline N           requests one connection may have outstanding;\n"
     "                             it is not read past that (default 1024)\n"
     "  --client-output-soft-limit BYTES\n"
@@ -141,7 +141,7 @@ void px_opts_default(struct px_opts *o)
     o->upstream_timeout_ms = 3000;
     o->linger_ms = 10000;
     o->max_request_bytes = 65536;
-    o->max_args = 64;
+    o->max_args = PX_DEFAULT_MAX_ARGS;
     o->max_pipeline = 1024;
     o->out_soft = 256 * 1024;
     o->out_hard = 16 * 1024 * 1024;
