@@ -25,6 +25,10 @@ the test command:
                   blanks at line ends and \\r ignored; a line `...` stands
                   for any number of lines); must exit 0.
       ```python   run by a python3 that has redis-py; must exit 0.
+      ```conf     a lockproxy config file: `lockproxy --config FILE` must
+                  start with it (still running after CONF_SECONDS, then
+                  stop cleanly on SIGTERM); --listen is overridden with a
+                  Unix socket, the runner's proxy has 127.0.0.1:7379.
       ```js       run by node as a CommonJS file, ioredis and node-redis on
                   NODE_PATH (fetched by tests/clients/npm-install.sh, as the
                   client tests do); must exit 0. Without Node.js or the npm
@@ -49,8 +53,9 @@ import sys
 import tempfile
 import time
 
-LANGS = ("sh", "console", "python", "js")
+LANGS = ("sh", "console", "python", "js", "conf")
 BLOCK_TIMEOUT = 60
+CONF_SECONDS = 2
 NETNS_FLAG = "LP_README_IN_NETNS"
 PORTS = (6379, 7379, 7380, 9121)
 
@@ -194,6 +199,8 @@ def run_block(lang, body, work, env, py):
         open(path, "w").write(body)
         rc, out = run_group(["node", path], work, env, BLOCK_TIMEOUT)
         return rc == 0, out + ("" if rc == 0 else f"\n(exit status {rc})")
+    if lang == "conf":
+        return run_conf(body, work, env)
     report = []
     for cmd, want in console_steps(body):
         rc, out = run_group(["bash", "-o", "pipefail", "-c", cmd], work, env, BLOCK_TIMEOUT)
@@ -202,6 +209,31 @@ def run_block(lang, body, work, env, py):
                            "the README shows:\n" + "\n".join(want))
         report.append(f"$ {cmd}: as shown")
     return True, "\n".join(report)
+
+
+def run_conf(body, work, env):
+    """(ok, output): lockproxy starts with the config block and stops cleanly."""
+    path = os.path.join(work, "block.conf")
+    open(path, "w").write(body)
+    sock = os.path.join(work, "conf.sock")
+    with tempfile.TemporaryFile(dir=work) as out:
+        p = subprocess.Popen(["lockproxy", "--config", path, "--listen", "unix://" + sock],
+                             cwd=work, env=env, stdin=subprocess.DEVNULL, stdout=out,
+                             stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            rc = p.wait(timeout=CONF_SECONDS)
+            ok, why = False, f"lockproxy --config exited with {rc} at start-up"
+        except subprocess.TimeoutExpired:
+            p.send_signal(signal.SIGTERM)
+            try:
+                rc = p.wait(timeout=15)
+                ok, why = rc == 0, f"ran {CONF_SECONDS} s, then exited {rc} on SIGTERM"
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait()
+                ok, why = False, "did not stop on SIGTERM"
+        out.seek(0)
+        return ok, out.read().decode(errors="replace") + why
 
 
 def python_with_redis():
