@@ -338,6 +338,16 @@ def main():
                 failed.append(where)
                 log("   " + "\n   ".join(body.rstrip("\n").split("\n")))
                 log("   ---- output ----\n   " + "\n   ".join(out.rstrip("\n").split("\n")))
+        # The proxy the blocks used must stop cleanly and (sanitizer builds)
+        # have reported nothing.
+        proxy.send_signal(signal.SIGTERM)
+        try:
+            rc = proxy.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            rc = None
+        plog = open(os.path.join(work, "proxy.log"), errors="replace").read()
+        if rc != 0 or re.search(r"Sanitizer|runtime error:", plog):
+            failed.append(f"lockproxy (exit {rc} on SIGTERM, or a sanitizer report in its log)")
     finally:
         for p in reversed(servers):
             try:
