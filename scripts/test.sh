@@ -30,11 +30,12 @@ failed=()
 skipped=()
 results=()
 
+STEPS=(deps build tests torture asan-build asan-tests asan-torture compat-hiredis1 fuzz)
+nstep=0
+
 # Runs "$@" as a named step, recording its result and duration. Exit
 # status 77 means the step could not run here (it says why): SKIPPED, named
 # in the summary, not a failure.
-STEPS=(deps build tests torture asan-build asan-tests asan-torture compat-hiredis1 fuzz)
-nstep=0
 step() {
     local name=$1 t=$SECONDS rc=0 verdict
     shift
