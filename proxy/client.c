@@ -506,6 +506,11 @@ static void client_on_hangup(struct sched_conn *c, int err)
     else if (err < 0)
         log_msg(LOG_LVL_DEBUG, "client %llu: connection lost: %s", (unsigned long long)cl->id,
                 strerror(-err));
+    /* An orderly EOF may be a half-close (`printf ... | nc`): the peer
+     * still reads, so the replies already made go out before the close,
+     * as Redis writes them before it reads the EOF. Requests still queued
+     * or running are dropped, as on any disconnect. */
+    cl->flush_on_close = err == 0 && !sched_conn_tls_error(c);
     px_client_close(cl);
 }
 
@@ -579,7 +584,7 @@ void px_client_close(struct px_client *cl)
     px_locks_client_gone(cl);
     list_del_init(&cl->client_node);
     srv->nclients--;
-    sched_conn_close(&cl->conn, cl->quit);
+    sched_conn_close(&cl->conn, cl->quit || cl->flush_on_close);
     px_client_put(cl);
 }
 

@@ -70,6 +70,7 @@ struct px_client {
     bool closing;                  /* connection is going away */
     bool conn_released;            /* sched on_release delivered */
     bool quit;                     /* close after the replies are sent */
+    bool flush_on_close;           /* peer sent EOF: send the replies already made */
     char name[64];                 /* CLIENT SETNAME */
     char lib_name[64];             /* CLIENT SETINFO LIB-NAME (client_cmd.c) */
     char lib_ver[64];              /* CLIENT SETINFO LIB-VER */

@@ -133,7 +133,10 @@ static int parse_line(struct px_opts *o, const char *name, unsigned lineno, char
         return -EINVAL;
     }
     rc = px_opts_set(o, argv[0], argc - 1, (const char *const *)argv + 1, why, sizeof(why));
-    if (rc == -ENOENT)
+    if (rc == -ENOENT && px_opts_key_suggest(argv[0]))
+        snprintf(msg, n, "%s:%u: unknown key '%.64s' (did you mean '%s'?)", name, lineno, argv[0],
+                 px_opts_key_suggest(argv[0]));
+    else if (rc == -ENOENT)
         snprintf(msg, n, "%s:%u: unknown key '%.64s'", name, lineno, argv[0]);
     else if (rc < 0)
         snprintf(msg, n, "%s:%u: key '%s': %s", name, lineno, argv[0], why);

@@ -59,7 +59,7 @@ static const char usage_text[] =
     "  --subscription-linger MS   keep an idle lock channel subscribed for MS\n"
     "                             (default 10000)\n"
     "  --max-request-bytes N      largest client request (default 65536)\n"
-    "  --max-args N               most arguments per request (default 64)\n"
+    "  --max-args N               most arguments per request (default 69)\n"
     "  --max-pipeline N           requests one connection may have outstanding;\n"
     "                             it is not read past that (default 1024)\n"
     "  --client-output-soft-limit BYTES\n"
@@ -141,7 +141,7 @@ void px_opts_default(struct px_opts *o)
     o->upstream_timeout_ms = 3000;
     o->linger_ms = 10000;
     o->max_request_bytes = 65536;
-    o->max_args = 64;
+    o->max_args = PX_DEFAULT_MAX_ARGS;
     o->max_pipeline = 1024;
     o->out_soft = 256 * 1024;
     o->out_hard = 16 * 1024 * 1024;
@@ -423,6 +423,61 @@ static const struct opt_key *key_find(const char *name)
     return NULL;
 }
 
+/* Edit distance of a and b, capped at cap + 1 (names are short). */
+static size_t edit_distance(const char *a, const char *b, size_t cap)
+{
+    size_t la = strlen(a), lb = strlen(b), row[72], i, j;
+
+    if (la >= LP_ARRAY_SIZE(row) || lb >= LP_ARRAY_SIZE(row))
+        return cap + 1;
+    for (j = 0; j <= lb; j++)
+        row[j] = j;
+    for (i = 1; i <= la; i++) {
+        size_t diag = row[0];
+
+        row[0] = i;
+        for (j = 1; j <= lb; j++) {
+            size_t up = row[j], best = diag + (a[i - 1] != b[j - 1]);
+
+            best = LP_MIN(best, up + 1);
+            best = LP_MIN(best, row[j - 1] + 1);
+            row[j] = best;
+            diag = up;
+        }
+    }
+    return LP_MIN(row[lb], cap + 1);
+}
+
+/* The key an unknown name most likely meant, in this order: a key the name
+ * extends with "-..." ("io-backend": io), a key that contains the name
+ * ("watchdog-timeout": lock-watchdog-timeout), the nearest key within two
+ * edits ("max-arg": max-args). NULL when none is close. */
+const char *px_opts_key_suggest(const char *name)
+{
+    const char *best = NULL;
+    size_t i, len = strlen(name), dist = 3, d;
+
+    for (i = 0; i < LP_ARRAY_SIZE(keys); i++) {
+        size_t kl = strlen(keys[i].name);
+
+        if (kl < len && strncmp(name, keys[i].name, kl) == 0 && name[kl] == '-' &&
+            (!best || kl > strlen(best)))
+            best = keys[i].name;
+    }
+    for (i = 0; !best && len >= 4 && i < LP_ARRAY_SIZE(keys); i++) {
+        if (strstr(keys[i].name, name))
+            best = keys[i].name;
+    }
+    for (i = 0; !best && i < LP_ARRAY_SIZE(keys); i++) {
+        d = edit_distance(name, keys[i].name, 2);
+        if (d < dist) {
+            dist = d;
+            best = keys[i].name;
+        }
+    }
+    return best;
+}
+
 bool px_opts_key_reloadable(const char *key)
 {
     const struct opt_key *k = key_find(key);
@@ -468,7 +523,7 @@ static int set_mode(struct px_opts *o, const struct opt_key *k, const char *v, c
 
 static int set_enum(struct px_opts *o, const struct opt_key *k, const char *v, char *why, size_t n)
 {
-    int i;
+    int i, at;
 
     for (i = 0; k->names[i]; i++) {
         if (strcmp(v, k->names[i]) == 0) {
@@ -476,7 +531,12 @@ static int set_enum(struct px_opts *o, const struct opt_key *k, const char *v, c
             return 0;
         }
     }
-    snprintf(why, n, "unknown value '%.64s'", v);
+    /* Name every valid value, so the error says what to write instead. */
+    at = snprintf(why, n, "unknown value '%.64s' (one of:", v);
+    for (i = 0; k->names[i] && at > 0 && (size_t)at < n; i++)
+        at += snprintf(why + at, n - (size_t)at, "%s %s", i ? "," : "", k->names[i]);
+    if (at > 0 && (size_t)at < n)
+        snprintf(why + at, n - (size_t)at, ")");
     return -EINVAL;
 }
 
@@ -707,6 +767,17 @@ static int split_user(char *copy, char **tok, char *why, size_t n)
     return ntok;
 }
 
+/* "unknown option '--name'", with the flag it most likely meant. */
+static void unknown_flag(const char *name, char *msg, size_t n)
+{
+    const char *near = px_opts_key_suggest(name);
+
+    if (near)
+        snprintf(msg, n, "unknown option '--%.64s' (did you mean --%s? see --help)", name, near);
+    else
+        snprintf(msg, n, "unknown option '--%.64s' (see --help)", name);
+}
+
 /* Applies "--name value". */
 static int apply_flag(struct px_opts *o, const char *name, const char *v, char *msg, size_t n)
 {
@@ -724,7 +795,7 @@ static int apply_flag(struct px_opts *o, const char *name, const char *v, char *
     if (rc >= 0)
         rc = px_opts_set(o, name, rc, vals, why, sizeof(why));
     if (rc == -ENOENT)
-        snprintf(msg, n, "unknown option '--%.64s' (see --help)", name);
+        unknown_flag(name, msg, n);
     else if (rc < 0)
         snprintf(msg, n, "--%s: %s", name, why);
     free(copy);
@@ -740,7 +811,7 @@ static void flag_error(const char *f, char *msg, size_t n)
     else if (strlen(f) < 64 && key_find(f + 2))
         snprintf(msg, n, "option '%.100s' needs a value (see --help)", f);
     else
-        snprintf(msg, n, "unknown option '%.100s' (see --help)", f);
+        unknown_flag(f + 2, msg, n);
 }
 
 /* LOCKPROXY_<KEY> for key ("max-clients": LOCKPROXY_MAX_CLIENTS). */

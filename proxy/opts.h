@@ -23,6 +23,10 @@ struct px_auth;
 #define PX_PATH_MAX        1024u /* longest certificate, key or CA file path */
 #define PX_LISTEN_MAX      8u    /* most --listen addresses */
 #define PX_REDLOCK_MAX     9u    /* most --redlock-upstream masters */
+/* The default --max-args: the longest request a command takes, MULTILOCK
+ * with its 64 names (PX_MULTI_MAX), LEASE ms and WAIT ms (multilock.c
+ * checks that the two agree). */
+#define PX_DEFAULT_MAX_ARGS 69u
 
 enum px_on_disconnect {
     PX_DISCONNECT_RELEASE = 0, /* release a dead connection's locks at once */
@@ -121,6 +125,11 @@ void px_opts_deinit(struct px_opts *o);
  * -ENOMEM. */
 int px_opts_set(struct px_opts *o, const char *key, int nvals, const char *const *vals, char *why,
                 size_t n);
+
+/* The key an unknown key most likely meant (a known key it extends,
+ * contains, or is within two edits of), or NULL: for "did you mean". */
+const char *px_opts_key_suggest(const char *name);
+
 
 /* True when key may be changed by a reload (SIGHUP) without a restart. */
 bool px_opts_key_reloadable(const char *key);

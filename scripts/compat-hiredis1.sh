@@ -100,8 +100,14 @@ LIBDIR=$PREFIX/root/usr/lib/$MULTIARCH
 
 say "building against hiredis $VERSION in $BUILD"
 mkdir -p "$BUILD"
-if ! { PKG_CONFIG_PATH=$PREFIX/pkgconfig cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo &&
-    cmake --build "$BUILD" -j"$(nproc)"; } >"$BUILD/build.log" 2>&1; then
+# shellcheck source=scripts/progress.sh
+. "$ROOT/scripts/progress.sh"
+# shellcheck disable=SC2317 # run through lp_progress_run
+configure_and_build() {
+    PKG_CONFIG_PATH=$PREFIX/pkgconfig cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo &&
+        cmake --build "$BUILD" -j"$(nproc)"
+}
+if ! lp_progress_run "build $BUILD" "$BUILD/build.log" configure_and_build; then
     grep -E 'error|Error' "$BUILD/build.log" | head -50 || true
     tail -n 30 "$BUILD/build.log"
     say "FAILED: lockproxy does not build against hiredis $VERSION" >&2

@@ -34,9 +34,14 @@ if ! clang -fsanitize=fuzzer,address,undefined "$probe/p.c" -o "$probe/p" >"$pro
 fi
 
 mkdir -p "$DIR"
-if ! { CC=clang CXX=clang++ cmake -S "$ROOT" -B "$DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLP_FUZZ=ON \
-    -DLP_BUILD_TESTS=OFF -DLP_BUILD_BENCH=OFF && cmake --build "$DIR" -j"$(nproc)"; } \
-    >"$DIR/build.log" 2>&1; then
+# shellcheck source=scripts/progress.sh
+. "$ROOT/scripts/progress.sh"
+# shellcheck disable=SC2317 # run through lp_progress_run
+configure_and_build() {
+    CC=clang CXX=clang++ cmake -S "$ROOT" -B "$DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLP_FUZZ=ON \
+        -DLP_BUILD_TESTS=OFF -DLP_BUILD_BENCH=OFF && cmake --build "$DIR" -j"$(nproc)"
+}
+if ! lp_progress_run "build $DIR" "$DIR/build.log" configure_and_build; then
     grep -E 'error|Error|warning' "$DIR/build.log" | head -50 || true
     tail -n 30 "$DIR/build.log"
     say "FAILED: the fuzz targets do not build"

@@ -3,22 +3,36 @@
 # arguments. Without --upstream it first starts a throw-away redis-server
 # (port 6379 if free, else a free port) in a temp dir, points the proxy at
 # it, and stops it when the proxy exits. Listens on the proxy's default
-# address (127.0.0.1:7379) unless --listen is given.
+# address (127.0.0.1:7379) unless --listen is given. Each set-up step is
+# announced on stderr with how long it took (the build with a line every
+# 15 s, scripts/progress.sh), and the set-up's total before the proxy starts.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BIN="$ROOT/build/lockproxy"
+# shellcheck source=scripts/progress.sh
+. "$ROOT/scripts/progress.sh"
+T0=$SECONDS
 
+echo "run.sh: [1/3] dependencies (scripts/deps.sh)" >&2
 "$ROOT/scripts/deps.sh"
+t_deps=$((SECONDS - T0))
+echo "run.sh: [2/3] building lockproxy into build/ (RelWithDebInfo)" >&2
 log=$(mktemp)
-if ! { cmake -S "$ROOT" -B "$ROOT/build" -DCMAKE_BUILD_TYPE=RelWithDebInfo &&
-    cmake --build "$ROOT/build" -j"$(nproc)" --target lockproxy; } >"$log" 2>&1; then
+t=$SECONDS
+# shellcheck disable=SC2317 # run through lp_progress_run
+build() {
+    cmake -S "$ROOT" -B "$ROOT/build" -DCMAKE_BUILD_TYPE=RelWithDebInfo &&
+        cmake --build "$ROOT/build" -j"$(nproc)" --target lockproxy
+}
+if ! lp_progress_run "run.sh: build" "$log" build; then
     cat "$log" >&2
     rm -f "$log"
     echo "run.sh: build failed" >&2
     exit 1
 fi
 rm -f "$log"
+t_build=$((SECONDS - t))
 
 need_redis=1
 for arg in "$@"; do
@@ -27,6 +41,8 @@ for arg in "$@"; do
     esac
 done
 if [ "$need_redis" -eq 0 ]; then
+    echo "run.sh: set-up done in $((SECONDS - T0)) s (dependencies ${t_deps} s, build" \
+        "${t_build} s); starting lockproxy" >&2
     exec "$BIN" "$@"
 fi
 
@@ -67,6 +83,7 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
+echo "run.sh: [3/3] starting a throw-away redis-server" >&2
 port=$(pick_port)
 redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no --dir "$tmp" \
     --daemonize no --logfile "$tmp/redis.log" </dev/null &
@@ -83,6 +100,8 @@ for _ in $(seq 100); do
     sleep 0.1
 done
 echo "run.sh: redis-server on 127.0.0.1:$port (data in $tmp, stopped on exit)" >&2
+echo "run.sh: set-up done in $((SECONDS - T0)) s (dependencies ${t_deps} s, build" \
+    "${t_build} s); starting lockproxy" >&2
 
 status=0
 "$BIN" --upstream "redis://127.0.0.1:$port" "$@" &

@@ -11,11 +11,16 @@
 # step that could not run here (no download, no clang) is SKIPPED, named in
 # that line. LP_BUILD_DIR / LP_ASAN_BUILD_DIR override the build
 # directories, LP_CTEST_JOBS the test parallelism, LP_FUZZ_SECONDS the time
-# each fuzz target runs (default 30).
+# each fuzz target runs (default 30). Progress: each step is announced
+# with its number, and ends with its time and the time so far; the builds,
+# whose output goes to a log, print a line every 15 s (what they compile;
+# LP_PROGRESS_INTERVAL, scripts/progress.sh); the summary has the total.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
+# shellcheck source=scripts/progress.sh
+. "$ROOT/scripts/progress.sh"
 JOBS=$(nproc)
 CTEST_JOBS=${LP_CTEST_JOBS:-2}
 BUILD=${LP_BUILD_DIR:-build}
@@ -25,23 +30,31 @@ failed=()
 skipped=()
 results=()
 
+STEPS=(deps build tests torture asan-build asan-tests asan-torture compat-hiredis1 fuzz)
+nstep=0
+
 # Runs "$@" as a named step, recording its result and duration. Exit
 # status 77 means the step could not run here (it says why): SKIPPED, named
 # in the summary, not a failure.
 step() {
-    local name=$1 t=$SECONDS rc=0
+    local name=$1 t=$SECONDS rc=0 verdict
     shift
-    echo "==> $name"
+    nstep=$((nstep + 1))
+    echo "==> [$nstep/${#STEPS[@]}] $name ($((SECONDS - T0)) s so far)"
     "$@" || rc=$?
     if [ "$rc" -eq 0 ]; then
+        verdict=ok
         results+=("$name ok ($((SECONDS - t))s)")
     elif [ "$rc" -eq 77 ]; then
+        verdict=SKIPPED
         results+=("$name SKIPPED ($((SECONDS - t))s)")
         skipped+=("$name")
     else
+        verdict=FAILED
         results+=("$name FAILED ($((SECONDS - t))s)")
         failed+=("$name")
     fi
+    echo "<== $name $verdict in $((SECONDS - t)) s ($((SECONDS - T0)) s so far)"
     return 0
 }
 
@@ -50,8 +63,12 @@ build() {
     local dir=$1
     shift
     mkdir -p "$dir"
-    if ! { cmake -S "$ROOT" -B "$dir" "$@" && cmake --build "$dir" -j"$JOBS"; } \
-        >"$dir/build.log" 2>&1; then
+    # shellcheck disable=SC2317 # run through lp_progress_run
+    configure_and_build() {
+        cmake -S "$ROOT" -B "$dir" "$@" && cmake --build "$dir" -j"$JOBS"
+    }
+    echo "  building into $dir/ (log: $dir/build.log)"
+    if ! lp_progress_run "build $dir" "$dir/build.log" configure_and_build "$@"; then
         grep -E 'error|Error|warning' "$dir/build.log" | head -50 || true
         tail -n 30 "$dir/build.log"
         return 1

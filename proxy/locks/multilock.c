@@ -56,6 +56,7 @@
 #include "proxy/locks/multilock-int.h"
 #include "proxy/locks/wait.h"
 #include "proxy/metrics.h"
+#include "proxy/opts.h"
 #include "proxy/reply.h"
 #include "proxy/server.h"
 #include "sched/loop.h"
@@ -428,6 +429,10 @@ static bool multi_may_block(const struct px_req *req)
     (void)req;
     return true;
 }
+
+/* The default --max-args lets the longest MULTILOCK through. */
+_Static_assert(1 + PX_MULTI_MAX + 4 == PX_DEFAULT_MAX_ARGS,
+               "PX_DEFAULT_MAX_ARGS must fit MULTILOCK with PX_MULTI_MAX names, LEASE and WAIT");
 
 static const struct px_cmd multi_cmds[] = {
     {"MULTILOCK", 2, -1, multi_cmd_lock, multi_may_block, 1},

@@ -4,7 +4,8 @@
  * application only once the sidecar is ready (startup probe on /healthz);
  * the container image is safe by default (protected mode on its 0.0.0.0
  * listener, the upstream from the environment, not the container itself)
- * and actually runs with its own command line and config. */
+ * and actually runs with its own command line and config; the config's
+ * and README's lists of what a reload applies are what the code does. */
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -19,6 +20,7 @@
 
 #include "harness.h"
 #include "ops_util.h"
+#include "proxy/opts.h"
 #include "proxy_util.h"
 
 #include <net/if.h>
@@ -243,6 +245,160 @@ TEST(deploy_conf_unix_socket_under_umask_0077)
     pu_redis_kill(&r);
 }
 
+/* ---- the reload lists: deploy/lockproxy.conf and README say what the code does ---- */
+
+/* True when word is a setting (a flag name, also a config key). */
+static bool is_key(const char *word)
+{
+    struct px_opts o;
+    char why[256];
+    const char *v = "x";
+    int rc;
+
+    px_opts_default(&o);
+    rc = px_opts_set(&o, word, 1, &v, why, sizeof(why));
+    px_opts_deinit(&o);
+    return rc != -ENOENT;
+}
+
+#define KEYS_MAX 64
+
+struct keyset {
+    char k[KEYS_MAX][48];
+    int n;
+};
+
+static void keyset_add(struct keyset *s, const char *w, size_t len)
+{
+    int i;
+
+    if (len == 0 || len >= sizeof(s->k[0]) || s->n >= KEYS_MAX)
+        return;
+    for (i = 0; i < s->n; i++) {
+        if (strlen(s->k[i]) == len && strncmp(s->k[i], w, len) == 0)
+            return;
+    }
+    memcpy(s->k[s->n], w, len);
+    s->k[s->n++][len] = '\0';
+}
+
+/* key is in s, itself or through a "prefix-*" entry. */
+static bool keyset_has(const struct keyset *s, const char *key)
+{
+    int i;
+
+    for (i = 0; i < s->n; i++) {
+        size_t len = strlen(s->k[i]);
+
+        if (s->k[i][len - 1] == '*' ? strncmp(key, s->k[i], len - 1) == 0
+                                    : strcmp(key, s->k[i]) == 0)
+            return true;
+    }
+    return false;
+}
+
+/* Adds the words of text[0..n) made of [a-z*-] that are keys or "x-*". */
+static void keyset_scan(struct keyset *s, const char *text, size_t n)
+{
+    size_t i = 0;
+
+    while (i < n) {
+        size_t len = strspn(text + i, "abcdefghijklmnopqrstuvwxyz-*");
+        char w[48];
+
+        if (len > 0 && len < sizeof(w)) {
+            memcpy(w, text + i, len);
+            w[len] = '\0';
+            if ((len > 2 && w[len - 1] == '*') || is_key(w))
+                keyset_add(s, w, len);
+        }
+        i += len ? len : 1;
+    }
+}
+
+/* Checks that listed holds exactly the keys of all a reload applies
+ * (reload true), or exactly the others (false). */
+static void expect_reload_split(const struct keyset *all, const struct keyset *listed, bool reload,
+                                const char *where)
+{
+    int i;
+
+    ASSERT_TRUE(all->n > 30);
+    for (i = 0; i < all->n; i++) {
+        const char *k = all->k[i];
+
+        if (strcmp(k, "config") == 0) /* command line only */
+            continue;
+        if (keyset_has(listed, k) != (px_opts_key_reloadable(k) == reload))
+            TEST_FAIL("%s: key '%s' is %s there, but a reload %s it", where, k,
+                      keyset_has(listed, k) ? "listed" : "not listed",
+                      px_opts_key_reloadable(k) ? "applies" : "does not apply");
+    }
+}
+
+/* Every key of deploy/lockproxy.conf (each has a line "key value" or
+ * "# key value"). */
+static void conf_keys(const char *conf, struct keyset *all)
+{
+    const char *p = conf;
+
+    memset(all, 0, sizeof(*all));
+    while (p && *p) {
+        size_t len;
+
+        p += strspn(p, "# \t");
+        len = strspn(p, "abcdefghijklmnopqrstuvwxyz-");
+        if (len > 0 && (p[len] == ' ' || p[len] == '\n')) {
+            char w[48];
+
+            if (len < sizeof(w)) {
+                memcpy(w, p, len);
+                w[len] = '\0';
+                if (is_key(w))
+                    keyset_add(all, w, len);
+            }
+        }
+        p = strchr(p, '\n');
+        p = p ? p + 1 : NULL;
+    }
+}
+
+TEST(deploy_conf_and_readme_reload_lists_match_the_code)
+{
+    char *conf = slurp("lockproxy.conf"), *readme = slurp("../README.md");
+    const char *from, *to, *row, *mid, *end;
+    struct keyset all, listed;
+
+    conf_keys(conf, &all);
+
+    /* deploy/lockproxy.conf: "... and applies K, K, ... at once". */
+    from = strstr(conf, "and applies ");
+    to = from ? strstr(from, " at once") : NULL;
+    ASSERT_TRUE(from && to);
+    memset(&listed, 0, sizeof(listed));
+    keyset_scan(&listed, from, (size_t)(to - from));
+    expect_reload_split(&all, &listed, true, "deploy/lockproxy.conf's reload comment");
+
+    /* README, Configuration: the row under "| Applied at once on reload |
+     * Needs a restart ... |": its first cell the reloadable keys, its
+     * second the others. */
+    row = strstr(readme, "| Applied at once on reload |");
+    ASSERT_TRUE(row && (row = strstr(row, "\n|---")) && (row = strchr(row + 1, '\n')));
+    row++;
+    end = strchr(row, '\n');
+    mid = strstr(row, " | ");
+    ASSERT_TRUE(end && mid && mid < end);
+    memset(&listed, 0, sizeof(listed));
+    keyset_scan(&listed, row, (size_t)(mid - row));
+    expect_reload_split(&all, &listed, true, "README's reload table (applied at once)");
+    memset(&listed, 0, sizeof(listed));
+    keyset_scan(&listed, mid, (size_t)(end - mid));
+    expect_reload_split(&all, &listed, false, "README's reload table (needs a restart)");
+    free(readme);
+    free(conf);
+}
+
 TEST_MAIN(TEST_CASE(deploy_systemd_unit_notify_and_socket_mode),
           TEST_CASE(deploy_kubernetes_probes), TEST_CASE(deploy_docker_image_defaults_are_safe),
-          TEST_CASE(deploy_conf_unix_socket_under_umask_0077))
+          TEST_CASE(deploy_conf_unix_socket_under_umask_0077),
+          TEST_CASE(deploy_conf_and_readme_reload_lists_match_the_code))

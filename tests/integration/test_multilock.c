@@ -20,6 +20,8 @@
 #include "cluster_util.h"
 #include "harness.h"
 #include "pool/pool.h"
+#include "proxy/locks/locks.h"
+#include "proxy/locks/multilock.h"
 #include "proxy_util.h"
 
 #define JAVA_OWNER "8f0e7c2a-1111-4222-8333-944455556666:1"
@@ -160,6 +162,74 @@ static void scenario_renew_and_lost(struct pu_env *e)
     PU_ERR(c, "LOCKLOST", "MULTIUNLOCK l1 l2");
     redisFree(rc);
     redisFree(c);
+}
+
+/* The documented limits, under the default flags: 64 names (with LEASE and
+ * WAIT: 69 arguments, within the default --max-args), names of up to 4096
+ * bytes; 65 names or a longer name are refused and change nothing. */
+static void scenario_limits(struct pu_env *e)
+{
+    redisContext *c = pu_client(e), *rc = pu_redis_client(e);
+    const char *argv[PX_MULTI_MAX + 8];
+    char names[PX_MULTI_MAX + 1][16], *big = malloc(PX_NAME_MAX + 2);
+    redisReply *r;
+    int i, argc = 0;
+
+    ASSERT_TRUE(big != NULL);
+    argv[argc++] = "MULTILOCK";
+    for (i = 0; i < (int)PX_MULTI_MAX; i++) {
+        snprintf(names[i], sizeof(names[i]), "lim%d", i);
+        argv[argc++] = names[i];
+    }
+    argv[argc++] = "LEASE";
+    argv[argc++] = "20000";
+    argv[argc++] = "WAIT";
+    argv[argc++] = "1000";
+    r = redisCommandArgv(c, argc, argv, NULL);
+    PU_CHECK(r, PU_K_STATUS, 0, "OK");
+    freeReplyObject(r);
+    ASSERT_EQ(pu_dbsize(rc), PX_MULTI_MAX);
+    argv[0] = "MULTIUNLOCK";
+    r = redisCommandArgv(c, 1 + (int)PX_MULTI_MAX, argv, NULL);
+    PU_CHECK(r, PU_K_INT, 1, NULL);
+    freeReplyObject(r);
+    ASSERT_EQ(pu_dbsize(rc), 0);
+
+    /* 65 names: refused by MULTILOCK itself (66 arguments pass --max-args). */
+    snprintf(names[PX_MULTI_MAX], sizeof(names[0]), "lim%u", PX_MULTI_MAX);
+    argv[0] = "MULTILOCK";
+    argv[1 + PX_MULTI_MAX] = names[PX_MULTI_MAX];
+    r = redisCommandArgv(c, 2 + (int)PX_MULTI_MAX, argv, NULL);
+    PU_CHECK(r, PU_K_ERR, 0, "ERR at most 64 lock names per command");
+    freeReplyObject(r);
+    ASSERT_EQ(pu_dbsize(rc), 0);
+
+    /* Names: 4096 bytes are taken, 4097 refused. */
+    memset(big, 'n', PX_NAME_MAX + 1);
+    big[PX_NAME_MAX] = '\0';
+    r = pu_cmd(c, "MULTILOCK %s short LEASE 20000", big);
+    PU_CHECK(r, PU_K_STATUS, 0, "OK");
+    freeReplyObject(r);
+    r = pu_cmd(c, "LOCK %s WAIT 0", big); /* reentrant: the same owner */
+    PU_CHECK(r, PU_K_STATUS, 0, "OK");
+    freeReplyObject(r);
+    big[PX_NAME_MAX] = 'n';
+    big[PX_NAME_MAX + 1] = '\0';
+    r = pu_cmd(c, "MULTILOCK %s other", big);
+    PU_CHECK(r, PU_K_ERR, 0, "ERR lock name must be 1-4096 bytes");
+    freeReplyObject(r);
+    r = pu_cmd(c, "LOCK %s", big);
+    PU_CHECK(r, PU_K_ERR, 0, "ERR lock name must be 1-4096 bytes");
+    freeReplyObject(r);
+    ASSERT_TRUE(!pu_exists(rc, "other"));
+    free(big);
+    redisFree(rc);
+    redisFree(c);
+}
+
+TEST(multilock_limits)
+{
+    pu_each_backend(scenario_limits, NULL);
 }
 
 TEST(multilock_renew_and_lost)
@@ -397,6 +467,6 @@ TEST(multilock_cluster_ordered)
     rcluster_cleanup(&cl);
 }
 
-TEST_MAIN(TEST_CASE(multilock_layout), TEST_CASE(multilock_renew_and_lost),
+TEST_MAIN(TEST_CASE(multilock_limits), TEST_CASE(multilock_layout), TEST_CASE(multilock_renew_and_lost),
           TEST_CASE(multilock_exclusion), TEST_CASE(multilock_wake_and_disconnect),
           TEST_CASE(multilock_contention), TEST_CASE(multilock_cluster_ordered))

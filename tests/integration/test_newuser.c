@@ -3,6 +3,7 @@
  * name of another type, error texts that named commands that do not
  * exist or said too little, start-up flag errors, and the README's
  * quickstart transcript, run as written. */
+#include <sys/socket.h>
 #include <sys/wait.h>
 
 #include <poll.h>
@@ -344,6 +345,38 @@ TEST(readme_quickstart_transcript_is_true)
     pu_each_backend(scenario_quickstart, NULL);
 }
 
+/* ---- a client that half-closes after its requests (README's nc example) ---- */
+
+/* `printf 'PING\r\nECHO "hello world"\r\n' | nc -q1 127.0.0.1 7379`: nc
+ * sends, then shuts its side down (EOF) and reads. Redis answers what it
+ * read before the EOF; so must the proxy, every time (the EOF often
+ * arrives in the same read as the requests). */
+static void scenario_half_close(struct pu_env *e)
+{
+    static const char req[] = "PING\r\nECHO \"hello world\"\r\n*2\r\n$4\r\nECHO\r\n$2\r\nhi\r\n";
+    static const char want[] = "+PONG\r\n$11\r\nhello world\r\n$2\r\nhi\r\n";
+    char buf[256];
+    int i;
+
+    for (i = 0; i < 30; i++) {
+        int fd = pu_raw_connect(e->proxy.port);
+        size_t n;
+
+        ASSERT_TRUE(pu_raw_send(fd, req, sizeof(req) - 1));
+        ASSERT_EQ(shutdown(fd, SHUT_WR), 0);
+        n = pu_raw_read_until(fd, buf, sizeof(buf), 5000, NULL);
+        if (n != sizeof(want) - 1 || memcmp(buf, want, n) != 0)
+            TEST_FAIL("attempt %d: after the client's EOF got %zu bytes '%.*s', want '%s'", i, n,
+                      (int)n, buf, want);
+        close(fd);
+    }
+}
+
+TEST(half_closed_client_gets_its_replies)
+{
+    pu_each_backend(scenario_half_close, NULL);
+}
+
 TEST_MAIN(TEST_CASE(readme_quickstart_transcript_is_true), TEST_CASE(lockinfo_counts_write_holds),
           TEST_CASE(script_errors_mapped), TEST_CASE(error_texts_name_real_commands),
-          TEST_CASE(flag_errors_say_what_is_wrong))
+          TEST_CASE(flag_errors_say_what_is_wrong), TEST_CASE(half_closed_client_gets_its_replies))

@@ -1,7 +1,9 @@
 /* Unit tests for flag and address parsing and Redisson's channel-name rule. */
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "common/util.h"
 #include "harness.h"
 #include "proxy/locks/scripts.h"
 #include "proxy/opts.h"
@@ -240,6 +242,80 @@ TEST(channel_names)
     ASSERT_EQ(px_channel_name(out, 8, "redisson_lock__channel:", "a", 1), 0);
 }
 
+/* Runs px_opts_parse on one flag and its value; returns what it printed
+ * on its error stream (static buffer). */
+static const char *flag_error_text(const char *flag, const char *value)
+{
+    static char buf[1024];
+    char *argv[] = {"lockproxy", (char *)flag, (char *)value};
+    struct px_opts o;
+    FILE *err = tmpfile(), *null = fopen("/dev/null", "w");
+    size_t got;
+
+    ASSERT_TRUE(err && null);
+    px_opts_default(&o);
+    ASSERT_TRUE(px_opts_parse(&o, value ? 3 : 2, argv, null, err) < 0);
+    rewind(err);
+    got = fread(buf, 1, sizeof(buf) - 1, err);
+    buf[got] = '\0';
+    fclose(err);
+    fclose(null);
+    px_opts_deinit(&o);
+    return buf;
+}
+
+#define ASSERT_HAS(text, want)                                                                     \
+    do {                                                                                           \
+        const char *t_ = (text);                                                                   \
+        if (!strstr(t_, (want)))                                                                   \
+            TEST_FAIL("\"%s\" lacks \"%s\"", t_, (want));                                        \
+    } while (0)
+
+/* A bad value of a key with a fixed set of values names every valid one,
+ * for each such key, from a flag and from px_opts_set (config files and
+ * LOCKPROXY_* variables go through it). */
+TEST(enum_errors_list_the_values)
+{
+    static const struct {
+        const char *key, *values;
+    } enums[] = {
+        {"on-disconnect", "(one of: release, expire)"},
+        {"io", "(one of: auto, uring, epoll)"},
+        {"log-level", "(one of: error, warn, info, debug)"},
+        {"cluster-pubsub", "(one of: auto, sharded, classic)"},
+        {"tls-auth-clients", "(one of: no, optional, yes)"},
+        {"protected-mode", "(one of: no, yes)"},
+    };
+    const char *bad = "foo";
+    char why[256], flag[64];
+    struct px_opts o;
+    size_t i;
+
+    for (i = 0; i < LP_ARRAY_SIZE(enums); i++) {
+        px_opts_default(&o);
+        ASSERT_EQ(px_opts_set(&o, enums[i].key, 1, &bad, why, sizeof(why)), -EINVAL);
+        ASSERT_HAS(why, "unknown value 'foo'");
+        ASSERT_HAS(why, enums[i].values);
+        px_opts_deinit(&o);
+        snprintf(flag, sizeof(flag), "--%s", enums[i].key);
+        ASSERT_HAS(flag_error_text(flag, "foo"), enums[i].values);
+    }
+}
+
+/* An unknown flag names the one it most likely meant. */
+TEST(unknown_flags_suggest_a_key)
+{
+    ASSERT_HAS(flag_error_text("--io-backend", "foo"),
+               "unknown option '--io-backend' (did you mean --io? see --help)");
+    ASSERT_HAS(flag_error_text("--io-backend", NULL), "did you mean --io?");
+    ASSERT_HAS(flag_error_text("--watchdog-timeout", "100"), "did you mean --lock-watchdog-timeout?");
+    ASSERT_HAS(flag_error_text("--max-arg", "100"), "did you mean --max-args?");
+    ASSERT_HAS(flag_error_text("--bogus", "1"), "unknown option '--bogus' (see --help)");
+    ASSERT_STREQ(px_opts_key_suggest("on-disconect"), "on-disconnect");
+    ASSERT_NULL(px_opts_key_suggest("bogus"));
+}
+
 TEST_MAIN(TEST_CASE(addr_forms), TEST_CASE(addr_sentinel), TEST_CASE(flags_sentinel),
           TEST_CASE(flags), TEST_CASE(flags_rejected), TEST_CASE(flags_client_limits),
-          TEST_CASE(flags_client_limits_rejected), TEST_CASE(channel_names))
+          TEST_CASE(flags_client_limits_rejected), TEST_CASE(channel_names),
+          TEST_CASE(enum_errors_list_the_values), TEST_CASE(unknown_flags_suggest_a_key))
