@@ -44,7 +44,7 @@ def hammer(r, names, threads=8, rounds=60):
                         errors.append(f"two holders of {name}")
                     inside[name] = True
                     v = counters[name]
-                    time.sleep(0)
+                    time.sleep(0.001)  # other threads run and use the pool
                     counters[name] = v + 1
                     inside[name] = False
         except Exception as e:  # noqa: BLE001 - reported below
