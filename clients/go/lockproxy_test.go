@@ -49,7 +49,7 @@ func hammer(t *testing.T, c *Client, names []string, workers, rounds int) {
 	var inside = make([]int32, len(names))
 	var count int64
 	var wg sync.WaitGroup
-	errs := make(chan error, workers*rounds)
+	errs := make(chan error, 3*workers*rounds) // at most 3 a round
 	for w := 0; w < workers; w++ {
 		wg.Add(1)
 		go func(w int) {
