@@ -108,7 +108,9 @@ class Conn {
     const socket = { ...(base.options && base.options.socket), reconnectStrategy: false };
     const r = base.duplicate({ socket });
     this.raw = r;
-    r.on('error', () => {});
+    // Without reconnecting, a socket the server closed is an 'error' and
+    // the client is no longer open ('end' is for close()/destroy()).
+    r.on('error', () => setImmediate(() => { if (!r.isOpen) this.#ended(); }));
     r.on('end', () => this.#ended());
     await r.connect();
     this.send = (args) => r.sendCommand(args.map(String));
@@ -177,6 +179,11 @@ class Hold extends EventEmitter {
     this.conn = null;
     conn.onPush = () => {};
     conn.onEnd = () => {};
+    if (conn.closed) {
+      this.client._giveBack(conn);
+      throw new LockLostError(`LOCKLOST ${this.kind} ${this.name}: its connection closed, ` +
+        'and the proxy released it', 'LOCKLOST');
+    }
     try {
       return await conn.send(this.releaseArgs);
     } catch (err) {
@@ -246,6 +253,10 @@ class LockClient extends EventEmitter {
     if (this.closed) throw new Error('LockClient is closed');
     if (signal && signal.aborted) throw abortError(signal);
     const conn = await this.#take();
+    if (signal && signal.aborted) {
+      this._giveBack(conn);
+      throw abortError(signal);
+    }
     let onAbort;
     const aborted = signal && new Promise((_, reject) => {
       onAbort = () => {

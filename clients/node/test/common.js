@@ -147,6 +147,20 @@ module.exports = function suite(lib, connect, close) {
     await assert.rejects(f.unlock(), lp.LockLostError);
   });
 
+  test(`${lib}: a dropped connection is a lost hold`, async () => {
+    const { l } = await locks();
+    const h = await l.lock(`${lib}:dropped`);
+    const id = await h.conn.send(['CLIENT', 'ID']);
+    const lost = new Promise((resolve) => h.once('lost', resolve));
+    const k = await l.tryLock(`${lib}:killer`);
+    await k.conn.send(['CLIENT', 'KILL', 'ID', String(id)]);
+    await k.unlock();
+    assert.equal(await within(lost, 5000, 'the lost event'), 'the connection closed');
+    await assert.rejects(h.unlock(), lp.LockLostError);
+    const again = await l.tryLock(`${lib}:dropped`); // the proxy released it
+    await again.unlock();
+  });
+
   test(`${lib}: the lease-lost push is delivered (RESP3)`, async (t) => {
     const { l } = await locks();
     const h = await l.lock(`${lib}:pushed`, { leaseMs: 150 });
