@@ -196,8 +196,14 @@ class _Hold:
             return pin.call(*self._release_args())
         except LockProxyError:
             raise
+        except (redis.ConnectionError, redis.TimeoutError) as e:
+            # The connection is gone, and with it the hold (the proxy
+            # releases what a closed connection held): maybe before the
+            # work ended, so it counts as lost.
+            pin.give_back(broken=True)
+            raise LockLostError(f"LOCKLOST {self.name}: the hold's connection failed ({e}); "
+                                "the proxy released the lock when it closed") from e
         except BaseException:
-            # The connection is closed: the proxy releases what it held.
             pin.give_back(broken=True)
             raise
         finally:

@@ -157,6 +157,18 @@ class Lost(unittest.TestCase):
         with self.assertRaises(lockproxy.LockLostError):
             lk.release()
 
+    def test_killed_connection(self):
+        r = pooled()
+        lk = lockproxy.Lock(r, "py:killed")
+        lk.acquire()
+        cid = lk._pin.call("CLIENT", "ID")
+        self.assertEqual(pooled().execute_command("CLIENT", "KILL", "ID", cid), 1)
+        with self.assertRaises(lockproxy.LockLostError):
+            lk.release()
+        self.assertEqual(len(r.connection_pool._in_use_connections), 0)
+        with lockproxy.Lock(r, "py:killed", wait_ms=0):  # the proxy released it
+            pass
+
     def test_not_owner_mapped(self):
         pin = lockproxy._Pinned(pooled())
         try:
