@@ -335,6 +335,13 @@ func (h *Hold) Unlock() error {
 	} else {
 		_, err = conn.Do(h.release, h.name)
 	}
+	var re redis.Error
+	if err != nil && !errors.As(err, &re) {
+		// The connection failed, and with it the hold (the proxy releases
+		// what a closed connection held), maybe before the work ended.
+		return &Error{Code: "LOCKLOST", Msg: fmt.Sprintf("LOCKLOST %s: the hold's connection "+
+			"failed (%v); the proxy released the lock when it closed", h.name, err)}
+	}
 	return mapErr(err)
 }
 

@@ -245,6 +245,29 @@ func TestForceUnlockedIsLost(t *testing.T) {
 	}
 }
 
+func TestKilledConnectionIsLost(t *testing.T) {
+	c := plainClient(t)
+	h, err := c.Lock(context.Background(), "go:killed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := redis.Int64(h.conn.Do("CLIENT", "ID"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.kill(id); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Unlock(); !errors.Is(err, ErrLockLost) {
+		t.Fatalf("Unlock on a killed connection: %v", err)
+	}
+	h2, err := c.TryLock(context.Background(), "go:killed") // the proxy released it
+	if err != nil {
+		t.Fatal(err)
+	}
+	h2.Unlock()
+}
+
 func TestKinds(t *testing.T) {
 	c := plainClient(t)
 	bg := context.Background()
