@@ -7,6 +7,7 @@ import java.util.List;
 import redis.clients.jedis.Jedis;
 import redis.clients.jedis.JedisPool;
 import redis.clients.jedis.commands.ProtocolCommand;
+import redis.clients.jedis.exceptions.JedisConnectionException;
 import redis.clients.jedis.exceptions.JedisDataException;
 import redis.clients.jedis.util.SafeEncoder;
 
@@ -130,6 +131,11 @@ public final class LockProxy {
             jedis = null;
             try {
                 call(j, release, releaseArgs);
+            } catch (JedisConnectionException e) {
+                // The connection failed, and with it the hold (the proxy
+                // releases what a closed connection held).
+                throw new LockLostException("LOCKLOST " + releaseArgs.get(0)
+                        + ": the hold's connection failed (" + e.getMessage() + ")");
             } finally {
                 j.close(); // back to the pool (a broken connection is dropped)
             }
