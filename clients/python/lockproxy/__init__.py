@@ -22,6 +22,8 @@ A hold object (``Lock``, ``FairLock``, ``ReadWriteLock.read_lock()``, a
 ``Semaphore``, ...) belongs to the thread that uses it: create one per
 ``with`` block; share the ``Redis`` object, not the hold.
 """
+import threading
+
 import redis
 
 __version__ = "0.1.0"
@@ -77,6 +79,13 @@ def _text(v):
     return v.decode() if isinstance(v, bytes) else v
 
 
+def _fields(reply):
+    """LOCK.INFO's reply (pairs, or a map) as a dict of str keys."""
+    if isinstance(reply, dict):
+        return {_text(k): _text(v) for k, v in reply.items()}
+    return {_text(k): _text(v) for k, v in zip(reply[::2], reply[1::2])}
+
+
 def _mapped(err):
     """A redis.ResponseError as the lockproxy exception for its code."""
     msg = str(err)
@@ -90,6 +99,8 @@ class _Pinned:
     def __init__(self, r):
         self._pool = r.connection_pool
         self._conn = self._pool.get_connection("LOCK")
+        # The holder's thread and a lease watcher (Lock on_lost) share it.
+        self._mutex = threading.Lock()
 
     def call(self, *args, timeout=_KEEP):
         """Sends one command and reads its reply on the pinned connection.
@@ -98,25 +109,29 @@ class _Pinned:
         subclasses; the connection stays usable. Anything else (a timeout,
         a broken connection, KeyboardInterrupt) disconnects it, which makes
         the proxy drop the pending request and release what it holds."""
-        conn = self._conn
-        conn.send_command(*args)
-        if timeout is not _KEEP and conn._sock is not None:
-            conn._sock.settimeout(timeout)
-        try:
-            return conn.read_response()
-        except redis.ResponseError as e:
-            raise _mapped(e) from None
-        finally:
+        with self._mutex:
+            conn = self._conn
+            if conn is None:
+                raise RuntimeError("the hold was released")
+            conn.send_command(*args)
             if timeout is not _KEEP and conn._sock is not None:
-                conn._sock.settimeout(conn.socket_timeout)
+                conn._sock.settimeout(timeout)
+            try:
+                return conn.read_response()
+            except redis.ResponseError as e:
+                raise _mapped(e) from None
+            finally:
+                if timeout is not _KEEP and conn._sock is not None:
+                    conn._sock.settimeout(conn.socket_timeout)
 
     def give_back(self, broken=False):
-        if self._conn is None:
-            return
-        if broken:
-            self._conn.disconnect()
-        self._pool.release(self._conn)
-        self._conn = None
+        with self._mutex:
+            if self._conn is None:
+                return
+            if broken:
+                self._conn.disconnect()
+            self._pool.release(self._conn)
+            self._conn = None
 
 
 class _Hold:
@@ -184,6 +199,9 @@ class _Hold:
     def _on_granted(self, reply):
         pass
 
+    def _hold_ended(self):
+        pass
+
     def release(self):
         """Releases the hold and gives the connection back to the pool.
         Raises LockLostError when the lease was lost before this release
@@ -192,6 +210,7 @@ class _Hold:
         if pin is None:
             raise RuntimeError(f"{type(self).__name__} {self.name!r} is not held by this object")
         self._pin = None
+        self._hold_ended()
         try:
             return pin.call(*self._release_args())
         except LockProxyError:
@@ -224,14 +243,22 @@ class Lock(_Hold):
 
     ``with Lock(r, "orders", lease_ms=..., wait_ms=...) as lk:``
     Without lease_ms the proxy's watchdog renews the lock for as long as
-    the hold lasts. fenced=True takes a fencing token (``lk.token``)."""
+    the hold lasts. fenced=True takes a fencing token (``lk.token``).
+    on_lost: called once, as on_lost(lock) from a watcher thread, when the
+    hold is found lost (polled every check_ms on the hold's connection;
+    ``lk.lost`` is then True)."""
 
     _ACQUIRE, _RELEASE = "LOCK", "UNLOCK"
 
-    def __init__(self, r, name, *, lease_ms=None, wait_ms=None, fenced=False):
+    def __init__(self, r, name, *, lease_ms=None, wait_ms=None, fenced=False, on_lost=None,
+                 check_ms=1000):
         super().__init__(r, name, lease_ms=lease_ms, wait_ms=wait_ms)
         self.fenced = fenced
         self.token = None
+        self.lost = False
+        self._on_lost = on_lost
+        self.check_ms = check_ms
+        self._stop = None
 
     def _acquire_args(self, wait_ms):
         args = super()._acquire_args(wait_ms)
@@ -239,15 +266,41 @@ class Lock(_Hold):
 
     def _on_granted(self, reply):
         self.token = reply if isinstance(reply, int) else None
+        self.lost = False
+        if self._on_lost is not None:
+            self._stop = threading.Event()
+            threading.Thread(target=self._watch, args=(self._pin, self._stop),
+                             name=f"lockproxy-watch {self.name}", daemon=True).start()
+
+    def _hold_ended(self):
+        if self._stop is not None:
+            self._stop.set()
+            self._stop = None
+
+    def _watch(self, pin, stop):
+        """The on_lost watcher: polls LOCK.INFO on the hold's connection
+        every check_ms, and calls on_lost(self) once when Redis no longer
+        records the hold or the connection failed (the proxy then released
+        it). redis-py 4 speaks RESP2, so the proxy's push cannot be used."""
+        while not stop.wait(self.check_ms / 1000):
+            try:
+                lost = _fields(pin.call("LOCK.INFO", self.name)).get("hold_count", 0) == 0
+            except (LockProxyError, RuntimeError):
+                return  # released meanwhile, or not a lock we can ask about
+            except Exception:  # noqa: BLE001 - the connection failed
+                lost = True
+            if stop.is_set():
+                return
+            if lost:
+                self.lost = True
+                self._on_lost(self)
+                return
 
     def info(self):
         """LOCK.INFO for this hold's connection, as a dict of str keys."""
         if self._pin is None:
             raise RuntimeError(f"{self.name!r} is not held by this object")
-        reply = self._pin.call("LOCK.INFO", self.name)
-        if isinstance(reply, dict):
-            return {_text(k): _text(v) for k, v in reply.items()}
-        return {_text(k): _text(v) for k, v in zip(reply[::2], reply[1::2])}
+        return _fields(self._pin.call("LOCK.INFO", self.name))
 
     def check(self):
         """Raises LockLostError if Redis no longer records this hold (its
@@ -261,8 +314,8 @@ class Lock(_Hold):
 class FencedLock(Lock):
     """Lock(..., fenced=True): ``lk.token`` is the fencing token."""
 
-    def __init__(self, r, name, *, lease_ms=None, wait_ms=None):
-        super().__init__(r, name, lease_ms=lease_ms, wait_ms=wait_ms, fenced=True)
+    def __init__(self, r, name, **kw):
+        super().__init__(r, name, fenced=True, **kw)
 
 
 class FairLock(Lock):
@@ -271,22 +324,25 @@ class FairLock(Lock):
 
     _ACQUIRE, _RELEASE = "FAIRLOCK", "FAIRUNLOCK"
 
-    def __init__(self, r, name, *, lease_ms=None, wait_ms=None):
-        super().__init__(r, name, lease_ms=lease_ms, wait_ms=wait_ms)
+    def __init__(self, r, name, *, lease_ms=None, wait_ms=None, on_lost=None, check_ms=1000):
+        super().__init__(r, name, lease_ms=lease_ms, wait_ms=wait_ms, on_lost=on_lost,
+                         check_ms=check_ms)
 
 
 class _ReadLock(Lock):
     _ACQUIRE, _RELEASE = "RLOCK", "RUNLOCK"
 
-    def __init__(self, r, name, *, lease_ms=None, wait_ms=None):
-        super().__init__(r, name, lease_ms=lease_ms, wait_ms=wait_ms)
+    def __init__(self, r, name, *, lease_ms=None, wait_ms=None, on_lost=None, check_ms=1000):
+        super().__init__(r, name, lease_ms=lease_ms, wait_ms=wait_ms, on_lost=on_lost,
+                         check_ms=check_ms)
 
 
 class _WriteLock(Lock):
     _ACQUIRE, _RELEASE = "WLOCK", "WUNLOCK"
 
-    def __init__(self, r, name, *, lease_ms=None, wait_ms=None):
-        super().__init__(r, name, lease_ms=lease_ms, wait_ms=wait_ms)
+    def __init__(self, r, name, *, lease_ms=None, wait_ms=None, on_lost=None, check_ms=1000):
+        super().__init__(r, name, lease_ms=lease_ms, wait_ms=wait_ms, on_lost=on_lost,
+                         check_ms=check_ms)
 
 
 class ReadWriteLock:
@@ -297,11 +353,13 @@ class ReadWriteLock:
         self._r = r
         self.name = name
 
-    def read_lock(self, *, lease_ms=None, wait_ms=None):
-        return _ReadLock(self._r, self.name, lease_ms=lease_ms, wait_ms=wait_ms)
+    def read_lock(self, **kw):
+        """A read hold; takes Lock's keywords (lease_ms, wait_ms, on_lost, check_ms)."""
+        return _ReadLock(self._r, self.name, **kw)
 
-    def write_lock(self, *, lease_ms=None, wait_ms=None):
-        return _WriteLock(self._r, self.name, lease_ms=lease_ms, wait_ms=wait_ms)
+    def write_lock(self, **kw):
+        """A write hold; takes Lock's keywords (lease_ms, wait_ms, on_lost, check_ms)."""
+        return _WriteLock(self._r, self.name, **kw)
 
 
 class Semaphore(_Hold):

@@ -149,6 +149,31 @@ class Lost(unittest.TestCase):
             with lockproxy.Lock(r, "py:lease2", lease_ms=100):
                 time.sleep(0.4)
 
+    def test_on_lost_callback(self):
+        r = pooled()
+        calls = []
+        got = threading.Event()
+
+        def lost(lk):
+            calls.append(lk)
+            got.set()
+
+        lk = lockproxy.Lock(r, "py:on-lost", lease_ms=200, on_lost=lost, check_ms=50)
+        lk.acquire()
+        self.assertTrue(got.wait(5), "on_lost was not called")
+        time.sleep(0.2)
+        self.assertEqual(calls, [lk])  # once
+        self.assertTrue(lk.lost)
+        with self.assertRaises(lockproxy.LockLostError):
+            lk.release()
+        # A renewed hold is not reported, and releasing stops the watcher.
+        rw = lockproxy.ReadWriteLock(r, "py:on-lost-rw")
+        with rw.write_lock(on_lost=lost, check_ms=50) as w:
+            time.sleep(1.2)  # over the proxy's 900 ms watchdog timeout
+            self.assertFalse(w.lost)
+        time.sleep(0.2)
+        self.assertEqual(calls, [lk])
+
     def test_force_unlock_by_another_client(self):
         r = pooled()
         lk = lockproxy.Lock(r, "py:forced")
