@@ -6,9 +6,10 @@
 # test puts a client in a network namespace of its own), clang with its
 # runtime (libFuzzer, sanitizers) for the fuzz targets, and nutcracker
 # (twemproxy), the proxy the benchmarks compare with, the client
-# libraries' tests' runtimes (python3-redis; Node.js and npm when no node is
-# installed), and netcat-openbsd (`nc`, which README's inline-command
-# example uses; tests/docs/run_readme.py runs it). Idempotent and quiet:
+# libraries' tests' runtimes (python3-redis; Go with Debian's redigo, for
+# clients/go, built offline; Node.js and npm when no node is installed),
+# and netcat-openbsd (`nc`, which README's inline-command example uses;
+# tests/docs/run_readme.py runs it). Idempotent and quiet:
 # it only runs apt-get (update + install) when a package is missing, with
 # sudo only when not root. When another apt-get or dpkg holds the package
 # lock (a fresh VM running unattended-upgrades does), it says so and waits
@@ -21,7 +22,7 @@ set -euo pipefail
 
 PACKAGES=(build-essential cmake pkg-config libhiredis-dev liburing-dev libjemalloc-dev libssl-dev
     libbenchmark-dev redis-server redis-tools iproute2 clang libclang-rt-dev nutcracker openssl
-    python3-redis netcat-openbsd)
+    python3-redis netcat-openbsd golang-go golang-github-gomodule-redigo-dev)
 # Node.js for the ioredis and node-redis tests (tests/clients/): Debian's,
 # unless a node and npm are already installed (e.g. a newer Node.js).
 if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then

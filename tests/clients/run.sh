@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # Runs one real Redis client library's test against lockproxy, as a ctest
-# case (tests/CMakeLists.txt): `run.sh redis-py|ioredis|node-redis`.
+# case (tests/CMakeLists.txt): `run.sh redis-py|ioredis|node-redis`, or the
+# tests of one of lockproxy's own client libraries (clients/):
+# `run.sh lib-python|lib-go|lib-node-ioredis|lib-node-redis`.
 #
 # It starts a throw-away redis-server and two lockproxy instances on free
 # loopback ports: one without auth, listening on plain TCP and on a tls://
-# listener (a CA and a server certificate for 127.0.0.1 are made here with
-# the openssl command), and one with --requirepass. Then it runs the
+# listener (a CA, a server certificate for 127.0.0.1 and a client
+# certificate are made here with the openssl command; client certificates
+# are optional there, and verified when sent), and one with --requirepass. Then it runs the
 # client's script (redis_py.py, ioredis.js, node_redis.js beside this file)
 # with their addresses in LP_* variables, and stops everything on exit.
 #
@@ -16,7 +19,7 @@
 # or the npm registry unreachable.
 set -euo pipefail
 
-client=${1:?usage: run.sh redis-py|ioredis|node-redis}
+client=${1:?usage: run.sh redis-py|ioredis|node-redis|lib-python|lib-go|lib-node-ioredis|lib-node-redis}
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 PROXY=${LP_PROXY_BIN:?LP_PROXY_BIN must name the lockproxy binary}
 CACHE=${LP_CLIENTS_CACHE:-$(dirname "$PROXY")/clients-cache}
@@ -30,18 +33,37 @@ command -v redis-server >/dev/null || skip "redis-server is not installed (scrip
 command -v openssl >/dev/null || skip "the openssl command is not installed (scripts/deps.sh)"
 command -v python3 >/dev/null || skip "python3 is not installed (scripts/deps.sh)"
 
-case $client in
-redis-py)
+debian_python() {
     # Debian's python3-redis is for Debian's python3, which another python3
     # on the PATH (pyenv, a venv) may hide.
-    py=
+    local candidate
     for candidate in /usr/bin/python3 python3; do
         if "$candidate" -c 'import redis' 2>/dev/null; then
-            py=$candidate
-            break
+            echo "$candidate"
+            return 0
         fi
     done
-    [ -n "$py" ] || skip "python3-redis is not installed (scripts/deps.sh installs it)"
+    skip "python3-redis is not installed (scripts/deps.sh installs it)" >&2
+}
+
+case $client in
+lib-python)
+    py=$(debian_python) || exit $?
+    run=("$py" "$HERE/../../clients/python/tests/test_lockproxy.py")
+    ;;
+lib-go)
+    command -v go >/dev/null || skip "Go is not installed (scripts/deps.sh installs golang-go)"
+    [ -d /usr/share/gocode/src/github.com/gomodule/redigo ] ||
+        skip "redigo is not installed (scripts/deps.sh installs golang-github-gomodule-redigo-dev)"
+    run=("$HERE/../../clients/go/test.sh" "$CACHE/go")
+    ;;
+lib-node-ioredis | lib-node-redis)
+    modules=$("$HERE/npm-install.sh" "$CACHE") || exit $?
+    export NODE_PATH=$modules
+    run=(node --test "$HERE/../../clients/node/test/${client#lib-node-}.test.js")
+    ;;
+redis-py)
+    py=$(debian_python) || exit $?
     run=("$py" "$HERE/redis_py.py")
     ;;
 ioredis | node-redis)
@@ -99,6 +121,10 @@ openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -subj "/CN=l
 printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\n' >"$tmp/san.ext"
 openssl x509 -req -in "$tmp/server.csr" -CA "$tmp/ca.crt" -CAkey "$tmp/ca.key" \
     -CAcreateserial -days 2 -extfile "$tmp/san.ext" -out "$tmp/server.crt" 2>/dev/null
+openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -subj "/CN=client" \
+    -keyout "$tmp/client.key" -out "$tmp/client.csr" 2>/dev/null
+openssl x509 -req -in "$tmp/client.csr" -CA "$tmp/ca.crt" -CAkey "$tmp/ca.key" \
+    -CAcreateserial -days 2 -out "$tmp/client.crt" 2>/dev/null
 
 redis_port=$(free_port)
 redis-server --port "$redis_port" --bind 127.0.0.1 --save '' --appendonly no \
@@ -111,7 +137,7 @@ port=$(free_port)
 tls_port=$(free_port)
 "$PROXY" --listen "127.0.0.1:$port" --listen "tls://127.0.0.1:$tls_port" \
     --tls-cert-file "$tmp/server.crt" --tls-key-file "$tmp/server.key" \
-    --tls-ca-cert-file "$tmp/ca.crt" --tls-auth-clients no \
+    --tls-ca-cert-file "$tmp/ca.crt" --tls-auth-clients optional \
     --upstream "redis://127.0.0.1:$redis_port" --lock-watchdog-timeout 900 \
     >"$tmp/proxy.log" 2>&1 &
 pids+=($!)
@@ -126,6 +152,7 @@ wait_ping "$auth_port"
 
 export LP_PORT=$port LP_TLS_PORT=$tls_port LP_AUTH_PORT=$auth_port LP_PASSWORD=s3cret
 export LP_CA=$tmp/ca.crt LP_REDIS_PORT=$redis_port
+export LP_CLIENT_CERT=$tmp/client.crt LP_CLIENT_KEY=$tmp/client.key
 "${run[@]}"
 
 # The proxies must still be up, stop cleanly, and (sanitizer builds) have
