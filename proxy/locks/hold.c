@@ -587,8 +587,11 @@ void px_hold_report_lost(struct px_hold *h, bool give_back, uint64_t until)
 
 /* ---- an UNLOCK Redis did not answer -------------------------------------------------- */
 
-enum px_unlock_failed px_hold_unlock_failed(struct px_hold *h, uint64_t asked_ms)
+enum px_unlock_failed px_hold_unlock_failed(struct px_hold *h, const struct px_client *cl,
+                                           uint64_t asked_ms)
 {
+    struct px_hold_share *sh;
+
     struct px_server *srv = h->srv;
     /* Any renewal was sent before now: Redis keeps the key no longer. */
     uint64_t until = sched_loop_now_ms(srv->loop) + h->lease_ms + srv->opts.upstream_timeout_ms;
@@ -604,6 +607,9 @@ enum px_unlock_failed px_hold_unlock_failed(struct px_hold *h, uint64_t asked_ms
     if (h->count > 1) {
         h->count--;
         h->epoch++;
+        sh = cl == h->cl ? NULL : share_find(h, cl); /* as px_hold_unlocked_one */
+        if (sh || h->cl_count > 0)
+            hold_part_take(h, sh, 1);
         hold_want_settle(h, PX_JOB_NO_END); /* HELD: down to the count left */
         return PX_UNLOCK_KEPT;
     }

@@ -113,7 +113,7 @@ static bool group_in_hand(struct multiunlock *u, unsigned from, unsigned to)
             return false;
     }
     for (i = from; i < to; i++) {
-        switch (px_hold_unlock_failed(u->names[i].hold, u->sent_ms)) {
+        switch (px_hold_unlock_failed(u->names[i].hold, u->req->cl, u->sent_ms)) {
         case PX_UNLOCK_KEPT:
             u->names[i].result = 0;
             break;

@@ -119,7 +119,7 @@ static bool unlock_in_hand(struct px_req *req, struct unlockop *u)
 
     if (!u->hold || u->apply != unlock_apply)
         return false;
-    switch (px_hold_unlock_failed(u->hold, u->sent_ms)) {
+    switch (px_hold_unlock_failed(u->hold, req->cl, u->sent_ms)) {
     case PX_UNLOCK_NOT_HELD:
         return false;
     case PX_UNLOCK_KEPT:

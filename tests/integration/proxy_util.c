@@ -1062,6 +1062,10 @@ long long pu_dbsize(redisContext *rc)
         TEST_FAIL("DBSIZE: not an integer reply (type %d)", r->type);
     v = r->integer;
     freeReplyObject(r);
+    r = pu_cmd(rc, "KEYS %s", PU_REGISTRY_PATTERN);
+    if (r->type == REDIS_REPLY_ARRAY)
+        v -= (long long)r->elements;
+    freeReplyObject(r);
     return v;
 }
 
