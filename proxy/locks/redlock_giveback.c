@@ -55,20 +55,20 @@ struct rl_gb_call {
 };
 
 struct rl_giveback {
-    struct hmap_node node;                     /* in rl->givebacks */
-    struct list link;                          /* in rl->giveback_list */
-    struct px_redlock *rl;                     /* borrowed */
-    struct sched_timer timer;                  /* next retry of the due masters */
-    struct rl_gb_call calls[PX_REDLOCK_MAX];   /* reply arguments */
-    unsigned char nflight[PX_REDLOCK_MAX];     /* sends whose reply is pending, per master */
-    unsigned due;                              /* masters (bits) to send to again */
-    unsigned overtaken;                        /* masters (bits): a later request followed */
-    unsigned backoff_ms;                       /* next retry delay */
-    uint64_t keep;                             /* the count to settle to */
-    uint64_t until;                            /* monotonic ms: nothing left after it */
-    size_t nlen, olen;                         /* name and owner lengths */
-    char *owner;                               /* borrowed: into key */
-    char key[];                                /* owned: name NUL owner NUL */
+    struct hmap_node node;                   /* in rl->givebacks */
+    struct list link;                        /* in rl->giveback_list */
+    struct px_redlock *rl;                   /* borrowed */
+    struct sched_timer timer;                /* next retry of the due masters */
+    struct rl_gb_call calls[PX_REDLOCK_MAX]; /* reply arguments */
+    unsigned nflight[PX_REDLOCK_MAX];        /* sends whose reply is pending, per master */
+    unsigned due;                            /* masters (bits) to send to again */
+    unsigned overtaken;                      /* masters (bits): a later request followed */
+    unsigned backoff_ms;                     /* next retry delay */
+    uint64_t keep;                           /* the count to settle to */
+    uint64_t until;                          /* monotonic ms: nothing left after it */
+    size_t nlen, olen;                       /* name and owner lengths */
+    char *owner;                             /* borrowed: into key */
+    char key[];                              /* owned: name NUL owner NUL */
 };
 
 static uint64_t gb_hash(const char *name, size_t nlen, const char *owner, size_t olen)
@@ -250,8 +250,8 @@ void px__rl_settle(struct px_redlock *rl, const char *name, size_t nlen, const c
     gb_maybe_free(gb);
 }
 
-bool px__rl_giveback_before(struct px_redlock *rl, const char *name, size_t nlen,
-                            const char *owner, size_t olen, unsigned i)
+bool px__rl_giveback_before(struct px_redlock *rl, const char *name, size_t nlen, const char *owner,
+                            size_t olen, unsigned i)
 {
     struct rl_giveback *gb = gb_find(rl, name, nlen, owner, olen);
 

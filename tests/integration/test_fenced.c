@@ -218,7 +218,8 @@ static long long fenced_eventually(redisContext *c, const char *name)
             return t;
         }
         if (!pu_is_err(r, "UPSTREAM"))
-            TEST_FAIL("LOCK %s FENCED while recovering: %s", name, pu_describe(r, got, sizeof(got)));
+            TEST_FAIL("LOCK %s FENCED while recovering: %s", name,
+                      pu_describe(r, got, sizeof(got)));
         freeReplyObject(r);
         if (pu_now_ms() > deadline)
             TEST_FAIL("LOCK %s FENCED did not succeed within 15 s", name);
