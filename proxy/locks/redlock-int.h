@@ -79,6 +79,7 @@ struct px_redlock {
     struct hmap givebacks;              /* struct rl_giveback by (name, owner) */
     struct list giveback_list;          /* the same records, for stop and INFO */
     bool stopping;                      /* px_redlock_stop: nothing is retried any more */
+    uint64_t giveback_retries;          /* give-backs sent again after a lost reply */
     uint64_t quorum_refusals;           /* attempts that reached fewer than a majority */
 };
 

@@ -187,8 +187,8 @@ static void gb_on_timer(struct sched_timer *t)
     if (h && h->state == RL_HELD && h->watchdog)
         gb->until = LP_MAX(gb->until, now + h->lease_ms);
     for (i = 0; i < rl->n && now < gb->until; i++) {
-        if ((gb->due & (1u << i)) && gb->nflight[i] == 0)
-            (void)gb_send(gb, i);
+        if ((gb->due & (1u << i)) && gb->nflight[i] == 0 && gb_send(gb, i) == 0)
+            rl->giveback_retries++;
     }
     gb_arm(gb);
     gb_maybe_free(gb);
@@ -257,8 +257,11 @@ bool px__rl_giveback_before(struct px_redlock *rl, const char *name, size_t nlen
 
     if (!gb)
         return true;
-    if ((gb->due & (1u << i)) && gb_send(gb, i) < 0)
-        return false;
+    if (gb->due & (1u << i)) {
+        if (gb_send(gb, i) < 0)
+            return false;
+        rl->giveback_retries++;
+    }
     if (gb->nflight[i])
         gb->overtaken |= 1u << i;
     return true;

@@ -169,8 +169,10 @@ void px_redlock_info(struct px_server *srv, struct buf *out)
     }
     buf_appendf(out,
                 "# Redlock\r\nredlock_masters:%u\r\nredlock_majority:%u\r\n"
-                "redlock_masters_up:%u\r\nredlock_holds:%zu\r\nredlock_quorum_refusals:%llu\r\n",
-                rl->n, rl->majority, up, rl->holds.count, (unsigned long long)rl->quorum_refusals);
+                "redlock_masters_up:%u\r\nredlock_holds:%zu\r\nredlock_quorum_refusals:%llu\r\n"
+                "redlock_givebacks_pending:%zu\r\nredlock_giveback_retries:%llu\r\n",
+                rl->n, rl->majority, up, rl->holds.count, (unsigned long long)rl->quorum_refusals,
+                rl->givebacks.count, (unsigned long long)rl->giveback_retries);
     for (i = 0; i < rl->n; i++) {
         pool_get_stats(rl->pools[i], &st);
         buf_appendf(out, "redlock_master_%u:%s:%d,%s\r\n", i, srv->opts.redlock[i].host,

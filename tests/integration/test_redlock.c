@@ -464,6 +464,8 @@ TEST(redlock_unlock_given_back)
     pu_redis_start(&x.m[2]);
     PU_EVENTUALLY(!m_exists(&x, 2, "gu"), 5000);
     ASSERT_TRUE(!m_exists(&x, 0, "gu") && !m_exists(&x, 1, "gu"));
+    PU_EVENTUALLY(pu_info_int(c, "redlock_givebacks_pending") == 0, 3000);
+    ASSERT_TRUE(pu_info_int(c, "redlock_giveback_retries") >= 1);
     redisFree(c);
     pu_env_stop(&x.e);
 }
