@@ -687,6 +687,8 @@ static void expect_upstream(redisContext *c, const char *cmd, const char *name)
     if (!pu_is_err(r, "UPSTREAM"))
         TEST_FAIL("%s %s while the cluster is down: %s", cmd, name, pu_describe(r, d, sizeof(d)));
     ASSERT_TRUE(pu_now_ms() - t0 < 4000);
+    if (strcmp(cmd, "LOCK") == 0)
+        fprintf(stderr, "%s after %lld ms: %s\n", cmd, pu_now_ms() - t0, r->str);
     freeReplyObject(r);
 }
 
