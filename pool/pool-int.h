@@ -438,7 +438,8 @@ void pool__cluster_stats(const struct pool *p, struct pool_stats *st);
 /* A caller request got an error reply r on rc. Returns true when the
  * pool took the request (re-sent, parked, or completed with a rewritten
  * reply); false: deliver r to the caller. Single node: MOVED/ASK become
- * the "is a Redis Cluster node" error. May invoke callbacks. */
+ * the "is a Redis Cluster node" error; TRYAGAIN, CLUSTERDOWN, LOADING and
+ * MASTERDOWN end in -ENOTCONN, never delivered. May invoke callbacks. */
 bool pool__redirect(struct pool__rconn *rc, struct pool__req *req, const redisReply *r);
 
 /* Sends (or parks) a routed cluster request (kind CMD/EVAL, tail kept):

@@ -1,6 +1,7 @@
 /* Cluster redirects and retries of caller requests: MOVED, ASK, TRYAGAIN,
- * CLUSTERDOWN, LOADING; a Sentinel master's READONLY; and, for a single
- * node, the clear error when the upstream turns out to be a cluster node.
+ * CLUSTERDOWN, LOADING, MASTERDOWN; a Sentinel master's READONLY; and, for
+ * a single node, the clear error when the upstream turns out to be a
+ * cluster node.
  *
  * Each of these replies means the command did not run, so the request may
  * be sent again; a cluster request keeps its formatted command (tail) for
@@ -11,7 +12,11 @@
  *   ASK slot addr    ASKING + the request on that node, the map unchanged
  *   TRYAGAIN,        parked, re-sent after a backoff (pool__backoff_ms of
  *   CLUSTERDOWN,     the request's retries), routed afresh by its slot;
- *   LOADING          CLUSTERDOWN also asks for a topology refresh
+ *   LOADING,         CLUSTERDOWN also asks for a topology refresh; one
+ *   MASTERDOWN       still refused at its deadline gets -ENOTCONN (it
+ *                    never ran), the refusal in last_error; a Sentinel
+ *                    master's LOADING and MASTERDOWN the same; a single
+ *                    node's gets -ENOTCONN at once (nothing is parked)
  *   READONLY         (Sentinel) the master was demoted under us: the node
  *                    leaves the map, the sentinels are asked again, the
  *                    request is parked after a backoff and then routed to
@@ -74,6 +79,27 @@ int pool__redirect_parse(const redisReply *r, int *slot, char *host, size_t host
 
 /* ---- single node ----------------------------------------------------------------- */
 
+/* Redis refused the command without running it, for now: the cluster (or
+ * the slot) is down, a slot is being migrated, the node is loading its
+ * data or is a replica cut from its master. */
+static bool is_busy(const redisReply *r)
+{
+    return pool__resp_is_error(r, "TRYAGAIN") || pool__resp_is_error(r, "CLUSTERDOWN") ||
+           pool__resp_is_error(r, "LOADING") || pool__resp_is_error(r, "MASTERDOWN");
+}
+
+/* A request Redis refused (is_busy) until it gives up: it never ran, so
+ * the caller gets -ENOTCONN, never the raw refusal; why is in
+ * last_error. */
+static void busy_give_up(struct pool__rconn *rc, struct pool__req *req, const redisReply *r)
+{
+    struct pool *p = rc->pool;
+
+    pool__set_error(p, "%s answered %.*s", rc->addr->where, (int)LP_MIN(r->len, (size_t)120),
+                    r->str);
+    pool__req_complete(p, req, NULL, -ENOTCONN);
+}
+
 /* The upstream of a plain pool is a cluster node: the caller gets an error
  * that says so (and what to do) instead of a redirect it cannot follow. */
 static bool single_redirect(struct pool__rconn *rc, struct pool__req *req, const redisReply *r)
@@ -84,6 +110,10 @@ static bool single_redirect(struct pool__rconn *rc, struct pool__req *req, const
     char text[POOL__HOST_MAX * 2 + 200];
     int n;
 
+    if (is_busy(r)) {
+        busy_give_up(rc, req, r);
+        return true;
+    }
     if (!pool__resp_is_error(r, "MOVED ") && !pool__resp_is_error(r, "ASK "))
         return false;
     n = snprintf(text, sizeof(text),
@@ -268,8 +298,8 @@ static bool on_redirect(struct pool__rconn *rc, struct pool__req *req, const red
     return true;
 }
 
-/* TRYAGAIN, CLUSTERDOWN, LOADING: the same request later, routed afresh,
- * if that is still within its time. */
+/* TRYAGAIN, CLUSTERDOWN, LOADING, MASTERDOWN: the same request later,
+ * routed afresh, if that is still within its time; else -ENOTCONN. */
 static bool on_busy(struct pool__rconn *rc, struct pool__req *req, const redisReply *r)
 {
     struct pool *p = rc->pool;
@@ -280,8 +310,10 @@ static bool on_busy(struct pool__rconn *rc, struct pool__req *req, const redisRe
     p->tryagain++;
     if (pool__resp_is_error(r, "CLUSTERDOWN"))
         pool__cluster_refresh(p);
-    if (when >= req_deadline(p, req))
-        return false;
+    if (when >= req_deadline(p, req)) {
+        busy_give_up(rc, req, r);
+        return true;
+    }
     req->target = NULL;
     req->asking = false;
     log_msg(LOG_LVL_DEBUG, "pool: %s answered %.*s; retrying in %llu ms", rc->addr->where,
@@ -291,15 +323,16 @@ static bool on_busy(struct pool__rconn *rc, struct pool__req *req, const redisRe
 }
 
 /* Sentinel: READONLY (see the file comment; the backoff keeps a request
- * from bouncing on a node that a stale sentinel still names) and LOADING
- * (a restarted master loading its data); anything else is the caller's,
- * MOVED included: a Sentinel-managed master is no cluster node. */
+ * from bouncing on a node that a stale sentinel still names), LOADING (a
+ * restarted master loading its data) and MASTERDOWN (a demoted master cut
+ * from its new master); anything else is the caller's, MOVED included: a
+ * Sentinel-managed master is no cluster node. */
 static bool sentinel_redirect(struct pool__rconn *rc, struct pool__req *req, const redisReply *r)
 {
     struct pool *p = rc->pool;
     uint64_t when;
 
-    if (pool__resp_is_error(r, "LOADING"))
+    if (pool__resp_is_error(r, "LOADING") || pool__resp_is_error(r, "MASTERDOWN"))
         return on_busy(rc, req, r);
     if (!pool__resp_is_error(r, "READONLY"))
         return false;
@@ -325,8 +358,7 @@ bool pool__redirect(struct pool__rconn *rc, struct pool__req *req, const redisRe
         return on_redirect(rc, req, r, false);
     if (pool__resp_is_error(r, "ASK "))
         return on_redirect(rc, req, r, true);
-    if (pool__resp_is_error(r, "TRYAGAIN") || pool__resp_is_error(r, "CLUSTERDOWN") ||
-        pool__resp_is_error(r, "LOADING"))
+    if (is_busy(r))
         return on_busy(rc, req, r);
     return false;
 }

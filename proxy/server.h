@@ -26,6 +26,7 @@ extern "C" {
 
 struct pool;
 struct px_redlock;
+struct px_fence;
 struct px_metrics;
 struct px_http;
 
@@ -116,6 +117,7 @@ struct px_server {
     uint64_t limit_log_quiet;      /* output-limit closes not logged since then */
 
     struct px_redlock *redlock; /* owned: REDLOCK's masters (locks/redlock.c), or NULL */
+    struct px_fence *fence;     /* owned: fencing-token floors (locks/fence.c), or NULL */
 };
 
 /* Creates the loop, the pool, the listening socket and the metrics

@@ -30,7 +30,7 @@ struct px_req;
 /* Scripts of lock.c. */
 enum px__lock_script {
     PX__LK_ACQUIRE = 0, /* KEYS name; ARGV lease, owner -> -2 - count | pttl */
-    PX__LK_FENCED = 1,  /* KEYS name, token; ARGV lease, owner -> {1,count,token} | {0,pttl} */
+    PX__LK_FENCED = 1,  /* KEYS name, token; ARGV lease, owner, floor -> {1,c,token} | {0,pttl} */
     PX__LK_UNLOCK = 2,  /* KEYS name, channel; ARGV lease, owner -> nil | 0 | 1 */
     PX__LK_FORCE = 3,   /* KEYS name, channel, rw channel, queue, timeouts; ARGV fair prefix, now */
     PX__LK_GRANT = 4,   /* KEYS name; ARGV lease, owner, next lease, next owner -> nil | 0 | 2 */

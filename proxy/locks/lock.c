@@ -32,6 +32,7 @@
 #include "proxy/args.h"
 #include "proxy/auth.h"
 #include "proxy/client.h"
+#include "proxy/locks/fence.h"
 #include "proxy/locks/hold.h"
 #include "proxy/locks/lock-int.h"
 #include "proxy/locks/lua_scripts.h"
@@ -83,16 +84,23 @@ static int plain_acquire(struct px_server *srv, const struct px_acq *a, pool_rep
                           arg);
 }
 
+/* The floor (fence.h) is read at every attempt: one sent after a grant
+ * was seen asks for a token above it. */
 static int fenced_acquire(struct px_server *srv, const struct px_acq *a, pool_reply_fn *cb,
                           void *arg)
 {
-    char lease[24], token[PX_CHANNEL_MAX];
-    const char *argv[4] = {a->name, token, lease, a->owner};
-    size_t lens[4] = {a->nlen, 0, 0, a->olen};
+    char lease[24], token[PX_CHANNEL_MAX], floor_s[24];
+    const char *argv[5] = {a->name, token, lease, a->owner, floor_s};
+    size_t lens[5] = {a->nlen, 0, 0, a->olen, 0};
+    uint64_t floor;
+    int rc = px_fence_floor(srv, a->name, a->nlen, &floor);
 
+    if (rc < 0)
+        return rc;
     lens[1] = px_channel_name(token, sizeof(token), "redisson_lock_token:", a->name, a->nlen);
     lens[2] = util_u64_to_str(a->lease_ms, lease);
-    return px_script_eval(srv, a->hint, lock_script_base + PX__LK_FENCED, 2, 4, argv, lens, cb,
+    lens[4] = util_u64_to_str(floor, floor_s);
+    return px_script_eval(srv, a->hint, lock_script_base + PX__LK_FENCED, 2, 5, argv, lens, cb,
                           arg);
 }
 
@@ -351,6 +359,8 @@ static enum px_wait_res lockop_reply(struct px_wait_op *w, const redisReply *r, 
     op->queued = false; /* the acquire took the op out of any queue */
     op->count = a.count;
     op->token = a.token;
+    if (a.token >= 0)
+        px_fence_note(w->srv, op->acq.name, op->acq.nlen, a.token);
     if (px_hold_lost_before(op->hold, (uint64_t)a.count)) {
         /* Redis made a fresh acquisition: the hold this re-entry was to
          * add to is gone. Told, and this one given back. */

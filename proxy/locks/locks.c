@@ -3,6 +3,7 @@
 #include "proxy/locks/locks.h"
 
 #include "proxy/client.h"
+#include "proxy/locks/fence.h"
 #include "proxy/locks/hold.h"
 #include "proxy/locks/jobs.h"
 #include "proxy/locks/replay.h"
@@ -60,6 +61,7 @@ void px_locks_deinit(struct px_server *srv)
     px_sem_reap_deinit(srv);
     px_hold_deinit(srv);
     px_waitset_deinit(srv);
+    px_fence_free(srv);
 }
 
 bool px_ratelog_allow(struct px_ratelog *rl, uint64_t now_ms, uint64_t *quiet)

@@ -1,8 +1,9 @@
 /* What redlock.c (REDLOCK and REDUNLOCK), redlock_hold.c (the records of
  * granted locks: renewal on a majority, tombstones, release on
- * disconnect) and redlock_master.c (the masters' pools, their channel
- * subscriptions, give-backs, start and stop, INFO) share. Private to those
- * three files; the design block is in redlock.c. */
+ * disconnect), redlock_master.c (the masters' pools, their channel
+ * subscriptions, start and stop, INFO) and redlock_giveback.c (give-backs
+ * retried until each master answered) share. Private to those four files;
+ * the design block is in redlock.c. */
 #ifndef LP_PROXY_LOCKS_REDLOCK_INT_H
 #define LP_PROXY_LOCKS_REDLOCK_INT_H
 
@@ -75,6 +76,10 @@ struct px_redlock {
     struct pool *pools[PX_REDLOCK_MAX]; /* owned: one per master */
     struct hmap chans;                  /* struct rl_chan by key */
     struct hmap holds;                  /* struct rl_hold by (name, owner) */
+    struct hmap givebacks;              /* struct rl_giveback by (name, owner) */
+    struct list giveback_list;          /* the same records, for stop and INFO */
+    bool stopping;                      /* px_redlock_stop: nothing is retried any more */
+    uint64_t giveback_retries;          /* give-backs sent again after a lost reply */
     uint64_t quorum_refusals;           /* attempts that reached fewer than a majority */
 };
 
@@ -90,10 +95,31 @@ int px__rl_eval(struct px_redlock *rl, unsigned i, uint64_t hint, unsigned scrip
  * length (0 when it does not fit). */
 size_t px__rl_lock_channel(const char *name, size_t nlen, char *out, size_t cap);
 
+/* ---- give-backs (redlock_giveback.c) ---- */
+
 /* Settles owner on name to keep on the masters set in mask (a give-back,
- * a release on disconnect); sent once, not retried. */
+ * a release on disconnect): sent now, and again with back-off to each
+ * master whose reply is lost, until it answers or lease_ms after the last
+ * moment the pair could have been renewed. */
 void px__rl_settle(struct px_redlock *rl, const char *name, size_t nlen, const char *owner,
-                   size_t olen, uint64_t keep, unsigned mask);
+                   size_t olen, uint64_t keep, unsigned mask, uint64_t lease_ms);
+
+/* Before a request about (name, owner) is sent to master i: a give-back
+ * due there is sent first; false if it could not be (then the request
+ * must not be sent to i). An in-flight one is not sent again if its reply
+ * is lost (it would run after the request). */
+bool px__rl_giveback_before(struct px_redlock *rl, const char *name, size_t nlen,
+                            const char *owner, size_t olen, unsigned i);
+
+/* True while a give-back is in flight, or due to a master that is up (the
+ * stop drains them, bounded). */
+bool px__rl_giveback_busy(const struct px_redlock *rl);
+
+/* Stop: nothing is retried any more. */
+void px__rl_giveback_stop(struct px_redlock *rl);
+
+/* Frees every record (the masters' pools are gone). */
+void px__rl_giveback_free_all(struct px_redlock *rl);
 
 /* The channel record of name, subscribed on every master, with a
  * reference (NULL on -ENOMEM); put drops it (the last one unsubscribes). */

@@ -23,8 +23,10 @@
  *   majority answered at all -> an UPSTREAM error at once (no false grant,
  *   no wait for masters that are down).
  * A give-back goes on the connection of the acquire (the name's route
- * hint), so each master runs it after the acquire it undoes. It is sent
- * once, not retried: a lost give-back leaves at most one lease.
+ * hint), so each master runs it after the acquire it undoes; one whose
+ * reply is lost is sent again with back-off until that master answers or
+ * the lease it gives back has ended, and never after a later request
+ * about the same (name, owner) (redlock_giveback.c).
  *
  * Waiting: through the shared engine. The waitset of a REDLOCK is keyed
  * "lockproxy_redlock:" + the lock's channel (so it never mixes with LOCK
@@ -39,7 +41,11 @@
  * renews every lease/3 on every master (the batched renew script, one
  * key), and a renewal that reaches fewer than a majority is a lost lease:
  * the record becomes a tombstone (REDUNLOCK answers LOCKLOST), counted
- * (leases_lost) and logged. With LEASE, the lease end makes the tombstone.
+ * (leases_lost) and logged, and the owner is given back on every master
+ * (masters that kept its field would count a re-take as a re-entry). With
+ * LEASE, the lease end makes the tombstone (given back the same way).
+ * REDUNLOCK gives back what masters still hold after it, and settles the
+ * masters whose reply it lost to the count left.
  * A closed connection's records are released on every master at once
  * (--on-disconnect release) through a claim (locks.h).
  *
@@ -96,6 +102,7 @@ struct rl_attempt {
     int64_t count;                        /* the highest count granted */
     int64_t min_pttl;                     /* the shortest PTTL of a holder, or -3 */
     uint64_t confirmed;                   /* the count to settle back to */
+    uint64_t lease_ms;                    /* the lease asked (how long a grant lives) */
     size_t nlen, olen;                    /* name and owner lengths */
     char *owner;                          /* borrowed: into key */
     char key[];                           /* owned: name NUL owner NUL */
@@ -145,7 +152,8 @@ static void rl_attempt_give_back(struct rl_attempt *att)
 
     if (att->kept || mask == 0)
         return;
-    px__rl_settle(att->rl, att->key, att->nlen, att->owner, att->olen, att->confirmed, mask);
+    px__rl_settle(att->rl, att->key, att->nlen, att->owner, att->olen, att->confirmed, mask,
+                  att->lease_ms);
     att->took = att->unknown = 0;
 }
 
@@ -228,6 +236,7 @@ static int rl_send(struct px_wait_op *w)
     att->rl = rl;
     att->min_pttl = -3;
     att->confirmed = op->confirmed;
+    att->lease_ms = op->lease_ms;
     att->nlen = op->nlen;
     att->olen = op->olen;
     memcpy(att->key, op->name, op->nlen);
@@ -237,6 +246,8 @@ static int rl_send(struct px_wait_op *w)
     for (i = 0; i < rl->n; i++) {
         att->calls[i].ctx = att;
         att->calls[i].i = i;
+        if (!px__rl_giveback_before(rl, op->name, op->nlen, op->owner, op->olen, i))
+            continue; /* a give-back there must run first and cannot be sent */
         if (px__rl_eval(rl, i, px_route_hint(op->name, op->nlen), px__lock_script(PX__LK_ACQUIRE),
                         1, 3, argv, lens, rl_on_master, &att->calls[i]) == 0)
             att->pending++; /* replies are never synchronous */
@@ -403,6 +414,7 @@ struct rl_unlock {
     unsigned still;      /* masters that answered 0 */
     unsigned not_held;   /* masters that answered nil */
     unsigned still_mask; /* masters (bits) still holding after it */
+    unsigned lost_mask;  /* masters (bits) whose reply was lost */
 };
 
 static void rl_unlock_reply(struct rl_unlock *u)
@@ -417,20 +429,23 @@ static void rl_unlock_reply(struct rl_unlock *u)
             h->count--;
         if (h->count == 0 || u->released >= rl->majority) {
             req->cl->srv->stats.released++;
-            if (u->still_mask)
-                px__rl_settle(rl, h->key, h->nlen, h->owner, h->olen, 0, u->still_mask);
+            px__rl_settle(rl, h->key, h->nlen, h->owner, h->olen, 0,
+                          u->still_mask | u->lost_mask, h->lease_ms);
             px__rl_hold_remove(h);
             px_reply_int(px_req_out(req), 1);
             return;
         }
+        /* where the reply was lost, the count is one too many or right */
+        px__rl_settle(rl, h->key, h->nlen, h->owner, h->olen, h->count, u->lost_mask,
+                      h->lease_ms);
         px_reply_int(px_req_out(req), 0);
         return;
     }
     if (u->released + u->still + u->not_held >= rl->majority) {
         req->cl->srv->stats.leases_lost++;
+        px__rl_settle(rl, h->key, h->nlen, h->owner, h->olen, 0, u->still_mask | u->lost_mask,
+                      h->lease_ms);
         px__rl_hold_remove(h);
-        if (u->still_mask)
-            px__rl_settle(rl, h->key, h->nlen, h->owner, h->olen, 0, u->still_mask);
         px_reply_error(px_req_out(req),
                        "LOCKLOST lease on '%.*s' was lost on a majority of the masters "
                        "before REDUNLOCK; it was not held any more",
@@ -460,6 +475,8 @@ static void rl_on_unlock(void *arg, const redisReply *r, int err)
         }
     } else if (err == 0 && r->type == REDIS_REPLY_NIL) {
         u->not_held++;
+    } else if (err < 0) {
+        u->lost_mask |= 1u << c->i;
     }
     if (--u->pending > 0)
         return;
@@ -517,12 +534,15 @@ static void rl_cmd_unlock(struct px_req *req)
             u->calls[i].ctx = u;
             u->calls[i].i = i;
             u->pending++;
-            if (px__rl_eval(srv->redlock, i, px_route_hint(name->p, name->len),
+            if (px__rl_giveback_before(srv->redlock, name->p, name->len, owner, olen, i) &&
+                px__rl_eval(srv->redlock, i, px_route_hint(name->p, name->len),
                             px__lock_script(PX__LK_UNLOCK), 2, 5, argv, lens, rl_on_unlock,
-                            &u->calls[i]) == 0)
+                            &u->calls[i]) == 0) {
                 sent++;
-            else
+            } else {
                 u->pending--;
+                u->lost_mask |= 1u << i; /* as a lost reply: it may still hold */
+            }
         }
     }
     if (sent == 0) {

@@ -71,10 +71,13 @@ void px__rl_hold_put(struct rl_hold *h)
 }
 
 /* The lease was lost (a renewal without a majority) or ended (LEASE): a
- * tombstone for REDUNLOCK's LOCKLOST. */
+ * tombstone for REDUNLOCK's LOCKLOST, and the owner given back on every
+ * master (those the renewal reached still hold it, and would count a
+ * re-take as a re-entry: an orphan count). */
 static void rl_hold_lost(struct rl_hold *h, bool renewal)
 {
     struct px_server *srv = h->rl->srv;
+    struct px_redlock *rl = h->rl;
 
     if (h->claimed)
         list_del_init(&h->claim.node);
@@ -86,6 +89,7 @@ static void rl_hold_lost(struct rl_hold *h, bool renewal)
                 "redlock: lease on '%.*s' lost: a renewal reached fewer than %u of %u masters",
                 (int)LP_MIN(h->nlen, 200u), h->key, h->rl->majority, h->rl->n);
     }
+    px__rl_settle(rl, h->key, h->nlen, h->owner, h->olen, 0, (1u << rl->n) - 1, h->lease_ms);
     sched_loop_timer_in(srv->loop, &h->timer, PX_HOLD_TOMBSTONE_MS);
 }
 
@@ -169,7 +173,8 @@ static void rl_claim_gone(struct px_claim *c, struct px_client *cl)
     (void)cl;
     h->claimed = false;
     if (rl->srv->opts.on_disc == PX_DISCONNECT_RELEASE) {
-        px__rl_settle(rl, h->key, h->nlen, h->owner, h->olen, 0, (1u << rl->n) - 1);
+        px__rl_settle(rl, h->key, h->nlen, h->owner, h->olen, 0, (1u << rl->n) - 1,
+                      h->lease_ms);
         rl->srv->stats.disc_releases++;
     }
     px__rl_hold_remove(h);

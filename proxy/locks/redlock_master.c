@@ -1,7 +1,7 @@
 /* REDLOCK's masters: one pool per --redlock-upstream URL, the lock
  * channels subscribed on every master (each master's messages are
- * delivered into the REDLOCK waitset of the channel), the give-back
- * script, start and stop, and INFO redlock. See redlock.c. */
+ * delivered into the REDLOCK waitset of the channel), start and stop, and
+ * INFO redlock. See redlock.c. */
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -26,37 +26,11 @@ int px__rl_eval(struct px_redlock *rl, unsigned i, uint64_t hint, unsigned scrip
     return pool_eval(rl->pools[i], hint, script, numkeys, argc, argv, lens, cb, arg);
 }
 
-static void rl_ignore_reply(void *arg, const redisReply *r, int err)
-{
-    (void)arg;
-    (void)r;
-    (void)err;
-}
-
 size_t px__rl_lock_channel(const char *name, size_t nlen, char *out, size_t cap)
 {
     struct px_acq a = {.name = name, .nlen = nlen};
 
     return px__lock_plain_channel(&a, out, cap);
-}
-
-/* Settles owner on name to keep on the masters set in mask (a give-back,
- * a release on disconnect); sent once, not retried. */
-void px__rl_settle(struct px_redlock *rl, const char *name, size_t nlen, const char *owner,
-                   size_t olen, uint64_t keep, unsigned mask)
-{
-    char chan[PX_CHANNEL_MAX], k[24];
-    const char *argv[5] = {name, chan, owner, k, "publish"};
-    size_t lens[5] = {nlen, 0, olen, 0, 7};
-    unsigned i;
-
-    lens[1] = px__rl_lock_channel(name, nlen, chan, sizeof(chan));
-    lens[3] = util_u64_to_str(keep, k);
-    for (i = 0; i < rl->n; i++) {
-        if (mask & (1u << i))
-            px__rl_eval(rl, i, px_route_hint(name, nlen), PX_SCRIPT_SETTLE, 2, 5, argv, lens,
-                        rl_ignore_reply, NULL);
-    }
 }
 
 /* ---- channels ------------------------------------------------------------------ */
@@ -143,10 +117,16 @@ int px_redlock_start(struct px_server *srv)
     if (srv->opts.nredlock == 0)
         return 0;
     rl = calloc(1, sizeof(*rl));
-    if (!rl || hmap_init(&rl->chans, 64) < 0 || hmap_init(&rl->holds, 64) < 0) {
+    if (!rl || hmap_init(&rl->chans, 64) < 0 || hmap_init(&rl->holds, 64) < 0 ||
+        hmap_init(&rl->givebacks, 64) < 0) {
+        if (rl) {
+            hmap_deinit(&rl->chans);
+            hmap_deinit(&rl->holds);
+        }
         free(rl);
         return -ENOMEM;
     }
+    list_init(&rl->giveback_list);
     rl->srv = srv;
     rl->n = srv->opts.nredlock;
     rl->majority = rl->n / 2 + 1;
@@ -189,8 +169,10 @@ void px_redlock_info(struct px_server *srv, struct buf *out)
     }
     buf_appendf(out,
                 "# Redlock\r\nredlock_masters:%u\r\nredlock_majority:%u\r\n"
-                "redlock_masters_up:%u\r\nredlock_holds:%zu\r\nredlock_quorum_refusals:%llu\r\n",
-                rl->n, rl->majority, up, rl->holds.count, (unsigned long long)rl->quorum_refusals);
+                "redlock_masters_up:%u\r\nredlock_holds:%zu\r\nredlock_quorum_refusals:%llu\r\n"
+                "redlock_givebacks_pending:%zu\r\nredlock_giveback_retries:%llu\r\n",
+                rl->n, rl->majority, up, rl->holds.count, (unsigned long long)rl->quorum_refusals,
+                rl->givebacks.count, (unsigned long long)rl->giveback_retries);
     for (i = 0; i < rl->n; i++) {
         pool_get_stats(rl->pools[i], &st);
         buf_appendf(out, "redlock_master_%u:%s:%d,%s\r\n", i, srv->opts.redlock[i].host,
@@ -217,6 +199,8 @@ bool px_redlock_busy(const struct px_server *srv)
     struct pool_stats st;
     unsigned i;
 
+    if (srv->redlock && px__rl_giveback_busy(srv->redlock))
+        return true;
     for (i = 0; srv->redlock && i < srv->redlock->n; i++) {
         pool_get_stats(srv->redlock->pools[i], &st);
         if (st.inflight > 0)
@@ -229,6 +213,8 @@ void px_redlock_stop(struct px_server *srv)
 {
     unsigned i;
 
+    if (srv->redlock)
+        px__rl_giveback_stop(srv->redlock);
     for (i = 0; srv->redlock && i < srv->redlock->n; i++)
         pool_stop(srv->redlock->pools[i]);
 }
@@ -255,8 +241,10 @@ void px_redlock_destroy(struct px_server *srv)
         if (rl->pools[i] && pool_is_stopped(rl->pools[i]))
             pool_destroy(rl->pools[i]);
     }
+    px__rl_giveback_free_all(rl);
     hmap_deinit(&rl->chans);
     hmap_deinit(&rl->holds);
+    hmap_deinit(&rl->givebacks);
     free(rl);
     srv->redlock = NULL;
 }

@@ -673,5 +673,98 @@ TEST(cluster_proxy_failover)
     rcluster_cleanup(&x.c);
 }
 
+/* ---- a cluster that is down ------------------------------------------------------ */
+
+/* Sends cmd (a lock command on name) and checks the answer is an UPSTREAM
+ * error, never Redis's own CLUSTERDOWN (or TRYAGAIN, LOADING,
+ * MASTERDOWN), within the upstream timeout plus a margin. */
+static void expect_upstream(redisContext *c, const char *cmd, const char *name)
+{
+    long long t0 = pu_now_ms();
+    redisReply *r = pu_cmd(c, "%s %s", cmd, name);
+    char d[256];
+
+    if (!pu_is_err(r, "UPSTREAM"))
+        TEST_FAIL("%s %s while the cluster is down: %s", cmd, name, pu_describe(r, d, sizeof(d)));
+    ASSERT_TRUE(pu_now_ms() - t0 < 4000);
+    if (strcmp(cmd, "LOCK") == 0)
+        fprintf(stderr, "%s after %lld ms: %s\n", cmd, pu_now_ms() - t0, r->str);
+    freeReplyObject(r);
+}
+
+static bool node_says_down(struct cpx *x, int m, const char *key)
+{
+    redisReply *r = rcluster_cmd(&x->c, m, "EXISTS %s", key);
+    bool down = r && r->type == REDIS_REPLY_ERROR && strncmp(r->str, "CLUSTERDOWN", 11) == 0;
+
+    if (r)
+        freeReplyObject(r);
+    return down;
+}
+
+/* The master of a name's slot stops serving it (CLUSTER DELSLOTS): Redis
+ * answers CLUSTERDOWN; the proxy retries within --upstream-timeout and
+ * then answers -UPSTREAM; once the slot is back, the name works. */
+static void check_slot_down(struct cpx *x)
+{
+    redisContext *c = pu_connect(x->p.port);
+    const char *name = "{down}lock";
+    int slot = pool_slot(name, strlen(name)), m = owner_of(x, name);
+    redisReply *r;
+
+    PU_OK(c, "LOCK %s", name);
+    PU_INT(c, 1, "UNLOCK %s", name);
+    rcluster_ok(&x->c, m, "CLUSTER DELSLOTS %d", slot);
+    PU_EVENTUALLY(node_says_down(x, m, name), 5000);
+    expect_upstream(c, "LOCK", name);
+    expect_upstream(c, "TRYLOCK", name);
+    expect_upstream(c, "LOCK.INFO", name);
+    expect_upstream(c, "SEM.AVAILABLE", name);
+    rcluster_ok(&x->c, m, "CLUSTER ADDSLOTS %d", slot);
+    PU_EVENTUALLY((r = pu_cmd(c, "TRYLOCK %s", name)) &&
+                      (r->type == REDIS_REPLY_STATUS || (freeReplyObject(r), r = NULL, false)),
+                  10000);
+    freeReplyObject(r);
+    PU_INT(c, 1, "UNLOCK %s", name);
+    redisFree(c);
+}
+
+static const char *const down_flags[] = {"--upstream-timeout", "1000", NULL};
+
+/* A master and its replica die: the cluster is down (full coverage), and
+ * every node left answers CLUSTERDOWN; lock commands on names of the
+ * masters still running answer -UPSTREAM, however often they are sent. */
+TEST(cluster_proxy_down)
+{
+    struct cpx x;
+    redisContext *c;
+    char a[32], b[32], o[32];
+    int m, r, live;
+    long long end;
+
+    cpx_cluster(&x);
+    cpx_each_backend(&x, check_slot_down, down_flags);
+    x.backend = "epoll";
+    cpx_proxy_start(&x, &x.p, down_flags);
+    c = pu_connect(x.p.port);
+    m = master_with_replica(&x);
+    r = rcluster_replica_of(&x.c, m);
+    names_on(&x, m, a, b, o, sizeof(a));
+    live = owner_of(&x, o);
+    PU_OK(c, "LOCK %s", o);
+    PU_INT(c, 1, "UNLOCK %s", o);
+    predis_kill(&x.c.node[r]);
+    predis_kill(&x.c.node[m]);
+    PU_EVENTUALLY(node_says_down(&x, live, o), 15000);
+    for (end = pu_now_ms() + 3000; pu_now_ms() < end;) {
+        expect_upstream(c, "LOCK", o);
+        expect_upstream(c, "TRYLOCK", o);
+    }
+    redisFree(c);
+    pu_proxy_assert_alive(&x.p);
+    pu_proxy_stop(&x.p);
+    rcluster_cleanup(&x.c);
+}
+
 TEST_MAIN(TEST_CASE(cluster_proxy_families), TEST_CASE(cluster_proxy_wakeups),
-          TEST_CASE(cluster_proxy_failover))
+          TEST_CASE(cluster_proxy_failover), TEST_CASE(cluster_proxy_down))

@@ -3,13 +3,18 @@
  * no TTL), taken on every acquire including re-entry; LOCK.INFO reports the
  * holder's last token (or -1); plain LOCK neither replies with nor bumps a
  * token; tokens continue a sequence a Redisson FencedLock started; a fenced
- * waiter gets its token when woken. Both io backends. */
+ * waiter gets its token when woken; a token is above every token the
+ * proxy handed out before for its name even when Redis lost the counter
+ * (a restart without persistence, a write a failover lost), for more names
+ * than the proxy remembers one by one. Both io backends. */
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "harness.h"
 #include "proxy_util.h"
+#include "sentinel_util.h"
 #include "sync_util.h"
 
 #define JAVA_OWNER "5a0c3b52-1d9e-4c8e-9b8a-3f2e1d0c9b8a:21"
@@ -192,6 +197,167 @@ static void scenario_exclusion(struct pu_env *e)
     redisFree(rc);
 }
 
+/* ---- tokens above what Redis forgot ---------------------------------------- */
+
+#define FL_NAMES 10000 /* more names than the proxy remembers one by one */
+
+/* A fenced LOCK (then UNLOCK) of name, retried while Redis comes back;
+ * returns the token. */
+static long long fenced_eventually(redisContext *c, const char *name)
+{
+    long long deadline = pu_now_ms() + 15000, t;
+    char got[320];
+
+    for (;;) {
+        redisReply *r = pu_cmd(c, "LOCK %s FENCED WAIT %d", name, 1000);
+
+        if (r->type == REDIS_REPLY_INTEGER) {
+            t = r->integer;
+            freeReplyObject(r);
+            PU_INT(c, 1, "UNLOCK %s", name);
+            return t;
+        }
+        if (!pu_is_err(r, "UPSTREAM"))
+            TEST_FAIL("LOCK %s FENCED while recovering: %s", name,
+                      pu_describe(r, got, sizeof(got)));
+        freeReplyObject(r);
+        if (pu_now_ms() > deadline)
+            TEST_FAIL("LOCK %s FENCED did not succeed within 15 s", name);
+        pu_sleep_ms(50);
+    }
+}
+
+/* Fenced LOCK + UNLOCK of fl:0 .. fl:n-1, pipelined; tok[i] gets each
+ * token. */
+static void fenced_many(redisContext *c, int n, long long *tok)
+{
+    char got[320];
+
+    for (int at = 0; at < n; at += 500) {
+        int end = at + 500 < n ? at + 500 : n;
+
+        for (int i = at; i < end; i++) {
+            pu_send(c, "LOCK fl:%d FENCED", i);
+            pu_send(c, "UNLOCK fl:%d", i);
+        }
+        for (int i = at; i < end; i++) {
+            redisReply *r = pu_recv(c);
+
+            if (r->type != REDIS_REPLY_INTEGER)
+                TEST_FAIL("LOCK fl:%d FENCED: %s", i, pu_describe(r, got, sizeof(got)));
+            tok[i] = r->integer;
+            freeReplyObject(r);
+            PU_RECV(c, PU_K_INT, 1, NULL);
+        }
+    }
+}
+
+static void scenario_forgotten(struct pu_env *e)
+{
+    static long long before[FL_NAMES], after[FL_NAMES];
+    redisContext *c = pu_client(e), *rc = pu_redis_client(e);
+    long long t;
+    redisReply *r;
+
+    PU_INT(c, 1, "LOCK %s FENCED", "fr");
+    PU_INT(c, 1, "UNLOCK %s", "fr");
+    PU_INT(c, 2, "LOCK %s FENCED", "fr");
+    PU_INT(c, 1, "UNLOCK %s", "fr");
+
+    /* A write Redis lost (as a failover to a replica that missed it): the
+     * counter went back; the next token is still above 2, and Redisson's
+     * acquire continues above it. */
+    PU_OK(rc, "SET %s %d", "redisson_lock_token:{fr}", 1);
+    PU_INT(c, 3, "LOCK %s FENCED", "fr");
+    PU_INT(c, 1, "UNLOCK %s", "fr");
+    r = pu_cmd(rc, "EVAL %s 2 %s %s %s %s", java_fenced_lock, "fr", "redisson_lock_token:{fr}",
+               "30000", JAVA_OWNER);
+    ASSERT_TRUE(r->type == REDIS_REPLY_ARRAY && r->elements == 2);
+    ASSERT_EQ(r->element[1]->integer, 4);
+    freeReplyObject(r);
+    PU_INT(rc, 1, "DEL %s", "fr");
+    PU_INT(rc, 1, "DEL %s", "redisson_lock_token:{fr}");
+    /* Redisson's token 4 never went through the proxy: 1 above its own 3. */
+    PU_INT(c, 4, "LOCK %s FENCED", "fr");
+    PU_INT(c, 1, "UNLOCK %s", "fr");
+
+    /* Many names, then a restart without persistence: every name's next
+     * token is above its last one. */
+    fenced_many(c, FL_NAMES, before);
+    redisFree(rc);
+    pu_redis_restart(&e->redis);
+    t = fenced_eventually(c, "fr");
+    ASSERT_TRUE(t > 4);
+    rc = pu_redis_client(e);
+    ASSERT_EQ(pu_dbsize(rc), 1); /* Redis lost everything: only fr's counter */
+    fenced_many(c, FL_NAMES, after);
+    for (int i = 0; i < FL_NAMES; i++) {
+        if (after[i] <= before[i])
+            TEST_FAIL("fl:%d: token %lld after the restart, %lld before", i, after[i], before[i]);
+    }
+    redisFree(rc);
+    redisFree(c);
+}
+
+/* A Sentinel failover to a replica that missed the last grants (both
+ * replicas stopped and cut off while they were made, then the master
+ * killed): the
+ * promoted replica's counter is behind, the next token is still above
+ * every one handed out before. */
+TEST(fenced_failover_lost_writes)
+{
+    struct rsentinel s;
+    struct pu_proxy p;
+    redisContext *c;
+    redisReply *r;
+    long long t, last = 0;
+    int m, nm, i;
+
+    if (!rsentinel_available())
+        TEST_SKIP("%s not installed", PREDIS_BIN);
+    rsentinel_start(&s, NULL, NULL);
+    m = rsentinel_wait_master(&s, -1);
+    memset(&p, 0, sizeof(p));
+    snprintf(p.upstream, sizeof(p.upstream), "redis-sentinel://%s/%s", s.list, RSENT_NAME);
+    p.extra[0] = "--io";
+    p.extra[1] = "epoll";
+    pu_proxy_start(&p);
+    c = pu_connect(p.port);
+    PU_INT(c, 1, "LOCK %s FENCED", "fo");
+    PU_INT(c, 1, "UNLOCK %s", "fo");
+    ASSERT_EQ(rsentinel_int(&s, m, "WAIT 2 2000"), 2);
+    for (i = 0; i < RSENT_NODES; i++) {
+        if (i != m)
+            rsentinel_signal_node(&s, i, SIGSTOP);
+    }
+    /* nothing from here on reaches them (not even their socket buffers) */
+    ASSERT_EQ(rsentinel_int(&s, m, "CLIENT KILL TYPE replica"), 2);
+    for (i = 0; i < 4; i++) {
+        r = pu_cmd(c, "LOCK %s FENCED", "fo");
+        ASSERT_TRUE(r->type == REDIS_REPLY_INTEGER && r->integer > last);
+        last = r->integer;
+        freeReplyObject(r);
+        PU_INT(c, 1, "UNLOCK %s", "fo");
+    }
+    ASSERT_EQ(last, 5);
+    rsentinel_kill_node(&s, m);
+    for (i = 0; i < RSENT_NODES; i++) {
+        if (i != m)
+            rsentinel_signal_node(&s, i, SIGCONT);
+    }
+    nm = rsentinel_wait_master(&s, m);
+    r = rsentinel_cmd(&s, nm, "GET %s", "redisson_lock_token:{fo}");
+    ASSERT_TRUE(r && r->type == REDIS_REPLY_STRING && strcmp(r->str, "1") == 0); /* writes lost */
+    freeReplyObject(r);
+    t = fenced_eventually(c, "fo");
+    fprintf(stderr, "fenced: token %lld after the failover, %lld before\n", t, last);
+    ASSERT_TRUE(t > last);
+    redisFree(c);
+    pu_proxy_assert_alive(&p);
+    pu_proxy_stop(&p);
+    rsentinel_cleanup(&s);
+}
+
 TEST(fenced_tokens)
 {
     pu_each_backend(scenario_tokens, NULL);
@@ -202,6 +368,11 @@ TEST(fenced_waiter_and_redisson)
     pu_each_backend(scenario_waiter_and_redisson, NULL);
 }
 
+TEST(fenced_forgotten_counter)
+{
+    pu_each_backend(scenario_forgotten, NULL);
+}
+
 TEST(fenced_exclusion)
 {
     pu_raise_nofile(1024);
@@ -209,4 +380,5 @@ TEST(fenced_exclusion)
 }
 
 TEST_MAIN(TEST_CASE(fenced_tokens), TEST_CASE(fenced_waiter_and_redisson),
+          TEST_CASE(fenced_forgotten_counter), TEST_CASE(fenced_failover_lost_writes),
           TEST_CASE(fenced_exclusion))

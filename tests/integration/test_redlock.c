@@ -6,7 +6,9 @@
  * validity check refusing a grant delayed past its lease by DEBUG SLEEP on
  * two masters; a Redisson-layout lock on a majority excluding a REDLOCK; a
  * renewal that reaches only a minority turning into LOCKLOST; the
- * start-up error for an even number of masters. */
+ * start-up error for an even number of masters; give-backs (after a lost
+ * lease, of a REDUNLOCK) retried until stalled masters take them, so a
+ * re-taken lock counts from 1 again. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,7 +25,7 @@ struct rlx {
     struct pu_redis m[NMASTERS]; /* the independent masters */
     struct pu_env e;             /* --upstream redis and the proxy */
     char urls[NMASTERS][64];     /* redis://127.0.0.1:port */
-    const char *flags[2 * NMASTERS + 3];
+    const char *flags[2 * NMASTERS + 5];
 };
 
 static const char *const master_extra[] = {"--enable-debug-command", "yes", NULL};
@@ -55,6 +57,21 @@ static void rlx_start(struct rlx *x, const char *extra_flag, const char *extra_v
         x->flags[n++] = extra_flag;
         x->flags[n++] = extra_val;
     }
+    x->flags[n] = NULL;
+    pu_env_start(&x->e, "epoll", x->flags);
+}
+
+/* As rlx_start, with several extra flags (NULL-terminated). */
+static void rlx_start_flags(struct rlx *x, const char *const *extra)
+{
+    int i, n = 0;
+
+    for (i = 0; i < NMASTERS; i++) {
+        x->flags[n++] = "--redlock-upstream";
+        x->flags[n++] = x->urls[i];
+    }
+    while (*extra && n < (int)(sizeof(x->flags) / sizeof(x->flags[0])) - 1)
+        x->flags[n++] = *extra++;
     x->flags[n] = NULL;
     pu_env_start(&x->e, "epoll", x->flags);
 }
@@ -381,7 +398,87 @@ TEST(redlock_renewal_needs_majority)
     redisFree(c);
 }
 
+/* ---- give-backs retried ----------------------------------------------------------- */
+
+static const char *const giveback_flags[] = {"--lock-watchdog-timeout", "6000",
+                                             "--upstream-timeout", "500", NULL};
+
+/* A renewal times out on two stalled masters (SIGSTOP): the lease is lost.
+ * The masters come back with the owner field still there (renewed up to
+ * the stall); the give-back reaches them once they answer, so REDUNLOCK
+ * answers LOCKLOST, nothing is left on any master, and the lock re-taken
+ * at once counts from 1: its REDUNLOCK releases it (it answered :0, an
+ * orphan count, when the give-back was sent once). */
+TEST(redlock_lost_lease_given_back)
+{
+    static struct rlx x;
+    redisContext *c;
+    char owner[PU_OWNER_MAX];
+    int i;
+
+    rlx_masters(&x);
+    rlx_start_flags(&x, giveback_flags);
+    c = pu_client(&x.e);
+    pu_conn_owner(c, owner, sizeof(owner));
+    ASSERT_TRUE(expect_validity(c, "REDLOCK %s", "gl") > 0);
+    pu_redis_pause(&x.m[1]);
+    pu_redis_pause(&x.m[2]);
+    PU_EVENTUALLY(pu_info_int(c, "leases_lost") >= 1, 5000);
+    pu_redis_resume(&x.m[1]);
+    pu_redis_resume(&x.m[2]);
+    PU_ERR(c, "LOCKLOST", "REDUNLOCK gl");
+    ASSERT_TRUE(expect_validity(c, "REDLOCK %s", "gl") > 0);
+    for (i = 0; i < NMASTERS; i++)
+        ASSERT_EQ(m_hexists(&x, i, "gl", owner), 1);
+    PU_INT(c, 1, "REDUNLOCK gl");
+    for (i = 0; i < NMASTERS; i++)
+        PU_EVENTUALLY(!m_exists(&x, i, "gl"), 3000);
+
+    /* Lost again, and left alone: every master is cleaned up. */
+    ASSERT_TRUE(expect_validity(c, "REDLOCK %s", "gm") > 0);
+    pu_redis_pause(&x.m[0]);
+    pu_redis_pause(&x.m[1]);
+    PU_EVENTUALLY(pu_info_int(c, "leases_lost") >= 2, 5000);
+    pu_redis_resume(&x.m[0]);
+    pu_redis_resume(&x.m[1]);
+    for (i = 0; i < NMASTERS; i++)
+        PU_EVENTUALLY(!m_exists(&x, i, "gm"), 3000);
+    PU_ERR(c, "LOCKLOST", "REDUNLOCK gm");
+    redisFree(c);
+    pu_env_stop(&x.e);
+}
+
+/* REDUNLOCK while one master is down (killed; it keeps its data in its
+ * AOF): released on the majority at once; that master's release is sent
+ * again once it is back, so the lock does not stay there for the rest of
+ * its 30 s lease. */
+TEST(redlock_unlock_given_back)
+{
+    static const char *const aof[] = {"--enable-debug-command", "yes", "--appendonly", "yes",
+                                      NULL};
+    static struct rlx x;
+    redisContext *c;
+
+    rlx_masters(&x);
+    pu_redis_kill(&x.m[2]);
+    memcpy(x.m[2].extra, aof, sizeof(aof));
+    pu_redis_start(&x.m[2]);
+    rlx_start_flags(&x, giveback_flags);
+    c = pu_client(&x.e);
+    ASSERT_TRUE(expect_validity(c, "REDLOCK %s LEASE 30000", "gu") > 0);
+    pu_redis_kill(&x.m[2]);
+    PU_INT(c, 1, "REDUNLOCK gu");
+    pu_redis_start(&x.m[2]);
+    PU_EVENTUALLY(!m_exists(&x, 2, "gu"), 5000);
+    ASSERT_TRUE(!m_exists(&x, 0, "gu") && !m_exists(&x, 1, "gu"));
+    PU_EVENTUALLY(pu_info_int(c, "redlock_givebacks_pending") == 0, 3000);
+    ASSERT_TRUE(pu_info_int(c, "redlock_giveback_retries") >= 1);
+    redisFree(c);
+    pu_env_stop(&x.e);
+}
+
 TEST_MAIN(TEST_CASE(redlock_basic), TEST_CASE(redlock_startup_needs_odd_masters),
           TEST_CASE(redlock_masters_down), TEST_CASE(redlock_hung_master),
           TEST_CASE(redlock_validity_check), TEST_CASE(redlock_redisson_layout_excludes),
-          TEST_CASE(redlock_renewal_needs_majority))
+          TEST_CASE(redlock_renewal_needs_majority), TEST_CASE(redlock_lost_lease_given_back),
+          TEST_CASE(redlock_unlock_given_back))
