@@ -77,10 +77,7 @@ struct rl_chan *px__rl_chan_get(struct px_redlock *rl, const char *name, size_t 
     c->refs = 1;
     c->len = len;
     memcpy(c->key, key, len);
-    if (hmap_insert(&rl->chans, &c->node, hash) < 0) {
-        free(c);
-        return NULL;
-    }
+    (void)hmap_insert(&rl->chans, &c->node, hash); /* -ENOMEM: in, but not grown */
     for (i = 0; i < rl->n; i++) {
         c->subs[i].chan = c;
         c->subs[i].started = pool_sub_start(rl->pools[i], &c->subs[i].sub, c->key + RL_PREFIX_LEN,
