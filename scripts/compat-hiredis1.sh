@@ -104,7 +104,7 @@ mkdir -p "$BUILD"
 . "$ROOT/scripts/progress.sh"
 # shellcheck disable=SC2317 # run through lp_progress_run
 configure_and_build() {
-    PKG_CONFIG_PATH=$PREFIX/pkgconfig cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo &&
+    PKG_CONFIG_PATH=$PREFIX/pkgconfig cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLP_WERROR=ON &&
         cmake --build "$BUILD" -j"$(nproc)"
 }
 if ! lp_progress_run "build $BUILD" "$BUILD/build.log" configure_and_build; then
