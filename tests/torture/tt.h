@@ -211,6 +211,7 @@ struct tt_client_cfg {
     enum tt_cmd script_kind; /* its kind */
     int script_at_ms;        /* send time after shm->t0_us */
     int script_hold_ms;      /* hold after the grant */
+    bool script_relock;      /* after the hold, LOCK again (re-entry), then UNLOCK per grant */
     bool relock;             /* workload: the issue-18 kinds too */
     unsigned relock_kinds;   /* which of them (TT_K_*) */
 };

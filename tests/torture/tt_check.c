@@ -47,7 +47,7 @@ static bool untold(enum tt_overlap_class c, const struct ck_hold *x, const struc
 static void report_untold(const struct tt_history *h, struct tt_report *r, const struct ck_hold *x,
                           const struct ck_hold *y, enum tt_overlap_class c)
 {
-    char tx[900], ty[900];
+    char tx[1400], ty[1400];
 
     ck_hold_text(h, x, tx, sizeof(tx));
     ck_hold_text(h, y, ty, sizeof(ty));
@@ -90,7 +90,7 @@ static enum tt_overlap_class classify(const struct tt_check_params *p, const str
 static void report_overlap(const struct tt_history *h, struct tt_report *r, const struct ck_hold *x,
                            const struct ck_hold *y, const char *what)
 {
-    char tx[900], ty[900];
+    char tx[1400], ty[1400];
 
     ck_hold_text(h, x, tx, sizeof(tx));
     ck_hold_text(h, y, ty, sizeof(ty));
@@ -175,6 +175,7 @@ static void check_name(const struct tt_history *h, const struct tt_check_params 
                     report_overlap(h, r, act[i], y, "two holders");
                 if (!p->blind && untold(c, act[i], y)) {
                     r->untold++;
+                    ck_name_stat(r, y->acq->name)->untold++;
                     if (p->strict_untold && c != TT_OV_SILENT) /* silent: reported above */
                         report_untold(h, r, act[i], y, c);
                 }
@@ -206,7 +207,7 @@ static void check_fifo(const struct tt_history *h, const struct tt_check_params 
 
         for (int j = 0; j < n; j++) {
             const struct ck_hold *b = &g[j];
-            char ta[900], tb[900];
+            char ta[1400], tb[1400];
 
             if (b->acq->t_send - a->acq->t_send <= p->fifo_margin_us || a->start <= b->acq->t_send)
                 continue;

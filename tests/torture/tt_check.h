@@ -62,6 +62,7 @@ struct tt_name_stat {
     char name[TT_NAME_MAX];
     long long holds;
     long long overlaps[TT_OV_COUNT];
+    long long untold;
     long long fifo_pairs;
 };
 

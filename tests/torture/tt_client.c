@@ -895,8 +895,18 @@ static void scripted(struct client *c)
     tt_sleep_us(at + (long long)cfg->script_at_ms * 1000 - tt_now_us());
     atomic_store(&cfg->slot->state, TT_ST_WAITING);
     res = px_op(c, p.cmd, p.name, p.lease_ms, p.wait_ms, argc, (const char **)argv, &token);
-    if (res == TT_R_OK || res == TT_R_TOKEN)
+    if (granted(res) && cfg->script_relock) {
+        enum tt_res again;
+
+        tt_sleep_us((long long)p.hold_ms * 1000);
+        p.wait_ms = 3000;
+        again = c->px ? lock_argv(c, TT_RELOCK, &p, NULL) : TT_R_CONN;
+        do_release(c, &p);
+        if (granted(again))
+            do_release(c, &p);
+    } else if (granted(res)) {
         hold_and_release(c, &p, token);
+    }
     atomic_store(&cfg->slot->state, TT_ST_IDLE);
 }
 

@@ -432,20 +432,32 @@ static void kill_cmd_conn(struct tt_env *e, struct tt_rng *rng, struct tt_fault 
         freeReplyObject(r);
 }
 
+/* Right after a Redis restart the proxies may not have resubscribed yet:
+ * tried again for up to FIND_CLIENT_MS until a subscriber is there. */
 static void kill_pubsub_conn(struct tt_env *e, struct tt_fault *f)
 {
-    redisContext *c = tt_env_admin(e);
+    long long deadline = pu_now_ms() + FIND_CLIENT_MS, killed = -1;
+    redisContext *c;
     redisReply *r;
 
     f->start_us = f->end_us = tt_now_us();
-    if (!c)
-        return note(f, "no admin connection");
-    r = redisCommand(c, "CLIENT KILL TYPE pubsub");
-    f->triggered = r && r->type == REDIS_REPLY_INTEGER && r->integer > 0;
-    note(f, "CLIENT KILL TYPE pubsub: %lld killed",
-         r && r->type == REDIS_REPLY_INTEGER ? r->integer : -1);
-    if (r)
-        freeReplyObject(r);
+    do {
+        c = tt_env_admin(e);
+        if (!c)
+            return note(f, "no admin connection");
+        r = redisCommand(c, "CLIENT KILL TYPE pubsub");
+        killed = r && r->type == REDIS_REPLY_INTEGER ? r->integer : -1;
+        if (r)
+            freeReplyObject(r);
+        else
+            tt_env_admin_drop(e);
+        if (killed > 0)
+            break;
+        pu_sleep_ms(50);
+    } while (pu_now_ms() < deadline);
+    f->start_us = f->end_us = tt_now_us();
+    f->triggered = killed > 0;
+    note(f, "CLIENT KILL TYPE pubsub: %lld killed", killed);
 }
 
 /* ---- proxy faults -------------------------------------------------------------------- */

@@ -399,19 +399,27 @@ struct ck_hold *ck_build_holds(const struct tt_history *h, int *count)
 
 void ck_hold_text(const struct tt_history *h, const struct ck_hold *x, char *buf, size_t n)
 {
-    char a[400], r[400];
+    char a[400], r[400], extra[460] = "";
 
     ck_op_text(h, x->acq, a, sizeof(a));
     if (x->rel)
         ck_op_text(h, x->rel, r, sizeof(r));
     else
         snprintf(r, sizeof(r), "never released");
+    if (x->reentry) {
+        char e[400];
+
+        ck_op_text(h, x->reentry, e, sizeof(e));
+        snprintf(extra, sizeof(extra), "\n    re-entry %s", e);
+    } else if (x->acq->group > 0) {
+        snprintf(extra, sizeof(extra), "\n    (shared OWNER token, group %d)", x->acq->group);
+    }
     if (x->last && x->last != x->rel) {
         char l[400];
 
         ck_op_text(h, x->last, l, sizeof(l));
-        snprintf(buf, n, "    hold  %s\n    until %s\n    last retry %s", a, r, l);
+        snprintf(buf, n, "    hold  %s%s\n    until %s\n    last retry %s", a, extra, r, l);
         return;
     }
-    snprintf(buf, n, "    hold  %s\n    until %s", a, r);
+    snprintf(buf, n, "    hold  %s%s\n    until %s", a, extra, r);
 }

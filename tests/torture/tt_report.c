@@ -146,6 +146,9 @@ void tt_report_print(const struct tt_config *c, const struct tt_report *r,
                 "overlap(s)%s; lease-lost-told %lld told-lost, %d silent\n",
                 s->fifo_pairs, s->fifo_inversions, s->late_silent,
                 s->late_silent ? " (the late-grant bug)" : "", s->told_lost, s->told_silent);
+    if (s->ran && s->partitions)
+        fprintf(f, "  partition-unlock and partition-relock: %lld untold overlap(s)%s\n",
+                s->part_untold, s->part_untold ? " (issue 18 items 1/2)" : "");
     for (int i = 0; i < r->nviol && i < PRINT_VIOLATIONS; i++)
         fprintf(f, "\nVIOLATION %d [%s]%s %s\n", i + 1, r->viol[i].check,
                 report_only(c, r->viol[i].check) ? " (report-only)" : "", r->viol[i].text);
@@ -282,9 +285,9 @@ void tt_report_json(const struct tt_config *c, const struct tt_report *r,
     fprintf(f,
             "  \"scenarios\": {\"ran\": %s, \"fair_fifo_pairs\": %lld, "
             "\"fair_fifo_inversions\": %d, \"late_grant_silent\": %d, "
-            "\"lease_lost_told\": %lld, \"lease_lost_silent\": %d},\n",
+            "\"lease_lost_told\": %lld, \"lease_lost_silent\": %d, \"partition_untold\": %lld},\n",
             s->ran ? "true" : "false", s->fifo_pairs, s->fifo_inversions, s->late_silent,
-            s->told_lost, s->told_silent);
+            s->told_lost, s->told_silent, s->part_untold);
     fprintf(f,
             "  \"cluster\": {\"enabled\": %s, \"sentinel\": %s, \"sync_replicas\": %d, "
             "\"faults\": %lld, \"outage_max_ms\": %.1f, \"recovery_max_ms\": %.1f},\n",
