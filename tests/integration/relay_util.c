@@ -31,6 +31,7 @@ struct relay_pipe {
     int from, to;
     struct relay_chunk *head, *tail;
     size_t queued; /* bytes in the chunks, unwritten */
+    int chunks;    /* chunks queued */
     bool eof;      /* from sent FIN */
     bool shut;     /* the FIN was passed on (shutdown(to, SHUT_WR)) */
 };
@@ -203,6 +204,7 @@ static void relay_pipe_clear(struct relay *r, struct relay_pipe *p, int dir)
     r->st.queued[dir] -= (long long)p->queued;
     p->head = p->tail = NULL;
     p->queued = 0;
+    p->chunks = 0;
 }
 
 static void relay_conn_close(struct relay *r, struct relay_conn *c, bool rst)
@@ -287,7 +289,7 @@ static bool relay_pipe_wants_read(const struct relay *r, const struct relay_pipe
     case RELAY_DROP:
         return true;
     default:
-        return p->queued < RELAY_QUEUE_MAX;
+        return p->queued < RELAY_QUEUE_MAX && p->chunks < RELAY_CHUNKS_MAX;
     }
 }
 
@@ -327,10 +329,13 @@ static bool relay_pipe_read(struct relay *r, struct relay_pipe *p, int dir, long
     else
         p->head = c;
     p->tail = c;
+    p->chunks++;
     p->queued += (size_t)n;
     r->st.queued[dir] += n;
     if ((long long)p->queued > r->st.queued_peak[dir])
         r->st.queued_peak[dir] = (long long)p->queued;
+    if (p->chunks > r->st.chunks_peak[dir])
+        r->st.chunks_peak[dir] = p->chunks;
     return true;
 }
 
@@ -353,6 +358,7 @@ static bool relay_pipe_write(struct relay *r, struct relay_pipe *p, int dir, lon
         p->head = c->next;
         if (!p->head)
             p->tail = NULL;
+        p->chunks--;
         free(c);
     }
     if (!p->head && p->eof && !p->shut) {

@@ -27,8 +27,8 @@
  * wake pipe and both sockets of every relayed connection; no busy loop (a
  * socket is polled only for what the current modes let happen, the
  * timeout is the next DELAY chunk's due time). Each direction of a
- * connection has a FIFO of chunks bounded by RELAY_QUEUE_MAX bytes; at
- * the bound the relay stops reading that side. At most RELAY_MAX_CONNS
+ * connection has a FIFO of chunks bounded by RELAY_QUEUE_MAX bytes and
+ * RELAY_CHUNKS_MAX reads; at a bound the relay stops reading that side. At most RELAY_MAX_CONNS
  * connections; more are reset at once. The thread holds the relay's mutex
  * except while it sleeps in poll(), so an API call sees and changes a
  * consistent state, and a mode change applies to every byte after the call
@@ -48,7 +48,8 @@
 #include <stddef.h>
 
 #define RELAY_MAX_CONNS 128
-#define RELAY_QUEUE_MAX (256 * 1024) /* bytes queued per direction of a connection */
+#define RELAY_QUEUE_MAX  (256 * 1024) /* bytes queued per direction of a connection */
+#define RELAY_CHUNKS_MAX 1024         /* reads queued per direction (tiny reads under DELAY) */
 
 enum relay_dir {
     RELAY_C2S = 0, /* client -> target (proxy -> Redis) */
@@ -72,6 +73,7 @@ struct relay_stats {
     long long dropped[2];      /* bytes discarded by RELAY_DROP, per direction */
     long long queued[2];       /* bytes queued now, per direction, all connections */
     long long queued_peak[2];  /* most ever queued by one connection, per direction */
+    long long chunks_peak[2];  /* most reads ever queued by one connection, per direction */
 };
 
 struct relay;

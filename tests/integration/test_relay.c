@@ -319,6 +319,48 @@ TEST(bounded_queue)
     fx_stop(&f);
 }
 
+/* Many tiny writes under a long DELAY: the number of queued reads is
+ * bounded too (each costs a header), the rest waits in the kernel, and
+ * every byte still arrives, in order, once the delay is lifted. */
+TEST(bounded_chunks)
+{
+    enum { PINGS = 2000 };
+    struct fixture f;
+    struct relay_stats st;
+    long long deadline;
+    static char all[PINGS * 7 + 1];
+    size_t got = 0;
+    int fd;
+
+    fx_start(&f);
+    fd = pu_raw_connect(relay_port(f.relay));
+    ASSERT_OK(relay_set(f.relay, RELAY_C2S, RELAY_DELAY, 60000));
+    for (int i = 0; i < PINGS; i++) {
+        ASSERT_TRUE(pu_raw_send(fd, "PING\r\n", 6));
+        usleep(300); /* one read each in the relay */
+    }
+    pu_sleep_ms(300);
+    st = stats(&f);
+    fprintf(stderr, "queued %lld bytes of %d in at most %lld reads\n", st.queued[RELAY_C2S],
+            PINGS * 6, st.chunks_peak[RELAY_C2S]);
+    ASSERT_TRUE(st.chunks_peak[RELAY_C2S] > RELAY_CHUNKS_MAX / 2); /* the sends were apart */
+    ASSERT_LE(st.chunks_peak[RELAY_C2S], RELAY_CHUNKS_MAX);
+    ASSERT_OK(relay_set(f.relay, RELAY_C2S, RELAY_PASS, 0));
+    deadline = pu_now_ms() + 10000;
+    while (got < (size_t)PINGS * 7 && pu_now_ms() < deadline) {
+        size_t n = pu_raw_read_until(fd, all + got, sizeof(all) - got, 1000, NULL);
+
+        if (n == 0)
+            break;
+        got += n;
+    }
+    for (size_t i = 0; i + 7 <= got; i += 7)
+        ASSERT_TRUE(memcmp(all + i, "+PONG\r\n", 7) == 0);
+    ASSERT_EQ(got, (long long)PINGS * 7);
+    close(fd);
+    fx_stop(&f);
+}
+
 /* EOF passes both ways: Redis closing the connection closes the client's,
  * a client's close is seen by Redis; the relay forgets both. */
 TEST(eof_both_ways)
@@ -415,5 +457,5 @@ TEST(fork_child_holds_no_socket)
 
 TEST_MAIN(TEST_CASE(pass), TEST_CASE(pause_c2s_heal), TEST_CASE(pause_s2c_heal),
           TEST_CASE(partition_heal), TEST_CASE(drop), TEST_CASE(reset), TEST_CASE(delay),
-          TEST_CASE(bounded_queue), TEST_CASE(eof_both_ways), TEST_CASE(stop_with_open_connections),
+          TEST_CASE(bounded_queue), TEST_CASE(bounded_chunks), TEST_CASE(eof_both_ways), TEST_CASE(stop_with_open_connections),
           TEST_CASE(fork_child_holds_no_socket))
