@@ -469,16 +469,25 @@ static void read_only(struct client *c, const struct plan *p)
     tt_sleep_us((long long)p->hold_ms * 1000);
 }
 
+/* Resets the proxy connection if the driver asked for a reset while
+ * holding; the release then finds no connection. */
+static void maybe_reset_holding(struct client *c)
+{
+    struct tt_slot *s = c->cfg->slot;
+
+    if (atomic_load(&s->want) != TT_WANT_RESET_HOLD)
+        return;
+    raise(SIGUSR1); /* the handler resets the connection at once */
+    atomic_store(&s->want, TT_WANT_NONE);
+}
+
 static enum tt_res hold_and_release(struct client *c, const struct plan *p, long long token)
 {
     struct tt_slot *s = c->cfg->slot;
     enum tt_res res;
 
     atomic_store(&s->state, TT_ST_HOLDING);
-    if (atomic_load(&s->want) == TT_WANT_RESET_HOLD) {
-        raise(SIGUSR1); /* the handler resets the connection at once */
-        atomic_store(&s->want, TT_WANT_NONE);
-    }
+    maybe_reset_holding(c);
     if (p->cmd == TT_FENCED)
         fenced_update(c, p, token);
     else if (p->cmd == TT_RLOCK)
@@ -642,6 +651,9 @@ static bool run_reenter(struct client *c, struct plan *p)
             tt_sleep_us(50000);
         return false;
     }
+    maybe_reset_holding(c);
+    if (c->px && g_was_reset)
+        px_drop(c);
     tt_sleep_us((long long)p->hold_ms * 1000);
     again = c->px ? lock_argv(c, TT_RELOCK, p, NULL) : TT_R_CONN;
     rel = do_release(c, p);
@@ -699,6 +711,9 @@ static bool run_shared(struct client *c, struct plan *p)
     r1 = lock_argv(c, TT_LOCK, p, owner);
     atomic_store(&s->state, granted(r1) ? TT_ST_HOLDING : TT_ST_IDLE);
     if (granted(r1)) {
+        maybe_reset_holding(c);
+        if (c->px && g_was_reset)
+            px_drop(c); /* its release finds no connection: logged conn-lost */
         r2 = lock_argv(t, TT_LOCK, p, owner);
         if (!granted(r2)) {
             tt_sleep_us((long long)p->hold_ms * 1000);
@@ -800,6 +815,9 @@ static bool run_multi(struct client *c, struct plan *p)
         return false;
     }
     atomic_store(&s->state, TT_ST_HOLDING);
+    maybe_reset_holding(c);
+    if (c->px && g_was_reset)
+        px_drop(c);
     tt_sleep_us((long long)p->hold_ms * 1000);
     deadline = tt_now_us() + RELEASE_RETRY_MS * 1000ll;
     do {
