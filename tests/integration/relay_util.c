@@ -5,6 +5,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 
 #include <errno.h>
 #include <fcntl.h>
@@ -15,8 +16,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#define RELAY_CHUNK     16384
-#define RELAY_DELAY_MAX 60000
+#define RELAY_CHUNK      16384
+#define RELAY_DELAY_MAX  60000
+#define RELAY_CONNECT_MS 500 /* bound of a connect to the target */
 
 /* Bytes read from one side, waiting to be written to the other. */
 struct relay_chunk {
@@ -222,15 +224,18 @@ static void relay_conn_close(struct relay *r, struct relay_conn *c, bool rst)
 /* ---- accepting ------------------------------------------------------------- */
 
 /* A blocking connect to the target (loopback: it completes or is refused
- * at once), then non-blocking. -errno on failure. */
+ * at once; bounded by RELAY_CONNECT_MS should the target's accept queue be
+ * full), then non-blocking. -errno on failure. */
 static int relay_connect_target(int port)
 {
     struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    struct timeval tv = {.tv_sec = 0, .tv_usec = RELAY_CONNECT_MS * 1000};
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     int err;
 
     if (fd < 0)
         return -errno;
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)); /* Linux bounds connect() by it */
     sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
         fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) < 0) {

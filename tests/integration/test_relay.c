@@ -391,6 +391,43 @@ TEST(eof_both_ways)
     fx_stop(&f);
 }
 
+/* The target down (killed): a new connection is reset at once and
+ * counted as refused; the relayed one sees Redis's close; once the target
+ * is back on its port, new connections work again. */
+TEST(target_down)
+{
+    struct fixture f;
+    redisContext *c, *c2, *c3;
+    redisReply *rep;
+    bool closed;
+    long long before;
+
+    fx_start(&f);
+    c = pu_connect(relay_port(f.relay));
+    PU_STR(c, "PONG", "PING");
+    redisFree(f.direct);
+    f.direct = NULL;
+    pu_redis_kill(&f.redis);
+    ASSERT_NULL(pu_poll_reply(c, 2000, &closed));
+    ASSERT_TRUE(closed);
+    redisFree(c);
+    before = stats(&f).refused;
+    c2 = pu_try_connect(relay_port(f.relay));
+    if (c2) { /* the kernel may complete the connect before the relay resets it */
+        pu_set_timeout(c2, 2000);
+        rep = redisCommand(c2, "PING");
+        ASSERT_NULL(rep);
+        redisFree(c2);
+    }
+    PU_EVENTUALLY(stats(&f).refused == before + 1, 2000);
+    pu_redis_restart(&f.redis);
+    f.direct = pu_connect(f.redis.port);
+    c3 = pu_connect(relay_port(f.relay));
+    PU_STR(c3, "PONG", "PING");
+    redisFree(c3);
+    fx_stop(&f);
+}
+
 /* Stop with connections open and bytes queued (ASan checks the frees). */
 TEST(stop_with_open_connections)
 {
@@ -458,4 +495,4 @@ TEST(fork_child_holds_no_socket)
 TEST_MAIN(TEST_CASE(pass), TEST_CASE(pause_c2s_heal), TEST_CASE(pause_s2c_heal),
           TEST_CASE(partition_heal), TEST_CASE(drop), TEST_CASE(reset), TEST_CASE(delay),
           TEST_CASE(bounded_queue), TEST_CASE(bounded_chunks), TEST_CASE(eof_both_ways), TEST_CASE(stop_with_open_connections),
-          TEST_CASE(fork_child_holds_no_socket))
+          TEST_CASE(fork_child_holds_no_socket), TEST_CASE(target_down))
