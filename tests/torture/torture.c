@@ -80,6 +80,14 @@ static void usage(FILE *f)
         "  --log-dir DIR         keep the client op logs in DIR (a new directory)\n"
         "  --rss-limit-mb N      proxy peak RSS bound (default %d)\n"
         "  --proxy-bin PATH      the lockproxy binary (default $LP_PROXY_BIN)\n"
+        "  --partitions          P0 reaches Redis through a userspace fault relay; adds the\n"
+        "                        partition fault (P0 cut from Redis around the lease)\n"
+        "  --relock-workload     clients also re-lock at once after a loss, re-enter a held\n"
+        "                        lock, share OWNER tokens across connections and run\n"
+        "                        MULTILOCK; untold overlaps (nobody told LOCKLOST) fail\n"
+        "                        the run. LP_TORTURE_PARTITIONS=1 turns both on (single\n"
+        "                        Redis only; issue 18)\n"
+        "  --relock-kinds LIST   the workload's kinds: reenter,shared,multi (default all)\n"
         "  --self-test           check the checker on synthetic histories\n"
         "fault kinds:",
         TT_MAX_CLIENTS, DEFAULT_RSS_MB);
@@ -111,6 +119,27 @@ static unsigned parse_faults(const char *list)
     return mask;
 }
 
+static unsigned parse_kinds(const char *list)
+{
+    char buf[128], *save = NULL;
+    unsigned mask = 0;
+
+    snprintf(buf, sizeof(buf), "%s", list);
+    for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        if (strcmp(t, "reenter") == 0)
+            mask |= TT_K_REENTER;
+        else if (strcmp(t, "shared") == 0)
+            mask |= TT_K_SHARED;
+        else if (strcmp(t, "multi") == 0)
+            mask |= TT_K_MULTI;
+        else {
+            fprintf(stderr, "unknown --relock-kinds kind '%s' (reenter, shared, multi)\n", t);
+            exit(2);
+        }
+    }
+    return mask;
+}
+
 static void defaults(struct tt_config *c)
 {
     memset(c, 0, sizeof(*c));
@@ -119,7 +148,7 @@ static void defaults(struct tt_config *c)
     c->proxies = 2;
     c->seed = 1;
     c->io = "epoll";
-    c->faults = TT_F_SINGLE_MASK;
+    c->faults = TT_F_SINGLE_MASK & ~(1u << TT_F_PARTITION);
     c->scenarios = true;
     c->rss_limit_mb = DEFAULT_RSS_MB;
     c->watchdog_ms = 1500;
@@ -127,6 +156,7 @@ static void defaults(struct tt_config *c)
     c->linger_ms = 1000;
     c->sem_permits = 3;
     c->sync_timeout_ms = 500;
+    c->relock_kinds = TT_K_ALL;
 }
 
 static const char *need(int argc, char **argv, int *i)
@@ -141,7 +171,8 @@ static const char *need(int argc, char **argv, int *i)
 /* Presets first, then the other flags override them. */
 static bool parse_args(int argc, char **argv, struct tt_config *c)
 {
-    bool self_test = false;
+    bool self_test = false, faults_given = false;
+    const char *env = getenv("LP_TORTURE_PARTITIONS");
     unsigned mode_mask;
 
     defaults(c);
@@ -195,7 +226,13 @@ static bool parse_args(int argc, char **argv, struct tt_config *c)
         else if (strcmp(a, "--io") == 0)
             c->io = need(argc, argv, &i);
         else if (strcmp(a, "--faults") == 0)
-            c->faults = parse_faults(need(argc, argv, &i));
+            c->faults = parse_faults(need(argc, argv, &i)), faults_given = true;
+        else if (strcmp(a, "--partitions") == 0)
+            c->partitions = true;
+        else if (strcmp(a, "--relock-workload") == 0)
+            c->relock = true;
+        else if (strcmp(a, "--relock-kinds") == 0)
+            c->relock_kinds = parse_kinds(need(argc, argv, &i));
         else if (strcmp(a, "--no-scenarios") == 0)
             c->scenarios = false;
         else if (strcmp(a, "--json") == 0)
@@ -221,7 +258,19 @@ static bool parse_args(int argc, char **argv, struct tt_config *c)
                 : c->sentinel ? TT_F_SENTINEL_MASK
                               : TT_F_SINGLE_MASK;
     if (c->faults == (1u << TT_F_COUNT) - 1) /* "all": all of this mode */
-        c->faults = mode_mask;
+        c->faults = mode_mask & ~(1u << TT_F_PARTITION);
+    /* The issue-18 classes: off by default until the engine fixes land;
+     * they need a single Redis (the relay fronts one). */
+    if (env && strcmp(env, "1") == 0 && !c->cluster && !c->sentinel && !c->negative)
+        c->partitions = c->relock = true;
+    if (c->partitions && !faults_given)
+        c->faults |= 1u << TT_F_PARTITION;
+    if (c->faults & (1u << TT_F_PARTITION))
+        c->partitions = true;
+    if ((c->partitions || c->relock) && (c->cluster || c->sentinel || c->negative)) {
+        fprintf(stderr, "--partitions and --relock-workload need a single Redis and faults\n");
+        exit(2);
+    }
     if ((c->faults & ~mode_mask) || (c->cluster && c->sentinel)) {
         fprintf(stderr, "%s\n",
                 c->cluster    ? "--cluster takes only the cluster fault kinds"
@@ -290,6 +339,8 @@ static void fork_workload(struct run *r)
         cc->resource_port = r->env.res.port;
         cc->seed = r->cfg.seed;
         cc->negative = r->cfg.negative;
+        cc->relock = r->cfg.relock;
+        cc->relock_kinds = r->cfg.relock_kinds;
         tt_env_fork_client(&r->env, i);
     }
 }
@@ -373,6 +424,7 @@ static void check_history(struct run *r)
         .live_settle_us = (MAX_LEASE_MS + 1000) * 1000ll,
         .watchdog_us = r->cfg.watchdog_ms * 1000ll,
         .recovery_bound_us = RECOVERY_BOUND_MS * 1000ll,
+        .strict_untold = r->cfg.partitions || r->cfg.relock,
         .faults = r->faults,
         .nfaults = r->nfaults,
     };

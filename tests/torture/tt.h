@@ -32,6 +32,7 @@
 #define TT_TEXT_MAX      96
 #define TT_PATH_MAX      256
 #define TT_SCRIPT_CLIENT 100 /* first client id of the timed scenarios' clients */
+#define TT_SHARED_CLIENT 200 /* + id: the log of a workload client's second connection */
 
 /* Commands a client sends (acquires first, then releases, then resource
  * operations in the resource Redis). */
@@ -51,6 +52,11 @@ enum tt_cmd {
     TT_RES_SET,    /* unfenced write of the resource */
     TT_RES_FREAD,  /* fenced read (token checked) */
     TT_RES_FWRITE, /* fenced write (token checked) */
+    /* The issue-18 workload (--relock-workload), after the others so the
+     * ranges above keep their meaning: */
+    TT_MULTILOCK,   /* MULTILOCK n1 n2 WAIT: logged as one acquire op per name */
+    TT_MULTIUNLOCK, /* MULTIUNLOCK n1 n2: one release op per name */
+    TT_RELOCK,      /* LOCK name WAIT again on the connection that holds it (re-entry) */
     TT_CMD_COUNT,
 };
 
@@ -116,6 +122,8 @@ enum tt_fault_kind {
     TT_F_CLIENT_STOP_LEASE, /* a client stops itself holding a LEASE'd lock, past the lease */
     TT_F_CLIENT_RESET,      /* a client resets its connection (RST) while waiting or holding */
     TT_F_SLOW_READER,       /* a client pipelines requests and never reads */
+    TT_F_PARTITION,         /* the fault relay cuts P0 from Redis (both directions paused),
+                               then heals, sometimes with a reset (--partitions) */
     /* --cluster only (the lock Redis is a 6-node Redis Cluster): */
     TT_F_SLOT_MIGRATE,     /* move the slot of a workload name to another master */
     TT_F_CLUSTER_FAILOVER, /* CLUSTER FAILOVER on the replica of a workload name's master */
@@ -128,7 +136,9 @@ enum tt_fault_kind {
     TT_F_COUNT,
 };
 
-/* The fault kinds of a single lock Redis, and of a cluster (--cluster). */
+/* The fault kinds of a single lock Redis, and of a cluster (--cluster).
+ * The default set leaves partition out until it is switched on
+ * (--partitions or LP_TORTURE_PARTITIONS=1, torture.c). */
 #define TT_F_SINGLE_MASK ((1u << TT_F_SLOT_MIGRATE) - 1)
 #define TT_F_CLUSTER_MASK \
     ((1u << TT_F_SLOT_MIGRATE) | (1u << TT_F_CLUSTER_FAILOVER) | (1u << TT_F_MASTER_KILL))
@@ -172,7 +182,17 @@ struct tt_config {
     int sync_timeout_ms;     /* --sync-timeout of the proxies */
     const char *report_only; /* --report-only: checks ("stuck-hold,fifo") whose violations are
                                 printed but do not fail the run, or NULL */
+    bool partitions;         /* P0's upstream goes through the fault relay; partition faults */
+    bool relock;             /* the issue-18 workload: re-lock after a loss, shared OWNER
+                                tokens, MULTILOCK; untold overlaps are violations */
+    unsigned relock_kinds;   /* its kinds (bit: TT_K_*), all by default */
 };
+
+/* The kinds of the issue-18 workload (--relock-kinds). */
+#define TT_K_REENTER 1u /* hold long, LOCK again on the same connection, UNLOCK per grant */
+#define TT_K_SHARED  2u /* one OWNER token on two connections */
+#define TT_K_MULTI   4u /* MULTILOCK of both plain names */
+#define TT_K_ALL     7u
 
 /* Where a client connects and what it runs. */
 struct tt_client_cfg {
@@ -183,6 +203,7 @@ struct tt_client_cfg {
     unsigned seed;
     bool negative;
     char log_path[TT_PATH_MAX + 32];
+    char log_path2[TT_PATH_MAX + 32]; /* the second connection's log (issue-18 workload) */
     struct tt_shm *shm;   /* borrowed: shared page */
     struct tt_slot *slot; /* borrowed: this client's slot */
     /* scripted clients (the timed scenarios) only: */
@@ -190,6 +211,9 @@ struct tt_client_cfg {
     enum tt_cmd script_kind; /* its kind */
     int script_at_ms;        /* send time after shm->t0_us */
     int script_hold_ms;      /* hold after the grant */
+    bool script_relock;      /* after the hold, LOCK again (re-entry), then UNLOCK per grant */
+    bool relock;             /* workload: the issue-18 kinds too */
+    unsigned relock_kinds;   /* which of them (TT_K_*) */
 };
 
 /* Lock names of the workload, and their kinds. */

@@ -30,7 +30,31 @@ static int hold_cmp(const void *a, const void *b)
 
 static bool conflict(const struct ck_hold *x, const struct ck_hold *y)
 {
+    if (x->acq->group > 0 && x->acq->group == y->acq->group)
+        return false; /* one shared OWNER token: one owner */
     return !(x->acq->cmd == TT_RLOCK && y->acq->cmd == TT_RLOCK);
+}
+
+/* Neither holder told LOCKLOST, the first one's connection alive. */
+static bool untold(enum tt_overlap_class c, const struct ck_hold *x, const struct ck_hold *y)
+{
+    if (c == TT_OV_PAST_DEADLINE || c == TT_OV_FAILOVER_LOST || c == TT_OV_TOLD_CONN ||
+        c == TT_OV_TOLD_NOEND)
+        return false;
+    return !x->locklost && !y->locklost;
+}
+
+static void report_untold(const struct tt_history *h, struct tt_report *r, const struct ck_hold *x,
+                          const struct ck_hold *y, enum tt_overlap_class c)
+{
+    char tx[1400], ty[1400];
+
+    ck_hold_text(h, x, tx, sizeof(tx));
+    ck_hold_text(h, y, ty, sizeof(ty));
+    tt_report_add(r, "untold", x->acq->name,
+                  "untold overlap on %s from %.3f (class %s): both holders were told they hold "
+                  "it, neither was ever told LOCKLOST\n%s\n%s",
+                  x->acq->name, ck_rel_s(h, y->start), tt_overlap_class_name(c), tx, ty);
 }
 
 /* A master was killed from X's grant to Y's (the failover-lost class): a
@@ -66,7 +90,7 @@ static enum tt_overlap_class classify(const struct tt_check_params *p, const str
 static void report_overlap(const struct tt_history *h, struct tt_report *r, const struct ck_hold *x,
                            const struct ck_hold *y, const char *what)
 {
-    char tx[900], ty[900];
+    char tx[1400], ty[1400];
 
     ck_hold_text(h, x, tx, sizeof(tx));
     ck_hold_text(h, y, ty, sizeof(ty));
@@ -149,6 +173,12 @@ static void check_name(const struct tt_history *h, const struct tt_check_params 
                 count_overlap(r, y->acq->name, c);
                 if (c == TT_OV_SILENT)
                     report_overlap(h, r, act[i], y, "two holders");
+                if (!p->blind && untold(c, act[i], y)) {
+                    r->untold++;
+                    ck_name_stat(r, y->acq->name)->untold++;
+                    if (p->strict_untold && c != TT_OV_SILENT) /* silent: reported above */
+                        report_untold(h, r, act[i], y, c);
+                }
             }
         }
         act[nact++] = y;
@@ -177,7 +207,7 @@ static void check_fifo(const struct tt_history *h, const struct tt_check_params 
 
         for (int j = 0; j < n; j++) {
             const struct ck_hold *b = &g[j];
-            char ta[900], tb[900];
+            char ta[1400], tb[1400];
 
             if (b->acq->t_send - a->acq->t_send <= p->fifo_margin_us || a->start <= b->acq->t_send)
                 continue;
@@ -263,7 +293,8 @@ static void count_and_bound(const struct tt_history *h, const struct tt_check_pa
             const struct ck_op *o = &h->cl[c].ops[i];
 
             r->by_cmd[o->cmd]++;
-            if (!tt_cmd_is_acquire(o->cmd) && !tt_cmd_is_release(o->cmd)) {
+            if (!tt_cmd_is_acquire(o->cmd) && !tt_cmd_is_release(o->cmd) &&
+                o->cmd != TT_RELOCK) {
                 r->res_ops++;
                 continue;
             }

@@ -23,6 +23,16 @@
  * Semaphores have no LEASE: at each grant, holders that were not told
  * must number at most the permits.
  *
+ * Untold overlaps (issue 18's measure, stricter than the classes above):
+ * a conflicting pair of holds, neither past a LEASE deadline, where
+ * neither holder was told LOCKLOST (by a release, a retry of it, or the
+ * reply to a re-entry) and the first holder's connection did not die: two
+ * clients both told they hold the lock, and neither told otherwise. A
+ * NOTOWNER after an "outcome unknown" release does not count as told here.
+ * Counted always; violations ("untold") only with strict_untold (the
+ * issue-18 classes switched on). Holds of one shared OWNER token (one
+ * group) never conflict with each other.
+ *
  * Also: every answer within its WAIT + bound + the time its client or its
  * proxy was stopped; fair-lock FIFO (see tt_check.c); every op answered;
  * after each cluster fault, service back on the names it touched: the
@@ -52,6 +62,7 @@ struct tt_name_stat {
     char name[TT_NAME_MAX];
     long long holds;
     long long overlaps[TT_OV_COUNT];
+    long long untold;
     long long fifo_pairs;
 };
 
@@ -69,6 +80,7 @@ struct tt_report {
     long long by_res[TT_R_COUNT];    /* replies of lock-service ops, per class */
     long long grants[TT_CMD_COUNT];  /* granted acquires per kind */
     long long overlaps[TT_OV_COUNT]; /* conflicting hold pairs per class */
+    long long untold;                /* conflicting pairs where nobody was told LOCKLOST */
     long long max_wait_overrun_us;   /* latest answer past WAIT (acquires with WAIT) */
     long long max_bound_overrun_us;  /* worst (answer - allowance); > 0 is a violation */
     long long fifo_pairs;            /* fair-lock pairs checked */
@@ -111,6 +123,7 @@ struct tt_check_params {
     long long watchdog_us; /* the proxies' watchdog lease */
     long long recovery_bound_us; /* cluster faults: service back within this of healing */
     bool blind;                  /* class every overlap silent (the negative control's proof) */
+    bool strict_untold;          /* an untold overlap is a violation */
     const struct tt_fault *faults;
     int nfaults;
 };

@@ -14,6 +14,7 @@
 
 struct ck_op {
     int client, seq, proxy, lease, wait;
+    int group; /* > 0: an OWNER token shared with other connections (same group) */
     enum tt_cmd cmd;
     enum tt_res res;
     long long t_send, t_reply, val; /* t_reply -1: none */
@@ -41,6 +42,8 @@ struct ck_hold {
     long long deadline;         /* client-visible LEASE deadline, LLONG_MAX without */
     enum tt_overlap_class told; /* TT_OV_SILENT: not told */
     bool stuck;                 /* its only release answered :0, "still held" */
+    const struct ck_op *reentry; /* borrowed: a RELOCK while it was held, or NULL */
+    bool locklost;               /* told LOCKLOST: by the RELOCK or a release (retries too) */
 };
 
 void *ck_xrealloc(void *p, size_t n);

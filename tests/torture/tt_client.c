@@ -75,6 +75,10 @@ struct client {
     int log_fd;
     int seq;
     char text[TT_TEXT_MAX]; /* the last proxy reply's text */
+    bool aux;               /* a second connection (shared OWNER): not the reset target */
+    int group;              /* shared OWNER group logged with each op, 0: none */
+    struct client *twin;    /* owned: the second connection (issue-18 workload), or NULL */
+    int episodes;           /* shared-owner episodes so far (group numbers) */
 };
 
 static volatile int g_px_fd = -1; /* the proxy socket, for the reset handler */
@@ -130,8 +134,11 @@ static int log_send(struct client *c, enum tt_cmd cmd, const char *name, int lea
 {
     char buf[256];
     int seq = ++c->seq;
-    int n = snprintf(buf, sizeof(buf), "S %d %lld %d %d %s %d %d\n", seq, tt_now_us(), (int)cmd,
-                     c->cfg->proxy, name, lease, wait);
+    int n = c->group > 0 ? snprintf(buf, sizeof(buf), "S %d %lld %d %d %s %d %d %d\n", seq,
+                                    tt_now_us(), (int)cmd, c->cfg->proxy, name, lease, wait,
+                                    c->group)
+                         : snprintf(buf, sizeof(buf), "S %d %lld %d %d %s %d %d\n", seq,
+                                    tt_now_us(), (int)cmd, c->cfg->proxy, name, lease, wait);
 
     log_line(c, buf, n);
     return seq;
@@ -168,7 +175,8 @@ static redisContext *connect_port(int port)
 static void px_drop(struct client *c)
 {
     block_reset(true);
-    g_px_fd = -1;
+    if (!c->aux)
+        g_px_fd = -1;
     if (c->px)
         redisFree(c->px);
     c->px = NULL;
@@ -186,8 +194,10 @@ static bool px_connect(struct client *c)
         return false;
     block_reset(true);
     c->px = ctx;
-    g_px_fd = ctx->fd;
-    g_was_reset = 0;
+    if (!c->aux) {
+        g_px_fd = ctx->fd;
+        g_was_reset = 0;
+    }
     block_reset(false);
     return true;
 }
@@ -348,18 +358,25 @@ static enum tt_res do_acquire(struct client *c, const struct plan *p, long long 
  * not happen, or may not have): a client that gave up would leave the
  * lock held, renewed by the watchdog, for as long as its connection lives.
  * SEM.RELEASE is not idempotent, so it is retried only when it surely did
- * not happen (Redis unavailable, not "outcome unknown"). */
-static void do_release(struct client *c, const struct plan *p)
+ * not happen (Redis unavailable, not "outcome unknown"). owner: an OWNER
+ * token, or NULL. Returns the last answer. */
+static enum tt_res do_release_owner(struct client *c, const struct plan *p, const char *owner)
 {
     static const char *const words[] = {"UNLOCK", "RUNLOCK", "WUNLOCK", "FAIRUNLOCK",
                                         "SEM.RELEASE"};
     enum tt_cmd rel = release_of(p->cmd);
-    const char *argv[3] = {words[rel - TT_UNLOCK], p->name, "1"};
+    const char *argv[4] = {words[rel - TT_UNLOCK], p->name, "1", NULL};
     long long val, deadline = tt_now_us() + RELEASE_RETRY_MS * 1000ll;
+    int argc = rel == TT_SEM_REL ? 3 : 2;
     enum tt_res res;
 
+    if (owner) {
+        argv[2] = "OWNER";
+        argv[3] = owner;
+        argc = 4;
+    }
     for (;;) {
-        res = px_op(c, rel, p->name, p->lease_ms, -1, rel == TT_SEM_REL ? 3 : 2, argv, &val);
+        res = px_op(c, rel, p->name, p->lease_ms, -1, argc, argv, &val);
         if (res != TT_R_UPSTREAM || tt_now_us() > deadline ||
             (rel == TT_SEM_REL && strstr(c->text, "outcome unknown")))
             break;
@@ -370,6 +387,12 @@ static void do_release(struct client *c, const struct plan *p)
 
         log_reply(c, seq, TT_R_CONN, 0, "proxy unreachable at release");
     }
+    return res;
+}
+
+static enum tt_res do_release(struct client *c, const struct plan *p)
+{
+    return do_release_owner(c, p, NULL);
 }
 
 /* ---- the work under the lock ----------------------------------------------------- */
@@ -446,15 +469,25 @@ static void read_only(struct client *c, const struct plan *p)
     tt_sleep_us((long long)p->hold_ms * 1000);
 }
 
-static void hold_and_release(struct client *c, const struct plan *p, long long token)
+/* Resets the proxy connection if the driver asked for a reset while
+ * holding; the release then finds no connection. */
+static void maybe_reset_holding(struct client *c)
 {
     struct tt_slot *s = c->cfg->slot;
 
+    if (atomic_load(&s->want) != TT_WANT_RESET_HOLD)
+        return;
+    raise(SIGUSR1); /* the handler resets the connection at once */
+    atomic_store(&s->want, TT_WANT_NONE);
+}
+
+static enum tt_res hold_and_release(struct client *c, const struct plan *p, long long token)
+{
+    struct tt_slot *s = c->cfg->slot;
+    enum tt_res res;
+
     atomic_store(&s->state, TT_ST_HOLDING);
-    if (atomic_load(&s->want) == TT_WANT_RESET_HOLD) {
-        raise(SIGUSR1); /* the handler resets the connection at once */
-        atomic_store(&s->want, TT_WANT_NONE);
-    }
+    maybe_reset_holding(c);
     if (p->cmd == TT_FENCED)
         fenced_update(c, p, token);
     else if (p->cmd == TT_RLOCK)
@@ -465,8 +498,9 @@ static void hold_and_release(struct client *c, const struct plan *p, long long t
         unfenced_update(c, p);
     if (c->px && g_was_reset)
         px_drop(c); /* reset while holding: the release finds no connection */
-    do_release(c, p);
+    res = do_release(c, p);
     atomic_store(&s->state, TT_ST_IDLE);
+    return res;
 }
 
 /* ---- workload -------------------------------------------------------------------- */
@@ -524,38 +558,324 @@ static void plan_stop_hold(struct client *c, struct plan *p)
     p->hold_ms = 5;
 }
 
-static void run_one(struct client *c, const struct plan *p)
+/* Runs one plan; true if its release was answered LOCKLOST (the issue-18
+ * workload then re-locks at once). */
+static bool run_one(struct client *c, const struct plan *p)
 {
     struct tt_slot *s = c->cfg->slot;
     long long token = 0;
     enum tt_res res;
+    bool lost = false;
 
     atomic_store(&s->lease_ms, p->lease_ms);
     atomic_store(&s->state, TT_ST_WAITING);
     res = do_acquire(c, p, &token);
     atomic_store(&s->state, TT_ST_IDLE);
     if (res == TT_R_OK || res == TT_R_TOKEN)
-        hold_and_release(c, p, token);
+        lost = hold_and_release(c, p, token) == TT_R_LOCKLOST;
     else if (res == TT_R_NONE)
         tt_sleep_us(100000); /* proxy down: retry later */
     else if (res != TT_R_NIL)
         tt_sleep_us(50000); /* an error: back off as a real client would */
     atomic_fetch_add(&s->ops, 1);
+    return lost;
+}
+
+/* ---- the issue-18 workload (--relock-workload) --------------------------------------
+ *
+ * Three kinds besides the plain ones, each a path the outside fault test
+ * broke (issue 18):
+ * - reenter: LOCK (watchdog lease), a long hold (it may straddle a
+ *   partition or a stop, and the lease may end meanwhile), LOCK again on
+ *   the same connection (a re-entry: TT_RELOCK), then UNLOCK once per
+ *   grant. A lost first hold must show as LOCKLOST somewhere in that
+ *   sequence; a release answered LOCKLOST makes any client lock again at
+ *   once;
+ * - shared: two connections take one name with one OWNER token (count 2,
+ *   one owner: group); then the first releases, or closes its connection,
+ *   or the second releases first; the other holds on and releases;
+ * - multi: MULTILOCK of both plain names, hold, MULTIUNLOCK. */
+
+enum kind { K_PLAIN = 0, K_REENTER, K_SHARED, K_MULTI };
+
+static enum kind pick_kind(struct client *c)
+{
+    int pick = tt_rng_range(&c->rng, 0, 99);
+    unsigned k = c->cfg->relock_kinds;
+    enum kind want = pick < 15 ? K_REENTER : pick < 27 ? K_SHARED : pick < 37 ? K_MULTI : K_PLAIN;
+
+    if (!c->cfg->relock || (want == K_REENTER && !(k & TT_K_REENTER)) ||
+        (want == K_SHARED && !(k & TT_K_SHARED)) || (want == K_MULTI && !(k & TT_K_MULTI)))
+        return K_PLAIN;
+    return want;
+}
+
+static void plan_name_lock(struct client *c, struct plan *p)
+{
+    p->cmd = TT_LOCK;
+    snprintf(p->name, sizeof(p->name), "tt:lock:%d", tt_rng_range(&c->rng, 0, TT_LOCK_NAMES - 1));
+    p->lease_ms = 0;
+    p->wait_ms = tt_rng_range(&c->rng, 200, 3000);
+}
+
+static enum tt_res lock_argv(struct client *c, enum tt_cmd cmd, const struct plan *p,
+                             const char *owner)
+{
+    char wait[16];
+    const char *argv[6] = {"LOCK", p->name, "WAIT", wait, "OWNER", owner};
+    long long val;
+
+    snprintf(wait, sizeof(wait), "%d", p->wait_ms);
+    return px_op(c, cmd, p->name, 0, p->wait_ms, owner ? 6 : 4, argv, &val);
+}
+
+static bool granted(enum tt_res r)
+{
+    return r == TT_R_OK || r == TT_R_TOKEN;
+}
+
+static bool run_reenter(struct client *c, struct plan *p)
+{
+    struct tt_slot *s = c->cfg->slot;
+    enum tt_res res, again, rel;
+    bool lost;
+
+    plan_name_lock(c, p);
+    p->hold_ms = tt_rng_range(&c->rng, 300, 2500);
+    atomic_store(&s->lease_ms, 0);
+    atomic_store(&s->state, TT_ST_WAITING);
+    res = lock_argv(c, TT_LOCK, p, NULL);
+    atomic_store(&s->state, granted(res) ? TT_ST_HOLDING : TT_ST_IDLE);
+    if (!granted(res)) {
+        if (res != TT_R_NIL)
+            tt_sleep_us(50000);
+        return false;
+    }
+    maybe_reset_holding(c);
+    if (c->px && g_was_reset)
+        px_drop(c);
+    tt_sleep_us((long long)p->hold_ms * 1000);
+    again = c->px ? lock_argv(c, TT_RELOCK, p, NULL) : TT_R_CONN;
+    rel = do_release(c, p);
+    lost = rel == TT_R_LOCKLOST || again == TT_R_LOCKLOST;
+    if (granted(again) && do_release(c, p) == TT_R_LOCKLOST)
+        lost = true;
+    atomic_store(&s->state, TT_ST_IDLE);
+    return lost;
+}
+
+/* The second connection of c, logging as client TT_SHARED_CLIENT + id. */
+static struct client *twin_of(struct client *c)
+{
+    struct client *t;
+
+    if (c->twin)
+        return c->twin;
+    t = calloc(1, sizeof(*t));
+    if (!t)
+        die("out of memory");
+    t->cfg = c->cfg;
+    t->aux = true;
+    t->log_fd = open(c->cfg->log_path2, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (t->log_fd < 0)
+        die("cannot open %s: %s", c->cfg->log_path2, strerror(errno));
+    c->twin = t;
+    return t;
+}
+
+/* c closes its connection while holding (a plain close): logged as a
+ * release that found no connection, so the checker ends c's hold there. */
+static void close_holding(struct client *c, const struct plan *p)
+{
+    int seq;
+
+    px_drop(c);
+    seq = log_send(c, TT_UNLOCK, p->name, 0, -1);
+    log_reply(c, seq, TT_R_CONN, 0, "closed its connection (shared OWNER)");
+}
+
+static bool run_shared(struct client *c, struct plan *p)
+{
+    struct tt_slot *s = c->cfg->slot;
+    struct client *t = twin_of(c);
+    int variant = tt_rng_range(&c->rng, 0, 2);
+    enum tt_res r1, r2, last = TT_R_NONE;
+    char owner[48];
+
+    plan_name_lock(c, p);
+    p->hold_ms = tt_rng_range(&c->rng, 20, 600);
+    c->group = t->group = (c->cfg->id + 1) * 100000 + ++c->episodes;
+    snprintf(owner, sizeof(owner), "tt-own-%d-%d", c->cfg->id, c->episodes);
+    atomic_store(&s->lease_ms, 0);
+    atomic_store(&s->state, TT_ST_WAITING);
+    r1 = lock_argv(c, TT_LOCK, p, owner);
+    atomic_store(&s->state, granted(r1) ? TT_ST_HOLDING : TT_ST_IDLE);
+    if (granted(r1)) {
+        maybe_reset_holding(c);
+        if (c->px && g_was_reset)
+            px_drop(c); /* its release finds no connection: logged conn-lost */
+        r2 = lock_argv(t, TT_LOCK, p, owner);
+        if (!granted(r2)) {
+            tt_sleep_us((long long)p->hold_ms * 1000);
+            last = do_release_owner(c, p, owner);
+        } else if (variant == 0 || variant == 1) {
+            if (variant == 0)
+                do_release_owner(c, p, owner);
+            else
+                close_holding(c, p);
+            tt_sleep_us((long long)p->hold_ms * 1000);
+            last = do_release_owner(t, p, owner);
+        } else {
+            do_release_owner(t, p, owner);
+            tt_sleep_us((long long)p->hold_ms * 1000);
+            last = do_release_owner(c, p, owner);
+        }
+    } else if (r1 != TT_R_NIL) {
+        tt_sleep_us(50000);
+    }
+    c->group = t->group = 0;
+    atomic_store(&s->state, TT_ST_IDLE);
+    return last == TT_R_LOCKLOST;
+}
+
+/* The reply to MULTIUNLOCK for one of its names: an error names the
+ * first name that was not held (the others are released); without a name
+ * in it, every name gets it. */
+static enum tt_res multi_part(enum tt_res res, const char *text, const char *name,
+                              const char *const *names, int n)
+{
+    bool named = false;
+
+    if (res != TT_R_LOCKLOST && res != TT_R_NOTOWNER)
+        return res;
+    for (int i = 0; i < n; i++)
+        named = named || strstr(text, names[i]) != NULL;
+    return !named || strstr(text, name) ? res : TT_R_INT;
+}
+
+/* MULTILOCK or MULTIUNLOCK over names, logged as one op per name (S lines
+ * before the send, R lines after). */
+static enum tt_res px_multi(struct client *c, enum tt_cmd cmd, const char *const *names, int n,
+                            int lease, int wait, int argc, const char **argv)
+{
+    int seq[TT_LOCK_NAMES];
+    enum tt_res res;
+    redisReply *r;
+    long long val;
+
+    if (!px_connect(c))
+        return TT_R_NONE;
+    set_timeout(c->px, (wait > 0 ? wait : 0) + OP_TIMEOUT_EXTRA_MS);
+    for (int i = 0; i < n; i++)
+        seq[i] = log_send(c, cmd, names[i], lease, wait);
+    r = redisCommandArgv(c->px, argc, argv, NULL);
+    res = classify(c->px, r, TT_MULTILOCK, &val, c->text, sizeof(c->text));
+    for (int i = 0; i < n; i++) {
+        enum tt_res part = cmd == TT_MULTIUNLOCK ? multi_part(res, c->text, names[i], names, n)
+                                                  : res;
+
+        log_reply(c, seq[i], part, part == TT_R_INT && part != res ? 1 : val, c->text);
+    }
+    if (r)
+        freeReplyObject(r);
+    else
+        px_drop(c);
+    return res;
+}
+
+static bool run_multi(struct client *c, struct plan *p)
+{
+    static const char *const names[TT_LOCK_NAMES] = {"tt:lock:0", "tt:lock:1"};
+    struct tt_slot *s = c->cfg->slot;
+    char lease[16], wait[16];
+    const char *argv[8] = {"MULTILOCK", names[0], names[1]};
+    const char *un[3] = {"MULTIUNLOCK", names[0], names[1]};
+    long long deadline;
+    enum tt_res res;
+    int argc = 3;
+
+    p->lease_ms = tt_rng_range(&c->rng, 0, 99) < 40 ? tt_rng_range(&c->rng, 3500, 4500) : 0;
+    p->wait_ms = tt_rng_range(&c->rng, 200, 3000);
+    p->hold_ms = tt_rng_range(&c->rng, 2, 40);
+    if (p->lease_ms > 0) {
+        snprintf(lease, sizeof(lease), "%d", p->lease_ms);
+        argv[argc++] = "LEASE";
+        argv[argc++] = lease;
+    }
+    snprintf(wait, sizeof(wait), "%d", p->wait_ms);
+    argv[argc++] = "WAIT";
+    argv[argc++] = wait;
+    atomic_store(&s->lease_ms, p->lease_ms);
+    atomic_store(&s->state, TT_ST_WAITING);
+    res = px_multi(c, TT_MULTILOCK, names, TT_LOCK_NAMES, p->lease_ms, p->wait_ms, argc, argv);
+    if (!granted(res)) {
+        atomic_store(&s->state, TT_ST_IDLE);
+        if (res != TT_R_NIL)
+            tt_sleep_us(50000);
+        return false;
+    }
+    atomic_store(&s->state, TT_ST_HOLDING);
+    maybe_reset_holding(c);
+    if (c->px && g_was_reset)
+        px_drop(c);
+    tt_sleep_us((long long)p->hold_ms * 1000);
+    deadline = tt_now_us() + RELEASE_RETRY_MS * 1000ll;
+    do {
+        if (!c->px) { /* the connection died while holding */
+            for (int i = 0; i < TT_LOCK_NAMES; i++) {
+                int seq = log_send(c, TT_MULTIUNLOCK, names[i], p->lease_ms, -1);
+
+                log_reply(c, seq, TT_R_CONN, 0, "no connection (it died while holding)");
+            }
+            break;
+        }
+        res = px_multi(c, TT_MULTIUNLOCK, names, TT_LOCK_NAMES, p->lease_ms, -1, 3, un);
+    } while (res == TT_R_UPSTREAM && tt_now_us() < deadline && (tt_sleep_us(100000), true));
+    atomic_store(&s->state, TT_ST_IDLE);
+    return res == TT_R_LOCKLOST;
 }
 
 static void workload(struct client *c)
 {
     struct plan p;
+    bool again = false; /* re-lock at once: the last release answered LOCKLOST */
 
     while (!atomic_load(&c->cfg->shm->stop)) {
-        if (c->cfg->negative)
+        enum kind k = again ? K_PLAIN : pick_kind(c);
+
+        if (again)
+            ; /* the same plan once more, on the same connection, at once */
+        else if (c->cfg->negative)
             plan_negative(c, &p);
         else if (atomic_load(&c->cfg->slot->want) == TT_WANT_STOP_HOLD)
-            plan_stop_hold(c, &p);
-        else
+            plan_stop_hold(c, &p), k = K_PLAIN;
+        else if (k == K_PLAIN)
             plan_normal(c, &p);
-        run_one(c, &p);
-        tt_sleep_us(tt_rng_range(&c->rng, 0, 10) * 1000);
+        switch (k) {
+        case K_REENTER:
+            again = run_reenter(c, &p);
+            break;
+        case K_SHARED:
+            again = run_shared(c, &p);
+            break;
+        case K_MULTI:
+            run_multi(c, &p); /* a lost MULTILOCK is not re-run */
+            again = false;
+            break;
+        default:
+            again = run_one(c, &p) && c->cfg->relock;
+            break;
+        }
+        if (k != K_PLAIN)
+            atomic_fetch_add(&c->cfg->slot->ops, 1);
+        if (again && k != K_PLAIN) { /* a plain LOCK of the name just lost */
+            p.cmd = TT_LOCK;
+            p.lease_ms = 0;
+            p.wait_ms = tt_rng_range(&c->rng, 200, 3000);
+            p.hold_ms = tt_rng_range(&c->rng, 2, 40);
+        }
+        if (!again)
+            tt_sleep_us(tt_rng_range(&c->rng, 0, 10) * 1000);
     }
 }
 
@@ -593,8 +913,18 @@ static void scripted(struct client *c)
     tt_sleep_us(at + (long long)cfg->script_at_ms * 1000 - tt_now_us());
     atomic_store(&cfg->slot->state, TT_ST_WAITING);
     res = px_op(c, p.cmd, p.name, p.lease_ms, p.wait_ms, argc, (const char **)argv, &token);
-    if (res == TT_R_OK || res == TT_R_TOKEN)
+    if (granted(res) && cfg->script_relock) {
+        enum tt_res again;
+
+        tt_sleep_us((long long)p.hold_ms * 1000);
+        p.wait_ms = 3000;
+        again = c->px ? lock_argv(c, TT_RELOCK, &p, NULL) : TT_R_CONN;
+        do_release(c, &p);
+        if (granted(again))
+            do_release(c, &p);
+    } else if (granted(res)) {
         hold_and_release(c, &p, token);
+    }
     atomic_store(&cfg->slot->state, TT_ST_IDLE);
 }
 
@@ -627,6 +957,11 @@ void tt_client_main(const struct tt_client_cfg *cfg)
     else
         workload(&c);
     px_drop(&c);
+    if (c.twin) {
+        px_drop(c.twin);
+        close(c.twin->log_fd);
+        free(c.twin);
+    }
     redisFree(c.res);
     close(c.log_fd);
     atomic_store(&cfg->slot->exited, 1);

@@ -51,6 +51,7 @@ static const char *const cmd_names[TT_CMD_COUNT] = {
     "LOCK",        "LOCK-FENCED", "RLOCK",   "WLOCK",     "FAIRLOCK",
     "SEM.ACQUIRE", "UNLOCK",      "RUNLOCK", "WUNLOCK",   "FAIRUNLOCK",
     "SEM.RELEASE", "RES.GET",     "RES.SET", "RES.FREAD", "RES.FWRITE",
+    "MULTILOCK",   "MULTIUNLOCK", "RELOCK",
 };
 
 static const char *const res_names[TT_R_COUNT] = {
@@ -61,7 +62,7 @@ static const char *const res_names[TT_R_COUNT] = {
 static const char *const fault_names[TT_F_COUNT] = {
     "redis-kill",   "redis-sleep",      "kill-cmd-conn",     "kill-pubsub-conn",  "proxy-stop",
     "proxy-kill",   "client-stop",      "client-stop-lease", "client-reset",      "slow-reader",
-    "slot-migrate", "cluster-failover", "master-kill",       "sentinel-failover", "sentinel-kill",
+    "partition",    "slot-migrate", "cluster-failover", "master-kill",       "sentinel-failover", "sentinel-kill",
 };
 
 const char *const tt_workload_names[TT_WORKLOAD_NAMES] = {
@@ -94,10 +95,10 @@ int tt_fault_parse(const char *name)
 
 bool tt_cmd_is_acquire(enum tt_cmd c)
 {
-    return c <= TT_SEM_ACQ;
+    return c <= TT_SEM_ACQ || c == TT_MULTILOCK;
 }
 
 bool tt_cmd_is_release(enum tt_cmd c)
 {
-    return c >= TT_UNLOCK && c <= TT_SEM_REL;
+    return (c >= TT_UNLOCK && c <= TT_SEM_REL) || c == TT_MULTIUNLOCK;
 }

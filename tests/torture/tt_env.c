@@ -135,7 +135,7 @@ static void proxy_args(struct tt_env *e, int i)
                  e->cluster->node[3].port);
     else
         snprintf(e->proxy[i].upstream, sizeof(e->proxy[i].upstream), "redis://127.0.0.1:%d",
-                 e->lock.port);
+                 i == 0 && e->relay ? relay_port(e->relay) : e->lock.port);
 }
 
 void tt_env_start(struct tt_env *e, const struct tt_config *cfg, struct tt_report *report)
@@ -157,6 +157,14 @@ void tt_env_start(struct tt_env *e, const struct tt_config *cfg, struct tt_repor
     g_env = e;
     on_exit(kill_clients, NULL);
     start_redis(e);
+    if (cfg->partitions && !e->cluster && !e->sentinel) {
+        /* P0 reaches the lock Redis through the fault relay (partitions);
+         * its thread lives in this process, and the forked clients close
+         * their copies of its sockets (relay_util.h). */
+        e->relay = relay_start(e->lock.port);
+        if (!e->relay)
+            TEST_FAIL("relay_start: %s", strerror(errno));
+    }
     for (int i = 0; i < e->nproxies; i++) {
         proxy_args(e, i);
         pu_proxy_start(&e->proxy[i]);
@@ -168,6 +176,8 @@ void tt_env_stop(struct tt_env *e)
     tt_env_admin_drop(e);
     for (int i = 0; i < e->nproxies; i++)
         pu_proxy_stop(&e->proxy[i]);
+    relay_stop(e->relay);
+    e->relay = NULL;
     pu_redis_kill(&e->lock);
     pu_redis_kill(&e->res);
     if (e->cluster)
@@ -225,6 +235,8 @@ void tt_env_fork_client(struct tt_env *e, int slot)
     cc->shm = e->shm;
     cc->slot = &e->shm->slot[slot];
     snprintf(cc->log_path, sizeof(cc->log_path), "%s/client-%d.log", e->log_dir, cc->id);
+    snprintf(cc->log_path2, sizeof(cc->log_path2), "%s/client-%d.log", e->log_dir,
+             TT_SHARED_CLIENT + cc->id);
     fflush(NULL);
     pid = fork();
     if (pid < 0)

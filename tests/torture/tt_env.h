@@ -11,6 +11,7 @@
 
 #include "cluster_util.h"
 #include "proxy_util.h"
+#include "relay_util.h"
 #include "sentinel_util.h"
 #include "tt.h"
 #include "tt_check.h"
@@ -26,6 +27,7 @@ struct tt_env {
     struct pu_redis res;         /* the resource Redis, never faulted */
     struct pu_proxy proxy[TT_MAX_PROXIES];
     int nproxies;
+    struct relay *relay; /* owned: --partitions: P0 <-> lock Redis, else NULL */
     char log_dir[TT_PATH_MAX]; /* client-<id>.log files */
     struct tt_shm *shm;        /* owned: MAP_SHARED page */
     struct tt_client_cfg ccfg[TT_MAX_FORKED];

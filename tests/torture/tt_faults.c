@@ -18,6 +18,13 @@
  *   client-reset       SIGUSR1 to a waiting client, or ask one to reset
  *                      while holding: the client closes its proxy socket
  *                      with SO_LINGER 0 (RST);
+ *   partition          (--partitions) the fault relay between P0 and the lock
+ *                      Redis pauses both directions for param ms (half to
+ *                      twice the watchdog lease, plus up to 1 s: holds of P0
+ *                      may lose their lease, P1's clients take the names),
+ *                      then heals: variant 0 lets the paused bytes flow,
+ *                      1 resets every relayed connection first, 2 also
+ *                      refuses P0's new connections during the cut;
  *   slow-reader        a forked process that floods a proxy with requests
  *                      for 2 s without reading a byte, then resets: ECHO
  *                      of 1 KB (replies pile up), PINGs queued behind a
@@ -94,6 +101,8 @@ static int param_for(const struct tt_config *cfg, struct tt_rng *rng, enum tt_fa
         return tt_rng_range(rng, 500, 2500);
     case TT_F_CLIENT_STOP_LEASE:
         return tt_rng_range(rng, 300, 1000);
+    case TT_F_PARTITION:
+        return tt_rng_range(rng, cfg->watchdog_ms / 2, 2 * cfg->watchdog_ms + 1000);
     default:
         return 0;
     }
@@ -122,6 +131,10 @@ int tt_faults_plan(const struct tt_config *cfg, struct tt_rng *rng, long long ph
     if (cfg->faults & (1u << TT_F_SLOW_READER)) {
         kinds[nk++] = TT_F_SLOW_READER; /* all three variants */
         kinds[nk++] = TT_F_SLOW_READER;
+    }
+    if (cfg->faults & (1u << TT_F_PARTITION)) {
+        kinds[nk++] = TT_F_PARTITION; /* all three variants */
+        kinds[nk++] = TT_F_PARTITION;
     }
     do {
         shuffle(rng, kinds, nk);
@@ -419,20 +432,32 @@ static void kill_cmd_conn(struct tt_env *e, struct tt_rng *rng, struct tt_fault 
         freeReplyObject(r);
 }
 
+/* Right after a Redis restart the proxies may not have resubscribed yet:
+ * tried again for up to FIND_CLIENT_MS until a subscriber is there. */
 static void kill_pubsub_conn(struct tt_env *e, struct tt_fault *f)
 {
-    redisContext *c = tt_env_admin(e);
+    long long deadline = pu_now_ms() + FIND_CLIENT_MS, killed = -1;
+    redisContext *c;
     redisReply *r;
 
     f->start_us = f->end_us = tt_now_us();
-    if (!c)
-        return note(f, "no admin connection");
-    r = redisCommand(c, "CLIENT KILL TYPE pubsub");
-    f->triggered = r && r->type == REDIS_REPLY_INTEGER && r->integer > 0;
-    note(f, "CLIENT KILL TYPE pubsub: %lld killed",
-         r && r->type == REDIS_REPLY_INTEGER ? r->integer : -1);
-    if (r)
-        freeReplyObject(r);
+    do {
+        c = tt_env_admin(e);
+        if (!c)
+            return note(f, "no admin connection");
+        r = redisCommand(c, "CLIENT KILL TYPE pubsub");
+        killed = r && r->type == REDIS_REPLY_INTEGER ? r->integer : -1;
+        if (r)
+            freeReplyObject(r);
+        else
+            tt_env_admin_drop(e);
+        if (killed > 0)
+            break;
+        pu_sleep_ms(50);
+    } while (pu_now_ms() < deadline);
+    f->start_us = f->end_us = tt_now_us();
+    f->triggered = killed > 0;
+    note(f, "CLIENT KILL TYPE pubsub: %lld killed", killed);
 }
 
 /* ---- proxy faults -------------------------------------------------------------------- */
@@ -533,6 +558,26 @@ static void client_reset(struct tt_env *e, const struct tt_planned *pl, struct t
     }
     f->target = e->ccfg[c].id;
     f->start_us = f->end_us = tt_now_us();
+}
+
+/* ---- partition ---------------------------------------------------------------------- */
+
+static void partition(struct tt_env *e, const struct tt_planned *pl, struct tt_fault *f)
+{
+    static const char *const heal[3] = {"healed", "healed with a reset",
+                                         "new connections refused, healed"};
+    int variant = pl->target % 3;
+
+    f->target = 0;
+    if (!e->relay)
+        return note(f, "no relay (P0 talks to Redis directly)");
+    relay_partition(e->relay, variant == 2);
+    f->start_us = tt_now_us();
+    pu_sleep_ms(pl->param);
+    relay_heal(e->relay, variant == 1);
+    f->end_us = tt_now_us();
+    f->triggered = true;
+    note(f, "P0 cut from Redis %d ms, %s", pl->param, heal[variant]);
 }
 
 /* ---- slow reader -------------------------------------------------------------------- */
@@ -721,6 +766,9 @@ void tt_fault_inject(struct tt_env *e, const struct tt_planned *pl, struct tt_rn
         break;
     case TT_F_SLOW_READER:
         slow_reader(e, pl, out);
+        break;
+    case TT_F_PARTITION:
+        partition(e, pl, out);
         break;
     case TT_F_SLOT_MIGRATE:
         slot_migrate(e, rng, out);

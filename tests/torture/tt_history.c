@@ -122,8 +122,9 @@ static void parse_send(struct ck_client *c, const char *line)
     int cmd;
 
     memset(&o, 0, sizeof(o));
-    if (sscanf(line, "S %d %lld %d %d %39s %d %d", &o.seq, &o.t_send, &cmd, &o.proxy, o.name,
-               &o.lease, &o.wait) != 7 ||
+    /* The 8th field (shared OWNER group) is optional: 0 when absent. */
+    if (sscanf(line, "S %d %lld %d %d %39s %d %d %d", &o.seq, &o.t_send, &cmd, &o.proxy, o.name,
+               &o.lease, &o.wait, &o.group) < 7 ||
         cmd < 0 || cmd >= TT_CMD_COUNT)
         return;
     o.cmd = (enum tt_cmd)cmd;
@@ -295,6 +296,7 @@ bool ck_granted(const struct ck_op *o)
     return tt_cmd_is_acquire(o->cmd) && (o->res == TT_R_OK || o->res == TT_R_TOKEN);
 }
 
+
 /* Every hold of every client, in no particular order. */
 static struct ck_hold *hold_push(struct ck_hold **holds, int *n, int *cap)
 {
@@ -306,31 +308,75 @@ static struct ck_hold *hold_push(struct ck_hold **holds, int *n, int *cap)
     return &(*holds)[(*n)++];
 }
 
-/* A release op o closes hold x (its first release), or retries it. */
+/* A release op o closes hold x (its first release), or retries it. A
+ * re-entered hold's first release answers :0 by design, and so does a
+ * release by one connection of a shared OWNER token while another still
+ * holds: neither is a stuck count. */
 static void hold_release(struct ck_hold *x, const struct ck_op *o)
 {
+    bool first = !x->rel;
+    bool expect_zero = (x->reentry && first) || x->acq->group > 0;
+
     if (!x->rel) {
         x->rel = o;
         x->end = o->t_send;
     }
     x->last = o;
     x->told = told_chain(x->rel, o);
-    x->stuck = x->stuck || (o->res == TT_R_INT && o->val == 0 && o->cmd != TT_SEM_REL);
+    x->locklost = x->locklost || o->res == TT_R_LOCKLOST;
+    if (x->reentry && x->reentry->res == TT_R_LOCKLOST)
+        x->told = TT_OV_TOLD_LOST;
+    x->stuck = x->stuck || (o->res == TT_R_INT && o->val == 0 && o->cmd != TT_SEM_REL &&
+                            !expect_zero);
 }
 
+/* The client's current hold per name (MULTILOCK holds several at once). */
+struct cur_hold {
+    const char *name;
+    int hold; /* index in the hold array */
+};
+
+static int cur_find(struct cur_hold *cur, int ncur, const char *name)
+{
+    for (int i = 0; i < ncur; i++) {
+        if (strcmp(cur[i].name, name) == 0)
+            return i;
+    }
+    return -1;
+}
+
+/* Sets (hold >= 0) or clears (hold < 0) name's current hold. */
+static void cur_set(struct cur_hold *cur, int *ncur, const char *name, int hold)
+{
+    int i = cur_find(cur, *ncur, name);
+
+    if (i < 0 && hold >= 0 && *ncur < TT_WORKLOAD_NAMES + 8) {
+        i = (*ncur)++;
+        cur[i].name = name;
+    }
+    if (i >= 0)
+        cur[i].hold = hold;
+}
+
+/* Every hold of every client, in no particular order. A release closes
+ * the client's current hold of its name (the latest grant, until the next
+ * acquire of that name); a RELOCK marks it re-entered. */
 struct ck_hold *ck_build_holds(const struct tt_history *h, int *count)
 {
     struct ck_hold *holds = NULL, *x;
     int n = 0, cap = 0;
 
     for (int c = 0; c < h->n; c++) {
-        int cur = -1; /* the client's latest hold, until its next acquire */
+        struct cur_hold cur[TT_WORKLOAD_NAMES + 8];
+        int ncur = 0;
 
         for (int i = 0; i < h->cl[c].n; i++) {
             const struct ck_op *o = &h->cl[c].ops[i];
+            int k = cur_find(cur, ncur, o->name);
+            int at = k >= 0 ? cur[k].hold : -1;
 
             if (tt_cmd_is_acquire(o->cmd))
-                cur = -1;
+                cur_set(cur, &ncur, o->name, -1);
             if (ck_granted(o)) {
                 x = hold_push(&holds, &n, &cap);
                 x->acq = o;
@@ -338,10 +384,12 @@ struct ck_hold *ck_build_holds(const struct tt_history *h, int *count)
                 x->end = LLONG_MAX;
                 x->deadline = o->lease > 0 ? o->t_send + (long long)o->lease * 1000 : LLONG_MAX;
                 x->told = TT_OV_TOLD_NOEND;
-                cur = n - 1;
-            } else if (cur >= 0 && tt_cmd_is_release(o->cmd) &&
-                       strcmp(o->name, holds[cur].acq->name) == 0) {
-                hold_release(&holds[cur], o);
+                cur_set(cur, &ncur, o->name, n - 1);
+            } else if (at >= 0 && o->cmd == TT_RELOCK) {
+                holds[at].reentry = o;
+                holds[at].locklost = holds[at].locklost || o->res == TT_R_LOCKLOST;
+            } else if (at >= 0 && tt_cmd_is_release(o->cmd)) {
+                hold_release(&holds[at], o);
             }
         }
     }
@@ -351,19 +399,27 @@ struct ck_hold *ck_build_holds(const struct tt_history *h, int *count)
 
 void ck_hold_text(const struct tt_history *h, const struct ck_hold *x, char *buf, size_t n)
 {
-    char a[400], r[400];
+    char a[400], r[400], extra[460] = "";
 
     ck_op_text(h, x->acq, a, sizeof(a));
     if (x->rel)
         ck_op_text(h, x->rel, r, sizeof(r));
     else
         snprintf(r, sizeof(r), "never released");
+    if (x->reentry) {
+        char e[400];
+
+        ck_op_text(h, x->reentry, e, sizeof(e));
+        snprintf(extra, sizeof(extra), "\n    re-entry %s", e);
+    } else if (x->acq->group > 0) {
+        snprintf(extra, sizeof(extra), "\n    (shared OWNER token, group %d)", x->acq->group);
+    }
     if (x->last && x->last != x->rel) {
         char l[400];
 
         ck_op_text(h, x->last, l, sizeof(l));
-        snprintf(buf, n, "    hold  %s\n    until %s\n    last retry %s", a, r, l);
+        snprintf(buf, n, "    hold  %s%s\n    until %s\n    last retry %s", a, extra, r, l);
         return;
     }
-    snprintf(buf, n, "    hold  %s\n    until %s", a, r);
+    snprintf(buf, n, "    hold  %s%s\n    until %s", a, extra, r);
 }

@@ -89,7 +89,7 @@ static void check_stuck(const struct tt_history *h, struct tt_report *r,
         const struct ck_hold *x = &holds[i];
         int c = x->acq->client;
         bool first;
-        char t[900];
+        char t[1400];
 
         if (i > 0 && strcmp(x->acq->name, holds[i - 1].acq->name) != 0)
             memset(prev, 0, sizeof(prev));

@@ -49,6 +49,13 @@ void tt_report_header(const struct tt_config *c, FILE *f)
     if (c->sync_replicas > 0)
         fprintf(f, "  proxies: --sync-replicas %d --sync-timeout %d\n", c->sync_replicas,
                 c->sync_timeout_ms);
+    if (c->partitions || c->relock)
+        fprintf(f, "  issue-18 classes:%s%s%s%s%s (untold overlaps fail the run)\n",
+                c->partitions ? " partitions (P0 through the fault relay);" : "",
+                c->relock ? " workload: re-lock after LOCKLOST" : "",
+                c->relock && (c->relock_kinds & TT_K_REENTER) ? ", re-entry" : "",
+                c->relock && (c->relock_kinds & TT_K_SHARED) ? ", shared OWNER" : "",
+                c->relock && (c->relock_kinds & TT_K_MULTI) ? ", MULTILOCK" : "");
     fprintf(f,
             "  proxies: --lock-watchdog-timeout %d --upstream-timeout %d "
             "--subscription-linger %d; semaphore %d permits\n",
@@ -74,6 +81,9 @@ static void print_ops(const struct tt_report *r, FILE *f)
     fprintf(f, "ops: %lld lock-service ops, %lld resource ops; granted:", r->ops, r->res_ops);
     for (int c = 0; c <= TT_SEM_ACQ; c++)
         fprintf(f, " %s %lld", tt_cmd_name((enum tt_cmd)c), r->grants[c]);
+    if (r->by_cmd[TT_MULTILOCK] || r->by_cmd[TT_RELOCK])
+        fprintf(f, " %s %lld (per name); re-entries %lld", tt_cmd_name(TT_MULTILOCK),
+                r->grants[TT_MULTILOCK], r->by_cmd[TT_RELOCK]);
     fprintf(f, "\n  replies:");
     for (int i = 1; i < TT_R_COUNT; i++) {
         if (r->by_res[i])
@@ -92,6 +102,8 @@ void tt_report_print(const struct tt_config *c, const struct tt_report *r,
     fprintf(f, "overlaps:");
     for (int i = 0; i < TT_OV_COUNT; i++)
         fprintf(f, " %s %lld", tt_overlap_class_name((enum tt_overlap_class)i), r->overlaps[i]);
+    fprintf(f, "; untold (nobody told LOCKLOST) %lld%s", r->untold,
+            c->partitions || c->relock ? "" : " (report-only without the issue-18 classes)");
     fprintf(f,
             "\nlost updates: unfenced %lld of %lld writes (allowed), fenced %lld of %lld "
             "(stale tokens refused: %lld)\n",
@@ -134,6 +146,9 @@ void tt_report_print(const struct tt_config *c, const struct tt_report *r,
                 "overlap(s)%s; lease-lost-told %lld told-lost, %d silent\n",
                 s->fifo_pairs, s->fifo_inversions, s->late_silent,
                 s->late_silent ? " (the late-grant bug)" : "", s->told_lost, s->told_silent);
+    if (s->ran && s->partitions)
+        fprintf(f, "  partition-unlock and partition-relock: %lld untold overlap(s)%s\n",
+                s->part_untold, s->part_untold ? " (issue 18 items 1/2)" : "");
     for (int i = 0; i < r->nviol && i < PRINT_VIOLATIONS; i++)
         fprintf(f, "\nVIOLATION %d [%s]%s %s\n", i + 1, r->viol[i].check,
                 report_only(c, r->viol[i].check) ? " (report-only)" : "", r->viol[i].text);
@@ -240,7 +255,9 @@ void tt_report_json(const struct tt_config *c, const struct tt_report *r,
             c->duration_s, c->long_run ? "true" : "false", c->negative ? "true" : "false");
     fprintf(f, "  \"ops\": %lld,\n  \"resource_ops\": %lld,\n  \"blind_silent\": %lld,\n", r->ops,
             r->res_ops, r->blind_silent);
-    json_counts(f, "grants", r->grants, TT_SEM_ACQ + 1, cmd_name);
+    json_counts(f, "grants", r->grants, TT_MULTILOCK + 1, cmd_name);
+    fprintf(f, "  \"untold_overlaps\": %lld,\n  \"partitions\": %s,\n  \"relock_workload\": %s,\n",
+            r->untold, c->partitions ? "true" : "false", c->relock ? "true" : "false");
     json_counts(f, "replies", r->by_res, TT_R_COUNT, res_name);
     json_counts(f, "overlaps", r->overlaps, TT_OV_COUNT, ov_name);
     fprintf(f,
@@ -268,9 +285,9 @@ void tt_report_json(const struct tt_config *c, const struct tt_report *r,
     fprintf(f,
             "  \"scenarios\": {\"ran\": %s, \"fair_fifo_pairs\": %lld, "
             "\"fair_fifo_inversions\": %d, \"late_grant_silent\": %d, "
-            "\"lease_lost_told\": %lld, \"lease_lost_silent\": %d},\n",
+            "\"lease_lost_told\": %lld, \"lease_lost_silent\": %d, \"partition_untold\": %lld},\n",
             s->ran ? "true" : "false", s->fifo_pairs, s->fifo_inversions, s->late_silent,
-            s->told_lost, s->told_silent);
+            s->told_lost, s->told_silent, s->part_untold);
     fprintf(f,
             "  \"cluster\": {\"enabled\": %s, \"sentinel\": %s, \"sync_replicas\": %d, "
             "\"faults\": %lld, \"outage_max_ms\": %.1f, \"recovery_max_ms\": %.1f},\n",

@@ -19,6 +19,20 @@
  * must get LOCKLOST. Expected: a told-lost overlap on k2 and no silent
  * one; this shows the checker sees overlaps and classifies them.
  *
+ * partition-unlock (--partitions; issue 18 item 1): A holds "LOCK k3"
+ * through P0 for 2.5 s; the relay cuts P0 from Redis from 300 ms to 6 s
+ * (healed with a reset when the seed is odd), so A's lease ends and B
+ * (through P1, from 500 ms) gets the lock at ~1.8 s; A's UNLOCK, sent
+ * during the cut after B's grant, answers "outcome unknown" at the upstream
+ * timeout (3 s) and is retried until a definite answer after the heal. Expected: A told LOCKLOST (no untold overlap on
+ * k3).
+ *
+ * partition-relock (--partitions; issue 18 item 2): A holds "LOCK k4"
+ * through P0; the cut lasts from 300 ms to 2.6 s; B (P1) takes and
+ * releases k4 meanwhile; at 3 s A sends "LOCK k4" again on its connection
+ * (a re-entry), then UNLOCK once per grant. Expected: A told LOCKLOST by
+ * one of those replies (no untold overlap on k4).
+ *
  * fair-fifo (runs first, on a quiet system): H holds "FAIRLOCK f" through
  * P0 for 2.5 s; four waiters queue behind it 600 ms apart, alternating P1
  * and P0. Expected: all six pairs checked by the FIFO rule, no inversion
@@ -32,6 +46,8 @@
 #define LATE_NAME "tt:late:0"
 #define TOLD_NAME "tt:told:0"
 #define FIFO_NAME "tt:fifo:0"
+#define PUN_NAME  "tt:pun:0"
+#define PRL_NAME  "tt:prl:0"
 #define GAP_MS    2500 /* between scenarios: the checker's fault settle time */
 
 struct script {
@@ -41,7 +57,14 @@ struct script {
     int at_ms, hold_ms;
 };
 
+static int fork_script_relock(struct tt_env *e, int k, const struct script *s, bool relock);
+
 static int fork_script(struct tt_env *e, int k, const struct script *s)
+{
+    return fork_script_relock(e, k, s, false);
+}
+
+static int fork_script_relock(struct tt_env *e, int k, const struct script *s, bool relock)
 {
     int slot = TT_MAX_CLIENTS + k;
     struct tt_client_cfg *cc = &e->ccfg[slot];
@@ -56,6 +79,7 @@ static int fork_script(struct tt_env *e, int k, const struct script *s)
     cc->script_kind = s->kind;
     cc->script_at_ms = s->at_ms;
     cc->script_hold_ms = s->hold_ms;
+    cc->script_relock = relock;
     tt_env_fork_client(e, slot);
     return slot;
 }
@@ -140,6 +164,56 @@ static void lease_lost_told(struct tt_env *e, struct tt_fault *faults, int *n, i
     atomic_store(&e->shm->t0_us, 0);
 }
 
+/* A partition of P0 from cut_ms to heal_ms after t0 (scenario fault). */
+static void partition_window(struct tt_env *e, struct tt_fault *faults, int *n, long long t0,
+                             int cut_ms, int heal_ms, bool reset, const char *note)
+{
+    struct tt_fault *f;
+
+    at_ms(t0, cut_ms);
+    relay_partition(e->relay, false);
+    f = add_fault(faults, n, TT_F_PARTITION, 0, note);
+    f->start_us = tt_now_us();
+    at_ms(t0, heal_ms);
+    relay_heal(e->relay, reset);
+    f->end_us = tt_now_us();
+}
+
+static void partition_unlock(struct tt_env *e, struct tt_fault *faults, int *n, int first)
+{
+    static const struct script a = {0, "LOCK " PUN_NAME, TT_LOCK, 0, 2500};
+    static const struct script b = {1, "LOCK " PUN_NAME " WAIT 6000", TT_LOCK, 500, 200};
+    bool reset = e->cfg->seed % 2 == 1;
+    long long t0;
+
+    fork_script(e, first, &a);
+    fork_script(e, first + 1, &b);
+    pu_sleep_ms(300);
+    t0 = tt_now_us();
+    atomic_store(&e->shm->t0_us, t0);
+    partition_window(e, faults, n, t0, 300, 6000, reset,
+                     reset ? "partition-unlock P0 cut 0.3-6.0 s, healed with a reset"
+                           : "partition-unlock P0 cut 0.3-6.0 s");
+    tt_env_wait_clients(e, TT_MAX_CLIENTS + first, TT_MAX_CLIENTS + first + 2, 20000);
+    atomic_store(&e->shm->t0_us, 0);
+}
+
+static void partition_relock(struct tt_env *e, struct tt_fault *faults, int *n, int first)
+{
+    static const struct script a = {0, "LOCK " PRL_NAME, TT_LOCK, 0, 3000};
+    static const struct script b = {1, "LOCK " PRL_NAME " WAIT 5000", TT_LOCK, 500, 200};
+    long long t0;
+
+    fork_script_relock(e, first, &a, true);
+    fork_script(e, first + 1, &b);
+    pu_sleep_ms(300);
+    t0 = tt_now_us();
+    atomic_store(&e->shm->t0_us, t0);
+    partition_window(e, faults, n, t0, 300, 2600, false, "partition-relock P0 cut 0.3-2.6 s");
+    tt_env_wait_clients(e, TT_MAX_CLIENTS + first, TT_MAX_CLIENTS + first + 2, 20000);
+    atomic_store(&e->shm->t0_us, 0);
+}
+
 static void fair_fifo(struct tt_env *e, int first)
 {
     static const struct script s[] = {
@@ -167,6 +241,12 @@ void tt_scenarios_run(struct tt_env *e, struct tt_fault *faults, int *nfaults)
     late_grant(e, faults, nfaults, 5);
     pu_sleep_ms(GAP_MS);
     lease_lost_told(e, faults, nfaults, 7);
+    if (!e->relay)
+        return;
+    pu_sleep_ms(GAP_MS);
+    partition_unlock(e, faults, nfaults, 9);
+    pu_sleep_ms(GAP_MS);
+    partition_relock(e, faults, nfaults, 11);
 }
 
 static void expect(struct tt_report *r, bool ok, const char *name, const char *what)
@@ -187,6 +267,10 @@ void tt_scenarios_expect(const struct tt_env *e, struct tt_report *r,
     out->told_lost = tt_check_name_stat(r, TOLD_NAME).overlaps[TT_OV_TOLD_LOST];
     out->fifo_pairs = tt_check_name_stat(r, FIFO_NAME).fifo_pairs;
     out->fifo_inversions = tt_report_count(r, "fifo", FIFO_NAME);
+    /* partition-*: the checker reports their untold overlaps (strict) */
+    out->partitions = e->relay != NULL;
+    out->part_untold = tt_check_name_stat(r, PUN_NAME).untold +
+                       tt_check_name_stat(r, PRL_NAME).untold;
     /* late-grant: the checker already reports its silent overlaps */
     expect(r, out->told_lost >= 1, TOLD_NAME,
            "the holder whose lease ran out while its proxy was stopped must be told LOCKLOST "

@@ -1,6 +1,8 @@
 /* Torture suite: the timed scenarios (see tt_scenario.c): fair-fifo,
- * late-grant (the silent overlap the outside fault test found), and
- * lease-lost-told (the positive control of LOCKLOST). */
+ * late-grant (the silent overlap the outside fault test found),
+ * lease-lost-told (the positive control of LOCKLOST), and with
+ * --partitions partition-unlock and partition-relock (issue 18 items 1
+ * and 2). */
 #ifndef LP_TESTS_TORTURE_TT_SCENARIO_H
 #define LP_TESTS_TORTURE_TT_SCENARIO_H
 
@@ -14,6 +16,8 @@ struct tt_scenario_result {
     long long told_lost;  /* told-lost overlaps in lease-lost-told (>= 1 expected) */
     long long fifo_pairs; /* pairs the FIFO rule checked in fair-fifo (6 expected) */
     int fifo_inversions;  /* and found out of order (0 expected) */
+    bool partitions;      /* the partition scenarios ran (--partitions) */
+    long long part_untold; /* untold overlaps in partition-unlock and partition-relock (0) */
 };
 
 /* Runs every scenario (two proxies needed; a no-op with one), appending
