@@ -12,12 +12,13 @@
  * - a holder whose lease ran out during the partition, while a client of
  *   P1 took the lock, is not told it holds it (LOCK.INFO hold_count 0) and
  *   its UNLOCK answers -LOCKLOST;
- * - KNOWN BUGS (issue 18 items 1 and 2; the cases skip unless
- *   LP_IT_KNOWN_BUGS=1, and failed when written): an UNLOCK answered
- *   "outcome unknown" during the partition, retried after the heal, must
- *   answer -LOCKLOST (today: -NOTOWNER, never told); a LOCK re-sent on the
- *   same connection right after the heal must not turn the lost hold into a
- *   fresh one without telling the holder (today: +OK, :1, -NOTOWNER). */
+ * - (issue 18 item 1, issue 22) an UNLOCK during the partition is carried
+ *   out by the proxy while it still vouches for the lease (answered :1),
+ *   and answered -LOCKLOST once the lease ran out (it was "outcome
+ *   unknown", then NOTOWNER after the heal: never told);
+ * - (issue 18 item 2) a LOCK re-sent on the same connection right after
+ *   the heal does not turn the lost hold into a fresh one without telling
+ *   the holder (it was +OK, :1, -NOTOWNER). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -113,16 +114,6 @@ static void each_backend(void (*scenario)(struct penv *e))
     }
     if (ran == 0)
         TEST_SKIP("no selected io backend can run here");
-}
-
-/* Cases that fail today because of an engine bug the lead is fixing: run
- * only with LP_IT_KNOWN_BUGS=1 (then they must pass once it is fixed). */
-static void known_bug(const char *what)
-{
-    const char *on = getenv("LP_IT_KNOWN_BUGS");
-
-    if (!on || strcmp(on, "1") != 0)
-        TEST_SKIP("known bug (%s); LP_IT_KNOWN_BUGS=1 runs this case", what);
 }
 
 /* The reply to fmt on c once the proxy serves again (anything but an
@@ -265,12 +256,15 @@ TEST(lease_lost_during_partition_not_told_held)
     each_backend(scenario_lease_lost);
 }
 
-/* ---- KNOWN BUG, issue 18 item 1: partition, then UNLOCK ---------------------- */
+/* ---- issue 18 item 1 and issue 22: partition, then UNLOCK ------------------- */
 
-/* A holds k through P0; during the partition A's UNLOCK answers -UPSTREAM
- * (outcome unknown); the lease runs out and B takes k through P1; after
- * the heal A's retried UNLOCK must answer -LOCKLOST (A's hold was lost
- * before it let go). Today it answers -NOTOWNER: A is never told. */
+/* A holds k through P0 and P0 is cut off. A's UNLOCK during the cut:
+ * - sent while P0 still vouches for the lease: the release is P0's to
+ *   carry out; A is answered :1 at once (the work under the lock was
+ *   protected), and once the partition heals the release lands (or the
+ *   lease has ended): B takes k;
+ * - sent once the lease ran out (B took k through P1 meanwhile): A is
+ *   answered -LOCKLOST, never "outcome unknown" then NOTOWNER. */
 static void unlock_run(struct penv *e, bool reset)
 {
     redisContext *a = pu_connect(e->p0.port), *b = pu_connect(e->p1.port);
@@ -279,18 +273,27 @@ static void unlock_run(struct penv *e, bool reset)
 
     PU_OK(a, "LOCK pu:k");
     relay_partition(e->relay, false);
-    expect_refused(a, "UNLOCK %s", "pu:k", UPSTREAM_MS + 1000);
+    r = pu_cmd(a, "UNLOCK %s", "pu:k");
+    pu_describe(r, d, sizeof(d));
+    if (r->type != REDIS_REPLY_INTEGER || r->integer != 1)
+        TEST_FAIL("A's UNLOCK within the lease, P0 cut off: expected :1 (carried out), got %s", d);
+    freeReplyObject(r);
+    relay_heal(e->relay, reset);
+    PU_OK(b, "LOCK pu:k WAIT %d", LEASE_MS + 3000);
+    PU_INT(b, 1, "UNLOCK pu:k");
+
+    PU_OK(a, "LOCK pu:k");
+    relay_partition(e->relay, false);
     wait_expired(e, "pu:k", LEASE_MS + 3000);
     PU_OK(b, "LOCK pu:k WAIT 2000");
-    relay_heal(e->relay, reset);
-    r = once_served(a, "UNLOCK %s", "pu:k");
-    fprintf(stderr, "A's retried UNLOCK after the heal%s: %s\n", reset ? " (reset)" : "",
-            pu_describe(r, d, sizeof(d)));
+    r = pu_cmd(a, "UNLOCK %s", "pu:k");
+    fprintf(stderr, "A's UNLOCK after its lease ran out in the partition%s: %s\n",
+            reset ? " (reset)" : "", pu_describe(r, d, sizeof(d)));
     if (!pu_is_err(r, "LOCKLOST"))
-        TEST_FAIL("A's UNLOCK (outcome unknown in the partition, lease lost, B holds): expected "
-                  "-LOCKLOST, got %s",
+        TEST_FAIL("A's UNLOCK (lease lost in the partition, B holds): expected -LOCKLOST, got %s",
                   d);
     freeReplyObject(r);
+    relay_heal(e->relay, reset);
     PU_INT(b, 1, "UNLOCK pu:k");
     redisFree(a);
     redisFree(b);
@@ -304,11 +307,10 @@ static void scenario_unlock(struct penv *e)
 
 TEST(unlock_in_partition_then_lease_lost_is_told)
 {
-    known_bug("issue 18 item 1: retried UNLOCK answers NOTOWNER");
     each_backend(scenario_unlock);
 }
 
-/* ---- KNOWN BUG, issue 18 item 2: re-lock right after a lost lease ------------ */
+/* ---- issue 18 item 2: re-lock right after a lost lease ------------------------ */
 
 /* A holds k through P0; the partition outlasts the lease; B takes and
  * releases k through P1; right after the heal A sends LOCK k again on the
@@ -356,7 +358,6 @@ static void scenario_relock(struct penv *e)
 
 TEST(relock_after_lease_lost_in_partition_is_told)
 {
-    known_bug("issue 18 item 2: a re-LOCK after a lost lease is a silent fresh hold");
     each_backend(scenario_relock);
 }
 
