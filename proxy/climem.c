@@ -1,5 +1,10 @@
 /* Client memory: the sum, the bound, the purge timer; see climem.h.
  *
+ * The purge timer runs every second whatever the allocator: with it a
+ * timer is always due within a second, so a loop that stalls (stopped,
+ * starved of CPU, blocked in the kernel) always shows as a late timer in
+ * INFO latency (sched_loop_latency()), even when nothing else is armed.
+ *
  * Each client remembers what it last added to the sum (cl->mem); a sync
  * recounts it from sizes known in O(1) and adds the difference. Syncs run
  * where the footprint changes: after a client takes requests or reads,
@@ -91,7 +96,7 @@ static void climem_on_timer(struct sched_timer *t)
     struct px_server *srv = LP_CONTAINER_OF(t, struct px_server, climem_timer);
     size_t dirty = climem_dirty();
 
-    if (dirty > PX_CLIMEM_DIRTY_MAX) {
+    if (mallctl && dirty > PX_CLIMEM_DIRTY_MAX) {
         if (mallctl("arena." ARENAS_ALL ".purge", NULL, NULL, NULL, 0) == 0)
             log_msg(LOG_LVL_DEBUG, "gave %zu unused bytes back to the system", dirty);
     }
@@ -101,9 +106,8 @@ static void climem_on_timer(struct sched_timer *t)
 void px_climem_start(struct px_server *srv)
 {
     sched_timer_init(&srv->climem_timer, climem_on_timer);
-    if (mallctl)
-        sched_loop_timer_add(srv->loop, &srv->climem_timer,
-                             sched_loop_now_ms(srv->loop) + PURGE_EVERY_MS);
+    sched_loop_timer_add(srv->loop, &srv->climem_timer,
+                         sched_loop_now_ms(srv->loop) + PURGE_EVERY_MS);
 }
 
 void px_climem_stop(struct px_server *srv)
