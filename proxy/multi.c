@@ -93,6 +93,7 @@ static int multi_take(struct px_req *req)
     size_t bytes = px_climem_req_bytes(req);
     struct px_req *p;
 
+    px_climem_sync(cl); /* req left the parser: not counted twice */
     if (!px_climem_admit(cl->srv, bytes))
         return -ENOBUFS;
     p = px_req_create(0);
