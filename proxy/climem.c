@@ -77,26 +77,33 @@ bool px_climem_admit(struct px_server *srv, size_t bytes)
     return false;
 }
 
-/* Unused dirty bytes in every arena, or 0 if jemalloc cannot tell. */
-static size_t climem_dirty(void)
+/* Unused dirty bytes in every arena and bytes allocated; false if
+ * jemalloc cannot tell. */
+static bool climem_stats(size_t *dirty, size_t *allocated)
 {
     uint64_t epoch = 1;
-    size_t pdirty = 0, len = sizeof(pdirty), elen = sizeof(epoch), page = 0,
-           plen = sizeof(page);
+    size_t pdirty = 0, page = 0, len = sizeof(size_t), elen = sizeof(epoch);
 
     if (!mallctl || mallctl("epoch", &epoch, &elen, &epoch, elen) != 0 ||
         mallctl("stats.arenas." ARENAS_ALL ".pdirty", &pdirty, &len, NULL, 0) != 0 ||
-        mallctl("arenas.page", &page, &plen, NULL, 0) != 0)
-        return 0;
-    return pdirty * page;
+        mallctl("arenas.page", &page, &len, NULL, 0) != 0 ||
+        mallctl("stats.allocated", allocated, &len, NULL, 0) != 0)
+        return false;
+    *dirty = pdirty * page;
+    return true;
 }
 
+/* Purges when the unused pages pass PX_CLIMEM_DIRTY_MAX and a quarter of
+ * what is in use: a busy proxy's own churn stays to jemalloc's decay (no
+ * page given back only to be faulted in again), what a burst left behind
+ * goes back. */
 static void climem_on_timer(struct sched_timer *t)
 {
     struct px_server *srv = LP_CONTAINER_OF(t, struct px_server, climem_timer);
-    size_t dirty = climem_dirty();
+    size_t dirty = 0, allocated = 0;
 
-    if (mallctl && dirty > PX_CLIMEM_DIRTY_MAX) {
+    if (climem_stats(&dirty, &allocated) && dirty > PX_CLIMEM_DIRTY_MAX &&
+        dirty > allocated / 4) {
         if (mallctl("arena." ARENAS_ALL ".purge", NULL, NULL, NULL, 0) == 0)
             log_msg(LOG_LVL_DEBUG, "gave %zu unused bytes back to the system", dirty);
     }

@@ -18,7 +18,8 @@
  * Giving back: jemalloc returns freed pages to the system only as it
  * allocates (decay runs on allocation ticks), so an idle proxy kept the
  * memory of a burst for ever. A one-second timer purges the arenas' dirty
- * pages once more than PX_CLIMEM_DIRTY_MAX of them are unused (the timer
+ * pages once more than PX_CLIMEM_DIRTY_MAX of them, and more than a
+ * quarter of the memory in use, are unused (the timer
  * also keeps a timer due every second, for the loop's latency figures). */
 #ifndef LP_PROXY_CLIMEM_H
 #define LP_PROXY_CLIMEM_H
