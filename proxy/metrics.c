@@ -378,12 +378,18 @@ static void write_commands(struct px_metrics *m, struct buf *o)
     }
 }
 
-static void write_process(struct px_server *srv, struct buf *o)
+static struct sched_loop_latency loop_latency(const struct px_server *srv)
 {
-    const struct px_stats *s = &srv->stats;
     struct sched_loop_latency lat;
 
     sched_loop_latency(srv->loop, &lat);
+    return lat;
+}
+
+static void write_process(struct px_server *srv, struct buf *o)
+{
+    const struct px_stats *s = &srv->stats;
+    const struct sched_loop_latency lat = loop_latency(srv);
     const struct metric ms[] = {
         {"lockproxy_uptime_seconds", "gauge", "Seconds since the proxy started.",
          (sched_loop_now_ms(srv->loop) - srv->start_ms) / 1000},

@@ -116,10 +116,10 @@ static void scenario_stall_seen(struct pu_env *e)
 {
     redisContext *holder = pu_client(e), *w = pu_client(e), *o;
     char body[65536];
-    long long late;
+    long long late, before;
 
     ASSERT_EQ(pu_info_int(holder, "latency_monitor_threshold_ms"), 100);
-    ASSERT_EQ(pu_info_int(holder, "loop_late_timers"), 0);
+    before = pu_info_int(holder, "loop_late_timers"); /* 0 unless the machine is loaded */
     PU_OK(holder, "LOCK %s", "st");
     pu_send(w, "LOCK %s WAIT %d", "st", 150);
     pu_sleep_ms(30); /* the proxy took it: its wait timer is armed */
@@ -131,7 +131,7 @@ static void scenario_stall_seen(struct pu_env *e)
     late = pu_info_int(o, "loop_max_timer_late_ms");
     fprintf(stderr, "after a 600 ms stop: loop_late_timers %lld, loop_max_timer_late_ms %lld\n",
             pu_info_int(o, "loop_late_timers"), late);
-    ASSERT_TRUE(pu_info_int(o, "loop_late_timers") >= 1);
+    ASSERT_TRUE(pu_info_int(o, "loop_late_timers") > before);
     ASSERT_TRUE(late >= 300 && late < 5000);
     PU_EVENTUALLY(ou_file_contains(e->proxy.log_path, "timer(s) fired late"), 2000);
     ASSERT_EQ(ou_http_get(metrics_port, "/metrics", body, sizeof(body)), 200);
@@ -158,11 +158,11 @@ static void scenario_slow_iteration(struct pu_env *e)
     redisContext *c = pu_client(e), *o = pu_client(e);
     char payload[1025];
     redisReply *r;
-    long long max_us;
+    long long max_us, slow_before;
 
     memset(payload, 'e', sizeof(payload) - 1);
     payload[sizeof(payload) - 1] = '\0';
-    ASSERT_EQ(pu_info_int(o, "loop_slow_iterations"), 0);
+    slow_before = pu_info_int(o, "loop_slow_iterations"); /* a loaded machine has some */
     PU_OK(c, "MULTI");
     for (int i = 0; i < EXEC_ECHOES; i++)
         pu_send(c, "ECHO %s", payload);
@@ -176,7 +176,7 @@ static void scenario_slow_iteration(struct pu_env *e)
     fprintf(stderr, "EXEC of %d ECHO 1 KB: longest iteration %lld us, %lld slow\n", EXEC_ECHOES,
             max_us, pu_info_int(o, "loop_slow_iterations"));
     ASSERT_TRUE(max_us > 5000);
-    ASSERT_TRUE(pu_info_int(o, "loop_slow_iterations") >= 1);
+    ASSERT_TRUE(pu_info_int(o, "loop_slow_iterations") > slow_before);
     PU_EVENTUALLY(ou_file_contains(e->proxy.log_path, "iteration(s) worked longer"), 2000);
     redisFree(o);
     redisFree(c);
