@@ -53,6 +53,7 @@
 
 #include "common/log.h"
 #include "proxy/auth.h"
+#include "proxy/climem.h"
 #include "proxy/cmd.h"
 #include "proxy/locks/locks.h"
 #include "proxy/metrics.h"
@@ -191,6 +192,7 @@ static void client_flush_done(struct px_client *cl)
     px_push_flush(cl);
     if (!cl->closing)
         sched_conn_mark_dirty(&cl->conn);
+    px_climem_sync(cl);
 }
 
 void px_req_done(struct px_req *req)
@@ -375,6 +377,7 @@ static void client_process(struct px_client *cl)
         client_protocol_error(cl, px_parser_error(&cl->parser));
     else if (!cl->closing)
         client_set_input(cl, client_input_state(cl, rc == 0));
+    px_climem_sync(cl);
     px_client_put(cl);
 }
 
@@ -400,6 +403,7 @@ static void client_on_data(struct sched_conn *c, const char *data, size_t len)
         client_protocol_error(cl, "out of memory");
     cl->rd = NULL;
     cl->rdlen = 0;
+    px_climem_sync(cl);
     px_client_put(cl);
 }
 
@@ -410,6 +414,7 @@ static void client_on_drain(struct sched_conn *c)
 
     if (cl->input == PX_INPUT_OUTPUT)
         client_process(cl);
+    px_climem_sync(cl);
 }
 
 /* ---- deadlines ------------------------------------------------------------ */
@@ -548,6 +553,7 @@ static void client_maybe_free(struct px_client *cl)
         return;
     LP_BUG_ON(!list_empty(&cl->running) || !list_empty(&cl->queued));
     LP_BUG_ON(sched_timer_is_pending(&cl->timer));
+    LP_BUG_ON(cl->mem != 0);
     buf_deinit(&cl->conn.out);
     buf_deinit(&cl->conn.sending);
     buf_deinit(&cl->in);
@@ -580,7 +586,7 @@ void px_client_close(struct px_client *cl)
     client_set_input(cl, PX_INPUT_DONE);
     sched_loop_timer_del(srv->loop, &cl->timer);
     client_drop_queued(cl);
-    px_multi_client_gone(cl);
+    px_multi_client_gone(cl); /* closing: its memory leaves the sum */
     px_locks_client_gone(cl);
     list_del_init(&cl->client_node);
     srv->nclients--;

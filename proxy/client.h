@@ -92,6 +92,7 @@ struct px_client {
     uint64_t accept_ms;            /* loop time of the accept */
     uint64_t active_ms;            /* last input, or output progress the deadline saw */
     uint64_t seen_out;             /* conn.bytes_out when the deadline last looked */
+    size_t mem;                    /* its part of srv->client_mem (climem.h) */
 };
 
 /* Adopts an accepted socket; with tls (a server context), the client

@@ -301,6 +301,9 @@ static void reload_apply(struct px_server *srv, struct px_opts *nw)
     o->max_pipeline = nw->max_pipeline;
     o->out_soft = nw->out_soft;
     o->out_hard = nw->out_hard;
+    o->max_client_memory = nw->max_client_memory;
+    o->latency_threshold_ms = nw->latency_threshold_ms;
+    sched_loop_set_latency_threshold(srv->loop, nw->latency_threshold_ms);
     o->timeout_s = nw->timeout_s;
     o->auth_timeout_s = nw->auth_timeout_s;
     o->keepalive_s = nw->keepalive_s;

@@ -56,10 +56,12 @@ static void info_clients(struct px_server *srv, struct buf *o)
     buf_appendf(o,
                 "# Clients\r\nconnected_clients:%u\r\nblocked_clients:%u\r\nmax_clients:%u\r\n"
                 "total_connections_received:%llu\r\nrejected_connections:%llu\r\n"
-                "clients_output_paused:%u\r\n\r\n",
+                "clients_output_paused:%u\r\nclient_memory:%zu\r\nmax_client_memory:%zu\r\n"
+                "client_memory_refusals:%llu\r\n\r\n",
                 srv->nclients, blocked_clients(srv), srv->opts.max_clients,
                 (unsigned long long)srv->stats.connections, (unsigned long long)srv->stats.rejected,
-                srv->nclients_out_paused);
+                srv->nclients_out_paused, srv->client_mem, srv->opts.max_client_memory,
+                (unsigned long long)srv->stats.climem_refusals);
 }
 
 /* jemalloc's control interface when jemalloc is the allocator (it is,
@@ -225,6 +227,21 @@ static void info_stats(struct px_server *srv, struct buf *o)
                 (unsigned long long)s->protected_refusals);
 }
 
+/* The event loop's latency (sched_loop_latency()). */
+static void info_latency(struct px_server *srv, struct buf *o)
+{
+    struct sched_loop_latency lat;
+
+    sched_loop_latency(srv->loop, &lat);
+    buf_appendf(o,
+                "# Latency\r\nlatency_monitor_threshold_ms:%llu\r\nloop_iterations:%llu\r\n"
+                "loop_max_work_us:%llu\r\nloop_slow_iterations:%llu\r\n"
+                "loop_late_timers:%llu\r\nloop_max_timer_late_ms:%llu\r\n\r\n",
+                (unsigned long long)lat.threshold_ms, (unsigned long long)lat.iterations,
+                (unsigned long long)lat.max_work_us, (unsigned long long)lat.slow,
+                (unsigned long long)lat.late_timers, (unsigned long long)lat.max_late_ms);
+}
+
 struct info_section {
     const char *name;                                    /* lower-case section name */
     void (*write)(struct px_server *srv, struct buf *o); /* appends "# Name" and lines */
@@ -241,6 +258,7 @@ static const struct info_section sections[] = {
     {"sentinel", info_sentinel},
     {"redlock", px_redlock_info},
     {"stats", info_stats},
+    {"latency", info_latency},
     {"sync", px_sync_info},
     {"tls", px_tls_info},
     {"commandstats", px_metrics_info_commands},

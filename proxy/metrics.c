@@ -378,9 +378,18 @@ static void write_commands(struct px_metrics *m, struct buf *o)
     }
 }
 
+static struct sched_loop_latency loop_latency(const struct px_server *srv)
+{
+    struct sched_loop_latency lat;
+
+    sched_loop_latency(srv->loop, &lat);
+    return lat;
+}
+
 static void write_process(struct px_server *srv, struct buf *o)
 {
     const struct px_stats *s = &srv->stats;
+    const struct sched_loop_latency lat = loop_latency(srv);
     const struct metric ms[] = {
         {"lockproxy_uptime_seconds", "gauge", "Seconds since the proxy started.",
          (sched_loop_now_ms(srv->loop) - srv->start_ms) / 1000},
@@ -396,6 +405,12 @@ static void write_process(struct px_server *srv, struct buf *o)
          "Times a client's reading paused at --client-output-soft-limit.", s->output_pauses},
         {"lockproxy_client_output_limit_closes_total", "counter",
          "Client connections closed past --client-output-hard-limit.", s->output_closes},
+        {"lockproxy_client_memory_bytes", "gauge",
+         "Memory held for clients: MULTI queues, input, unsent replies.", srv->client_mem},
+        {"lockproxy_client_memory_limit_bytes", "gauge", "--max-client-memory (0: off).",
+         srv->opts.max_client_memory},
+        {"lockproxy_client_memory_refusals_total", "counter",
+         "Commands refused (-OOM) over --max-client-memory.", s->climem_refusals},
         {"lockproxy_client_idle_timeouts_total", "counter",
          "Client connections closed idle by --timeout.", s->idle_closes},
         {"lockproxy_client_auth_timeouts_total", "counter",
@@ -406,6 +421,17 @@ static void write_process(struct px_server *srv, struct buf *o)
         {"lockproxy_config_reloads_total", "counter", "Configuration reloads applied.", s->reloads},
         {"lockproxy_config_reload_errors_total", "counter",
          "Configuration reloads refused (bad file).", s->reload_errors},
+        {"lockproxy_loop_iterations_total", "counter", "Event loop iterations.", lat.iterations},
+        {"lockproxy_loop_max_work_microseconds", "gauge",
+         "The longest work of one event loop iteration (not its wait for events).",
+         lat.max_work_us},
+        {"lockproxy_loop_slow_iterations_total", "counter",
+         "Event loop iterations that worked longer than --latency-monitor-threshold.", lat.slow},
+        {"lockproxy_loop_late_timers_total", "counter",
+         "Timers that ran more than --latency-monitor-threshold after their deadline.",
+         lat.late_timers},
+        {"lockproxy_loop_max_timer_late_milliseconds", "gauge",
+         "The latest timer run, ms after its deadline.", lat.max_late_ms},
     };
 
     buf_appendf(o,

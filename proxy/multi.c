@@ -12,6 +12,7 @@
 
 #include "common/util.h"
 #include "proxy/client.h"
+#include "proxy/climem.h"
 #include "proxy/cmd.h"
 #include "proxy/reply.h"
 #include "proxy/server.h"
@@ -21,6 +22,7 @@ void px_multi_init(struct px_multi *m)
     m->active = false;
     m->dirty = false;
     m->n = 0;
+    m->bytes = 0;
     list_init(&m->queue);
 }
 
@@ -38,6 +40,7 @@ static void multi_free_queue(struct px_multi *m)
 void px_multi_client_gone(struct px_client *cl)
 {
     multi_free_queue(&cl->multi);
+    px_climem_sync(cl);
 }
 
 void px_multi_req_gone(struct px_client *cl, const struct px_req *req)
@@ -82,12 +85,18 @@ static bool multi_refuses(const struct px_cmd *c)
 }
 
 /* Moves req (RUNNING, nothing written) to the transaction's queue, and
- * answers +QUEUED in its place. Returns 0 or -ENOMEM. */
+ * answers +QUEUED in its place. Returns 0, -ENOBUFS (over
+ * --max-client-memory) or -ENOMEM. */
 static int multi_take(struct px_req *req)
 {
     struct px_client *cl = req->cl;
-    struct px_req *p = px_req_create(0);
+    size_t bytes = px_climem_req_bytes(req);
+    struct px_req *p;
 
+    px_climem_sync(cl); /* req left the parser: not counted twice */
+    if (!px_climem_admit(cl->srv, bytes))
+        return -ENOBUFS;
+    p = px_req_create(0);
     if (!p)
         return -ENOMEM;
     if (cl->barrier == req) /* a LOCK that may wait does not wait to be queued */
@@ -100,6 +109,8 @@ static int multi_take(struct px_req *req)
     req->state = PX_REQ_QUEUED;
     list_add_tail(&cl->multi.queue, &req->node);
     cl->multi.n++;
+    cl->multi.bytes += bytes;
+    px_climem_sync(cl);
     px_reply_status(px_req_out(p), "QUEUED");
     px_req_done(p);
     return 0;
@@ -109,6 +120,7 @@ bool px_multi_intercept(struct px_req *req)
 {
     struct px_client *cl = req->cl;
     unsigned max = cl->srv->opts.max_pipeline;
+    int rc;
 
     if (!cl->multi.active || multi_runs_now(req->cmd))
         return false;
@@ -117,7 +129,12 @@ bool px_multi_intercept(struct px_req *req)
     else if (cl->multi.n >= max)
         px_reply_error(px_req_out(req),
                        "ERR transaction has more than %u commands queued (--max-pipeline)", max);
-    else if (multi_take(req) < 0)
+    else if ((rc = multi_take(req)) == -ENOBUFS)
+        px_reply_error(px_req_out(req),
+                       "OOM command not allowed when client memory is over "
+                       "--max-client-memory (%zu bytes)",
+                       cl->srv->opts.max_client_memory);
+    else if (rc < 0)
         px_reply_error(px_req_out(req), "ERR out of memory");
     else
         return true;
@@ -145,6 +162,7 @@ static void cmd_discard(struct px_req *req)
     if (!req->cl->multi.active)
         return finish_error(req, "ERR DISCARD without MULTI");
     multi_free_queue(&req->cl->multi);
+    px_climem_sync(req->cl);
     px_reply_status(px_req_out(req), "OK");
     px_req_done(req);
 }
@@ -161,6 +179,7 @@ static void cmd_exec(struct px_req *req)
         return finish_error(req, "ERR EXEC without MULTI");
     if (m->dirty) {
         multi_free_queue(m);
+        px_climem_sync(cl);
         return finish_error(req, "EXECABORT Transaction discarded because of previous errors.");
     }
     px_reply_array(px_req_out(req), m->n);
@@ -170,7 +189,8 @@ static void cmd_exec(struct px_req *req)
     cl->nreqs += m->n;
     list_splice_tail_init(&m->queue, &cl->queued); /* m->queue: the queue, then what waited */
     list_splice_tail_init(&cl->queued, &m->queue); /* all of it back, in that order */
-    px_multi_init(m);
+    px_multi_init(m); /* queued now: bounded by --max-pipeline and the output limits */
+    px_climem_sync(cl);
     px_req_done(req);
 }
 

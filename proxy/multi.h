@@ -19,7 +19,9 @@
  * command that failed does not undo the others (neither does Redis).
  *
  * Memory: a transaction queues at most --max-pipeline commands (each at
- * most --max-request-bytes); one more is refused and marks it. Queued
+ * most --max-request-bytes), and none that would take the memory held for
+ * all clients past --max-client-memory (-OOM; climem.h); one more is
+ * refused and marks it. Queued
  * requests are outside the connection's pipeline count until EXEC. */
 #ifndef LP_PROXY_MULTI_H
 #define LP_PROXY_MULTI_H
@@ -39,6 +41,7 @@ struct px_multi {
     bool active;       /* between MULTI and EXEC or DISCARD */
     bool dirty;        /* a command was refused while queueing: EXEC aborts */
     unsigned n;        /* requests in queue */
+    size_t bytes;      /* memory they hold (climem.h) */
     struct list queue; /* owned: struct px_req queued since MULTI, in order */
 };
 

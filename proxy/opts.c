@@ -69,6 +69,14 @@ static const char usage_text[] =
     "                             close a connection (releasing its locks) with\n"
     "                             more than BYTES of replies unsent\n"
     "                             (default 16777216, 0 off)\n"
+    "  --max-client-memory BYTES  memory held for all clients together (MULTI\n"
+    "                             queues, input, unsent replies); a command MULTI\n"
+    "                             would queue past it is refused with -OOM\n"
+    "                             (default 1073741824, 0 off)\n"
+    "  --latency-monitor-threshold MS\n"
+    "                             count (INFO latency) and log loop iterations\n"
+    "                             that work longer than MS, and timers that fire\n"
+    "                             later than MS (default 100, 0 off)\n"
     "  --timeout SECONDS          close a connection idle that long; one that\n"
     "                             holds or waits for a lock is never idle\n"
     "                             (default 0: off)\n"
@@ -145,6 +153,8 @@ void px_opts_default(struct px_opts *o)
     o->max_pipeline = 1024;
     o->out_soft = 256 * 1024;
     o->out_hard = 16 * 1024 * 1024;
+    o->max_client_memory = 1024 * 1024 * 1024;
+    o->latency_threshold_ms = 100;
     o->timeout_s = 0;
     o->auth_timeout_s = 10;
     o->keepalive_s = 300;
@@ -388,6 +398,8 @@ static const struct opt_key keys[] = {
     {"max-pipeline", OPT_NUM, NUM(max_pipeline), 1, 1000000, NULL, true},
     {"client-output-soft-limit", OPT_NUM, NUM(out_soft), 0, 1ll << 40, NULL, true},
     {"client-output-hard-limit", OPT_NUM, NUM(out_hard), 0, 1ll << 40, NULL, true},
+    {"max-client-memory", OPT_NUM, NUM(max_client_memory), 0, 1ll << 50, NULL, true},
+    {"latency-monitor-threshold", OPT_NUM, NUM(latency_threshold_ms), 0, 3600000, NULL, true},
     {"timeout", OPT_NUM, NUM(timeout_s), 0, 31536000, NULL, true},
     {"auth-timeout", OPT_NUM, NUM(auth_timeout_s), 0, 86400, NULL, true},
     {"tcp-keepalive", OPT_NUM, NUM(keepalive_s), 0, 32767, NULL, true},

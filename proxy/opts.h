@@ -84,6 +84,8 @@ struct px_opts {
     unsigned max_pipeline;   /* requests outstanding per client before reading pauses */
     size_t out_soft;         /* unsent reply bytes that pause a client's reading, 0 off */
     size_t out_hard;         /* unsent reply bytes that close a client, 0 off */
+    size_t max_client_memory; /* bytes held for all clients before MULTI refuses, 0 off */
+    unsigned latency_threshold_ms; /* loop iterations / late timers counted and logged, 0 off */
     unsigned timeout_s;      /* idle seconds before a client is closed, 0 off */
     unsigned auth_timeout_s; /* seconds to AUTH (when auth is on), 0 off */
     unsigned keepalive_s;    /* TCP keepalive idle seconds on clients, 0 off */

@@ -22,6 +22,7 @@
 #include "pool/pool.h"
 #include "proxy/auth.h"
 #include "proxy/client.h"
+#include "proxy/climem.h"
 #include "proxy/cmd.h"
 #include "proxy/config.h"
 #include "proxy/http.h"
@@ -201,6 +202,8 @@ static int server_extras(struct px_server *srv)
         return rc;
     srv->signal_hook.fn = signal_hook;
     sched_loop_hook_add(srv->loop, &srv->signal_hook);
+    px_climem_start(srv);
+    sched_loop_set_latency_threshold(srv->loop, srv->opts.latency_threshold_ms);
     return 0;
 }
 
@@ -406,6 +409,7 @@ void px_server_destroy(struct px_server *srv)
     for (i = 0; i < 100 && (!list_empty(&srv->clients) || !px_http_is_idle(srv)); i++)
         sched_loop_run_once(srv->loop, 10);
     sched_loop_hook_del(srv->loop, &srv->signal_hook);
+    px_climem_stop(srv);
     px_http_destroy(srv);
     px_locks_deinit(srv);
     px_cmd_deinit();

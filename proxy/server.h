@@ -56,6 +56,7 @@ struct px_stats {
     uint64_t idle_closes;        /* clients closed by --timeout */
     uint64_t auth_closes;        /* clients closed by --auth-timeout */
     uint64_t protected_refusals; /* clients refused by protected mode (protect.c) */
+    uint64_t climem_refusals;    /* requests refused over --max-client-memory (climem.c) */
     /* Upstream topology (locks/watchdog.c): master changes of some slots
      * (failover, migration), holds of those slots checked at once, and
      * of those found lost. */
@@ -115,6 +116,9 @@ struct px_server {
     uint64_t auth_log_quiet;       /* auth failures not logged since then */
     uint64_t limit_log_ms;         /* when an output-limit close was last logged */
     uint64_t limit_log_quiet;      /* output-limit closes not logged since then */
+    size_t client_mem;             /* bytes held for clients (climem.h) */
+    struct sched_timer climem_timer; /* climem.c: gives unused memory back */
+    struct px_ratelog climem_log;  /* --max-client-memory refusals logged */
 
     struct px_redlock *redlock; /* owned: REDLOCK's masters (locks/redlock.c), or NULL */
     struct px_fence *fence;     /* owned: fencing-token floors (locks/fence.c), or NULL */

@@ -77,6 +77,11 @@ struct sched_loop {
     struct list release;             /* struct sched_conn.close_node: on_release due */
     struct list acceptors;           /* struct sched_accept_state.node: live listeners */
     struct list dead_acceptors;      /* struct sched_accept_state.node: stopped, draining */
+    struct sched_loop_latency lat;   /* work per iteration (see sched_loop_latency()) */
+    uint64_t lat_threshold_us;       /* iterations working longer are slow, 0: none are */
+    uint64_t lat_log_ms;             /* when a slow iteration or late timer was last logged */
+    uint64_t lat_logged_slow;        /* lat.slow at that line */
+    uint64_t lat_logged_late;        /* late timers at that line */
 };
 
 extern const struct sched__backend sched__uring_backend;

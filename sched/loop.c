@@ -333,21 +333,72 @@ static void loop_release(struct sched_loop *l)
     }
 }
 
+/* ---- latency ------------------------------------------------------------ */
+
+#define LAT_LOG_EVERY_MS 1000u /* at most one latency line a second */
+
+void sched_loop_set_latency_threshold(struct sched_loop *l, unsigned ms)
+{
+    l->lat_threshold_us = (uint64_t)ms * 1000u;
+    l->lat.threshold_ms = ms;
+    l->wheel.late_ms = ms;
+}
+
+void sched_loop_latency(const struct sched_loop *l, struct sched_loop_latency *out)
+{
+    *out = l->lat;
+    out->late_timers = l->wheel.late;
+    out->max_late_ms = l->wheel.late_max_ms;
+}
+
+/* An iteration worked work_us: counts it, and logs what passed the
+ * threshold since the last line (at most a line a second). */
+static void loop_note_work(struct sched_loop *l, uint64_t work_us)
+{
+    uint64_t slow, late;
+
+    l->lat.iterations++;
+    if (work_us > l->lat.max_work_us)
+        l->lat.max_work_us = work_us;
+    if (l->lat_threshold_us == 0)
+        return;
+    if (work_us > l->lat_threshold_us)
+        l->lat.slow++;
+    slow = l->lat.slow - l->lat_logged_slow;
+    late = l->wheel.late - l->lat_logged_late;
+    if ((slow == 0 && late == 0) ||
+        (l->lat_log_ms != 0 && l->now_ms - l->lat_log_ms < LAT_LOG_EVERY_MS))
+        return;
+    log_msg(LOG_LVL_WARN,
+            "event loop latency over --latency-monitor-threshold %llu ms: %llu iteration(s) "
+            "worked longer (this one %llu ms, longest %llu ms), %llu timer(s) fired late "
+            "(latest %llu ms after its deadline)",
+            (unsigned long long)l->lat.threshold_ms, (unsigned long long)slow,
+            (unsigned long long)(work_us / 1000u), (unsigned long long)(l->lat.max_work_us / 1000u),
+            (unsigned long long)late, (unsigned long long)l->wheel.late_max_ms);
+    l->lat_log_ms = l->now_ms;
+    l->lat_logged_slow = l->lat.slow;
+    l->lat_logged_late = l->wheel.late;
+}
+
 static int loop_iterate(struct sched_loop *l, int max_wait)
 {
+    uint64_t woke_ns;
     int rc;
 
     l->now_ms = clock_mono_ms();
     rc = l->be->wait(l, loop_timeout(l, max_wait));
     if (rc < 0)
         return rc;
-    l->now_ms = clock_mono_ms();
+    woke_ns = clock_mono_ns();
+    l->now_ms = woke_ns / 1000000u;
     l->be->dispatch(l);
     loop_run_ready(l);
     sched_wheel_run(&l->wheel, l->now_ms);
     loop_run_hooks(l);
     loop_flush(l);
     loop_release(l);
+    loop_note_work(l, (clock_mono_ns() - woke_ns) / 1000u);
     return l->fatal;
 }
 

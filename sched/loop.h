@@ -67,6 +67,26 @@ void sched_loop_stop(struct sched_loop *l);
 /* Monotonic ms, refreshed once per iteration. */
 uint64_t sched_loop_now_ms(const struct sched_loop *l);
 
+/* Loop latency (Redis's latency monitor is the model): the work of an
+ * iteration is the time from the end of its wait for events to its end
+ * (dispatch, timers, hooks, flush, releases), not the time it blocks. An
+ * iteration working longer than the threshold is slow; a timer that runs
+ * more than the threshold after its deadline is late (a loop that did not
+ * run at all, e.g. stopped or starved of CPU, shows only there). Each
+ * slow iteration or late timer logs a warn line, at most one a second
+ * (with how many were not logged). */
+struct sched_loop_latency {
+    uint64_t iterations;    /* since creation */
+    uint64_t max_work_us;   /* the longest work of one iteration */
+    uint64_t slow;          /* iterations whose work passed the threshold */
+    uint64_t late_timers;   /* timer expiries later than the threshold */
+    uint64_t max_late_ms;   /* the latest timer expiry, ms after its deadline */
+    uint64_t threshold_ms;  /* the threshold, 0: off (nothing slow or late) */
+};
+
+void sched_loop_set_latency_threshold(struct sched_loop *l, unsigned ms);
+void sched_loop_latency(const struct sched_loop *l, struct sched_loop_latency *out);
+
 /* Timers on the loop's wheel. add re-arms a pending timer. */
 void sched_loop_timer_add(struct sched_loop *l, struct sched_timer *t, uint64_t expires_ms);
 void sched_loop_timer_in(struct sched_loop *l, struct sched_timer *t, uint64_t delay_ms);

@@ -20,6 +20,10 @@ struct sched_wheel {
     uint64_t cur_tick;    /* next tick to process (now_ms / tick_ms) */
     uint64_t empty_below; /* the slots of ticks cur_tick + 1 .. empty_below - 1 are empty */
     size_t count;         /* pending timers */
+    uint64_t late_ms;     /* expiries later than this are counted in late, 0: none are */
+    uint64_t late;        /* expiries that ran more than late_ms after their deadline */
+    uint64_t late_max_ms; /* the latest expiry seen, ms after its deadline */
+    uint64_t run_ms;      /* now_ms of the last sched_wheel_run */
 };
 
 #ifdef __cplusplus

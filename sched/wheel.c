@@ -160,6 +160,10 @@ int sched_wheel_init(struct sched_wheel *w, uint64_t now_ms, uint64_t tick_ms, s
     w->cur_tick = wheel_floor_tick(w, now_ms);
     w->empty_below = w->cur_tick;
     w->count = 0;
+    w->late_ms = 0;
+    w->late = 0;
+    w->late_max_ms = 0;
+    w->run_ms = now_ms;
     return 0;
 
 err_free_slots:
@@ -275,7 +279,21 @@ static void wheel_collect(struct sched_wheel *w, uint64_t first, uint64_t last, 
     }
 }
 
-static size_t wheel_drain(struct sched_wheel *w, struct list *due)
+/* A timer runs at now_ms: how late (a stalled loop shows here). Counted
+ * from its deadline, or from the previous run when it was already due
+ * then (armed in the past: due at once, not late). */
+static void wheel_note_lateness(struct sched_wheel *w, const struct sched_timer *t, uint64_t now_ms)
+{
+    uint64_t from = LP_MAX(t->expires, w->run_ms);
+    uint64_t late = now_ms > from ? now_ms - from : 0;
+
+    if (late > w->late_max_ms)
+        w->late_max_ms = late;
+    if (w->late_ms > 0 && late > w->late_ms)
+        w->late++;
+}
+
+static size_t wheel_drain(struct sched_wheel *w, struct list *due, uint64_t now_ms)
 {
     struct list *node;
     struct sched_timer *t;
@@ -285,6 +303,7 @@ static size_t wheel_drain(struct sched_wheel *w, struct list *due)
         t = list_entry(node, struct sched_timer, node);
         list_del_init(node);
         w->count--;
+        wheel_note_lateness(w, t, now_ms);
         t->cb(t);
         fired++;
     }
@@ -294,13 +313,15 @@ static size_t wheel_drain(struct sched_wheel *w, struct list *due)
 size_t sched_wheel_run(struct sched_wheel *w, uint64_t now_ms)
 {
     uint64_t now_tick = wheel_floor_tick(w, now_ms), first = w->cur_tick;
-    size_t cur = (size_t)first & (w->nslots - 1);
+    size_t cur = (size_t)first & (w->nslots - 1), fired;
     struct list due;
 
     /* The usual iteration: still in the same tick, and its slot is empty. */
     if (now_tick == first &&
-        !(w->occupied[cur / WHEEL_WORD_BITS] & (1ull << (cur % WHEEL_WORD_BITS))))
+        !(w->occupied[cur / WHEEL_WORD_BITS] & (1ull << (cur % WHEEL_WORD_BITS)))) {
+        w->run_ms = now_ms;
         return 0;
+    }
     if (now_tick < first)
         now_tick = first;
     else if (now_tick - first >= w->nslots)
@@ -309,7 +330,9 @@ size_t sched_wheel_run(struct sched_wheel *w, uint64_t now_ms)
     if (w->count)
         wheel_collect(w, first, now_tick, LP_MIN(now_tick * w->tick_ms, now_ms), &due);
     w->cur_tick = now_tick;
-    return wheel_drain(w, &due);
+    fired = wheel_drain(w, &due, now_ms);
+    w->run_ms = now_ms;
+    return fired;
 }
 
 int64_t sched_wheel_timeout_ms(struct sched_wheel *w, uint64_t now_ms)

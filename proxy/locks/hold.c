@@ -717,9 +717,11 @@ static void settle_log_rollback(struct px_hold *h, uint64_t n)
 {
     uint64_t quiet;
 
+    /* info, not warn: a client leaving with a LOCK in flight is routine;
+     * unknown_outcomes_rolled_back counts every one. */
     if (!px_ratelog_allow(&settle_log, sched_loop_now_ms(h->srv->loop), &quiet))
         return;
-    log_msg(LOG_LVL_WARN,
+    log_msg(LOG_LVL_INFO,
             "rolled back %llu acquisition(s) of %s '%.*s' by %.*s that no client was told of "
             "(late, unreplicated or lost reply) (%llu similar not logged)",
             (unsigned long long)n, h->kind->name, (int)LP_MIN(h->nlen, 200u), h->key, (int)h->olen,

@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -174,6 +175,179 @@ TEST(limits_lock_pipelines_bounded)
     pu_each_backend(scenario_lock_flood, NULL);
 }
 
+/* ---- client memory: a global bound, and memory given back -------------- */
+
+#define ECHO_BYTES   60000
+#define MEM_BOUND    (8 * 1024 * 1024) /* --max-client-memory of the bound scenario */
+#define MEM_CONNS    6
+#define MEM_ECHOES   60
+#define SLACK_KB     (32 * 1024) /* RSS the allocator may keep around a bound */
+
+static char *echo_payload(void)
+{
+    char *p = malloc(ECHO_BYTES + 1);
+
+    ASSERT_NOTNULL(p);
+    memset(p, 'm', ECHO_BYTES);
+    p[ECHO_BYTES] = '\0';
+    return p;
+}
+
+/* Opens n connections, each sends MULTI and echoes ECHO <60 KB>; counts
+ * the +QUEUED and -OOM replies (anything else fails the test). */
+static void multi_burst(struct pu_env *e, redisContext **c, int n, int echoes, int *queued,
+                        int *oom)
+{
+    char *payload = echo_payload();
+
+    *queued = *oom = 0;
+    for (int i = 0; i < n; i++) {
+        c[i] = pu_client(e);
+        PU_OK(c[i], "MULTI");
+        for (int j = 0; j < echoes; j++)
+            pu_send(c[i], "ECHO %s", payload);
+    }
+    for (int i = 0; i < n; i++) {
+        for (int j = 0; j < echoes; j++) {
+            redisReply *r = pu_recv(c[i]);
+            char d[256];
+
+            if (r->type == REDIS_REPLY_STATUS && strcmp(r->str, "QUEUED") == 0)
+                (*queued)++;
+            else if (pu_is_err(r, "OOM") && strstr(r->str, "--max-client-memory"))
+                (*oom)++;
+            else
+                TEST_FAIL("ECHO inside MULTI answered %s", pu_describe(r, d, sizeof(d)));
+            freeReplyObject(r);
+        }
+    }
+    free(payload);
+}
+
+/* Transactions that would hold more than --max-client-memory are refused
+ * with -OOM naming the flag (and abort at EXEC); what is held stays under
+ * the bound, and INFO shows it. */
+static void scenario_client_memory_bound(struct pu_env *e)
+{
+    redisContext *c[MEM_CONNS], *other = pu_client(e);
+    long base_kb = lu_rss_kb(e->proxy.pid), peak_kb;
+    long long held;
+    int queued, oom;
+
+    ASSERT_EQ(pu_info_int(other, "max_client_memory"), MEM_BOUND);
+    multi_burst(e, c, MEM_CONNS, MEM_ECHOES, &queued, &oom);
+    peak_kb = lu_rss_kb(e->proxy.pid);
+    held = pu_info_int(other, "client_memory");
+    fprintf(stderr, "MULTI burst under an 8 MiB bound: %d queued, %d refused, client_memory %lld, "
+            "RSS %ld -> %ld kB\n", queued, oom, held, base_kb, peak_kb);
+    ASSERT_TRUE(oom > 0);
+    ASSERT_TRUE(queued > 0 && (long long)queued * ECHO_BYTES <= MEM_BOUND);
+    ASSERT_TRUE(held >= (long long)queued * ECHO_BYTES && held <= MEM_BOUND);
+    ASSERT_TRUE(peak_kb < base_kb + MEM_BOUND / 1024 + SLACK_KB);
+    ASSERT_TRUE(pu_info_int(other, "client_memory_refusals") >= oom);
+    /* The last connection was refused: its EXEC aborts; the others run. */
+    PU_ERR(c[MEM_CONNS - 1], "EXECABORT", "EXEC");
+    for (int i = 0; i < MEM_CONNS; i++)
+        redisFree(c[i]);
+    PU_EVENTUALLY(pu_info_int(other, "client_memory") < 64 * 1024, 5000);
+    /* Under the bound again: a transaction queues. */
+    PU_OK(other, "MULTI");
+    PU_STR(other, "QUEUED", "ECHO %s", "x");
+    redisReply *r = pu_cmd(other, "EXEC");
+    ASSERT_TRUE(r->type == REDIS_REPLY_ARRAY && r->elements == 1);
+    freeReplyObject(r);
+    redisFree(other);
+}
+
+TEST(limits_client_memory_bounded)
+{
+    static const char *const extra[] = {"--max-client-memory", "8388608", NULL};
+
+    lu_small_asan_quarantine();
+    pu_each_backend(scenario_client_memory_bound, extra);
+}
+
+/* After a burst of big transactions closes, the proxy's resident memory
+ * falls back within a few seconds, without any further traffic. */
+static void scenario_memory_returned(struct pu_env *e)
+{
+    redisContext *c[6], *other = pu_client(e);
+    char alloc[32] = "";
+    long base_kb, peak_kb;
+    int queued, oom;
+
+    pu_info_str(other, "mem_allocator", alloc, sizeof(alloc));
+    PU_STR(other, "PONG", "PING");
+    base_kb = lu_rss_kb(e->proxy.pid);
+    multi_burst(e, c, 6, 100, &queued, &oom);
+    peak_kb = lu_rss_kb(e->proxy.pid);
+    ASSERT_EQ(oom, 0);
+    for (int i = 0; i < 6; i++)
+        redisFree(c[i]);
+    fprintf(stderr, "6 x 100 queued ECHO 60 KB: RSS %ld -> %ld kB\n", base_kb, peak_kb);
+    ASSERT_TRUE(peak_kb > base_kb + 24 * 1024); /* the burst did take memory */
+    if (strcmp(alloc, "jemalloc") != 0) {
+        fprintf(stderr, "allocator %s: not checking that memory is given back\n", alloc);
+    } else {
+        long long dl = pu_now_ms() + 5000;
+        long now_kb;
+
+        while ((now_kb = lu_rss_kb(e->proxy.pid)) > base_kb + 16 * 1024 && pu_now_ms() < dl)
+            pu_sleep_ms(100);
+        fprintf(stderr, "RSS after the connections closed: %ld kB\n", now_kb);
+        if (now_kb > base_kb + 16 * 1024)
+            TEST_FAIL("RSS %ld kB 5 s after the burst closed (before it: %ld kB)", now_kb, base_kb);
+    }
+    ASSERT_EQ(pu_info_int(other, "client_memory") < 64 * 1024, 1);
+    redisFree(other);
+}
+
+TEST(limits_client_memory_given_back)
+{
+    lu_small_asan_quarantine();
+    pu_each_backend(scenario_memory_returned, NULL);
+}
+
+/* --max-client-memory and --latency-monitor-threshold follow a reload,
+ * both ways. */
+TEST(limits_client_memory_reloadable)
+{
+    char conf[PU_PATH_MAX];
+    const char *extra[] = {"--config", conf, NULL};
+    struct pu_env e = {0};
+    redisContext *c;
+    char *payload = echo_payload();
+
+    ou_path(conf, sizeof(conf), "mem.conf");
+    ou_write_file(conf, "max-client-memory 100000\nlatency-monitor-threshold 50\n");
+    ou_env_start(&e, "epoll", extra);
+    c = pu_client(&e);
+    ASSERT_EQ(pu_info_int(c, "max_client_memory"), 100000);
+    ASSERT_EQ(pu_info_int(c, "latency_monitor_threshold_ms"), 50);
+    PU_OK(c, "MULTI");
+    PU_STR(c, "QUEUED", "ECHO %s", payload);
+    PU_ERR(c, "OOM", "ECHO %s", payload);
+    PU_ERR(c, "EXECABORT", "EXEC");
+    ou_write_file(conf, "max-client-memory 0\nlatency-monitor-threshold 0\n");
+    kill(e.proxy.pid, SIGHUP);
+    PU_EVENTUALLY(pu_info_int(c, "max_client_memory") == 0, 5000);
+    ASSERT_EQ(pu_info_int(c, "latency_monitor_threshold_ms"), 0);
+    PU_OK(c, "MULTI");
+    for (int i = 0; i < 3; i++)
+        PU_STR(c, "QUEUED", "ECHO %s", payload);
+    redisReply *r = pu_cmd(c, "EXEC");
+    ASSERT_TRUE(r->type == REDIS_REPLY_ARRAY && r->elements == 3);
+    freeReplyObject(r);
+    ou_write_file(conf, "max-client-memory 100000\nlatency-monitor-threshold 50\n");
+    kill(e.proxy.pid, SIGHUP);
+    PU_EVENTUALLY(pu_info_int(c, "max_client_memory") == 100000, 5000);
+    ASSERT_EQ(pu_info_int(c, "latency_monitor_threshold_ms"), 50);
+    free(payload);
+    redisFree(c);
+    pu_env_stop(&e);
+}
+
 TEST_MAIN(TEST_CASE(limits_info_flood_bounded), TEST_CASE(limits_replies_kept_in_order),
           TEST_CASE(limits_hard_limit_closes_and_releases),
-          TEST_CASE(limits_lock_pipelines_bounded))
+          TEST_CASE(limits_lock_pipelines_bounded), TEST_CASE(limits_client_memory_bounded),
+          TEST_CASE(limits_client_memory_given_back), TEST_CASE(limits_client_memory_reloadable))

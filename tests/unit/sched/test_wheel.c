@@ -603,6 +603,44 @@ TEST(wheel_timeout_follows_changes)
     sched_wheel_deinit(&g_wheel);
 }
 
+/* Lateness: a timer run 300 ms after its deadline is late (over late_ms);
+ * one armed already in the past is due at once, not late; within late_ms
+ * is not counted, but the latest lateness is kept. */
+TEST(wheel_counts_late_timers)
+{
+    struct probe a, b, c;
+
+    setup(1000, NSLOTS);
+    g_wheel.late_ms = 100;
+    probe_init(&a, 1);
+    probe_init(&b, 2);
+    probe_init(&c, 3);
+    sched_wheel_add(&g_wheel, &a.timer, 1100);
+    g_now = 1400; /* the loop did not run for 400 ms */
+    sched_wheel_run(&g_wheel, g_now);
+    ASSERT_EQ(a.fired, 1);
+    ASSERT_EQ(g_wheel.late, 1u);
+    ASSERT_EQ(g_wheel.late_max_ms, 300u);
+    sched_wheel_add(&g_wheel, &b.timer, 500); /* in the past: due now */
+    g_now = 1404;
+    sched_wheel_run(&g_wheel, g_now);
+    ASSERT_EQ(b.fired, 1);
+    ASSERT_EQ(g_wheel.late, 1u);
+    sched_wheel_add(&g_wheel, &c.timer, 1420);
+    g_now = 1480; /* 60 ms late: under late_ms */
+    sched_wheel_run(&g_wheel, g_now);
+    ASSERT_EQ(c.fired, 1);
+    ASSERT_EQ(g_wheel.late, 1u);
+    ASSERT_EQ(g_wheel.late_max_ms, 300u);
+    g_wheel.late_ms = 0; /* off: nothing counted */
+    sched_wheel_add(&g_wheel, &a.timer, 1500);
+    g_now = 3000;
+    sched_wheel_run(&g_wheel, g_now);
+    ASSERT_EQ(g_wheel.late, 1u);
+    ASSERT_EQ(g_wheel.late_max_ms, 1500u);
+    sched_wheel_deinit(&g_wheel);
+}
+
 TEST_MAIN(TEST_CASE(wheel_init_rejects_bad_args), TEST_CASE(wheel_fires_in_order),
           TEST_CASE(wheel_same_slot_is_fifo), TEST_CASE(wheel_never_early), TEST_CASE(wheel_rounds),
           TEST_CASE(wheel_cancel), TEST_CASE(wheel_cancel_from_callback),
@@ -610,4 +648,4 @@ TEST_MAIN(TEST_CASE(wheel_init_rejects_bad_args), TEST_CASE(wheel_fires_in_order
           TEST_CASE(wheel_add_in_past), TEST_CASE(wheel_timeout_ms),
           TEST_CASE(wheel_timeout_drives_loop), TEST_CASE(wheel_big_time_jump),
           TEST_CASE(wheel_deinit_unlinks), TEST_CASE(wheel_random_vs_model),
-          TEST_CASE(wheel_timeout_follows_changes))
+          TEST_CASE(wheel_timeout_follows_changes), TEST_CASE(wheel_counts_late_timers))

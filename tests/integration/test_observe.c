@@ -1,0 +1,288 @@
+/* What an operator sees of routine events, and of the loop itself:
+ * - a client that disconnects with a LOCK in flight has the acquisition
+ *   rolled back: counted (INFO unknown_outcomes_rolled_back, metrics) and
+ *   logged at info, not warn (it is correct behaviour, common under load);
+ * - the loop's slowest iteration, iterations over
+ *   --latency-monitor-threshold and timers that fired late are in INFO
+ *   (latency section) and /metrics, and a stall is logged (warn, rate
+ *   limited);
+ * - a burst of new connections after an idle spell, under CPU contention,
+ *   is answered in time (both io backends).
+ * Both io backends. */
+#include <sys/socket.h>
+#include <sys/wait.h>
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "ops_util.h"
+#include "proxy_util.h"
+
+/* ---- environment ------------------------------------------------------------ */
+
+static char metrics_addr[64];
+static int metrics_port;
+static const char *metrics_extra[] = {"--metrics", metrics_addr, NULL};
+
+static void pick_metrics_port(void)
+{
+    metrics_port = pu_free_port();
+    snprintf(metrics_addr, sizeof(metrics_addr), "127.0.0.1:%d", metrics_port);
+}
+
+/* Redis with DEBUG enabled, then the proxy with --io backend and extra
+ * (the log level is info unless extra says otherwise). */
+static void env_start(struct pu_env *e, const char *backend, const char *const *extra)
+{
+    const char *args[PU_MAX_ARGS];
+    int i = 0;
+
+    memset(e, 0, sizeof(*e));
+    e->redis.extra[0] = "--enable-debug-command";
+    e->redis.extra[1] = "yes";
+    pu_redis_start(&e->redis);
+    args[i++] = "--log-level";
+    args[i++] = "info";
+    for (int j = 0; extra && extra[j] && i < PU_MAX_ARGS - 1; j++)
+        args[i++] = extra[j];
+    args[i] = NULL;
+    ou_env_start(e, backend, args);
+}
+
+static void each_backend(void (*scenario)(struct pu_env *e), const char *const *extra)
+{
+    static const char *const backends[] = {"epoll", "uring"};
+    const char *only = getenv("LP_IT_BACKENDS");
+    struct pu_env e;
+    int ran = 0;
+
+    for (size_t i = 0; i < 2; i++) {
+        if (only && only[0] && !strstr(only, backends[i]))
+            continue;
+        if (i == 1 && !pu_uring_available()) {
+            fprintf(stderr, "SKIP (uring half): io_uring_setup is not permitted here\n");
+            continue;
+        }
+        fprintf(stderr, "-- io backend %s\n", backends[i]);
+        env_start(&e, backends[i], extra);
+        scenario(&e);
+        pu_env_stop(&e);
+        ran++;
+    }
+    if (ran == 0)
+        TEST_SKIP("no selected io backend can run here");
+}
+
+/* ---- a LOCK in flight when its client leaves: a counter, an info line ------ */
+
+static void scenario_rollback_quiet(struct pu_env *e)
+{
+    static const char lock_req[] = "*4\r\n$4\r\nLOCK\r\n$2\r\nrb\r\n$5\r\nLEASE\r\n$5\r\n30000\r\n";
+    redisContext *rc = pu_redis_client(e), *a = pu_client(e), *s = pu_redis_client(e);
+    long long before = pu_info_int(a, "unknown_outcomes_rolled_back");
+    int fd = pu_raw_connect(e->proxy.port);
+
+    pu_send(s, "DEBUG SLEEP %s", "1");
+    pu_sleep_ms(100); /* Redis is asleep */
+    ASSERT_TRUE(pu_raw_send(fd, lock_req, sizeof(lock_req) - 1));
+    pu_sleep_ms(100); /* the proxy sent the acquire */
+    close(fd);
+    /* Redis wakes, runs the acquire: the proxy gives it back. */
+    PU_EVENTUALLY(!pu_exists(rc, "rb"), 8000);
+    PU_EVENTUALLY(pu_info_int(a, "unknown_outcomes_rolled_back") > before, 5000);
+    ASSERT_TRUE(ou_file_contains(e->proxy.log_path, "info: rolled back 1 acquisition(s)"));
+    ASSERT_TRUE(!ou_file_contains(e->proxy.log_path, "warn: rolled back"));
+    freeReplyObject(pu_recv(s));
+    redisFree(s);
+    redisFree(a);
+    redisFree(rc);
+}
+
+TEST(observe_rollback_counted_not_warned)
+{
+    each_backend(scenario_rollback_quiet, NULL);
+}
+
+/* ---- loop latency: a stalled loop, a slow iteration ------------------------- */
+
+/* The proxy stopped 600 ms while a LOCK's WAIT 150 timer was due: the timer
+ * runs late, INFO latency and /metrics count it, a warn line says so. */
+static void scenario_stall_seen(struct pu_env *e)
+{
+    redisContext *holder = pu_client(e), *w = pu_client(e), *o;
+    char body[65536];
+    long long late, before;
+
+    ASSERT_EQ(pu_info_int(holder, "latency_monitor_threshold_ms"), 100);
+    before = pu_info_int(holder, "loop_late_timers"); /* 0 unless the machine is loaded */
+    PU_OK(holder, "LOCK %s", "st");
+    pu_send(w, "LOCK %s WAIT %d", "st", 150);
+    pu_sleep_ms(30); /* the proxy took it: its wait timer is armed */
+    ASSERT_EQ(kill(e->proxy.pid, SIGSTOP), 0);
+    pu_sleep_ms(600);
+    ASSERT_EQ(kill(e->proxy.pid, SIGCONT), 0);
+    PU_RECV(w, PU_K_NIL, 0, NULL);
+    o = pu_client(e);
+    late = pu_info_int(o, "loop_max_timer_late_ms");
+    fprintf(stderr, "after a 600 ms stop: loop_late_timers %lld, loop_max_timer_late_ms %lld\n",
+            pu_info_int(o, "loop_late_timers"), late);
+    ASSERT_TRUE(pu_info_int(o, "loop_late_timers") > before);
+    ASSERT_TRUE(late >= 300 && late < 5000);
+    PU_EVENTUALLY(ou_file_contains(e->proxy.log_path, "timer(s) fired late"), 2000);
+    ASSERT_EQ(ou_http_get(metrics_port, "/metrics", body, sizeof(body)), 200);
+    ASSERT_TRUE(ou_metric(body, "lockproxy_loop_late_timers_total") >= 1);
+    ASSERT_TRUE(ou_metric(body, "lockproxy_loop_max_timer_late_milliseconds") >= 300);
+    PU_INT(holder, 1, "UNLOCK %s", "st");
+    redisFree(o);
+    redisFree(w);
+    redisFree(holder);
+}
+
+TEST(observe_stalled_loop_counted)
+{
+    pick_metrics_port();
+    each_backend(scenario_stall_seen, metrics_extra);
+}
+
+/* An EXEC of 20,000 queued ECHOs runs in one loop iteration (nothing in it
+ * waits): that iteration is slow, counted and logged. */
+#define EXEC_ECHOES 20000
+
+static void scenario_slow_iteration(struct pu_env *e)
+{
+    redisContext *c = pu_client(e), *o = pu_client(e);
+    char payload[1025];
+    redisReply *r;
+    long long max_us, slow_before;
+
+    memset(payload, 'e', sizeof(payload) - 1);
+    payload[sizeof(payload) - 1] = '\0';
+    slow_before = pu_info_int(o, "loop_slow_iterations"); /* a loaded machine has some */
+    PU_OK(c, "MULTI");
+    for (int i = 0; i < EXEC_ECHOES; i++)
+        pu_send(c, "ECHO %s", payload);
+    for (int i = 0; i < EXEC_ECHOES; i++)
+        PU_RECV(c, PU_K_STATUS, 0, "QUEUED");
+    pu_set_timeout(c, 30000);
+    r = pu_cmd(c, "EXEC");
+    ASSERT_TRUE(r->type == REDIS_REPLY_ARRAY && r->elements == EXEC_ECHOES);
+    freeReplyObject(r);
+    max_us = pu_info_int(o, "loop_max_work_us");
+    fprintf(stderr, "EXEC of %d ECHO 1 KB: longest iteration %lld us, %lld slow\n", EXEC_ECHOES,
+            max_us, pu_info_int(o, "loop_slow_iterations"));
+    ASSERT_TRUE(max_us > 5000);
+    ASSERT_TRUE(pu_info_int(o, "loop_slow_iterations") > slow_before);
+    PU_EVENTUALLY(ou_file_contains(e->proxy.log_path, "iteration(s) worked longer"), 2000);
+    redisFree(o);
+    redisFree(c);
+}
+
+TEST(observe_slow_iteration_counted)
+{
+    static const char *const extra[] = {"--latency-monitor-threshold", "5", "--max-pipeline",
+                                        "100000", "--client-output-soft-limit", "0",
+                                        "--client-output-hard-limit", "0", NULL};
+
+    each_backend(scenario_slow_iteration, extra);
+}
+
+/* ---- a connection burst after idle, under CPU contention ------------------- */
+
+#define BURST_CONNS   100
+#define BURST_IDLE_MS 3000
+#define BURST_WAIT_MS 5000 /* every connection answered within this */
+
+/* Busy loops, one per core, each ending by itself after 10 s at most. */
+static int spin_start(pid_t *pids, int max)
+{
+    static const char *const argv[] = {"/usr/bin/timeout", "10", "/bin/sh", "-c",
+                                       "while :; do :; done", NULL};
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    char log[PU_PATH_MAX];
+    int i;
+
+    snprintf(log, sizeof(log), "%s/spin.log", pu_tmpdir());
+    for (i = 0; i < max && i < (n > 0 ? n : 1); i++)
+        pids[i] = pu_spawn(argv, log);
+    return i;
+}
+
+/* 100 connections at once, each PING, LOCK, UNLOCK; every one must be
+ * answered within BURST_WAIT_MS. Prints the latencies seen. */
+static void scenario_burst_after_idle(struct pu_env *e)
+{
+    int fds[BURST_CONNS];
+    long long took[BURST_CONNS], start, worst = 0;
+    char bufs[BURST_CONNS][64];
+    size_t got[BURST_CONNS];
+    int nspin, answered = 0;
+    pid_t spin[4];
+    redisContext *o;
+
+    pu_sleep_ms(BURST_IDLE_MS);
+    nspin = spin_start(spin, 4);
+    pu_sleep_ms(200); /* the spinners have the cores */
+    start = pu_now_ms();
+    for (int i = 0; i < BURST_CONNS; i++) {
+        char req[160];
+        int n = snprintf(req, sizeof(req),
+                         "*1\r\n$4\r\nPING\r\n*2\r\n$4\r\nLOCK\r\n$4\r\nb%03d\r\n"
+                         "*2\r\n$6\r\nUNLOCK\r\n$4\r\nb%03d\r\n",
+                         i, i);
+
+        fds[i] = pu_raw_connect(e->proxy.port);
+        ASSERT_TRUE(pu_raw_send(fds[i], req, (size_t)n));
+        took[i] = -1;
+        got[i] = 0;
+    }
+    while (answered < BURST_CONNS && pu_now_ms() - start < BURST_WAIT_MS) {
+        for (int i = 0; i < BURST_CONNS; i++) {
+            ssize_t r;
+
+            if (took[i] >= 0)
+                continue;
+            r = recv(fds[i], bufs[i] + got[i], sizeof(bufs[i]) - 1 - got[i], MSG_DONTWAIT);
+            if (r <= 0)
+                continue;
+            got[i] += (size_t)r;
+            bufs[i][got[i]] = '\0';
+            if (strcmp(bufs[i], "+PONG\r\n+OK\r\n:1\r\n") == 0) {
+                took[i] = pu_now_ms() - start;
+                worst = took[i] > worst ? took[i] : worst;
+                answered++;
+            }
+        }
+        pu_sleep_ms(1);
+    }
+    for (int i = 0; i < nspin; i++)
+        pu_kill(spin[i]);
+    o = pu_client(e);
+    fprintf(stderr,
+            "%s: %d/%d connections answered after %d ms idle under %d busy loops, slowest "
+            "%lld ms; loop: longest iteration %lld us, %lld slow, %lld late timers (latest "
+            "%lld ms)\n",
+            e->backend, answered, BURST_CONNS, BURST_IDLE_MS, nspin, worst,
+            pu_info_int(o, "loop_max_work_us"), pu_info_int(o, "loop_slow_iterations"),
+            pu_info_int(o, "loop_late_timers"), pu_info_int(o, "loop_max_timer_late_ms"));
+    for (int i = 0; i < BURST_CONNS; i++) {
+        if (took[i] < 0)
+            TEST_FAIL("connection %d not answered within %d ms (got \"%.40s\")", i, BURST_WAIT_MS,
+                      bufs[i]);
+        close(fds[i]);
+    }
+    redisFree(o);
+}
+
+TEST(observe_burst_after_idle_under_load)
+{
+    each_backend(scenario_burst_after_idle, NULL);
+}
+
+TEST_MAIN(TEST_CASE(observe_rollback_counted_not_warned), TEST_CASE(observe_stalled_loop_counted),
+          TEST_CASE(observe_slow_iteration_counted),
+          TEST_CASE(observe_burst_after_idle_under_load))
