@@ -9,6 +9,7 @@
  * - a burst of new connections after an idle spell, under CPU contention,
  *   is answered in time (both io backends).
  * Both io backends. */
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 
@@ -197,18 +198,29 @@ TEST(observe_slow_iteration_counted)
 #define BURST_IDLE_MS 3000
 #define BURST_WAIT_MS 5000 /* every connection answered within this */
 
-/* Busy loops, one per core, each ending by itself after 10 s at most. */
+/* Busy loops, one per core: forked children that end by themselves after
+ * SPIN_MAX_MS, and die with the test (PR_SET_PDEATHSIG). A shell loop
+ * under timeout(1) outlived the test: killing timeout orphaned its loop. */
+#define SPIN_MAX_MS 10000
 static int spin_start(pid_t *pids, int max)
 {
-    static const char *const argv[] = {"/usr/bin/timeout", "10", "/bin/sh", "-c",
-                                       "while :; do :; done", NULL};
     long n = sysconf(_SC_NPROCESSORS_ONLN);
-    char log[PU_PATH_MAX];
     int i;
 
-    snprintf(log, sizeof(log), "%s/spin.log", pu_tmpdir());
-    for (i = 0; i < max && i < (n > 0 ? n : 1); i++)
-        pids[i] = pu_spawn(argv, log);
+    for (i = 0; i < max && i < (n > 0 ? n : 1); i++) {
+        pid_t pid = fork();
+
+        if (pid == 0) {
+            long long end = pu_now_ms() + SPIN_MAX_MS;
+
+            prctl(PR_SET_PDEATHSIG, SIGKILL);
+            while (pu_now_ms() < end)
+                ;
+            _exit(0);
+        }
+        ASSERT_TRUE(pid > 0);
+        pids[i] = pid;
+    }
     return i;
 }
 

@@ -421,6 +421,31 @@ static bool sync_timeout_long(struct rl *r)
     return pu_now_ms() - t0 >= 1000;
 }
 
+/* A command MULTI would queue past a tiny bound is refused. */
+static bool climem_small(struct rl *r)
+{
+    redisContext *c = client(r);
+    redisReply *rep;
+    bool refused;
+
+    PU_OK(c, "MULTI");
+    rep = pu_cmd(c, "ECHO %s", "queued-past-the-bound");
+    refused = pu_is_err(rep, "OOM");
+    freeReplyObject(rep);
+    freeReplyObject(pu_cmd(c, "DISCARD"));
+    redisFree(c);
+    return refused;
+}
+
+static bool latency_threshold_low(struct rl *r)
+{
+    redisContext *c = client(r);
+    long long ms = pu_info_int(c, "latency_monitor_threshold_ms");
+
+    redisFree(c);
+    return ms == 1;
+}
+
 /* ---- the table -------------------------------------------------------------- */
 
 struct reload_case {
@@ -451,6 +476,8 @@ static const struct reload_case cases[] = {
     {"timeout", "0", "1", "", timeout_on, false, false},
     {"auth-timeout", "0", "1", "requirepass pw\n", auth_timeout_on, false, false},
     {"tcp-keepalive", "0", "7", "", keepalive_on, false, false},
+    {"max-client-memory", "1073741824", "1", "", climem_small, false, false},
+    {"latency-monitor-threshold", "100", "1", "", latency_threshold_low, false, false},
     {"sync-replicas", "0", "1", "sync-timeout 100\n", sync_on, false, false},
     {"sync-timeout", "100", "1500", "sync-replicas 1\n", sync_timeout_long, false, false},
     {"tls-auth-clients", "no", "yes", "", tls_client_cert_required, false, true},

@@ -107,8 +107,7 @@ TEST(resp_format_split_and_raw)
                           "abc",
                           "2",
                           "k1",
-                          "k\0"
-                          "2",
+                          "k\0002", /* k, NUL, 2 (\000: three octal digits) */
                           "arg"};
     const size_t flens[] = {7, 3, 1, 2, 3, 3};
     const char *pre[] = {"EVALSHA", "abc"};
@@ -130,8 +129,7 @@ TEST(resp_format_split_and_raw)
                               "return 1",
                               "2",
                               "k1",
-                              "k\0"
-                              "2",
+                              "k\0002", /* k, NUL, 2 (\000: three octal digits) */
                               "arg"};
         const size_t wl[] = {4, 8, 1, 2, 3, 3};
 
