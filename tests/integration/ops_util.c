@@ -51,6 +51,58 @@ void ou_env_start(struct pu_env *e, const char *backend, const char *const *extr
     pu_proxy_start(&e->proxy);
 }
 
+void ou_debug_env_start(struct pu_env *e, const char *backend, const char *level,
+                        const char *const *extra)
+{
+    const char *env_level = getenv("LP_IT_LOG_LEVEL");
+    const char *args[PU_MAX_ARGS];
+    int i = 0;
+
+    memset(e, 0, sizeof(*e));
+    e->redis.extra[0] = "--enable-debug-command";
+    e->redis.extra[1] = "yes";
+    pu_redis_start(&e->redis);
+    args[i++] = "--log-level";
+    args[i++] = env_level && env_level[0] ? env_level : level;
+    for (int j = 0; extra && extra[j] && i < PU_MAX_ARGS - 1; j++)
+        args[i++] = extra[j];
+    args[i] = NULL;
+    ou_env_start(e, backend, args);
+}
+
+void ou_each_backend_debug(void (*scenario)(struct pu_env *e), const char *level,
+                           const char *const *extra)
+{
+    static const char *const backends[] = {"epoll", "uring"};
+    const char *only = getenv("LP_IT_BACKENDS");
+    struct pu_env e;
+    int ran = 0;
+
+    for (size_t i = 0; i < 2; i++) {
+        if (only && only[0] && !strstr(only, backends[i]))
+            continue;
+        if (i == 1 && !pu_uring_available()) {
+            fprintf(stderr, "SKIP (uring half): io_uring_setup is not permitted here\n");
+            continue;
+        }
+        fprintf(stderr, "-- io backend %s\n", backends[i]);
+        ou_debug_env_start(&e, backends[i], level, extra);
+        scenario(&e);
+        pu_env_stop(&e);
+        ran++;
+    }
+    if (ran == 0)
+        TEST_SKIP("no selected io backend can run here");
+}
+
+void ou_second_proxy(const struct pu_env *e, struct pu_proxy *p2)
+{
+    memset(p2, 0, sizeof(*p2));
+    snprintf(p2->upstream, sizeof(p2->upstream), "%s", e->proxy.upstream);
+    memcpy(p2->extra, e->proxy.extra, sizeof(p2->extra));
+    pu_proxy_start(p2);
+}
+
 redisContext *ou_client_auth(struct pu_env *e, const char *user, const char *pass)
 {
     redisContext *c = pu_client(e);

@@ -28,6 +28,21 @@ void ou_env_start(struct pu_env *e, const char *backend, const char *const *extr
 
 /* Connects to the proxy and runs AUTH (user NULL: AUTH password);
  * fails the test unless it answers +OK. */
+/* Redis with DEBUG enabled (DEBUG SLEEP on demand), then the proxy with
+ * --io backend, --log-level level ($LP_IT_LOG_LEVEL overrides it) and
+ * extra. */
+void ou_debug_env_start(struct pu_env *e, const char *backend, const char *level,
+                        const char *const *extra);
+
+/* Runs scenario on each io backend $LP_IT_BACKENDS selects (uring only
+ * where io_uring_setup is permitted) in an ou_debug_env_start env, which
+ * it stops after; skips the test when none can run. */
+void ou_each_backend_debug(void (*scenario)(struct pu_env *e), const char *level,
+                           const char *const *extra);
+
+/* A second proxy on e's Redis, with e's proxy's flags. */
+void ou_second_proxy(const struct pu_env *e, struct pu_proxy *p2);
+
 redisContext *ou_client_auth(struct pu_env *e, const char *user, const char *pass);
 
 /* One HTTP request (raw bytes) to 127.0.0.1:port; reads the response

@@ -36,47 +36,9 @@ static void pick_metrics_port(void)
     snprintf(metrics_addr, sizeof(metrics_addr), "127.0.0.1:%d", metrics_port);
 }
 
-/* Redis with DEBUG enabled, then the proxy with --io backend and extra
- * (the log level is info unless extra says otherwise). */
-static void env_start(struct pu_env *e, const char *backend, const char *const *extra)
-{
-    const char *args[PU_MAX_ARGS];
-    int i = 0;
-
-    memset(e, 0, sizeof(*e));
-    e->redis.extra[0] = "--enable-debug-command";
-    e->redis.extra[1] = "yes";
-    pu_redis_start(&e->redis);
-    args[i++] = "--log-level";
-    args[i++] = "info";
-    for (int j = 0; extra && extra[j] && i < PU_MAX_ARGS - 1; j++)
-        args[i++] = extra[j];
-    args[i] = NULL;
-    ou_env_start(e, backend, args);
-}
-
 static void each_backend(void (*scenario)(struct pu_env *e), const char *const *extra)
 {
-    static const char *const backends[] = {"epoll", "uring"};
-    const char *only = getenv("LP_IT_BACKENDS");
-    struct pu_env e;
-    int ran = 0;
-
-    for (size_t i = 0; i < 2; i++) {
-        if (only && only[0] && !strstr(only, backends[i]))
-            continue;
-        if (i == 1 && !pu_uring_available()) {
-            fprintf(stderr, "SKIP (uring half): io_uring_setup is not permitted here\n");
-            continue;
-        }
-        fprintf(stderr, "-- io backend %s\n", backends[i]);
-        env_start(&e, backends[i], extra);
-        scenario(&e);
-        pu_env_stop(&e);
-        ran++;
-    }
-    if (ran == 0)
-        TEST_SKIP("no selected io backend can run here");
+    ou_each_backend_debug(scenario, "info", extra);
 }
 
 /* ---- a LOCK in flight when its client leaves: a counter, an info line ------ */

@@ -28,58 +28,9 @@
 
 /* ---- environment ------------------------------------------------------------ */
 
-/* Redis with DEBUG enabled, then the proxy with --io backend, --log-level
- * debug and extra. */
-static void env_start(struct pu_env *e, const char *backend, const char *const *extra)
-{
-    const char *level = getenv("LP_IT_LOG_LEVEL");
-    const char *args[PU_MAX_ARGS];
-    int i = 0;
-
-    memset(e, 0, sizeof(*e));
-    e->redis.extra[0] = "--enable-debug-command";
-    e->redis.extra[1] = "yes";
-    pu_redis_start(&e->redis);
-    args[i++] = "--log-level";
-    args[i++] = level && level[0] ? level : "debug";
-    for (int j = 0; extra && extra[j] && i < PU_MAX_ARGS - 1; j++)
-        args[i++] = extra[j];
-    args[i] = NULL;
-    ou_env_start(e, backend, args);
-}
-
-/* pu_each_backend with env_start. */
 static void each_backend(void (*scenario)(struct pu_env *e), const char *const *extra)
 {
-    static const char *const backends[] = {"epoll", "uring"};
-    const char *only = getenv("LP_IT_BACKENDS");
-    struct pu_env e;
-    int ran = 0;
-
-    for (size_t i = 0; i < 2; i++) {
-        if (only && only[0] && !strstr(only, backends[i]))
-            continue;
-        if (i == 1 && !pu_uring_available()) {
-            fprintf(stderr, "SKIP (uring half): io_uring_setup is not permitted here\n");
-            continue;
-        }
-        fprintf(stderr, "-- io backend %s\n", backends[i]);
-        env_start(&e, backends[i], extra);
-        scenario(&e);
-        pu_env_stop(&e);
-        ran++;
-    }
-    if (ran == 0)
-        TEST_SKIP("no selected io backend can run here");
-}
-
-/* A second proxy on the same Redis, with the first one's flags. */
-static void second_proxy(struct pu_env *e, struct pu_proxy *p2)
-{
-    memset(p2, 0, sizeof(*p2));
-    snprintf(p2->upstream, sizeof(p2->upstream), "%s", e->proxy.upstream);
-    memcpy(p2->extra, e->proxy.extra, sizeof(p2->extra));
-    pu_proxy_start(p2);
+    ou_each_backend_debug(scenario, "debug", extra);
 }
 
 /* Freezes Redis for secs seconds (DEBUG SLEEP sent on its own connection,
@@ -143,7 +94,7 @@ static void scenario_late_grant(struct pu_env *e)
     char permit[64], lease[16];
     int i;
 
-    second_proxy(e, &p1);
+    ou_second_proxy(e, &p1);
     c0 = pu_client(e);
     c1 = pu_connect(p1.port);
     PU_INT(c0, 1, "PSEM.TRYSETPERMITS %s %d", "p", 1);

@@ -13,24 +13,17 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "ops_util.h"
 #include "proxy_util.h"
 
 #define WATCHDOG "1000"
-
-static void proxy_on(struct pu_env *e, struct pu_proxy *p)
-{
-    memset(p, 0, sizeof(*p));
-    snprintf(p->upstream, sizeof(p->upstream), "%s", e->proxy.upstream);
-    memcpy(p->extra, e->proxy.extra, sizeof(p->extra));
-    pu_proxy_start(p);
-}
 
 static void scenario_killed(struct pu_env *e)
 {
     struct pu_proxy p0;
     redisContext *live = pu_client(e), *c0, *k0;
 
-    proxy_on(e, &p0);
+    ou_second_proxy(e, &p0);
     c0 = pu_connect(p0.port);
     k0 = pu_connect(p0.port);
     PU_INT(live, 1, "SEM.TRYSETPERMITS %s %d", "rp", 5);
@@ -63,7 +56,7 @@ static void scenario_stopped(struct pu_env *e)
     redisReply *r;
     char d[256];
 
-    proxy_on(e, &p0);
+    ou_second_proxy(e, &p0);
     c0 = pu_connect(p0.port);
     PU_INT(live, 1, "SEM.TRYSETPERMITS %s %d", "rs", 2);
     PU_OK(c0, "SEM.ACQUIRE %s", "rs");
