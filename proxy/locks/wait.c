@@ -165,7 +165,7 @@ static void wait_finish(struct px_wait_op *op, bool granted)
     op->state = PX_WAIT_DONE;
     sched_loop_timer_del(op->srv->loop, &op->timer);
     if (op->set) {
-        px_waitset_leave(op->set, &op->member);
+        px_waitset_leave_passing_on(op->set, &op->member, granted);
         waiting_count[op->kind->stat]--;
     }
     list_del_init(&op->client_node);
@@ -274,7 +274,7 @@ static void wait_follow_channel(struct px_wait_op *op)
     chlen = op->kind->channel(op, chan, sizeof(chan));
     if (chlen == op->set->chlen && memcmp(chan, op->set->channel, chlen) == 0)
         return;
-    px_waitset_leave(op->set, &op->member);
+    px_waitset_leave_passing_on(op->set, &op->member, false);
     waiting_count[op->kind->stat]--;
     op->set = NULL;
 }
@@ -290,8 +290,10 @@ static void wait_contended(struct px_wait_op *op, uint64_t repoll_ms, bool woken
         repoll_ms = PX_WAIT_RECHECK_MS;
     if (op->set)
         wait_follow_channel(op);
-    if (op->set)
+    if (op->set) {
+        op->member.took_permit = false; /* spent on this name's contention: fair */
         return wait_sleep(op, repoll_ms, woken);
+    }
     if (!wait_join_channel(op))
         return wait_fail(op, -ENOMEM);
     if (px_waitset_unchanged(op->set, &op->snap))

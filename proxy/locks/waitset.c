@@ -17,6 +17,7 @@ static void member_on_wake(struct sched_waiter *sw)
 {
     struct px_waitset_member *m = LP_CONTAINER_OF(sw, struct px_waitset_member, sleep);
 
+    m->took_permit = true;
     m->retry(m);
 }
 
@@ -239,7 +240,20 @@ bool px_waitset_unchanged(const struct px_waitset *set, const struct px_wait_sna
 
 bool px_waitset_sleep(struct px_waitset *set, struct px_waitset_member *m)
 {
-    return sched_sem_wait(&set->sem, &m->sleep) == 1;
+    bool took = sched_sem_wait(&set->sem, &m->sleep) == 1;
+
+    m->took_permit = m->took_permit || took;
+    return took;
+}
+
+void px_waitset_leave_passing_on(struct px_waitset *set, struct px_waitset_member *m, bool used)
+{
+    bool pass = m->took_permit && !used;
+
+    m->took_permit = false;
+    px_waitset_leave(set, m);
+    if (pass && set->nmembers > 0)
+        sched_sem_release(&set->sem, 1);
 }
 
 void px_waitset_unqueue(struct px_waitset *set, struct px_waitset_member *m)

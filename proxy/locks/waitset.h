@@ -53,6 +53,8 @@ struct px_waitset_member {
     struct sched_waiter sleep; /* on set->sem while queued */
     px_waitset_fn *retry;      /* borrowed: what to do when woken */
     bool exclusive;            /* a writer: "1" wakes only the first of these */
+    bool took_permit;          /* handed a wake-up meant for one member ("0", a count):
+                                  passed on if the member leaves the set unused */
 };
 
 struct px_waitset {
@@ -103,6 +105,13 @@ struct px_waitset *px_waitset_join(struct px_server *srv, const char *channel, s
 
 /* Leaves the set (unqueues m). The set may linger, then go. */
 void px_waitset_leave(struct px_waitset *set, struct px_waitset_member *m);
+
+/* px_waitset_leave() for a member that may have been handed a wake-up meant
+ * for one member and leaves without using it (used false: it timed out,
+ * failed, or moved to another channel, a MULTILOCK blocked by another of
+ * its names): the wake-up goes to the next member, or the set's release
+ * would be lost for every other waiter until their re-poll. */
+void px_waitset_leave_passing_on(struct px_waitset *set, struct px_waitset_member *m, bool used);
 
 /* A message on the set's channel heard elsewhere than on its own
  * subscription (REDLOCK's masters, redlock.c): wakes members as one heard
