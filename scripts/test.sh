@@ -8,7 +8,8 @@
 #     control, the checker self-test); an AddressSanitizer + UBSan build of
 #     the proxy, the unit tests and the safety-critical integration tests
 #     (LP_ASAN_TESTS: safety, untold holders, hostile input, protocol,
-#     owners, semaphore reaping) into build-asan/, run there; and each
+#     owners, semaphore reaping, wake-ups, partitions) into build-asan/,
+#     run there; and each
 #     libFuzzer target for LP_FUZZ_SECONDS (default 10 s; build-fuzz/).
 #   scripts/test.sh --full   (or LP_TEST_FULL=1) everything, ~35 minutes:
 #     the above, plus the Cluster and Sentinel torture runs, the whole
@@ -51,7 +52,7 @@ for arg in "$@"; do
 done
 # The sanitizer pass of the default mode: these integration tests (and
 # every unit test), each a ctest name's area.
-ASAN_TESTS=${LP_ASAN_TESTS:-safety untold badinput protocol owners semreap}
+ASAN_TESTS=${LP_ASAN_TESTS:-safety untold badinput protocol owners semreap wakeups partition}
 FUZZ_SECONDS=${LP_FUZZ_SECONDS:-10}
 if [ "$FULL" = 1 ]; then
     FUZZ_SECONDS=${LP_FUZZ_SECONDS:-30}
