@@ -8,12 +8,28 @@
  *   PENDING --granted------------------------------------> HELD
  *   HELD ---- UNLOCK :1 or nil ---------------------------> PENDING
  *   HELD ---- renewal "not held", fixed lease ran out ----> LOST
+ *   HELD ---- a re-entry's grant is a fresh acquisition --> LOST -> PENDING
  *   LOST ---- 60 s, UNLOCK, connection closed ------------> PENDING
- *   LOST ---- granted again ------------------------------> HELD
+ *   LOST ---- an acquire, lost before its lease's end ----> PENDING (told)
+ *   LOST ---- granted again (a fixed lease's end) --------> HELD
  *   HELD ---- connection closed, --on-disconnect release -> RELEASING
  *   HELD ---- connection closed, --on-disconnect expire --> PENDING
+ *   HELD ---- UNLOCK unanswered, lease vouched for -------> RELEASING (last
+ *             hold; else HELD, one less); not vouched for -> LOST -> RELEASING
  *   RELEASING -- its release answered, or lease ended ----> DEAD
  *   PENDING or DEAD, nothing referring to it -------------> freed
+ *
+ * Told holders (issue 18): a hold whose client was told of it is never
+ * silently replaced by a fresh one. A re-entry whose grant shows Redis no
+ * longer had the hold (count not above the confirmed one), or an acquire
+ * that finds a tombstone lost before its lease's end (lost_early), is
+ * answered LOCKLOST once (px_hold_lost_before / px_hold_report_lost) and
+ * any fresh grant is given back. An UNLOCK Redis did not answer is the
+ * proxy's to carry out (px_hold_unlock_failed): "vouched for" means asked
+ * before expires_ms, the conservative lease end counted from the send of
+ * the last confirmed acquire or renewal, so Redis cannot have expired it
+ * yet. Every release Redis confirmed is noted for replay after a change of
+ * master (replay.h).
  *
  * A new request about the pair of a RELEASING hold sends the release on
  * its way first, and takes the hold out of the table (in_table) so that a
