@@ -70,29 +70,28 @@ void ou_debug_env_start(struct pu_env *e, const char *backend, const char *level
     ou_env_start(e, backend, args);
 }
 
+struct debug_env {
+    void (*scenario)(struct pu_env *e);
+    const char *level;
+    const char *const *extra;
+};
+
+static void debug_env_run(const char *backend, void *arg)
+{
+    const struct debug_env *a = arg;
+    struct pu_env e;
+
+    ou_debug_env_start(&e, backend, a->level, a->extra);
+    a->scenario(&e);
+    pu_env_stop(&e);
+}
+
 void ou_each_backend_debug(void (*scenario)(struct pu_env *e), const char *level,
                            const char *const *extra)
 {
-    static const char *const backends[] = {"epoll", "uring"};
-    const char *only = getenv("LP_IT_BACKENDS");
-    struct pu_env e;
-    int ran = 0;
+    struct debug_env a = {scenario, level, extra};
 
-    for (size_t i = 0; i < 2; i++) {
-        if (only && only[0] && !strstr(only, backends[i]))
-            continue;
-        if (i == 1 && !pu_uring_available()) {
-            fprintf(stderr, "SKIP (uring half): io_uring_setup is not permitted here\n");
-            continue;
-        }
-        fprintf(stderr, "-- io backend %s\n", backends[i]);
-        ou_debug_env_start(&e, backends[i], level, extra);
-        scenario(&e);
-        pu_env_stop(&e);
-        ran++;
-    }
-    if (ran == 0)
-        TEST_SKIP("no selected io backend can run here");
+    pu_for_each_backend(debug_env_run, &a);
 }
 
 void ou_second_proxy(const struct pu_env *e, struct pu_proxy *p2)

@@ -683,10 +683,9 @@ static bool backend_selected(const char *backend)
     return !only || !only[0] || strstr(only, backend) != NULL;
 }
 
-void pu_each_backend(void (*scenario)(struct pu_env *e), const char *const *extra)
+void pu_for_each_backend(void (*run)(const char *backend, void *arg), void *arg)
 {
     static const char *const backends[] = {"epoll", "uring"};
-    struct pu_env e;
     int ran = 0;
 
     for (size_t i = 0; i < sizeof(backends) / sizeof(backends[0]); i++) {
@@ -697,13 +696,49 @@ void pu_each_backend(void (*scenario)(struct pu_env *e), const char *const *extr
             continue;
         }
         fprintf(stderr, "-- io backend %s\n", backends[i]);
-        pu_env_start(&e, backends[i], extra);
-        scenario(&e);
-        pu_env_stop(&e);
+        run(backends[i], arg);
         ran++;
     }
     if (ran == 0)
         TEST_SKIP("no selected io backend can run here");
+}
+
+struct each_env {
+    void (*scenario)(struct pu_env *e);
+    const char *const *extra;
+};
+
+static void each_env_run(const char *backend, void *arg)
+{
+    const struct each_env *a = arg;
+    struct pu_env e;
+
+    pu_env_start(&e, backend, a->extra);
+    a->scenario(&e);
+    pu_env_stop(&e);
+}
+
+void pu_each_backend(void (*scenario)(struct pu_env *e), const char *const *extra)
+{
+    struct each_env a = {scenario, extra};
+
+    pu_for_each_backend(each_env_run, &a);
+}
+
+redisReply *pu_cmd_until_served(redisContext *c, const char *fmt, const char *arg, int max_ms)
+{
+    long long deadline = pu_now_ms() + max_ms;
+
+    for (;;) {
+        redisReply *r = pu_cmd(c, fmt, arg);
+
+        if (!pu_is_err(r, "UPSTREAM"))
+            return r;
+        freeReplyObject(r);
+        if (pu_now_ms() > deadline)
+            TEST_FAIL("\"%s\" %s still answered -UPSTREAM after %d ms", fmt, arg, max_ms);
+        pu_sleep_ms(50);
+    }
 }
 
 /* ---------------------------------------------------------------------

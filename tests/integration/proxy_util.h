@@ -149,6 +149,15 @@ void pu_env_stop(struct pu_env *e);
  * restricts the set. */
 void pu_each_backend(void (*scenario)(struct pu_env *e), const char *const *extra);
 
+/* Calls run(backend, arg) for each io backend LP_IT_BACKENDS selects
+ * ("uring" only where io_uring_setup is permitted); skips the test when
+ * none can run. pu_each_backend and the tests' own environments use it. */
+void pu_for_each_backend(void (*run)(const char *backend, void *arg), void *arg);
+
+/* fmt (one %s: arg) on c until it answers anything but an UPSTREAM error
+ * (the proxy reconnected, a partition healed); fails after max_ms. */
+redisReply *pu_cmd_until_served(redisContext *c, const char *fmt, const char *arg, int max_ms);
+
 /* Connects with a 10 s command timeout; fails the test on error. */
 redisContext *pu_connect(int port);
 redisContext *pu_connect_unix(const char *path);

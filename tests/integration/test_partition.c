@@ -92,48 +92,27 @@ static void penv_stop(struct penv *e)
     pu_redis_kill(&e->redis);
 }
 
+static void penv_run(const char *backend, void *arg)
+{
+    void (*scenario)(struct penv * e) = *(void (**)(struct penv *))arg;
+    struct penv e;
+
+    penv_start(&e, backend);
+    scenario(&e);
+    penv_stop(&e);
+}
+
 static void each_backend(void (*scenario)(struct penv *e))
 {
-    static const char *const backends[] = {"epoll", "uring"};
-    const char *only = getenv("LP_IT_BACKENDS");
-    struct penv e;
-    int ran = 0;
-
-    for (size_t i = 0; i < 2; i++) {
-        if (only && only[0] && !strstr(only, backends[i]))
-            continue;
-        if (i == 1 && !pu_uring_available()) {
-            fprintf(stderr, "SKIP (uring half): io_uring_setup is not permitted here\n");
-            continue;
-        }
-        fprintf(stderr, "-- io backend %s\n", backends[i]);
-        penv_start(&e, backends[i]);
-        scenario(&e);
-        penv_stop(&e);
-        ran++;
-    }
-    if (ran == 0)
-        TEST_SKIP("no selected io backend can run here");
+    pu_for_each_backend(penv_run, &scenario);
 }
 
 /* The reply to fmt on c once the proxy serves again (anything but an
- * UPSTREAM error), retried every 100 ms for up to 15 s. */
+ * UPSTREAM error), for up to 15 s. */
 static redisReply *once_served(redisContext *c, const char *fmt, const char *name)
 {
-    long long deadline = pu_now_ms() + 15000;
-
-    for (;;) {
-        redisReply *r = pu_cmd(c, fmt, name);
-
-        if (!pu_is_err(r, "UPSTREAM"))
-            return r;
-        freeReplyObject(r);
-        if (pu_now_ms() > deadline)
-            TEST_FAIL("\"%s\" still answered -UPSTREAM 15 s after the heal", fmt);
-        pu_sleep_ms(100);
-    }
+    return pu_cmd_until_served(c, fmt, name, 15000);
 }
-
 /* Runs fmt (an acquire) through P0 during the partition: -UPSTREAM (or nil
  * for a WAIT that ran out), never +OK, within max_ms. */
 static void expect_refused(redisContext *c, const char *fmt, const char *name, int max_ms)
@@ -169,13 +148,13 @@ static void wait_expired(struct penv *e, const char *name, int ms)
  * lease: a client of P1 gets the name within it. */
 static void scenario_acquire_refused(struct penv *e)
 {
-    static const char *const acq[] = {"LOCK %s", "TRYLOCK %s", "LOCK %s FENCED", "WLOCK %s",
-                                      "RLOCK %s", "FAIRLOCK %s"};
+    static const char *const acq[] = {"LOCK %s",  "TRYLOCK %s", "LOCK %s FENCED",
+                                      "WLOCK %s", "RLOCK %s",   "FAIRLOCK %s"};
     static const char *const names[] = {"pa:k", "pa:t", "pa:f", "pa:w", "pa:r", "pa:q"};
-    static const char *const p1acq[] = {"LOCK %s WAIT %d", "LOCK %s WAIT %d", "LOCK %s WAIT %d",
-                                        "WLOCK %s WAIT %d", "WLOCK %s WAIT %d",
-                                        "FAIRLOCK %s WAIT %d"};
-    static const char *const p1rel[] = {"UNLOCK %s", "UNLOCK %s", "UNLOCK %s",
+    static const char *const p1acq[] = {"LOCK %s WAIT %d",  "LOCK %s WAIT %d",
+                                        "LOCK %s WAIT %d",  "WLOCK %s WAIT %d",
+                                        "WLOCK %s WAIT %d", "FAIRLOCK %s WAIT %d"};
+    static const char *const p1rel[] = {"UNLOCK %s",  "UNLOCK %s",  "UNLOCK %s",
                                         "WUNLOCK %s", "WUNLOCK %s", "FAIRUNLOCK %s"};
     redisContext *a = pu_connect(e->p0.port), *b = pu_connect(e->p1.port);
     redisReply *r;

@@ -392,23 +392,6 @@ static void expect_unknown(redisContext *c)
     freeReplyObject(r);
 }
 
-/* Runs cmd until it is not an UPSTREAM error (Redis is back); returns it. */
-static redisReply *retry_cmd(redisContext *c, const char *cmd, const char *name)
-{
-    long long deadline = pu_now_ms() + 15000;
-
-    for (;;) {
-        redisReply *r = pu_cmd(c, cmd, name);
-
-        if (!pu_is_err(r, "UPSTREAM"))
-            return r;
-        freeReplyObject(r);
-        if (pu_now_ms() > deadline)
-            TEST_FAIL("%s %s: Redis did not come back", cmd, name);
-        pu_sleep_ms(50);
-    }
-}
-
 static long long zcard(redisContext *rc, const char *key)
 {
     return pu_int_reply(rc, "ZCARD", key);
@@ -440,7 +423,7 @@ static void scenario_unknown_outcome(struct pu_env *e)
         expect_unknown(c[i]);
     expect_unknown(h);
     /* The client retries at once: it must get the lock with one hold. */
-    r = retry_cmd(c[0], "LOCK %s", "uk");
+    r = pu_cmd_until_served(c[0], "LOCK %s", "uk", 15000);
     PU_CHECK(r, PU_K_STATUS, 0, "OK");
     freeReplyObject(r);
     PU_INT(c[0], 1, "UNLOCK %s", "uk");

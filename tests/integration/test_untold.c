@@ -47,23 +47,6 @@ static void expect_lost(redisReply *r, const char *what)
     freeReplyObject(r);
 }
 
-/* Runs fmt on c until it is not an UPSTREAM error (the proxy reconnected). */
-static redisReply *retry_cmd(redisContext *c, const char *fmt, const char *name)
-{
-    long long deadline = pu_now_ms() + 15000;
-
-    for (;;) {
-        redisReply *r = pu_cmd(c, fmt, name);
-
-        if (!pu_is_err(r, "UPSTREAM"))
-            return r;
-        freeReplyObject(r);
-        if (pu_now_ms() > deadline)
-            TEST_FAIL("%s: Redis did not come back", name);
-        pu_sleep_ms(50);
-    }
-}
-
 /* ---- 1. re-entry right after a lost lease -------------------------------------- */
 
 struct relock {
@@ -96,16 +79,14 @@ static void scenario_relock(struct pu_env *e)
     b = pu_connect(p1.port);
     for (i = 0; i < NRELOCK; i++) {
         a[i] = pu_client(e);
-        pu_expect_at(__FILE__, __LINE__, a[i], PU_K_ANY, 0, NULL, relocks[i].lock,
-                     relocks[i].name);
+        pu_expect_at(__FILE__, __LINE__, a[i], PU_K_ANY, 0, NULL, relocks[i].lock, relocks[i].name);
     }
     ASSERT_EQ(kill(e->proxy.pid, SIGSTOP), 0);
     pu_sleep_ms(LEASE_MS + 500); /* every lease ran out in Redis */
     for (i = 0; i < NRELOCK; i++) {
         /* B's own acquire, then its release (any OWNER of B's is B's own). */
         pu_expect_at(__FILE__, __LINE__, b, PU_K_ANY, 0, NULL, relocks[i].lock, relocks[i].name);
-        pu_expect_at(__FILE__, __LINE__, b, PU_K_INT, 1, NULL, relocks[i].unlock,
-                     relocks[i].name);
+        pu_expect_at(__FILE__, __LINE__, b, PU_K_INT, 1, NULL, relocks[i].unlock, relocks[i].name);
         pu_send(a[i], relocks[i].lock, relocks[i].name);
     }
     ASSERT_EQ(kill(e->proxy.pid, SIGCONT), 0);
@@ -115,13 +96,11 @@ static void scenario_relock(struct pu_env *e)
     }
     /* Told once: the next acquire is a fresh hold that one release frees. */
     for (i = 0; i < NRELOCK; i++) {
-        pu_expect_at(__FILE__, __LINE__, a[i], PU_K_ANY, 0, NULL, relocks[i].lock,
-                     relocks[i].name);
+        pu_expect_at(__FILE__, __LINE__, a[i], PU_K_ANY, 0, NULL, relocks[i].lock, relocks[i].name);
         pu_expect_at(__FILE__, __LINE__, a[i], PU_K_INT, 1, NULL, relocks[i].unlock,
                      relocks[i].name);
         pu_expect_at(__FILE__, __LINE__, b, PU_K_ANY, 0, NULL, relocks[i].lock, relocks[i].name);
-        pu_expect_at(__FILE__, __LINE__, b, PU_K_INT, 1, NULL, relocks[i].unlock,
-                     relocks[i].name);
+        pu_expect_at(__FILE__, __LINE__, b, PU_K_INT, 1, NULL, relocks[i].unlock, relocks[i].name);
     }
     ASSERT_TRUE(pu_info_int(a[0], "leases_lost") >= (long long)NRELOCK);
     for (i = 0; i < NRELOCK; i++)
@@ -144,8 +123,8 @@ static void scenario_unlock_in_hand(struct pu_env *e)
     static const char *const names[] = {"ih-plain", "ih-fair", "ih-write", "ih-read", "ih-m1"};
     static const char *const locks[] = {"LOCK %s", "FAIRLOCK %s", "WLOCK %s", "RLOCK %s",
                                         "MULTILOCK %s ih-m2"};
-    static const char *const unlocks[] = {"UNLOCK %s", "FAIRUNLOCK %s", "WUNLOCK %s",
-                                          "RUNLOCK %s", "MULTIUNLOCK %s ih-m2"};
+    static const char *const unlocks[] = {"UNLOCK %s", "FAIRUNLOCK %s", "WUNLOCK %s", "RUNLOCK %s",
+                                          "MULTIUNLOCK %s ih-m2"};
     enum { N = 5 };
     redisContext *rc = pu_redis_client(e), *c = pu_client(e), *s;
     long long t0;
@@ -197,7 +176,7 @@ static void scenario_unlock_unvouched(struct pu_env *e)
     /* Once Redis is back the name is free, and the retried UNLOCK is not
      * answered as if the hold were released in time. */
     PU_EVENTUALLY(!pu_exists(rc, "uv"), 5000);
-    r = retry_cmd(c, "UNLOCK %s", "uv");
+    r = pu_cmd_until_served(c, "UNLOCK %s", "uv", 15000);
     if (!pu_is_err(r, "NOTOWNER") && !pu_is_err(r, "LOCKLOST"))
         TEST_FAIL("retried UNLOCK: expected an error, got %s", pu_describe(r, d, sizeof(d)));
     freeReplyObject(r);
