@@ -172,7 +172,8 @@ static int user_parse(int argc, const char *const *argv, struct px_user **out, c
     int i, rc = -ENOMEM;
 
     if (argc < 1 || !name_is_valid(argv[0])) {
-        snprintf(why, n, "user needs a name (1-%u printable characters) and rules", PX_USER_NAME_MAX);
+        snprintf(why, n, "user needs a name (1-%u printable characters) and rules",
+                 PX_USER_NAME_MAX);
         return -EINVAL;
     }
     u = calloc(1, sizeof(*u));

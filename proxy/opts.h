@@ -81,17 +81,17 @@ struct px_opts {
     uint64_t linger_ms;                   /* idle time before a channel is unsubscribed */
     size_t max_request_bytes;             /* largest request (and unparsed input) per client */
     unsigned max_args;                    /* most arguments in one request */
-    unsigned max_pipeline;   /* requests outstanding per client before reading pauses */
-    size_t out_soft;         /* unsent reply bytes that pause a client's reading, 0 off */
-    size_t out_hard;         /* unsent reply bytes that close a client, 0 off */
-    size_t max_client_memory; /* bytes held for all clients before MULTI refuses, 0 off */
+    unsigned max_pipeline;         /* requests outstanding per client before reading pauses */
+    size_t out_soft;               /* unsent reply bytes that pause a client's reading, 0 off */
+    size_t out_hard;               /* unsent reply bytes that close a client, 0 off */
+    size_t max_client_memory;      /* bytes held for all clients before MULTI refuses, 0 off */
     unsigned latency_threshold_ms; /* loop iterations / late timers counted and logged, 0 off */
-    unsigned timeout_s;      /* idle seconds before a client is closed, 0 off */
-    unsigned auth_timeout_s; /* seconds to AUTH (when auth is on), 0 off */
-    unsigned keepalive_s;    /* TCP keepalive idle seconds on clients, 0 off */
-    unsigned unix_perm;      /* mode of created Unix sockets, 0: as the umask leaves it */
-    int protected_mode;      /* 1: without auth, only loopback and Unix clients (protect.c) */
-    struct px_addr metrics;  /* --metrics HTTP address; port 0 and no path: off */
+    unsigned timeout_s;            /* idle seconds before a client is closed, 0 off */
+    unsigned auth_timeout_s;       /* seconds to AUTH (when auth is on), 0 off */
+    unsigned keepalive_s;          /* TCP keepalive idle seconds on clients, 0 off */
+    unsigned unix_perm;            /* mode of created Unix sockets, 0: as the umask leaves it */
+    int protected_mode;            /* 1: without auth, only loopback and Unix clients (protect.c) */
+    struct px_addr metrics;        /* --metrics HTTP address; port 0 and no path: off */
     char tls_cert_file[PX_PATH_MAX];       /* TLS listeners' certificate chain (PEM), "" none */
     char tls_key_file[PX_PATH_MAX];        /* its private key, "" for in the certificate file */
     char tls_ca_cert_file[PX_PATH_MAX];    /* CAs of client certificates, "" none */
@@ -131,7 +131,6 @@ int px_opts_set(struct px_opts *o, const char *key, int nvals, const char *const
 /* The key an unknown key most likely meant (a known key it extends,
  * contains, or is within two edits of), or NULL: for "did you mean". */
 const char *px_opts_key_suggest(const char *name);
-
 
 /* True when key may be changed by a reload (SIGHUP) without a restart. */
 bool px_opts_key_reloadable(const char *key);

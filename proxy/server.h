@@ -104,21 +104,21 @@ struct px_server {
     struct px_sem_reap sem_reap;     /* dead proxies' permits given back (locks/sem_reap.c) */
     uint64_t start_ms;               /* monotonic start time */
     unsigned ready; /* ready.c: 0 starting, 1 waiting for the upstream, 2 "ready" announced */
-    struct sched_timer sdwd;       /* ready.c: WATCHDOG=1 to systemd every sdwd_ms */
-    uint64_t sdwd_ms;              /* half of $WATCHDOG_USEC, 0: no systemd watchdog */
-    struct px_stats stats;         /* counters for INFO */
-    struct px_metrics *metrics;    /* owned: histograms and per-command counters */
-    struct px_http *http;          /* owned: the --metrics HTTP listener, or NULL */
-    struct sched_hook signal_hook; /* applies flags set by signal handlers */
-    volatile sig_atomic_t reload;  /* SIGHUP seen, reload not yet done */
-    struct px_ratelog protect_log; /* protected-mode refusals logged (protect.c) */
-    uint64_t auth_log_ms;          /* when an auth failure was last logged */
-    uint64_t auth_log_quiet;       /* auth failures not logged since then */
-    uint64_t limit_log_ms;         /* when an output-limit close was last logged */
-    uint64_t limit_log_quiet;      /* output-limit closes not logged since then */
-    size_t client_mem;             /* bytes held for clients (climem.h) */
+    struct sched_timer sdwd;         /* ready.c: WATCHDOG=1 to systemd every sdwd_ms */
+    uint64_t sdwd_ms;                /* half of $WATCHDOG_USEC, 0: no systemd watchdog */
+    struct px_stats stats;           /* counters for INFO */
+    struct px_metrics *metrics;      /* owned: histograms and per-command counters */
+    struct px_http *http;            /* owned: the --metrics HTTP listener, or NULL */
+    struct sched_hook signal_hook;   /* applies flags set by signal handlers */
+    volatile sig_atomic_t reload;    /* SIGHUP seen, reload not yet done */
+    struct px_ratelog protect_log;   /* protected-mode refusals logged (protect.c) */
+    uint64_t auth_log_ms;            /* when an auth failure was last logged */
+    uint64_t auth_log_quiet;         /* auth failures not logged since then */
+    uint64_t limit_log_ms;           /* when an output-limit close was last logged */
+    uint64_t limit_log_quiet;        /* output-limit closes not logged since then */
+    size_t client_mem;               /* bytes held for clients (climem.h) */
     struct sched_timer climem_timer; /* climem.c: gives unused memory back */
-    struct px_ratelog climem_log;  /* --max-client-memory refusals logged */
+    struct px_ratelog climem_log;    /* --max-client-memory refusals logged */
 
     struct px_redlock *redlock; /* owned: REDLOCK's masters (locks/redlock.c), or NULL */
     struct px_fence *fence;     /* owned: fencing-token floors (locks/fence.c), or NULL */

@@ -76,12 +76,12 @@ uint64_t sched_loop_now_ms(const struct sched_loop *l);
  * slow iteration or late timer logs a warn line, at most one a second
  * (with how many were not logged). */
 struct sched_loop_latency {
-    uint64_t iterations;    /* since creation */
-    uint64_t max_work_us;   /* the longest work of one iteration */
-    uint64_t slow;          /* iterations whose work passed the threshold */
-    uint64_t late_timers;   /* timer expiries later than the threshold */
-    uint64_t max_late_ms;   /* the latest timer expiry, ms after its deadline */
-    uint64_t threshold_ms;  /* the threshold, 0: off (nothing slow or late) */
+    uint64_t iterations;   /* since creation */
+    uint64_t max_work_us;  /* the longest work of one iteration */
+    uint64_t slow;         /* iterations whose work passed the threshold */
+    uint64_t late_timers;  /* timer expiries later than the threshold */
+    uint64_t max_late_ms;  /* the latest timer expiry, ms after its deadline */
+    uint64_t threshold_ms; /* the threshold, 0: off (nothing slow or late) */
 };
 
 void sched_loop_set_latency_threshold(struct sched_loop *l, unsigned ms);

@@ -604,7 +604,7 @@ void px_hold_report_lost(struct px_hold *h, bool give_back, uint64_t until)
 /* ---- an UNLOCK Redis did not answer -------------------------------------------------- */
 
 enum px_unlock_failed px_hold_unlock_failed(struct px_hold *h, const struct px_client *cl,
-                                           uint64_t asked_ms)
+                                            uint64_t asked_ms)
 {
     struct px_hold_share *sh;
 

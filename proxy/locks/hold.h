@@ -223,7 +223,7 @@ enum px_unlock_failed {
  * may have lapsed before: it is marked lost (counted, pushed) and given
  * back all the same. */
 enum px_unlock_failed px_hold_unlock_failed(struct px_hold *h, const struct px_client *cl,
-                                           uint64_t asked_ms);
+                                            uint64_t asked_ms);
 
 /* A grant of count for h's pair, or an acquire about to be sent, finds
  * the hold its client was told of gone: HELD, yet Redis made a fresh

@@ -364,8 +364,7 @@ static enum px_wait_res lockop_reply(struct px_wait_op *w, const redisReply *r, 
     if (px_hold_lost_before(op->hold, (uint64_t)a.count)) {
         /* Redis made a fresh acquisition: the hold this re-entry was to
          * add to is gone. Told, and this one given back. */
-        px_hold_report_lost(op->hold, true,
-                            sched_loop_now_ms(w->srv->loop) + op->acq.lease_ms);
+        px_hold_report_lost(op->hold, true, sched_loop_now_ms(w->srv->loop) + op->acq.lease_ms);
         lockop_reply_lost(w->req, &op->acq);
         return PX_WAIT_FINISHED;
     }

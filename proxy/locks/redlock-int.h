@@ -108,8 +108,8 @@ void px__rl_settle(struct px_redlock *rl, const char *name, size_t nlen, const c
  * due there is sent first; false if it could not be (then the request
  * must not be sent to i). An in-flight one is not sent again if its reply
  * is lost (it would run after the request). */
-bool px__rl_giveback_before(struct px_redlock *rl, const char *name, size_t nlen,
-                            const char *owner, size_t olen, unsigned i);
+bool px__rl_giveback_before(struct px_redlock *rl, const char *name, size_t nlen, const char *owner,
+                            size_t olen, unsigned i);
 
 /* True while a give-back is in flight, or due to a master that is up (the
  * stop drains them, bounded). */

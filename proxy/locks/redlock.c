@@ -429,15 +429,14 @@ static void rl_unlock_reply(struct rl_unlock *u)
             h->count--;
         if (h->count == 0 || u->released >= rl->majority) {
             req->cl->srv->stats.released++;
-            px__rl_settle(rl, h->key, h->nlen, h->owner, h->olen, 0,
-                          u->still_mask | u->lost_mask, h->lease_ms);
+            px__rl_settle(rl, h->key, h->nlen, h->owner, h->olen, 0, u->still_mask | u->lost_mask,
+                          h->lease_ms);
             px__rl_hold_remove(h);
             px_reply_int(px_req_out(req), 1);
             return;
         }
         /* where the reply was lost, the count is one too many or right */
-        px__rl_settle(rl, h->key, h->nlen, h->owner, h->olen, h->count, u->lost_mask,
-                      h->lease_ms);
+        px__rl_settle(rl, h->key, h->nlen, h->owner, h->olen, h->count, u->lost_mask, h->lease_ms);
         px_reply_int(px_req_out(req), 0);
         return;
     }

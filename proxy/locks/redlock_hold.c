@@ -173,8 +173,7 @@ static void rl_claim_gone(struct px_claim *c, struct px_client *cl)
     (void)cl;
     h->claimed = false;
     if (rl->srv->opts.on_disc == PX_DISCONNECT_RELEASE) {
-        px__rl_settle(rl, h->key, h->nlen, h->owner, h->olen, 0, (1u << rl->n) - 1,
-                      h->lease_ms);
+        px__rl_settle(rl, h->key, h->nlen, h->owner, h->olen, 0, (1u << rl->n) - 1, h->lease_ms);
         rl->srv->stats.disc_releases++;
     }
     px__rl_hold_remove(h);

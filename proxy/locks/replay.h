@@ -38,11 +38,11 @@ struct pool_topology_event;
 
 /* The server's records (embedded in struct px_server). */
 struct px_replays {
-    struct list list;   /* struct px_replay, oldest first */
-    unsigned n;         /* records in list */
-    uint64_t sent;      /* releases re-sent after a change of master */
-    uint64_t found;     /* of those, that found the hold still there (a ghost) */
-    uint64_t dropped;   /* records dropped at PX_REPLAY_MAX before their lease ended */
+    struct list list; /* struct px_replay, oldest first */
+    unsigned n;       /* records in list */
+    uint64_t sent;    /* releases re-sent after a change of master */
+    uint64_t found;   /* of those, that found the hold still there (a ghost) */
+    uint64_t dropped; /* records dropped at PX_REPLAY_MAX before their lease ended */
 };
 
 void px_replay_init(struct px_server *srv);

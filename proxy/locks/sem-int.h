@@ -42,8 +42,8 @@ enum px__sem_script {
     PX__SEM_RETURN = 10,    /* KEYS name, chan, ledger; ARGV conn, released for it
                                -> {1,new,returned} | {0,0,0} | {2,0,0} */
     PX__SEM_LEDGER = 11,    /* KEYS ledger -> {conn, permits, ...} */
-    PX__SEM_ALIVE = 12,     /* KEYS live, all, reaped; ARGV uuid, ttl -> 1 reaped | 0 (sem_reap.c) */
-    PX__SEM_REGISTER = 13,  /* KEYS sems, all, live; ARGV name, uuid, ttl -> 1 | 0 */
+    PX__SEM_ALIVE = 12,    /* KEYS live, all, reaped; ARGV uuid, ttl -> 1 reaped | 0 (sem_reap.c) */
+    PX__SEM_REGISTER = 13, /* KEYS sems, all, live; ARGV name, uuid, ttl -> 1 | 0 */
     PX__SEM_REAP_FIND = 14, /* KEYS all; ARGV prefix, uuid, max -> {uuid, {names}} | {} */
     PX__SEM_REAP = 15,      /* KEYS name, chan, ledger -> permits given back */
     PX__SEM_REAP_DONE = 16, /* KEYS sems; ARGV name -> 1 | 0 */

@@ -200,8 +200,7 @@ static void reap_send_one(struct px_server *srv, const char *name, size_t len)
     memcpy(c->name, name, len);
     px__sem_keys_fill(&k, name, len, false);
     n = px_channel_name(k.ledger, PX_CHANNEL_MAX, "", name, len);
-    n += (size_t)snprintf(k.ledger + n, sizeof(k.ledger) - n, ":lp-permits:%s",
-                          srv->sem_reap.dead);
+    n += (size_t)snprintf(k.ledger + n, sizeof(k.ledger) - n, ":lp-permits:%s", srv->sem_reap.dead);
     px__sem_keys_arg(&k, 2, k.ledger, n);
     if (px_script_eval(srv, px_route_hint(name, len), px__sem_script(PX__SEM_REAP), 3, 3, k.argv,
                        k.lens, reap_one_on_reply, c) < 0) {

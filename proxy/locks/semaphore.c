@@ -41,9 +41,9 @@ struct px__sem_stats px__sem_stats;
 /* ---- scripts ---------------------------------------------------------------- */
 
 static const struct px_lua *const sem_scripts[PX__SEM_NSCRIPTS] = {
-    &px_lua_sem_tryset,    &px_lua_sem_add,        &px_lua_sem_acquire, &px_lua_sem_release,
-    &px_lua_sem_available, &px_lua_sem_drain,      &px_lua_psem_tryset, &px_lua_psem_acquire,
-    &px_lua_psem_release,  &px_lua_psem_available, &px_lua_sem_return,  &px_lua_sem_ledger,
+    &px_lua_sem_tryset,    &px_lua_sem_add,        &px_lua_sem_acquire,   &px_lua_sem_release,
+    &px_lua_sem_available, &px_lua_sem_drain,      &px_lua_psem_tryset,   &px_lua_psem_acquire,
+    &px_lua_psem_release,  &px_lua_psem_available, &px_lua_sem_return,    &px_lua_sem_ledger,
     &px_lua_sem_alive,     &px_lua_sem_register,   &px_lua_sem_reap_find, &px_lua_sem_reap,
     &px_lua_sem_reap_done,
 };

@@ -64,8 +64,8 @@
  *   answered as an unconfirmed outcome. Rejected: retrying at once, which
  *   with a lease Redis cannot answer within turned one client into a hot
  *   loop of acquires and give-backs (issue 18: 35,600 scripts/s). Kinds
- *   without a lease (lease_ms 0: SEM permits, latches) need no check: what they take does not run out by itself, so
- *   a reply that comes late grants exactly what an early one would.
+ *   without a lease (lease_ms 0: SEM permits, latches) need no check: what they take does not run
+ * out by itself, so a reply that comes late grants exactly what an early one would.
  * - Replication (--sync-replicas N, repl.h): a grant whose WAIT counted
  *   fewer than N replicas is undone (kind->undo(UNREPLICATED): exactly this
  *   acquisition, as for a late one), counted, logged, and answered

@@ -60,7 +60,7 @@ struct relay {
     bool refuse;
     bool stopping;
     unsigned long long reset_req, reset_done; /* relay_reset_all generations */
-    int reset_last;                            /* connections the last reset closed */
+    int reset_last;                           /* connections the last reset closed */
     /* state */
     struct relay_conn conn[RELAY_MAX_CONNS];
     struct relay_stats st;

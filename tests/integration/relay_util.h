@@ -47,7 +47,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#define RELAY_MAX_CONNS 128
+#define RELAY_MAX_CONNS  128
 #define RELAY_QUEUE_MAX  (256 * 1024) /* bytes queued per direction of a connection */
 #define RELAY_CHUNKS_MAX 1024         /* reads queued per direction (tiny reads under DELAY) */
 
@@ -65,15 +65,15 @@ enum relay_mode {
 };
 
 struct relay_stats {
-    long long accepted;        /* connections relayed */
-    long long refused;         /* connections reset at accept (refusing, full, target down) */
-    long long active;          /* connections open now */
-    long long resets;          /* connections closed by relay_reset_all or an error */
-    long long bytes[2];        /* bytes forwarded, per direction */
-    long long dropped[2];      /* bytes discarded by RELAY_DROP, per direction */
-    long long queued[2];       /* bytes queued now, per direction, all connections */
-    long long queued_peak[2];  /* most ever queued by one connection, per direction */
-    long long chunks_peak[2];  /* most reads ever queued by one connection, per direction */
+    long long accepted;       /* connections relayed */
+    long long refused;        /* connections reset at accept (refusing, full, target down) */
+    long long active;         /* connections open now */
+    long long resets;         /* connections closed by relay_reset_all or an error */
+    long long bytes[2];       /* bytes forwarded, per direction */
+    long long dropped[2];     /* bytes discarded by RELAY_DROP, per direction */
+    long long queued[2];      /* bytes queued now, per direction, all connections */
+    long long queued_peak[2]; /* most ever queued by one connection, per direction */
+    long long chunks_peak[2]; /* most reads ever queued by one connection, per direction */
 };
 
 struct relay;

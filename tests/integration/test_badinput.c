@@ -1,30 +1,29 @@
 /* Hostile input (issue 18), against a real redis-server:
  * - a table-driven sweep: every command with a numeric argument, each
  *   numeric argument given 0, 1, -1, 2^31, 2^53, 2^63-1, 2^64, 1e3, abc,
- *   the empty string and 10^14 (the largest LEASE or WAIT). Each must answer within a few seconds with a
- *   clear error of the proxy's own (no raw Redis or script error, no
- *   UPSTREAM blaming Redis for an argument) or a reply of the right type;
- *   after an error Redis's keyspace (every key's type, value and TTL) is
- *   what it was, and an argument error sent Redis nothing; a reply costs
- *   Redis a bounded number of commands (INFO stats
- *   total_commands_processed); a LEASE that was accepted put an expiry on
- *   the key, no longer than the lease;
+ *   the empty string and 10^14 (the largest LEASE or WAIT). Each must answer within a few seconds
+ * with a clear error of the proxy's own (no raw Redis or script error, no UPSTREAM blaming Redis
+ * for an argument) or a reply of the right type; after an error Redis's keyspace (every key's type,
+ * value and TTL) is what it was, and an argument error sent Redis nothing; a reply costs Redis a
+ * bounded number of commands (INFO stats total_commands_processed); a LEASE that was accepted put
+ * an expiry on the key, no longer than the lease;
  * - LEASE below the floor is refused up front for every command taking it;
  * - grants that keep arriving late (every reply delayed past the lease by
  *   a relay between the proxy and Redis) are retried with a bounded
  *   exponential back-off, not in a hot loop.
  * Both io backends for the sweep. */
 #include <arpa/inet.h>
-#include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <sys/socket.h>
+
+#include <errno.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -90,19 +89,28 @@ static long long redis_cmds(redisContext *rc)
 /* The values every numeric argument gets (the last: the largest ms value
  * accepted, which must work end to end). */
 static const char *const values[] = {
-    "0",   "1",   "-1", "2147483648", "9007199254740992", "9223372036854775807", "18446744073709551616",
-    "1e3", "abc", "",   "100000000000000",
+    "0",
+    "1",
+    "-1",
+    "2147483648",
+    "9007199254740992",
+    "9223372036854775807",
+    "18446744073709551616",
+    "1e3",
+    "abc",
+    "",
+    "100000000000000",
 };
 #define NVALUES (sizeof(values) / sizeof(values[0]))
 
 /* What a reply that is not an error must be. */
 enum want {
-    WANT_OK = 1,   /* +OK */
-    WANT_OKNIL,    /* +OK or nil */
-    WANT_INT,      /* an integer */
-    WANT_BULK,     /* a bulk string (a permit id) */
-    WANT_BULKNIL,  /* a bulk string or nil */
-    WANT_ANY,      /* anything but an error */
+    WANT_OK = 1,  /* +OK */
+    WANT_OKNIL,   /* +OK or nil */
+    WANT_INT,     /* an integer */
+    WANT_BULK,    /* a bulk string (a permit id) */
+    WANT_BULKNIL, /* a bulk string or nil */
+    WANT_ANY,     /* anything but an error */
 };
 
 /* One command: argv with "$n" (a fresh name per probe), "$m" (a second
@@ -133,15 +141,26 @@ static const struct row rows[] = {
     {{"MULTILOCK", "$n", "$m", "WAIT", "$v"}, NULL, "WAIT", WANT_OK, false},
     {{"SEM.TRYSETPERMITS", "$n", "$v"}, NULL, "permits", WANT_INT, false},
     {{"SEM.ADDPERMITS", "$n", "$v"}, "SEM.TRYSETPERMITS %s 5", "permits", WANT_INT, false},
-    {{"SEM.ACQUIRE", "$n", "$v", "WAIT", "0"}, "SEM.TRYSETPERMITS %s 5", "permits", WANT_OKNIL, false},
+    {{"SEM.ACQUIRE", "$n", "$v", "WAIT", "0"},
+     "SEM.TRYSETPERMITS %s 5",
+     "permits",
+     WANT_OKNIL,
+     false},
     {{"SEM.ACQUIRE", "$n", "1", "WAIT", "$v"}, "SEM.TRYSETPERMITS %s 5", "WAIT", WANT_OK, false},
     {{"SEM.TRYACQUIRE", "$n", "$v"}, "SEM.TRYSETPERMITS %s 5", "permits", WANT_OKNIL, false},
     {{"SEM.RELEASE", "$n", "$v"}, "SEM.TRYSETPERMITS %s 5", "permits", WANT_INT, false},
     {{"PSEM.TRYSETPERMITS", "$n", "$v"}, NULL, "permits", WANT_INT, false},
-    {{"PSEM.ACQUIRE", "$n", "LEASE", "$v", "WAIT", "0"}, "PSEM.TRYSETPERMITS %s 5", "LEASE", WANT_BULK,
+    {{"PSEM.ACQUIRE", "$n", "LEASE", "$v", "WAIT", "0"},
+     "PSEM.TRYSETPERMITS %s 5",
+     "LEASE",
+     WANT_BULK,
      false},
     {{"PSEM.ACQUIRE", "$n", "WAIT", "$v"}, "PSEM.TRYSETPERMITS %s 5", "WAIT", WANT_BULK, false},
-    {{"PSEM.TRYACQUIRE", "$n", "LEASE", "$v"}, "PSEM.TRYSETPERMITS %s 5", "LEASE", WANT_BULKNIL, false},
+    {{"PSEM.TRYACQUIRE", "$n", "LEASE", "$v"},
+     "PSEM.TRYSETPERMITS %s 5",
+     "LEASE",
+     WANT_BULKNIL,
+     false},
     {{"LATCH.TRYSETCOUNT", "$n", "$v"}, NULL, "count", WANT_INT, false},
     {{"LATCH.AWAIT", "$n", "WAIT", "$v"}, NULL, "WAIT", WANT_OK, false},
     {{"HELLO", "$v"}, NULL, NULL, WANT_ANY, false},
@@ -154,8 +173,10 @@ static const struct row rows[] = {
 /* Texts that only a raw Redis or script error carries, or that blame
  * Redis for what was the caller's argument. */
 static const char *const raw_markers[] = {
-    "invalid expire time", "value is not an integer", "not a valid float", "script:",
-    "user_script", "UPSTREAM", "out of memory",
+    "invalid expire time", "value is not an integer",
+    "not a valid float",   "script:",
+    "user_script",         "UPSTREAM",
+    "out of memory",
 };
 
 /* Error codes a clear error may start with. */
@@ -303,7 +324,7 @@ static void probe(struct sweep *s, size_t ri, size_t vi)
         freeReplyObject(before);
         return;
     }
-    pu_sleep_ms(20); /* anything the request set off in the background */
+    pu_sleep_ms(20);            /* anything the request set off in the background */
     c1 = redis_cmds(s->rc) - 1; /* less the first INFO */
     after = dump_keys(s->rc);
     if (s->verbose)
@@ -364,9 +385,12 @@ TEST(badinput_numeric_sweep)
     /* No watchdog renewal, unsubscribe or pub/sub keepalive PING (every
      * --upstream-timeout) within the run: Redis's command count is the
      * probes' alone. */
-    static const char *const extra[] = {"--lock-watchdog-timeout", "600000",
-                                        "--subscription-linger",   "3600000",
-                                        "--upstream-timeout",      "60000",
+    static const char *const extra[] = {"--lock-watchdog-timeout",
+                                        "600000",
+                                        "--subscription-linger",
+                                        "3600000",
+                                        "--upstream-timeout",
+                                        "60000",
                                         NULL};
 
     pu_each_backend(scenario_sweep, extra);
@@ -379,8 +403,8 @@ TEST(badinput_numeric_sweep)
 static void scenario_lease_floor(struct pu_env *e)
 {
     static const char *const cmds[] = {
-        "LOCK %s LEASE %s",           "LOCK %s LEASE %s FENCED", "TRYLOCK %s LEASE %s",
-        "RLOCK %s LEASE %s",          "WLOCK %s LEASE %s",       "FAIRLOCK %s LEASE %s",
+        "LOCK %s LEASE %s",           "LOCK %s LEASE %s FENCED",  "TRYLOCK %s LEASE %s",
+        "RLOCK %s LEASE %s",          "WLOCK %s LEASE %s",        "FAIRLOCK %s LEASE %s",
         "MULTILOCK %s lf-x LEASE %s", "PSEM.ACQUIRE %s LEASE %s", "PSEM.TRYACQUIRE %s LEASE %s",
     };
     redisContext *c = pu_client(e), *rc = pu_redis_client(e);

@@ -177,11 +177,11 @@ TEST(limits_lock_pipelines_bounded)
 
 /* ---- client memory: a global bound, and memory given back -------------- */
 
-#define ECHO_BYTES   60000
-#define MEM_BOUND    (8 * 1024 * 1024) /* --max-client-memory of the bound scenario */
-#define MEM_CONNS    6
-#define MEM_ECHOES   60
-#define SLACK_KB     (32 * 1024) /* RSS the allocator may keep around a bound */
+#define ECHO_BYTES 60000
+#define MEM_BOUND  (8 * 1024 * 1024) /* --max-client-memory of the bound scenario */
+#define MEM_CONNS  6
+#define MEM_ECHOES 60
+#define SLACK_KB   (32 * 1024) /* RSS the allocator may keep around a bound */
 
 static char *echo_payload(void)
 {
@@ -238,8 +238,10 @@ static void scenario_client_memory_bound(struct pu_env *e)
     multi_burst(e, c, MEM_CONNS, MEM_ECHOES, &queued, &oom);
     peak_kb = lu_rss_kb(e->proxy.pid);
     held = pu_info_int(other, "client_memory");
-    fprintf(stderr, "MULTI burst under an 8 MiB bound: %d queued, %d refused, client_memory %lld, "
-            "RSS %ld -> %ld kB\n", queued, oom, held, base_kb, peak_kb);
+    fprintf(stderr,
+            "MULTI burst under an 8 MiB bound: %d queued, %d refused, client_memory %lld, "
+            "RSS %ld -> %ld kB\n",
+            queued, oom, held, base_kb, peak_kb);
     ASSERT_TRUE(oom > 0);
     ASSERT_TRUE(queued > 0 && (long long)queued * ECHO_BYTES <= MEM_BOUND);
     ASSERT_TRUE(held >= (long long)queued * ECHO_BYTES && held <= MEM_BOUND);

@@ -467,6 +467,7 @@ TEST(multilock_cluster_ordered)
     rcluster_cleanup(&cl);
 }
 
-TEST_MAIN(TEST_CASE(multilock_limits), TEST_CASE(multilock_layout), TEST_CASE(multilock_renew_and_lost),
-          TEST_CASE(multilock_exclusion), TEST_CASE(multilock_wake_and_disconnect),
-          TEST_CASE(multilock_contention), TEST_CASE(multilock_cluster_ordered))
+TEST_MAIN(TEST_CASE(multilock_limits), TEST_CASE(multilock_layout),
+          TEST_CASE(multilock_renew_and_lost), TEST_CASE(multilock_exclusion),
+          TEST_CASE(multilock_wake_and_disconnect), TEST_CASE(multilock_contention),
+          TEST_CASE(multilock_cluster_ordered))

@@ -147,9 +147,15 @@ static void scenario_slow_iteration(struct pu_env *e)
 
 TEST(observe_slow_iteration_counted)
 {
-    static const char *const extra[] = {"--latency-monitor-threshold", "5", "--max-pipeline",
-                                        "100000", "--client-output-soft-limit", "0",
-                                        "--client-output-hard-limit", "0", NULL};
+    static const char *const extra[] = {"--latency-monitor-threshold",
+                                        "5",
+                                        "--max-pipeline",
+                                        "100000",
+                                        "--client-output-soft-limit",
+                                        "0",
+                                        "--client-output-hard-limit",
+                                        "0",
+                                        NULL};
 
     each_backend(scenario_slow_iteration, extra);
 }
@@ -258,5 +264,4 @@ TEST(observe_burst_after_idle_under_load)
 }
 
 TEST_MAIN(TEST_CASE(observe_rollback_counted_not_warned), TEST_CASE(observe_stalled_loop_counted),
-          TEST_CASE(observe_slow_iteration_counted),
-          TEST_CASE(observe_burst_after_idle_under_load))
+          TEST_CASE(observe_slow_iteration_counted), TEST_CASE(observe_burst_after_idle_under_load))

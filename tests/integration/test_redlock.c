@@ -454,8 +454,7 @@ TEST(redlock_lost_lease_given_back)
  * its 30 s lease. */
 TEST(redlock_unlock_given_back)
 {
-    static const char *const aof[] = {"--enable-debug-command", "yes", "--appendonly", "yes",
-                                      NULL};
+    static const char *const aof[] = {"--enable-debug-command", "yes", "--appendonly", "yes", NULL};
     static struct rlx x;
     redisContext *c;
 

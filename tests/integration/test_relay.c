@@ -494,5 +494,6 @@ TEST(fork_child_holds_no_socket)
 
 TEST_MAIN(TEST_CASE(pass), TEST_CASE(pause_c2s_heal), TEST_CASE(pause_s2c_heal),
           TEST_CASE(partition_heal), TEST_CASE(drop), TEST_CASE(reset), TEST_CASE(delay),
-          TEST_CASE(bounded_queue), TEST_CASE(bounded_chunks), TEST_CASE(eof_both_ways), TEST_CASE(stop_with_open_connections),
-          TEST_CASE(fork_child_holds_no_socket), TEST_CASE(target_down))
+          TEST_CASE(bounded_queue), TEST_CASE(bounded_chunks), TEST_CASE(eof_both_ways),
+          TEST_CASE(stop_with_open_connections), TEST_CASE(fork_child_holds_no_socket),
+          TEST_CASE(target_down))

@@ -707,7 +707,7 @@ static void scenario_sem_release_after_unknown(struct pu_env *e)
     if (!pu_is_err(r, "UPSTREAM") || !strstr(r->str, "outcome unknown"))
         TEST_FAIL("expected -UPSTREAM ... outcome unknown, got %s", pu_describe(r, d, sizeof(d)));
     freeReplyObject(r);
-    freeReplyObject(pu_recv(s)); /* Redis is back */
+    freeReplyObject(pu_recv(s));                    /* Redis is back */
     PU_EVENTUALLY(pu_get_int(rc, "su") == 2, 5000); /* Redis ran the acquire */
     for (;;) {
         r = pu_cmd(c, "SEM.RELEASE %s", "su");
@@ -733,8 +733,7 @@ TEST(sem_release_after_unknown)
     struct pu_env e;
 
     for (size_t i = 0; i < 2; i++) {
-        if ((only && only[0] && !strstr(only, backends[i])) ||
-            (i == 1 && !pu_uring_available()))
+        if ((only && only[0] && !strstr(only, backends[i])) || (i == 1 && !pu_uring_available()))
             continue;
         fprintf(stderr, "-- io backend %s\n", backends[i]);
         unknown_env_start(&e, backends[i]);
@@ -747,5 +746,4 @@ TEST_MAIN(TEST_CASE(sem_basic), TEST_CASE(sem_counting), TEST_CASE(sem_wakeup),
           TEST_CASE(sem_one_subscription), TEST_CASE(sem_disconnect), TEST_CASE(sem_timeout),
           TEST_CASE(sem_pipeline), TEST_CASE(sem_interop), TEST_CASE(sem_bad_input),
           TEST_CASE(psem_basic), TEST_CASE(psem_counting), TEST_CASE(psem_lease),
-          TEST_CASE(psem_disconnect), TEST_CASE(psem_interop),
-          TEST_CASE(sem_release_after_unknown))
+          TEST_CASE(psem_disconnect), TEST_CASE(psem_interop), TEST_CASE(sem_release_after_unknown))

@@ -6,10 +6,11 @@
  * KEEP stay taken (they are nobody's to return). A proxy that was only
  * stopped past its liveness key learns that it was reaped: its client's
  * SEM.RELEASE answers LOCKLOST, and adds nothing twice. */
+#include <sys/wait.h>
+
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "harness.h"

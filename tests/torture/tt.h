@@ -204,8 +204,8 @@ struct tt_client_cfg {
     bool negative;
     char log_path[TT_PATH_MAX + 32];
     char log_path2[TT_PATH_MAX + 32]; /* the second connection's log (issue-18 workload) */
-    struct tt_shm *shm;   /* borrowed: shared page */
-    struct tt_slot *slot; /* borrowed: this client's slot */
+    struct tt_shm *shm;               /* borrowed: shared page */
+    struct tt_slot *slot;             /* borrowed: this client's slot */
     /* scripted clients (the timed scenarios) only: */
     const char *script_cmd;  /* acquire command line, e.g. "LOCK k WAIT 4000" */
     enum tt_cmd script_kind; /* its kind */

@@ -293,8 +293,7 @@ static void count_and_bound(const struct tt_history *h, const struct tt_check_pa
             const struct ck_op *o = &h->cl[c].ops[i];
 
             r->by_cmd[o->cmd]++;
-            if (!tt_cmd_is_acquire(o->cmd) && !tt_cmd_is_release(o->cmd) &&
-                o->cmd != TT_RELOCK) {
+            if (!tt_cmd_is_acquire(o->cmd) && !tt_cmd_is_release(o->cmd) && o->cmd != TT_RELOCK) {
                 r->res_ops++;
                 continue;
             }

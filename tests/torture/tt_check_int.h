@@ -35,13 +35,13 @@ struct tt_history {
 };
 
 struct ck_hold {
-    const struct ck_op *acq;    /* borrowed */
-    const struct ck_op *rel;    /* borrowed: the first release, NULL if never released */
-    const struct ck_op *last;   /* borrowed: the last retry of that release (or rel) */
-    long long start, end;       /* grant reply, release send (LLONG_MAX: never) */
-    long long deadline;         /* client-visible LEASE deadline, LLONG_MAX without */
-    enum tt_overlap_class told; /* TT_OV_SILENT: not told */
-    bool stuck;                 /* its only release answered :0, "still held" */
+    const struct ck_op *acq;     /* borrowed */
+    const struct ck_op *rel;     /* borrowed: the first release, NULL if never released */
+    const struct ck_op *last;    /* borrowed: the last retry of that release (or rel) */
+    long long start, end;        /* grant reply, release send (LLONG_MAX: never) */
+    long long deadline;          /* client-visible LEASE deadline, LLONG_MAX without */
+    enum tt_overlap_class told;  /* TT_OV_SILENT: not told */
+    bool stuck;                  /* its only release answered :0, "still held" */
     const struct ck_op *reentry; /* borrowed: a RELOCK while it was held, or NULL */
     bool locklost;               /* told LOCKLOST: by the RELOCK or a release (retries too) */
 };

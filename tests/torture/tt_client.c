@@ -134,11 +134,11 @@ static int log_send(struct client *c, enum tt_cmd cmd, const char *name, int lea
 {
     char buf[256];
     int seq = ++c->seq;
-    int n = c->group > 0 ? snprintf(buf, sizeof(buf), "S %d %lld %d %d %s %d %d %d\n", seq,
-                                    tt_now_us(), (int)cmd, c->cfg->proxy, name, lease, wait,
-                                    c->group)
-                         : snprintf(buf, sizeof(buf), "S %d %lld %d %d %s %d %d\n", seq,
-                                    tt_now_us(), (int)cmd, c->cfg->proxy, name, lease, wait);
+    int n = c->group > 0
+                ? snprintf(buf, sizeof(buf), "S %d %lld %d %d %s %d %d %d\n", seq, tt_now_us(),
+                           (int)cmd, c->cfg->proxy, name, lease, wait, c->group)
+                : snprintf(buf, sizeof(buf), "S %d %lld %d %d %s %d %d\n", seq, tt_now_us(),
+                           (int)cmd, c->cfg->proxy, name, lease, wait);
 
     log_line(c, buf, n);
     return seq;
@@ -771,8 +771,8 @@ static enum tt_res px_multi(struct client *c, enum tt_cmd cmd, const char *const
     r = redisCommandArgv(c->px, argc, argv, NULL);
     res = classify(c->px, r, TT_MULTILOCK, &val, c->text, sizeof(c->text));
     for (int i = 0; i < n; i++) {
-        enum tt_res part = cmd == TT_MULTIUNLOCK ? multi_part(res, c->text, names[i], names, n)
-                                                  : res;
+        enum tt_res part =
+            cmd == TT_MULTIUNLOCK ? multi_part(res, c->text, names[i], names, n) : res;
 
         log_reply(c, seq[i], part, part == TT_R_INT && part != res ? 1 : val, c->text);
     }

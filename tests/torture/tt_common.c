@@ -48,10 +48,9 @@ int tt_rng_range(struct tt_rng *r, int lo, int hi)
 }
 
 static const char *const cmd_names[TT_CMD_COUNT] = {
-    "LOCK",        "LOCK-FENCED", "RLOCK",   "WLOCK",     "FAIRLOCK",
-    "SEM.ACQUIRE", "UNLOCK",      "RUNLOCK", "WUNLOCK",   "FAIRUNLOCK",
-    "SEM.RELEASE", "RES.GET",     "RES.SET", "RES.FREAD", "RES.FWRITE",
-    "MULTILOCK",   "MULTIUNLOCK", "RELOCK",
+    "LOCK",    "LOCK-FENCED", "RLOCK",      "WLOCK",      "FAIRLOCK",    "SEM.ACQUIRE",
+    "UNLOCK",  "RUNLOCK",     "WUNLOCK",    "FAIRUNLOCK", "SEM.RELEASE", "RES.GET",
+    "RES.SET", "RES.FREAD",   "RES.FWRITE", "MULTILOCK",  "MULTIUNLOCK", "RELOCK",
 };
 
 static const char *const res_names[TT_R_COUNT] = {
@@ -60,9 +59,10 @@ static const char *const res_names[TT_R_COUNT] = {
 };
 
 static const char *const fault_names[TT_F_COUNT] = {
-    "redis-kill",   "redis-sleep",      "kill-cmd-conn",     "kill-pubsub-conn",  "proxy-stop",
-    "proxy-kill",   "client-stop",      "client-stop-lease", "client-reset",      "slow-reader",
-    "partition",    "slot-migrate", "cluster-failover", "master-kill",       "sentinel-failover", "sentinel-kill",
+    "redis-kill",       "redis-sleep", "kill-cmd-conn",     "kill-pubsub-conn",
+    "proxy-stop",       "proxy-kill",  "client-stop",       "client-stop-lease",
+    "client-reset",     "slow-reader", "partition",         "slot-migrate",
+    "cluster-failover", "master-kill", "sentinel-failover", "sentinel-kill",
 };
 
 const char *const tt_workload_names[TT_WORKLOAD_NAMES] = {

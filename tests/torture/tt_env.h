@@ -27,7 +27,7 @@ struct tt_env {
     struct pu_redis res;         /* the resource Redis, never faulted */
     struct pu_proxy proxy[TT_MAX_PROXIES];
     int nproxies;
-    struct relay *relay; /* owned: --partitions: P0 <-> lock Redis, else NULL */
+    struct relay *relay;       /* owned: --partitions: P0 <-> lock Redis, else NULL */
     char log_dir[TT_PATH_MAX]; /* client-<id>.log files */
     struct tt_shm *shm;        /* owned: MAP_SHARED page */
     struct tt_client_cfg ccfg[TT_MAX_FORKED];

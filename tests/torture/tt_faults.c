@@ -565,7 +565,7 @@ static void client_reset(struct tt_env *e, const struct tt_planned *pl, struct t
 static void partition(struct tt_env *e, const struct tt_planned *pl, struct tt_fault *f)
 {
     static const char *const heal[3] = {"healed", "healed with a reset",
-                                         "new connections refused, healed"};
+                                        "new connections refused, healed"};
     int variant = pl->target % 3;
 
     f->target = 0;

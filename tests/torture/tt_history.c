@@ -296,7 +296,6 @@ bool ck_granted(const struct ck_op *o)
     return tt_cmd_is_acquire(o->cmd) && (o->res == TT_R_OK || o->res == TT_R_TOKEN);
 }
 
-
 /* Every hold of every client, in no particular order. */
 static struct ck_hold *hold_push(struct ck_hold **holds, int *n, int *cap)
 {
@@ -326,8 +325,8 @@ static void hold_release(struct ck_hold *x, const struct ck_op *o)
     x->locklost = x->locklost || o->res == TT_R_LOCKLOST;
     if (x->reentry && x->reentry->res == TT_R_LOCKLOST)
         x->told = TT_OV_TOLD_LOST;
-    x->stuck = x->stuck || (o->res == TT_R_INT && o->val == 0 && o->cmd != TT_SEM_REL &&
-                            !expect_zero);
+    x->stuck =
+        x->stuck || (o->res == TT_R_INT && o->val == 0 && o->cmd != TT_SEM_REL && !expect_zero);
 }
 
 /* The client's current hold per name (MULTILOCK holds several at once). */

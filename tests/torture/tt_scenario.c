@@ -24,8 +24,8 @@
  * (healed with a reset when the seed is odd), so A's lease ends and B
  * (through P1, from 500 ms) gets the lock at ~1.8 s; A's UNLOCK, sent
  * during the cut after B's grant, answers "outcome unknown" at the upstream
- * timeout (3 s) and is retried until a definite answer after the heal. Expected: A told LOCKLOST (no untold overlap on
- * k3).
+ * timeout (3 s) and is retried until a definite answer after the heal. Expected: A told LOCKLOST
+ * (no untold overlap on k3).
  *
  * partition-relock (--partitions; issue 18 item 2): A holds "LOCK k4"
  * through P0; the cut lasts from 300 ms to 2.6 s; B (P1) takes and
@@ -269,8 +269,8 @@ void tt_scenarios_expect(const struct tt_env *e, struct tt_report *r,
     out->fifo_inversions = tt_report_count(r, "fifo", FIFO_NAME);
     /* partition-*: the checker reports their untold overlaps (strict) */
     out->partitions = e->relay != NULL;
-    out->part_untold = tt_check_name_stat(r, PUN_NAME).untold +
-                       tt_check_name_stat(r, PRL_NAME).untold;
+    out->part_untold =
+        tt_check_name_stat(r, PUN_NAME).untold + tt_check_name_stat(r, PRL_NAME).untold;
     /* late-grant: the checker already reports its silent overlaps */
     expect(r, out->told_lost >= 1, TOLD_NAME,
            "the holder whose lease ran out while its proxy was stopped must be told LOCKLOST "

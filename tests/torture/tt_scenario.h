@@ -10,13 +10,13 @@
 #include "tt_env.h"
 
 struct tt_scenario_result {
-    bool ran;             /* needs two proxies */
-    int late_silent;      /* silent overlaps in late-grant (the bug: > 0) */
-    int told_silent;      /* silent overlaps in lease-lost-told */
-    long long told_lost;  /* told-lost overlaps in lease-lost-told (>= 1 expected) */
-    long long fifo_pairs; /* pairs the FIFO rule checked in fair-fifo (6 expected) */
-    int fifo_inversions;  /* and found out of order (0 expected) */
-    bool partitions;      /* the partition scenarios ran (--partitions) */
+    bool ran;              /* needs two proxies */
+    int late_silent;       /* silent overlaps in late-grant (the bug: > 0) */
+    int told_silent;       /* silent overlaps in lease-lost-told */
+    long long told_lost;   /* told-lost overlaps in lease-lost-told (>= 1 expected) */
+    long long fifo_pairs;  /* pairs the FIFO rule checked in fair-fifo (6 expected) */
+    int fifo_inversions;   /* and found out of order (0 expected) */
+    bool partitions;       /* the partition scenarios ran (--partitions) */
     long long part_untold; /* untold overlaps in partition-unlock and partition-relock (0) */
 };
 

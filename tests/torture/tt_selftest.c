@@ -27,7 +27,7 @@ struct hist {
 };
 
 static int failures;
-static int g_group;        /* > 0: op_v logs this shared OWNER group */
+static int g_group;          /* > 0: op_v logs this shared OWNER group */
 static bool g_strict = true; /* run_check's strict_untold */
 
 static void hist_init(struct hist *h, const char *name)

@@ -103,11 +103,8 @@ TEST(resp_format_large)
  * output reproduces the same arguments behind a different prefix. */
 TEST(resp_format_split_and_raw)
 {
-    const char *flat[] = {"EVALSHA",
-                          "abc",
-                          "2",
-                          "k1",
-                          "k\0002", /* k, NUL, 2 (\000: three octal digits) */
+    const char *flat[] = {"EVALSHA", "abc",    "2",
+                          "k1",      "k\0002", /* k, NUL, 2 (\000: three octal digits) */
                           "arg"};
     const size_t flens[] = {7, 3, 1, 2, 3, 3};
     const char *pre[] = {"EVALSHA", "abc"};
@@ -125,11 +122,8 @@ TEST(resp_format_split_and_raw)
     assert_buf(&b, buf_head(&a), buf_size(&a));
     ASSERT_OK(pool__resp_command_raw(&c, 2, pre2, NULL, 4, b.data + b.len - tail_len, tail_len));
     {
-        const char *want[] = {"EVAL",
-                              "return 1",
-                              "2",
-                              "k1",
-                              "k\0002", /* k, NUL, 2 (\000: three octal digits) */
+        const char *want[] = {"EVAL", "return 1", "2",
+                              "k1",   "k\0002", /* k, NUL, 2 (\000: three octal digits) */
                               "arg"};
         const size_t wl[] = {4, 8, 1, 2, 3, 3};
 

@@ -183,7 +183,8 @@ TEST(bad_lines_name_file_line_and_key)
     expect_error("metrics tls://h:1\n", "'metrics'", NULL);
     expect_error("tls-auth-clients maybe\n", "'tls-auth-clients'", "maybe");
     expect_error("on-disconnect foo\n", "'on-disconnect'", "(one of: release, expire)");
-    expect_error("io-backend epoll\n", "t.conf:1: unknown key 'io-backend'", "(did you mean 'io'?)");
+    expect_error("io-backend epoll\n", "t.conf:1: unknown key 'io-backend'",
+                 "(did you mean 'io'?)");
     expect_error("listen a:1\nlisten b:2\nlisten c:3\nlisten d:4\nlisten e:5\nlisten f:6\n"
                  "listen g:7\nlisten h:8\nlisten i:9\n",
                  "t.conf:9:", "at most 8");

@@ -264,11 +264,11 @@ static const char *flag_error_text(const char *flag, const char *value)
     return buf;
 }
 
-#define ASSERT_HAS(text, want)                                                                     \
-    do {                                                                                           \
-        const char *t_ = (text);                                                                   \
-        if (!strstr(t_, (want)))                                                                   \
-            TEST_FAIL("\"%s\" lacks \"%s\"", t_, (want));                                        \
+#define ASSERT_HAS(text, want)                            \
+    do {                                                  \
+        const char *t_ = (text);                          \
+        if (!strstr(t_, (want)))                          \
+            TEST_FAIL("\"%s\" lacks \"%s\"", t_, (want)); \
     } while (0)
 
 /* A bad value of a key with a fixed set of values names every valid one,
@@ -308,7 +308,8 @@ TEST(unknown_flags_suggest_a_key)
     ASSERT_HAS(flag_error_text("--io-backend", "foo"),
                "unknown option '--io-backend' (did you mean --io? see --help)");
     ASSERT_HAS(flag_error_text("--io-backend", NULL), "did you mean --io?");
-    ASSERT_HAS(flag_error_text("--watchdog-timeout", "100"), "did you mean --lock-watchdog-timeout?");
+    ASSERT_HAS(flag_error_text("--watchdog-timeout", "100"),
+               "did you mean --lock-watchdog-timeout?");
     ASSERT_HAS(flag_error_text("--max-arg", "100"), "did you mean --max-args?");
     ASSERT_HAS(flag_error_text("--bogus", "1"), "unknown option '--bogus' (see --help)");
     ASSERT_STREQ(px_opts_key_suggest("on-disconect"), "on-disconnect");

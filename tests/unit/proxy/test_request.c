@@ -23,10 +23,22 @@ struct limits {
 
 /* Initializers, not const objects: C wants constants in the static tables
  * (gcc takes a const object there, clang does not). */
-#define LIM_DFLT    {8, 1024, false}
-#define LIM_SMALL   {3, 64, false}
-#define LIM_PREAUTH {3, 64, true}
-#define LIM_TINY    {8, 8, false}
+#define LIM_DFLT       \
+    {                  \
+        8, 1024, false \
+    }
+#define LIM_SMALL    \
+    {                \
+        3, 64, false \
+    }
+#define LIM_PREAUTH \
+    {               \
+        3, 64, true \
+    }
+#define LIM_TINY    \
+    {               \
+        8, 8, false \
+    }
 
 struct pcase {
     const char *in; /* input */
@@ -226,7 +238,8 @@ TEST(multibulk_errors)
 TEST(limits)
 {
     static const struct pcase cases[] = {
-        {"*4\r\n$1\r\na\r\n$1\r\nb\r\n$1\r\nc\r\n$1\r\nd\r\n" PING, 0, LIM_SMALL, OVER_ARGS "[PING]"},
+        {"*4\r\n$1\r\na\r\n$1\r\nb\r\n$1\r\nc\r\n$1\r\nd\r\n" PING, 0, LIM_SMALL,
+         OVER_ARGS "[PING]"},
         {"*3\r\n$1\r\na\r\n$1\r\nb\r\n$1\r\nc\r\n", 0, LIM_SMALL, "[a|b|c]"},
         {"*1000000\r\n$1\r\na\r\n", 0, LIM_SMALL, "..."},
         {"*2147483647\r\n", 0, LIM_SMALL, "..."},
