@@ -57,11 +57,13 @@ static void registered_clear(struct px_server *srv)
     }
 }
 
+/* A registration Redis did not confirm (its reply lost, or an error):
+ * every name is forgotten, so the next acquire of each registers again
+ * (SADD is idempotent). */
 static void register_on_reply(void *arg, const redisReply *r, int err)
 {
-    (void)arg;
-    (void)r;
-    (void)err; /* a lost registration is sent again by the next round's check */
+    if (err < 0 || r->type == REDIS_REPLY_ERROR)
+        registered_clear(arg);
 }
 
 void px_sem_reap_register(struct px_server *srv, const char *name, size_t len)
@@ -88,7 +90,7 @@ void px_sem_reap_register(struct px_server *srv, const char *name, size_t len)
     lens[4] = strlen(srv->uuid);
     lens[5] = util_u64_to_str(srv->opts.watchdog_ms, ttl);
     if (px_script_eval(srv, reap_hint(), px__sem_script(PX__SEM_REGISTER), 3, 6, argv, lens,
-                       register_on_reply, NULL) < 0)
+                       register_on_reply, srv) < 0)
         return; /* not remembered: the next acquire tries again */
     if (!srv->sem_reap.alive_armed) {
         srv->sem_reap.alive_armed = true;
