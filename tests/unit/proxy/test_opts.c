@@ -212,9 +212,21 @@ TEST(flags_client_limits)
 TEST(flags_client_limits_rejected)
 {
     static const char *const bad[][2] = {
-        {"--unixsocketperm", "888"}, {"--unixsocketperm", "1777"},         {"--unixsocketperm", ""},
-        {"--unixsocketperm", "rw"},  {"--tcp-keepalive", "40000"},         {"--max-pipeline", "0"},
-        {"--timeout", "-1"},         {"--client-output-hard-limit", "1k"},
+        {"--unixsocketperm", "888"},
+        {"--unixsocketperm", "1777"},
+        {"--unixsocketperm", ""},
+        {"--unixsocketperm", "rw"},
+        {"--tcp-keepalive", "40000"},
+        {"--max-pipeline", "0"},
+        {"--timeout", "-1"},
+        {"--client-output-hard-limit", "1k"},
+        {"--max-client-memory", "-1"},
+        {"--max-client-memory", "abc"},
+        {"--max-client-memory", "18446744073709551616"},
+        {"--max-client-memory", ""},
+        {"--latency-monitor-threshold", "-1"},
+        {"--latency-monitor-threshold", "1e3"},
+        {"--latency-monitor-threshold", "3600001"},
     };
     FILE *null = fopen("/dev/null", "w");
     struct px_opts o;
