@@ -12,7 +12,8 @@
 #     run there; and each
 #     libFuzzer target for LP_FUZZ_SECONDS (default 10 s; build-fuzz/).
 #   scripts/test.sh --full   (or LP_TEST_FULL=1) everything, ~35 minutes:
-#     the above, plus the Cluster and Sentinel torture runs, the whole
+#     the above, plus the tests labelled `long` (cases named long_*:
+#     counting runs over many failovers), the Cluster and Sentinel torture runs, the whole
 #     suite and torture suite under the sanitizers, the build and tests
 #     against hiredis 1.x (scripts/compat-hiredis1.sh, build-hiredis1/),
 #     and 30 s per fuzz target.
@@ -116,8 +117,12 @@ build() {
 }
 
 # shellcheck disable=SC2317 # called through step
+# Tests labelled `long` (counting runs over many failovers and the like)
+# run only in --full mode; torture has its own step.
 run_tests() {
-    ctest --test-dir "$1" --output-on-failure -j"$CTEST_JOBS" -LE torture "${@:2}"
+    local exclude='torture|long'
+    [ "$FULL" = 1 ] && exclude='torture'
+    ctest --test-dir "$1" --output-on-failure -j"$CTEST_JOBS" -LE "$exclude" "${@:2}"
 }
 
 # The torture runs are timed and CPU-heavy: one at a time. The default
