@@ -96,15 +96,16 @@ void px_fwd_info(struct px_server *srv, struct buf *o)
     struct px_fwd_stats st;
 
     px_fwd_get_stats(srv, &st);
-    buf_appendf(o,
-                "# Passthrough\r\npassthrough:%s\r\nforwarded_commands:%llu\r\nforwarded_errors:%llu\r\n"
-                "forwarded_refused:%llu\r\nforwarded_noscript_retries:%llu\r\n"
-                "forwarded_scripts:%llu\r\nforwarded_script_bytes:%llu\r\n"
-                "forwarded_script_evictions:%llu\r\n\r\n",
-                srv->opts.passthrough ? "on" : "off", (unsigned long long)st.forwarded,
-                (unsigned long long)st.errors, (unsigned long long)st.refused,
-                (unsigned long long)st.noscript_retries, (unsigned long long)st.scripts,
-                (unsigned long long)st.script_bytes, (unsigned long long)st.script_evictions);
+    buf_appendf(
+        o,
+        "# Passthrough\r\npassthrough:%s\r\nforwarded_commands:%llu\r\nforwarded_errors:%llu\r\n"
+        "forwarded_refused:%llu\r\nforwarded_noscript_retries:%llu\r\n"
+        "forwarded_scripts:%llu\r\nforwarded_script_bytes:%llu\r\n"
+        "forwarded_script_evictions:%llu\r\n\r\n",
+        srv->opts.passthrough ? "on" : "off", (unsigned long long)st.forwarded,
+        (unsigned long long)st.errors, (unsigned long long)st.refused,
+        (unsigned long long)st.noscript_retries, (unsigned long long)st.scripts,
+        (unsigned long long)st.script_bytes, (unsigned long long)st.script_evictions);
 }
 
 /* The bound on kept script texts. */
@@ -324,7 +325,8 @@ static void write_exists(struct fwd_op *op, const redisReply *r, struct buf *b)
     px_reply_array(b, r->elements);
     for (i = 0; i < r->elements; i++) {
         const struct px_arg *sha = &req->argv[2 + i];
-        bool kept = (int)i + 2 < req->argc && px_fwd_script_find(f->scripts, sha->p, sha->len, &len);
+        bool kept =
+            (int)i + 2 < req->argc && px_fwd_script_find(f->scripts, sha->p, sha->len, &len);
         const redisReply *e = r->element[i];
 
         px_reply_int(b, kept || (e->type == REDIS_REPLY_INTEGER && e->integer));
@@ -480,8 +482,9 @@ static void script_cmd(struct px_req *req)
     if (px_args_is(sub, "KILL"))
         return refuse(req, "ERR lockproxy does not forward 'SCRIPT KILL': it stops another "
                            "client's script; run it on Redis directly");
-    refuse(req, "ERR unknown subcommand or wrong number of arguments for '%.*s'. lockproxy "
-                "forwards SCRIPT LOAD, EXISTS and FLUSH",
+    refuse(req,
+           "ERR unknown subcommand or wrong number of arguments for '%.*s'. lockproxy "
+           "forwards SCRIPT LOAD, EXISTS and FLUSH",
            (int)LP_MIN(sub->len, 64u), sub->p);
 }
 
@@ -493,8 +496,7 @@ static void eval_cmd(struct px_req *req, int slot, uint64_t hint)
 
     if (px_args_is(name, "EVALSHA") || px_args_is(name, "EVALSHA_RO"))
         return fwd_send(req, slot, hint, FWD_EVALSHA, FWD_OUT_PLAIN);
-    px_fwd_script_keep(srv->fwd->scripts, NULL, req->argv[1].p, req->argv[1].len,
-                       scripts_max(srv));
+    px_fwd_script_keep(srv->fwd->scripts, NULL, req->argv[1].p, req->argv[1].len, scripts_max(srv));
     fwd_send(req, slot, hint, FWD_PLAIN, FWD_OUT_PLAIN);
 }
 
@@ -514,8 +516,9 @@ static bool check_command(struct px_req *req, const struct px_fwd_spec *s)
     }
     if (s->action == PX_FA_REFUSE || (s->kspec == PX_FK_STREAMS && xread_blocks(req))) {
         refuse(req, "ERR lockproxy does not forward '%s': %s", s->name,
-               s->why ? s->why : "it blocks, and would hold an upstream connection every "
-                                 "client shares");
+               s->why ? s->why
+                      : "it blocks, and would hold an upstream connection every "
+                        "client shares");
         return false;
     }
     if (!px_fwd_arity_ok(s, req->argc)) {
@@ -526,8 +529,10 @@ static bool check_command(struct px_req *req, const struct px_fwd_spec *s)
         return false;
     }
     if (req->cl->multi.active) {
-        refuse(req, "ERR lockproxy does not run '%s' inside MULTI: transactions over forwarded "
-               "commands are refused (use EVAL for an atomic change of several keys)", s->name);
+        refuse(req,
+               "ERR lockproxy does not run '%s' inside MULTI: transactions over forwarded "
+               "commands are refused (use EVAL for an atomic change of several keys)",
+               s->name);
         return false;
     }
     return true;

@@ -37,12 +37,12 @@ struct px_req;
 
 /* How a command's keys are found. */
 enum px_fwd_kspec {
-    PX_FK_NONE = 0,      /* no keys: any node */
-    PX_FK_RANGE,         /* first, last, step */
-    PX_FK_NUMKEYS,       /* argv[first] is numkeys, the keys follow it */
-    PX_FK_DEST_NUMKEYS,  /* argv[1] is a key, argv[2] numkeys, the keys follow */
-    PX_FK_STREAMS,       /* after the STREAMS keyword, the first half of the rest */
-    PX_FK_SUBCMD,        /* argv[1] a subcommand, argv[2] the key (when argc > 2) */
+    PX_FK_NONE = 0,     /* no keys: any node */
+    PX_FK_RANGE,        /* first, last, step */
+    PX_FK_NUMKEYS,      /* argv[first] is numkeys, the keys follow it */
+    PX_FK_DEST_NUMKEYS, /* argv[1] is a key, argv[2] numkeys, the keys follow */
+    PX_FK_STREAMS,      /* after the STREAMS keyword, the first half of the rest */
+    PX_FK_SUBCMD,       /* argv[1] a subcommand, argv[2] the key (when argc > 2) */
 };
 
 /* What the proxy does with it. */

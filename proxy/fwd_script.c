@@ -6,12 +6,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <openssl/evp.h>
-
 #include "common/hmap.h"
 #include "common/list.h"
 #include "common/util.h"
 #include "proxy/fwd.h"
+
+#include <openssl/evp.h>
 
 #define SHA_HEX 40
 

@@ -120,9 +120,23 @@ TEST(passthrough_resp3)
 TEST(passthrough_refused)
 {
     static const char *const refused[] = {
-        "BLPOP pt:l 0", "BRPOP pt:l 0", "BLMOVE pt:a pt:b LEFT LEFT 0", "BZPOPMIN pt:z 0",
-        "WAIT 1 0", "MONITOR", "SYNC", "PSYNC ? -1", "DEBUG SLEEP 0", "CONFIG SET maxmemory 1",
-        "SHUTDOWN", "FLUSHALL", "FLUSHDB", "KEYS *", "SCAN 0", "FUNCTION FLUSH", "SCRIPT KILL",
+        "BLPOP pt:l 0",
+        "BRPOP pt:l 0",
+        "BLMOVE pt:a pt:b LEFT LEFT 0",
+        "BZPOPMIN pt:z 0",
+        "WAIT 1 0",
+        "MONITOR",
+        "SYNC",
+        "PSYNC ? -1",
+        "DEBUG SLEEP 0",
+        "CONFIG SET maxmemory 1",
+        "SHUTDOWN",
+        "FLUSHALL",
+        "FLUSHDB",
+        "KEYS *",
+        "SCAN 0",
+        "FUNCTION FLUSH",
+        "SCRIPT KILL",
     };
     struct pu_env e = {0};
     redisContext *c, *rc;
@@ -143,6 +157,7 @@ TEST(passthrough_refused)
     }
     PU_ERR(c, "ERR lockproxy does not forward 'XREAD': it blocks", "XREAD BLOCK 0 STREAMS %s 0",
            "pt:x");
+    PU_ERR(c, "ERR lockproxy does not support 'CLIENT TRACKING'", "CLIENT TRACKING %s", "on");
     PU_ERR(c, "ERR unknown command 'NOSUCHCMD'", "NOSUCHCMD %s", "pt:k");
     PU_ERR(c, "ERR wrong number of arguments for 'get' command", "GET %s extra", "pt:k");
     PU_ERR(c, "ERR wrong number of arguments for 'set' command", "SET %s", "pt:k");
@@ -374,8 +389,7 @@ TEST(passthrough_cluster)
     r = pu_cmd(c, "MGET %s %s", k[0], k2);
     ASSERT_TRUE(r->type == REDIS_REPLY_ARRAY && r->elements == 2);
     freeReplyObject(r);
-    PU_ERR(c, "CROSSSLOT Keys in request don't hash to the same slot", "MSET %s 1 %s 2", k2,
-           k[1]);
+    PU_ERR(c, "CROSSSLOT Keys in request don't hash to the same slot", "MSET %s 1 %s 2", k2, k[1]);
     r = rcluster_cmd(&rc, masters[0], "EXISTS %s", k2);
     ASSERT_TRUE(r->type == REDIS_REPLY_INTEGER && r->integer == 0);
     freeReplyObject(r);
