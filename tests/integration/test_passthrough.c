@@ -22,6 +22,7 @@
 #include "pool/pool.h"
 #include "proxy_util.h"
 #include "resp3_util.h"
+#include "sync_util.h"
 
 #define GET_LUA "return redis.call('get', KEYS[1])"
 
@@ -312,6 +313,116 @@ TEST(passthrough_off)
     pu_env_stop(&e);
 }
 
+/* ---- Redisson-style clients through the proxy ---------------------------------- */
+
+/* RLock's acquire and unlock, as Redisson sends them (the publish command
+ * is ARGV[4], as Redisson passes it). */
+static const char rl_acquire_lua[] = "if (redis.call('exists', KEYS[1]) == 0) or "
+                                     "(redis.call('hexists', KEYS[1], ARGV[2]) == 1) then "
+                                     "redis.call('hincrby', KEYS[1], ARGV[2], 1); "
+                                     "redis.call('pexpire', KEYS[1], ARGV[1]); return nil; end; "
+                                     "return redis.call('pttl', KEYS[1]);";
+static const char rl_unlock_lua[] =
+    "if (redis.call('hexists', KEYS[1], ARGV[3]) == 0) then return nil; end; "
+    "local counter = redis.call('hincrby', KEYS[1], ARGV[3], -1); "
+    "if (counter > 0) then redis.call('pexpire', KEYS[1], ARGV[2]); return 0; "
+    "else redis.call('del', KEYS[1]); redis.call(ARGV[4], KEYS[2], ARGV[1]); "
+    "return 1; end;";
+
+struct mixed {
+    struct su_excl x;      /* the critical section both kinds share */
+    const char *name;      /* the lock */
+    char chan[128];        /* its Redisson channel */
+    char acq[48], rel[48]; /* SHA1s of the scripts (SCRIPT LOAD through the proxy) */
+};
+
+/* Even clients: Redisson-style (EVALSHA acquire, retried every 2 ms;
+ * EVALSHA unlock that publishes); odd: LOCK/UNLOCK. */
+static bool mixed_round(void *arg, int i, redisContext *c)
+{
+    struct mixed *m = arg;
+    char owner[64];
+    redisReply *r;
+    bool ok;
+
+    if (i % 2) {
+        if (!su_cmd_ok(c, SU_OK, "LOCK %s WAIT 20000", m->name))
+            return false;
+        su_excl_enter(&m->x);
+        su_excl_leave(&m->x, 300);
+        return su_cmd_ok(c, 1, "UNLOCK %s", m->name);
+    }
+    snprintf(owner, sizeof(owner), "9a0e7c2a-1111-4222-8333-94445555%04d:1", i);
+    for (;;) {
+        r = redisCommand(c, "EVALSHA %s 1 %s 30000 %s", m->acq, m->name, owner);
+        if (!r || r->type == REDIS_REPLY_ERROR) {
+            freeReplyObject(r);
+            return false;
+        }
+        ok = r->type == REDIS_REPLY_NIL;
+        freeReplyObject(r);
+        if (ok)
+            break;
+        pu_sleep_ms(2);
+    }
+    su_excl_enter(&m->x);
+    su_excl_leave(&m->x, 300);
+    return su_cmd_ok(c, 1, "EVALSHA %s 2 %s %s 0 30000 %s publish", m->rel, m->name, m->chan,
+                     owner);
+}
+
+/* Redisson-style clients (their scripts by EVALSHA through the proxy)
+ * and LOCK clients on the same name never hold it at once; a LOCK waiter
+ * is woken by a Redisson-style unlock sent through the proxy. */
+TEST(passthrough_redisson_mixed)
+{
+    static struct mixed m;
+    struct pu_env e = {0};
+    struct su_clients spec = {0};
+    redisContext *c, *w;
+    redisReply *r;
+    long long t0;
+
+    pu_env_start(&e, "epoll", NULL);
+    c = pu_client(&e);
+    m.name = "mix:lock";
+    pu_channel(m.name, m.chan, sizeof(m.chan));
+    r = pu_cmd(c, "SCRIPT LOAD %s", rl_acquire_lua);
+    snprintf(m.acq, sizeof(m.acq), "%s", r->str);
+    freeReplyObject(r);
+    r = pu_cmd(c, "SCRIPT LOAD %s", rl_unlock_lua);
+    snprintf(m.rel, sizeof(m.rel), "%s", r->str);
+    freeReplyObject(r);
+    /* Held Redisson-style: a LOCK client waits, and the unlock wakes it. */
+    PU_NIL(c, "EVALSHA %s 1 %s 30000 owner-a:1", m.acq, m.name);
+    w = pu_client(&e);
+    PU_NIL(w, "TRYLOCK %s", m.name);
+    pu_send(w, "LOCK %s WAIT 10000", m.name);
+    PU_EVENTUALLY(pu_info_int(c, "lock_waiters") == 1, 5000);
+    t0 = pu_now_ms();
+    PU_INT(c, 1, "EVALSHA %s 2 %s %s 0 30000 owner-a:1 publish", m.rel, m.name, m.chan);
+    PU_RECV(w, PU_K_STATUS, 0, "OK");
+    ASSERT_TRUE(pu_now_ms() - t0 < 1000);
+    /* Held by LOCK: the Redisson-style acquire gets the lease left. */
+    r = pu_cmd(c, "EVALSHA %s 1 %s 30000 owner-b:1", m.acq, m.name);
+    ASSERT_TRUE(r->type == REDIS_REPLY_INTEGER && r->integer > 0);
+    freeReplyObject(r);
+    PU_INT(w, 1, "UNLOCK %s", m.name);
+    /* Both kinds at once. */
+    spec.ports = &e.proxy.port;
+    spec.nports = 1;
+    spec.clients = 4;
+    spec.rounds = 20;
+    spec.round = mixed_round;
+    spec.arg = &m;
+    ASSERT_EQ(su_clients_run(&spec), 0);
+    ASSERT_EQ(atomic_load(&m.x.violations), 0);
+    ASSERT_EQ(m.x.counter, 4 * 20);
+    redisFree(w);
+    redisFree(c);
+    pu_env_stop(&e);
+}
+
 /* ---- Redis Cluster ------------------------------------------------------------ */
 
 static void cluster_proxy(struct rcluster *rc, struct pu_proxy *p)
@@ -414,4 +525,4 @@ TEST_MAIN(TEST_CASE(passthrough_forward), TEST_CASE(passthrough_resp3),
           TEST_CASE(passthrough_refused), TEST_CASE(passthrough_acl),
           TEST_CASE(passthrough_scripts_survive_restart),
           TEST_CASE(passthrough_script_memory_bounded), TEST_CASE(passthrough_off),
-          TEST_CASE(passthrough_cluster))
+          TEST_CASE(passthrough_redisson_mixed), TEST_CASE(passthrough_cluster))
