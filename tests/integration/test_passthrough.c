@@ -7,8 +7,8 @@
  * every forwarded key and the proxy's own {lp- keys refused; scripts a
  * client loaded surviving a Redis restart and SCRIPT FLUSH leaving the
  * proxy's own scripts working; --passthrough off; and on a Redis Cluster:
- * routing by slot, CROSSSLOT, MOVED after a slot migration, EVALSHA on
- * every master. */
+ * routing by slot, CROSSSLOT, MOVED after a slot migration, ASK in the
+ * middle of one, EVALSHA on every master. */
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
@@ -469,6 +469,7 @@ TEST(passthrough_cluster)
     redisReply *r;
     char k[3][64], k2[64], sha[48];
     int m, masters[3], n = 0, slot, to;
+    long long asks;
 
     memset(&rc, 0, sizeof(rc));
     if (!rcluster_available())
@@ -515,6 +516,16 @@ TEST(passthrough_cluster)
     PU_CHECK(r, PU_K_STR, 0, "w");
     freeReplyObject(r);
     PU_STR(c, "w", "EVALSHA %s 1 %s", sha, k[0]);
+    /* Half-way through a migration: the key already moved answers ASK
+     * at the source, and the proxy follows it. */
+    slot = pool_slot(k[1], strlen(k[1]));
+    asks = pu_info_int(c, "cluster_ask");
+    rcluster_migrate_begin(&rc, slot, masters[1], masters[2]);
+    rcluster_migrate_key(&rc, masters[1], masters[2], k[1]);
+    PU_STR(c, "v", "GET %s", k[1]);
+    ASSERT_TRUE(pu_info_int(c, "cluster_ask") > asks);
+    rcluster_migrate_finish(&rc, slot, masters[1], masters[2]);
+    PU_STR(c, "v", "GET %s", k[1]);
     redisFree(c);
     pu_proxy_assert_alive(&p);
     pu_proxy_stop(&p);
