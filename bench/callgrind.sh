@@ -11,7 +11,7 @@
 # per request, and keeps the callgrind outputs in LP_CG_OUT (default
 # bench-results/callgrind-<date>).
 # Settings: LP_CG_BUILD_DIR (build: a RelWithDebInfo build has the symbols),
-# LP_CG_IO (epoll: valgrind does not follow io_uring's shared rings as
+# LP_CG_PROXY_ARGS (more lockproxy flags, e.g. "--passthrough off"), LP_CG_IO (epoll: valgrind does not follow io_uring's shared rings as
 # faithfully; uring to count that backend: each run then ends with a
 # callgrind_control dump, as valgrind holds SIGTERM back for minutes while
 # the loop waits in io_uring_enter), LP_CG_TOP (15).
@@ -65,7 +65,7 @@ run() {
     pp=$(free_port)
     valgrind --tool=callgrind --callgrind-out-file="$f" "$BUILD/lockproxy" \
         --listen "127.0.0.1:$pp" --upstream "redis://127.0.0.1:$RP" --io "$IO" \
-        --log-level warn >"$OUT/proxy-$n.log" 2>&1 &
+        --log-level warn ${LP_CG_PROXY_ARGS:-} >"$OUT/proxy-$n.log" 2>&1 &
     pid=$!
     wait_ping "$pp"
     for _ in $(seq 1 "$n"); do printf 'TRYLOCK k\nUNLOCK k\n'; done |

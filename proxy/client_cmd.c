@@ -398,6 +398,14 @@ void px_client_cmd(struct px_req *req)
         client_list(req);
     } else if (px_args_is(sub, "KILL") && req->argc >= 3) {
         client_kill(req);
+    } else if (px_args_is(sub, "TRACKING") || px_args_is(sub, "CACHING") ||
+               px_args_is(sub, "PAUSE") || px_args_is(sub, "REPLY")) {
+        /* Client-side caching needs invalidations of the client's own
+         * upstream connection; the proxy's are shared (fwd.h). */
+        px_reply_error(b,
+                       "ERR lockproxy does not support 'CLIENT %.*s': its upstream connections "
+                       "are shared by every client",
+                       (int)LP_MIN(sub->len, 16u), sub->p);
     } else {
         px_reply_error(b, "ERR unknown CLIENT subcommand or wrong arguments, try ID, SETNAME, "
                           "GETNAME, SETINFO, INFO, LIST, KILL");

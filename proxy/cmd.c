@@ -16,6 +16,7 @@
 #include "proxy/auth.h"
 #include "proxy/client.h"
 #include "proxy/client_cmd.h"
+#include "proxy/fwd.h"
 #include "proxy/info.h"
 #include "proxy/locks/latch.h"
 #include "proxy/locks/lock.h"
@@ -318,15 +319,11 @@ bool px_cmd_may_block(const struct px_req *req)
 void px_cmd_dispatch(struct px_req *req)
 {
     const struct px_cmd *c = req->cmd;
-    const struct px_arg *name = &req->argv[0];
 
     if (!px_auth_admit(req))
         return px_multi_reject(req);
-    if (!c) {
-        px_reply_error(px_req_out(req), "ERR unknown command '%.*s'", (int)LP_MIN(name->len, 64u),
-                       name->p);
-        return px_multi_reject(req);
-    }
+    if (!c)
+        return px_fwd_dispatch(req); /* pass-through, or "unknown command": fwd.h */
     if (req->argc < c->min_args || (c->max_args >= 0 && req->argc > c->max_args)) {
         px_reply_error(px_req_out(req), "ERR wrong number of arguments for '%s' command", c->name);
         return px_multi_reject(req);

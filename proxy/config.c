@@ -307,6 +307,7 @@ static void reload_apply(struct px_server *srv, struct px_opts *nw)
     o->timeout_s = nw->timeout_s;
     o->auth_timeout_s = nw->auth_timeout_s;
     o->keepalive_s = nw->keepalive_s;
+    o->passthrough = nw->passthrough; /* the next forwarded command */
     o->sync_replicas = nw->sync_replicas;
     o->sync_timeout_ms = nw->sync_timeout_ms;
     if (nw->max_clients > o->max_clients)

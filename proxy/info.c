@@ -9,6 +9,7 @@
 
 #include "pool/pool.h"
 #include "proxy/client.h"
+#include "proxy/fwd.h"
 #include "proxy/locks/redlock.h"
 #include "proxy/locks/semaphore.h"
 #include "proxy/metrics.h"
@@ -261,6 +262,7 @@ static const struct info_section sections[] = {
     {"latency", info_latency},
     {"sync", px_sync_info},
     {"tls", px_tls_info},
+    {"passthrough", px_fwd_info},
     {"commandstats", px_metrics_info_commands},
     {"latencystats", px_metrics_info_latency},
 };

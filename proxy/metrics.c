@@ -45,6 +45,7 @@
 #include "common/hmap.h"
 #include "proxy/client.h"
 #include "proxy/cmd.h"
+#include "proxy/fwd.h"
 #include "proxy/request.h"
 #include "proxy/server.h"
 #include "proxy/tls.h"
@@ -590,6 +591,36 @@ static void write_sentinel(struct px_server *srv, struct buf *o)
                 st.master_name, st.master_addr, st.sentinel_addr);
 }
 
+/* Pass-through (fwd.h). */
+static void write_passthrough(struct px_server *srv, struct buf *o)
+{
+    struct px_fwd_stats st;
+
+    px_fwd_get_stats(srv, &st);
+    {
+        const struct metric ms[] = {
+            {"lockproxy_passthrough_enabled", "gauge", "--passthrough (1 on, 0 off).",
+             srv->opts.passthrough ? 1u : 0u},
+            {"lockproxy_forwarded_commands_total", "counter",
+             "Ordinary Redis commands forwarded upstream (pass-through).", st.forwarded},
+            {"lockproxy_forwarded_errors_total", "counter",
+             "Forwarded commands answered with an error (Redis's or UPSTREAM).", st.errors},
+            {"lockproxy_forwarded_refused_total", "counter",
+             "Commands refused by pass-through before reaching Redis (unknown, blocking, "
+             "server-wide, arity, key patterns, CROSSSLOT, MULTI).",
+             st.refused},
+            {"lockproxy_forwarded_noscript_retries_total", "counter",
+             "EVALSHA retried as EVAL with the kept text after NOSCRIPT.", st.noscript_retries},
+            {"lockproxy_forwarded_scripts", "gauge", "Client script texts kept by SHA1.",
+             st.scripts},
+            {"lockproxy_forwarded_script_bytes", "gauge", "Memory of the kept script texts.",
+             st.script_bytes},
+        };
+
+        write_metrics(o, ms, LP_ARRAY_SIZE(ms));
+    }
+}
+
 void px_metrics_write(struct px_server *srv, struct buf *out)
 {
     struct px_metrics *m = srv->metrics;
@@ -605,6 +636,7 @@ void px_metrics_write(struct px_server *srv, struct buf *out)
     px_upstream_nodes_metrics(srv, out);
     px_tls_metrics(srv, out);
     write_sentinel(srv, out);
+    write_passthrough(srv, out);
     write_hist(out, "lockproxy_upstream_latency_seconds",
                "Time from submitting a script to Redis to its reply.", &m->upstream);
 }

@@ -90,6 +90,10 @@ static const char usage_text[] =
     "  --protected-mode yes|no    yes: without requirepass or users, accept only\n"
     "                             loopback and Unix socket clients (others get\n"
     "                             -DENIED, as Redis's protected mode) (default yes)\n"
+    "  --passthrough on|off       on: also forward ordinary Redis commands (GET,\n"
+    "                             SET, HSET, EVAL, EVALSHA...) to the upstream\n"
+    "                             through the pool, so Redisson- or redis-py-style\n"
+    "                             lock clients work unchanged (default on)\n"
     "  --log-level LEVEL          error, warn, info or debug (default info)\n"
     "  --config FILE              read settings from FILE first: \"key value\" lines\n"
     "                             whose keys are these flag names; flags override\n"
@@ -160,6 +164,7 @@ void px_opts_default(struct px_opts *o)
     o->keepalive_s = 300;
     o->unix_perm = 0;
     o->protected_mode = 1;
+    o->passthrough = 1;
     o->tls_auth_clients = PX_TLS_AUTH_YES;
     o->tls_handshake_timeout_ms = 10000;
     o->sync_replicas = 0;
@@ -374,6 +379,7 @@ static const char *const level_names[] = {"error", "warn", "info", "debug", NULL
 static const char *const pubsub_names[] = {"auto", "sharded", "classic", NULL}; /* pool.h order */
 static const char *const tls_auth_names[] = {"no", "optional", "yes", NULL};
 static const char *const yes_no_names[] = {"no", "yes", NULL};
+static const char *const on_off_names[] = {"off", "on", NULL};
 
 #define NUM(field)   offsetof(struct px_opts, field), sizeof(((struct px_opts *)0)->field)
 #define FIELD(field) offsetof(struct px_opts, field), 0
@@ -405,6 +411,7 @@ static const struct opt_key keys[] = {
     {"tcp-keepalive", OPT_NUM, NUM(keepalive_s), 0, 32767, NULL, true},
     {"unixsocketperm", OPT_MODE, NUM(unix_perm), 0, 0777, NULL, false},
     {"protected-mode", OPT_ENUM, FIELD(protected_mode), 0, 0, yes_no_names, true},
+    {"passthrough", OPT_ENUM, FIELD(passthrough), 0, 0, on_off_names, true},
     {"log-level", OPT_ENUM, FIELD(log_level), 0, 0, level_names, true},
     {"metrics", OPT_METRICS, FIELD(metrics), 0, 0, NULL, false},
     {"cluster-pubsub", OPT_ENUM, FIELD(cluster_pubsub), 0, 0, pubsub_names, false},

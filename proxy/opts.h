@@ -91,6 +91,7 @@ struct px_opts {
     unsigned keepalive_s;          /* TCP keepalive idle seconds on clients, 0 off */
     unsigned unix_perm;            /* mode of created Unix sockets, 0: as the umask leaves it */
     int protected_mode;            /* 1: without auth, only loopback and Unix clients (protect.c) */
+    int passthrough;               /* 1: forward ordinary Redis commands (fwd.h) */
     struct px_addr metrics;        /* --metrics HTTP address; port 0 and no path: off */
     char tls_cert_file[PX_PATH_MAX];       /* TLS listeners' certificate chain (PEM), "" none */
     char tls_key_file[PX_PATH_MAX];        /* its private key, "" for in the certificate file */

@@ -25,6 +25,7 @@
 #include "proxy/climem.h"
 #include "proxy/cmd.h"
 #include "proxy/config.h"
+#include "proxy/fwd.h"
 #include "proxy/http.h"
 #include "proxy/locks/jobs.h"
 #include "proxy/locks/locks.h"
@@ -293,7 +294,7 @@ int px_server_create(struct px_server **out, const struct px_opts *opts)
         rc = px_redlock_start(srv);
     if (rc < 0)
         goto err_loop;
-    if ((rc = px_cmd_init()) < 0 || (rc = px_locks_init(srv)) < 0)
+    if ((rc = px_cmd_init()) < 0 || (rc = px_locks_init(srv)) < 0 || (rc = px_fwd_create(srv)) < 0)
         goto err_loop;
     rc = server_listen(srv);
     if (rc < 0)
@@ -413,6 +414,7 @@ void px_server_destroy(struct px_server *srv)
     px_http_destroy(srv);
     px_locks_deinit(srv);
     px_cmd_deinit();
+    px_fwd_destroy(srv);
     px_metrics_destroy(srv);
     if (pool_is_stopped(srv->pool))
         pool_destroy(srv->pool);

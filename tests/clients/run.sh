@@ -19,7 +19,7 @@
 # or the npm registry unreachable.
 set -euo pipefail
 
-client=${1:?usage: run.sh redis-py|ioredis|node-redis|lib-python|lib-go|lib-node-ioredis|lib-node-redis}
+client=${1:?usage: run.sh redis-py|redis-py-lock|ioredis|node-redis|lib-python|lib-go|lib-node-ioredis|lib-node-redis}
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 PROXY=${LP_PROXY_BIN:?LP_PROXY_BIN must name the lockproxy binary}
 CACHE=${LP_CLIENTS_CACHE:-$(dirname "$PROXY")/clients-cache}
@@ -65,6 +65,10 @@ lib-node-ioredis | lib-node-redis)
 redis-py)
     py=$(debian_python) || exit $?
     run=("$py" "$HERE/redis_py.py")
+    ;;
+redis-py-lock)
+    py=$(debian_python) || exit $?
+    run=("$py" "$HERE/redis_py_lock.py")
     ;;
 ioredis | node-redis)
     modules=$("$HERE/npm-install.sh" "$CACHE") || exit $?

@@ -446,6 +446,18 @@ static bool latency_threshold_low(struct rl *r)
     return ms == 1;
 }
 
+/* A forwarded command is refused as unknown (--passthrough off). */
+static bool passthrough_off(struct rl *r)
+{
+    redisContext *c = client(r);
+    redisReply *rep = pu_cmd(c, "GET %s", "pt-reload");
+    bool off = pu_is_err(rep, "ERR unknown command");
+
+    freeReplyObject(rep);
+    redisFree(c);
+    return off;
+}
+
 /* ---- the table -------------------------------------------------------------- */
 
 struct reload_case {
@@ -459,6 +471,7 @@ struct reload_case {
 
 static const struct reload_case cases[] = {
     {"log-level", "info", "debug", "", log_level_debug, false, false},
+    {"passthrough", "on", "off", "", passthrough_off, false, false},
     {"protected-mode", "yes", "no", "", protected_off, true, false},
     {"protected-mode", "no", "yes", "", protected_on, true, false}, /* the other way first */
     {"requirepass", NULL, "pw", "", auth_on, false, false},
