@@ -417,8 +417,69 @@ TEST(sem_release_in_partition_carried_out)
     each_backend(scenario_sem_release);
 }
 
+/* ---- issue 22: releases on disconnect during a partition ------------------------ */
+
+/* A holds a lock of every kind (with LEASE 60000, so only a release frees
+ * them in time), two SEM permits and a PSEM permit through P0; P0 is cut
+ * off and A's connection closes. The releases P0 sends then never reach
+ * Redis (the heal resets the connections); P0 sends them again once it
+ * can, and B takes every name through P1 within moments of the heal, not
+ * after a minute. */
+static void disconnect_run(struct penv *e, bool reset)
+{
+    static const char *const locks[] = {"LOCK %s LEASE 60000", "FAIRLOCK %s LEASE 60000",
+                                        "WLOCK %s LEASE 60000", "RLOCK %s LEASE 60000",
+                                        "MULTILOCK %s pd:m2 LEASE 60000"};
+    static const char *const takes[] = {"LOCK %s WAIT 5000", "FAIRLOCK %s WAIT 5000",
+                                        "WLOCK %s WAIT 5000", "WLOCK %s WAIT 5000",
+                                        "MULTILOCK %s pd:m2 WAIT 5000"};
+    static const char *const names[] = {"pd:plain", "pd:fair", "pd:write", "pd:read", "pd:m1"};
+    redisContext *a = pu_connect(e->p0.port), *b = pu_connect(e->p1.port);
+    char id[40];
+    redisReply *r;
+    long long t0;
+    size_t i;
+
+    r = once_served(a, "SEM.TRYSETPERMITS %s 2", "pd:s");
+    freeReplyObject(r);
+    for (i = 0; i < 5; i++)
+        pu_expect_at(__FILE__, __LINE__, a, PU_K_STATUS, 0, "OK", locks[i], names[i]);
+    PU_OK(a, "SEM.ACQUIRE %s 2", "pd:s");
+    PU_INT(a, 1, "PSEM.TRYSETPERMITS %s 1", "pd:p");
+    psem_take(a, "PSEM.ACQUIRE %s", "pd:p", id, sizeof(id));
+    relay_partition(e->relay, false);
+    redisFree(a);
+    pu_sleep_ms(UPSTREAM_MS + 500); /* P0's releases timed out or were refused */
+    relay_heal(e->relay, reset);
+    t0 = pu_now_ms();
+    for (i = 0; i < 5; i++)
+        pu_expect_at(__FILE__, __LINE__, b, PU_K_STATUS, 0, "OK", takes[i], names[i]);
+    PU_OK(b, "SEM.ACQUIRE %s 2 WAIT 5000", "pd:s");
+    r = pu_cmd(b, "PSEM.ACQUIRE %s WAIT 5000", "pd:p");
+    ASSERT_TRUE(r->type == REDIS_REPLY_STRING);
+    freeReplyObject(r);
+    fprintf(stderr, "healed%s: B took every name a closed connection held %lld ms after the heal\n",
+            reset ? " with reset" : "", pu_now_ms() - t0);
+    ASSERT_TRUE(pu_now_ms() - t0 < 5000);
+    redisFree(b); /* P1 gives everything back */
+    PU_EVENTUALLY(!pu_exists(e->direct, "pd:plain"), 3000);
+    freeReplyObject(pu_cmd(e->direct, "DEL pd:s pd:p {pd:p}:timeout"));
+}
+
+static void scenario_disconnect(struct penv *e)
+{
+    disconnect_run(e, false);
+    disconnect_run(e, true);
+}
+
+TEST(disconnect_in_partition_released_after_heal)
+{
+    each_backend(scenario_disconnect);
+}
+
 TEST_MAIN(TEST_CASE(acquire_during_partition_answers_upstream),
           TEST_CASE(lease_lost_during_partition_not_told_held),
           TEST_CASE(unlock_in_partition_then_lease_lost_is_told),
           TEST_CASE(relock_after_lease_lost_in_partition_is_told),
-          TEST_CASE(sem_release_in_partition_carried_out))
+          TEST_CASE(sem_release_in_partition_carried_out),
+          TEST_CASE(disconnect_in_partition_released_after_heal))
