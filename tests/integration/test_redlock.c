@@ -519,8 +519,42 @@ TEST(redlock_unlock_in_hand)
     pu_env_stop(&x.e);
 }
 
+/* A connection holding a REDLOCK (LEASE 60000: only a release frees it in
+ * time) closes while two of three masters are stalled: its release goes
+ * to every master, is sent again until each answers, and the name is free
+ * on all three within moments of the resume (issue 22, coverage). */
+TEST(redlock_disconnect_given_back)
+{
+    static struct rlx x;
+    redisContext *c, *d;
+    long long t0;
+    int i;
+
+    rlx_masters(&x);
+    rlx_start_flags(&x, giveback_flags);
+    c = pu_client(&x.e);
+    d = pu_client(&x.e);
+    ASSERT_TRUE(expect_validity(c, "REDLOCK %s LEASE 60000", "dg") > 0);
+    pu_redis_pause(&x.m[1]);
+    pu_redis_pause(&x.m[2]);
+    redisFree(c);
+    pu_sleep_ms(1000); /* the releases to the stalled masters time out */
+    t0 = pu_now_ms();
+    pu_redis_resume(&x.m[1]);
+    pu_redis_resume(&x.m[2]);
+    for (i = 0; i < NMASTERS; i++)
+        PU_EVENTUALLY(!m_exists(&x, i, "dg"), 3000);
+    fprintf(stderr, "closed REDLOCK holder: every master free %lld ms after the resume\n",
+            pu_now_ms() - t0);
+    ASSERT_TRUE(expect_validity(d, "REDLOCK %s WAIT 0", "dg") > 0);
+    PU_INT(d, 1, "REDUNLOCK %s", "dg");
+    redisFree(d);
+    pu_env_stop(&x.e);
+}
+
 TEST_MAIN(TEST_CASE(redlock_basic), TEST_CASE(redlock_startup_needs_odd_masters),
           TEST_CASE(redlock_masters_down), TEST_CASE(redlock_hung_master),
           TEST_CASE(redlock_validity_check), TEST_CASE(redlock_redisson_layout_excludes),
           TEST_CASE(redlock_renewal_needs_majority), TEST_CASE(redlock_lost_lease_given_back),
-          TEST_CASE(redlock_unlock_given_back), TEST_CASE(redlock_unlock_in_hand))
+          TEST_CASE(redlock_unlock_given_back), TEST_CASE(redlock_unlock_in_hand),
+          TEST_CASE(redlock_disconnect_given_back))
