@@ -35,8 +35,9 @@
 #include "proxy/protect.h"
 #include "proxy/ready.h"
 
-#define PX_DRAIN_MS  2000u /* how long the stop waits for releases to reach Redis */
-#define PX_SETTLE_MS 2000u /* how long start-up waits for the first upstream attempt */
+#define PX_DRAIN_MS        2000u  /* how long the stop waits for requests in flight and closes */
+#define PX_STOP_RELEASE_MS 10000u /* and for releases Redis has not confirmed yet */
+#define PX_SETTLE_MS       2000u  /* how long start-up waits for the first upstream attempt */
 
 static void on_accept(struct sched_listener *ls, int fd)
 {
@@ -316,17 +317,27 @@ err_free:
     return rc;
 }
 
-/* Lets the releases sent for closing clients reach Redis, bounded. */
+/* Lets the releases sent for closing clients reach Redis, bounded: the
+ * requests in flight and the closes get PX_DRAIN_MS; releases Redis has
+ * not confirmed (retried jobs, redlock give-backs: Redis down, stalled or
+ * cut off at the stop) are sent again, with their back-off, for up to
+ * PX_STOP_RELEASE_MS, so a Redis that is back within that time gets every
+ * release before the proxy exits (issue 22). Those still unconfirmed then
+ * are dropped: their locks expire at lease end. */
 static void server_drain(struct px_server *srv)
 {
-    uint64_t until = clock_mono_ms() + PX_DRAIN_MS;
+    uint64_t start = clock_mono_ms(), until = start + PX_DRAIN_MS, now;
     struct pool_stats st;
+    bool busy, releases;
 
     do {
         sched_loop_run_once(srv->loop, 10);
         pool_get_stats(srv->pool, &st);
-    } while ((st.inflight > 0 || srv->nclients > 0 || px_jobs_busy(srv) || px_redlock_busy(srv)) &&
-             clock_mono_ms() < until);
+        now = clock_mono_ms();
+        busy = st.inflight > 0 || srv->nclients > 0;
+        releases = px_jobs_busy(srv) || px_redlock_busy(srv);
+    } while ((busy && now < until) || (releases && now < start + PX_STOP_RELEASE_MS));
+    until = LP_MAX(until, now);
     pool_stop(srv->pool);
     px_redlock_stop(srv);
     while ((!pool_is_stopped(srv->pool) || !px_redlock_stopped(srv)) &&

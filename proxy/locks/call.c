@@ -18,6 +18,7 @@ struct call {
     px_call_reply_fn *fmt; /* borrowed: formats the script's reply, or NULL */
     px_call_result_fn *fn; /* borrowed: hears every outcome (when fmt is NULL) */
     void *arg;             /* fn's */
+    bool own_failures;     /* fn answers upstream failures itself */
 };
 
 static void call_on_reply(void *arg, const redisReply *r, int err)
@@ -26,9 +27,10 @@ static void call_on_reply(void *arg, const redisReply *r, int err)
     struct px_req *req = c->req;
     struct px_client *cl = req->cl;
 
-    if (err < 0)
-        px_wait_reply_upstream(req, err);
-    else if (r->type == REDIS_REPLY_ERROR)
+    if (err < 0) {
+        if (!c->own_failures) /* else fn answers */
+            px_wait_reply_upstream(req, err);
+    } else if (r->type == REDIS_REPLY_ERROR)
         px_args_reply_redis_error(req, r);
     else if (c->fmt)
         c->fmt(req, r);
@@ -52,7 +54,8 @@ static void call_start(struct px_req *req, uint64_t hint, unsigned script, int n
     c->req = req;
     rc = px_script_eval(req->cl->srv, hint, script, numkeys, argc, argv, lens, call_on_reply, c);
     if (rc < 0) {
-        px_wait_reply_upstream(req, rc);
+        if (!c->own_failures || rc == -ENOMEM)
+            px_wait_reply_upstream(req, rc);
         if (c->fn)
             c->fn(req, c->arg, NULL, rc == -ENOMEM ? -ENOMEM : -ENOTCONN);
         free(c);
@@ -85,6 +88,23 @@ void px_call_script_arg(struct px_req *req, uint64_t hint, unsigned script, int 
     }
     c->fn = fn;
     c->arg = arg;
+    call_start(req, hint, script, numkeys, argc, argv, lens, c);
+}
+
+void px_call_script_own(struct px_req *req, uint64_t hint, unsigned script, int numkeys, int argc,
+                        const char *const *argv, const size_t *lens, px_call_result_fn *fn,
+                        void *arg)
+{
+    struct call *c = calloc(1, sizeof(*c));
+
+    if (!c) {
+        px_reply_error(px_req_out(req), "ERR out of memory");
+        fn(req, arg, NULL, -ENOMEM);
+        return px_req_done(req);
+    }
+    c->fn = fn;
+    c->arg = arg;
+    c->own_failures = true;
     call_start(req, hint, script, numkeys, argc, argv, lens, c);
 }
 

@@ -38,6 +38,13 @@ void px_call_script_arg(struct px_req *req, uint64_t hint, unsigned script, int 
                         const char *const *argv, const size_t *lens, px_call_result_fn *fn,
                         void *arg);
 
+/* As px_call_script_arg, but fn answers the upstream failures itself (r
+ * NULL, err -ENOTCONN: never sent; another err < 0: its reply was lost);
+ * -ENOMEM is answered already. For a release the proxy may carry out. */
+void px_call_script_own(struct px_req *req, uint64_t hint, unsigned script, int numkeys, int argc,
+                        const char *const *argv, const size_t *lens, px_call_result_fn *fn,
+                        void *arg);
+
 /* fmt for scripts that return an integer: the integer, as is. */
 void px_call_reply_int(struct px_req *req, const redisReply *r);
 

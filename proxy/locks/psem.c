@@ -379,26 +379,80 @@ static void psem_reply_release(struct px_req *req, const redisReply *r)
         (int)req->argv[2].len, req->argv[2].p, (int)LP_MIN(req->argv[1].len, 200u), req->argv[1].p);
 }
 
+/* A release in flight (px_call_script_own's arg). */
+struct psem_rel {
+    unsigned char id[PX__PSEM_ID_LEN]; /* the permit id */
+    uint64_t until;                    /* tracked: its lease end (monotonic), or PX_JOB_NO_END */
+    bool tracked;                      /* this proxy granted it and tracked it to a connection */
+};
+
+/* A PSEM.RELEASE that could not be sent, or whose reply was lost, is the
+ * proxy's to carry out (issue 22): released by id, so resending is
+ * harmless (a permit goes back at most once), a retried job until Redis
+ * answers or the permit's lease has ended anyway. A permit this proxy
+ * tracked is answered as the release will end (:1, or :0 when its lease
+ * had ended: the next user reclaims it); any other id (KEEP, another
+ * proxy's) +INHAND: sent again for a minute, its outcome not known. */
+static void psem_release_in_hand(struct px_req *req, const struct psem_rel *x)
+{
+    const struct px_arg *name = &req->argv[1];
+    struct px_server *srv = req->cl->srv;
+    uint64_t now = sched_loop_now_ms(srv->loop);
+
+    srv->stats.unlocks_in_hand++;
+    if (!x->tracked) {
+        psem_send_return(srv, name->p, name->len, x->id, now + PX__SEM_RETURN_WINDOW_MS, false);
+        px_reply_status(px_req_out(req), "INHAND");
+        return;
+    }
+    psem_send_return(srv, name->p, name->len, x->id, x->until, false);
+    px_reply_int(px_req_out(req), x->until == PX_JOB_NO_END || now < x->until);
+}
+
+static void psem_release_done(struct px_req *req, void *arg, const redisReply *r, int err)
+{
+    struct psem_rel *x = arg;
+
+    if (r && r->type != REDIS_REPLY_ERROR)
+        psem_reply_release(req, r);
+    else if (!r && err != -ENOMEM)
+        psem_release_in_hand(req, x);
+    free(x);
+}
+
 void px__psem_cmd_release(struct px_req *req)
 {
     const struct px_arg *name = &req->argv[1];
-    unsigned char id[PX__PSEM_ID_LEN];
+    struct px__sem_keys k;
+    struct psem_rel *x;
     struct psem_held *h;
     char now[24];
     size_t nlen;
+    int nk;
 
     if (px_name_check(req, "name", PX_NAME_PREFIXED) < 0)
         return px_req_done(req);
-    if (hex_decode(&req->argv[2], id) < 0) {
+    if (!(x = calloc(1, sizeof(*x)))) {
+        px_reply_error(px_req_out(req), "ERR out of memory");
+        return px_req_done(req);
+    }
+    if (hex_decode(&req->argv[2], x->id) < 0) {
+        free(x);
         px_args_reply_bad(req, "permit id", "32 hex characters", &req->argv[2]);
         return px_req_done(req);
     }
-    h = psem_held_find(name->p, name->len, id);
-    if (h)
+    h = psem_held_find(name->p, name->len, x->id);
+    if (h) {
+        x->tracked = true;
+        x->until = h->until;
         psem_held_free(h);
+    }
     psem_now(now, sizeof(now), &nlen);
-    psem_simple(req, PX__PSEM_RELEASE, (const char *)id, PX__PSEM_ID_LEN, now, nlen,
-                psem_reply_release);
+    nk = px__sem_keys_fill(&k, name->p, name->len, true);
+    px__sem_keys_arg(&k, nk, (const char *)x->id, PX__PSEM_ID_LEN);
+    px__sem_keys_arg(&k, nk + 1, now, nlen);
+    px_call_script_own(req, px_route_hint(name->p, name->len), px__sem_script(PX__PSEM_RELEASE), nk,
+                       nk + 2, k.argv, k.lens, psem_release_done, x);
 }
 
 void px__psem_cmd_available(struct px_req *req)

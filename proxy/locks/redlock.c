@@ -417,6 +417,23 @@ struct rl_unlock {
     unsigned lost_mask;  /* masters (bits) whose reply was lost */
 };
 
+/* Fewer than a majority answered the REDUNLOCK (masters down, stalled
+ * or cut off): while the hold is HELD (its last renewal, or its grant,
+ * reached a majority, so the lease is vouched for) the release is the
+ * proxy's to carry out, as for UNLOCK (hold.h, px_hold_unlock_failed):
+ * answered as if a majority had confirmed it, the renewal stops with the
+ * last hold, and the give-back goes to every master that did not
+ * confirm, retried until it answers or the lease has ended. */
+static bool rl_unlock_in_hand(const struct rl_unlock *u)
+{
+    const struct px_redlock *rl = u->h->rl;
+
+    if (u->released + u->still + u->not_held >= rl->majority || u->h->state != RL_HELD)
+        return false;
+    u->req->cl->srv->stats.unlocks_in_hand++;
+    return true;
+}
+
 static void rl_unlock_reply(struct rl_unlock *u)
 {
     struct px_req *req = u->req;
@@ -424,7 +441,7 @@ static void rl_unlock_reply(struct rl_unlock *u)
     struct px_redlock *rl = h->rl;
     const struct px_arg *name = &req->argv[1];
 
-    if (u->released + u->still >= rl->majority) {
+    if (u->released + u->still >= rl->majority || rl_unlock_in_hand(u)) {
         if (h->count > 0)
             h->count--;
         if (h->count == 0 || u->released >= rl->majority) {
@@ -451,11 +468,14 @@ static void rl_unlock_reply(struct rl_unlock *u)
                        (int)LP_MIN(name->len, 200u), name->p);
         return;
     }
-    req->cl->srv->stats.upstream_errs++;
+    /* The lease ended or was lost while the REDUNLOCK was in flight. */
+    px__rl_settle(rl, h->key, h->nlen, h->owner, h->olen, 0, u->still_mask | u->lost_mask,
+                  h->lease_ms);
+    px__rl_hold_remove(h);
     px_reply_error(px_req_out(req),
-                   "UPSTREAM REDUNLOCK reached fewer than %u of %u masters; the lock is "
-                   "still held and renewed, try again",
-                   rl->majority, rl->n);
+                   "LOCKLOST lease on '%.*s' was lost (a renewal reached fewer than a majority of "
+                   "the masters, or the lease ended) before REDUNLOCK",
+                   (int)LP_MIN(name->len, 200u), name->p);
 }
 
 static void rl_on_unlock(void *arg, const redisReply *r, int err)

@@ -31,8 +31,9 @@ enum px__sem_script {
     PX__SEM_TRYSET = 0,     /* KEYS name, chan; ARGV n -> 1 | 0 */
     PX__SEM_ADD = 1,        /* KEYS name, chan; ARGV delta -> new count */
     PX__SEM_ACQUIRE = 2,    /* KEYS name [ledger]; ARGV n [conn] -> {1,left} | {0,avail} | {-1,0} */
-    PX__SEM_RELEASE = 3,    /* KEYS name, chan [ledger]; ARGV n, only-if-exists [conn, own]
-                               -> {1,new,lost,left} | {0,0,0,0} */
+    PX__SEM_RELEASE = 3,    /* KEYS name, chan, ledger, done; ARGV n, only-if-exists, conn,
+                               own, number -> {1,new,lost,left} | {0,0,0,0} | {3,count,0,0}
+                               (that number or a later one of conn ran already: sem.c) */
     PX__SEM_AVAILABLE = 4,  /* KEYS name -> count */
     PX__SEM_DRAIN = 5,      /* KEYS name -> permits drained */
     PX__PSEM_TRYSET = 6,    /* KEYS name, timeout, chan; ARGV n -> 1 | 0 */
@@ -56,8 +57,8 @@ unsigned px__sem_script(enum px__sem_script s);
 /* The name, the channel and (PSEM) the permit set, as script keys, then
  * the script's arguments. */
 struct px__sem_keys {
-    const char *argv[8];             /* borrowed: keys then arguments (some point into chan/zset) */
-    size_t lens[8];                  /* their lengths */
+    const char *argv[10];            /* borrowed: keys then arguments (some point into chan/zset) */
+    size_t lens[10];                 /* their lengths */
     char chan[PX_CHANNEL_MAX];       /* owned: redisson_sc:{name} */
     char zset[PX_CHANNEL_MAX];       /* owned: {name}:timeout */
     char ledger[PX__SEM_LEDGER_MAX]; /* owned: {name}:lp-permits:<uuid> (SEM) */

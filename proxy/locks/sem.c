@@ -77,11 +77,184 @@ void px__sem_cmd_addpermits(struct px_req *req)
                NULL, 0, px_call_reply_int);
 }
 
-/* A release in flight (px_call_script_arg's arg). */
+/* A release in flight (px_call_script_own's arg). */
 struct sem_rel {
     struct px__sem_own own; /* what the script was told */
     int64_t n;              /* permits released */
+    uint64_t seq;           /* its number (_sem_once.lua) */
 };
+
+/* ---- a release Redis did not answer, carried out by the proxy ---------------- */
+
+/* A SEM.RELEASE that could not be sent, or whose reply was lost, is the
+ * proxy's to carry out (issue 22): a retried job (jobs.h) that sends it
+ * again, with back-off, until Redis answers, for PX__SEM_RETURN_WINDOW_MS
+ * at most (a semaphore permit has no lease that would end it anyway).
+ *
+ * Adding permits is not idempotent: every release is numbered (one
+ * counter per process, so a connection's numbers grow in the order it
+ * sends), and the script records, per connection, the last number it
+ * ran (_sem_once.lua); a number at or below it ran already and adds
+ * nothing. That holds as long as a connection's releases of one name run
+ * in number order: while one of them is carried out, the connection's
+ * later releases of that name are carried out too (not sent directly,
+ * answered +INHAND), each job sent only once the one before it is done
+ * (carry_ready). The caller's own permits come off its record in the same
+ * script, so a close that returns the record meanwhile returns none of
+ * them twice. Known gap: while an upstream connection reconnects a later
+ * release may overtake one whose reply is still pending (README, Order);
+ * if that earlier one had not run, the numbering then skips it. */
+struct sem_carry {
+    struct px_job job; /* the retried release */
+    struct list node;  /* in carries, oldest (lowest number) first */
+    uint64_t conn;     /* the releasing connection (its ledger field) */
+    uint64_t seq;      /* the release's number */
+    int64_t n;         /* permits released */
+    int64_t own;       /* of n, the connection's own as the proxy counted them */
+    size_t nlen;       /* name length */
+    char name[];       /* owned: the semaphore name */
+};
+
+static uint64_t release_seq;                       /* numbers of releases */
+static struct list carries = {&carries, &carries}; /* pending struct sem_carry */
+
+static bool carry_same(const struct sem_carry *c, uint64_t conn, const char *name, size_t len)
+{
+    return c->conn == conn && c->nlen == len && memcmp(c->name, name, len) == 0;
+}
+
+/* The oldest pending carried-out release of (conn, name), or NULL. */
+static struct sem_carry *carry_first(uint64_t conn, const char *name, size_t len)
+{
+    struct list *n;
+
+    for (n = carries.next; n != &carries; n = n->next) {
+        struct sem_carry *c = LP_CONTAINER_OF(n, struct sem_carry, node);
+
+        if (carry_same(c, conn, name, len))
+            return c;
+    }
+    return NULL;
+}
+
+/* Sent only once the ones before it of the same connection and name are
+ * done (so they run in number order). */
+static bool carry_ready(const struct px_job *j)
+{
+    const struct sem_carry *c = LP_CONTAINER_OF(j, struct sem_carry, job);
+
+    return carry_first(c->conn, c->name, c->nlen) == c;
+}
+
+static int carry_send(struct px_job *j, pool_reply_fn *cb, void *arg);
+static void carry_done(struct px_job *j, const redisReply *r);
+static void carry_dropped(struct px_job *j, enum px_job_drop why);
+
+static const struct px_job_ops sem_carry_ops = {
+    .what = "SEM.RELEASE carried out after Redis did not answer it",
+    .group = PX_JOB_RELEASE,
+    .idempotent = true, /* numbered: a resend that ran adds nothing */
+    .ready = carry_ready,
+    .send = carry_send,
+    .done = carry_done,
+    .dropped = carry_dropped,
+};
+
+/* Fills k (and the buffers) with a numbered release of n permits of name
+ * by connection conn, own of them its own; returns the argument count. */
+struct rel_bufs {
+    char done[PX__SEM_LEDGER_MAX + 16], nb[24], conn[24], own[24], seq[24];
+};
+
+static int release_keys(struct px__sem_keys *k, struct rel_bufs *b, struct px_server *srv,
+                        const char *name, size_t len, uint64_t conn, int64_t n, int64_t own,
+                        uint64_t seq)
+{
+    size_t dlen = px_channel_name(b->done, PX_CHANNEL_MAX, "", name, len);
+
+    dlen += (size_t)snprintf(b->done + dlen, sizeof(b->done) - dlen, ":lp-released:%s", srv->uuid);
+    px__sem_keys_fill(k, name, len, false);
+    px__sem_keys_ledger(k, 2, srv, name, len);
+    px__sem_keys_arg(k, 3, b->done, dlen);
+    px__sem_keys_arg(k, 4, b->nb, (size_t)snprintf(b->nb, sizeof(b->nb), "%lld", (long long)n));
+    px__sem_keys_arg(k, 5, "0", 1);
+    px__sem_keys_arg(k, 6, b->conn,
+                     (size_t)snprintf(b->conn, sizeof(b->conn), "%llu", (unsigned long long)conn));
+    px__sem_keys_arg(k, 7, b->own,
+                     (size_t)snprintf(b->own, sizeof(b->own), "%lld", (long long)own));
+    px__sem_keys_arg(k, 8, b->seq,
+                     (size_t)snprintf(b->seq, sizeof(b->seq), "%llu", (unsigned long long)seq));
+    return 9;
+}
+
+static int carry_send(struct px_job *j, pool_reply_fn *cb, void *arg)
+{
+    struct sem_carry *c = LP_CONTAINER_OF(j, struct sem_carry, job);
+    struct px__sem_keys k;
+    struct rel_bufs b;
+    int argc = release_keys(&k, &b, j->srv, c->name, c->nlen, c->conn, c->n, c->own, c->seq);
+
+    return px_script_eval(j->srv, px_route_hint(c->name, c->nlen), px__sem_script(PX__SEM_RELEASE),
+                          4, argc, k.argv, k.lens, cb, arg);
+}
+
+/* The next pending one of the same connection and name may go now. */
+static void carry_finish(struct sem_carry *c)
+{
+    struct sem_carry *next;
+
+    list_del_init(&c->node);
+    next = carry_first(c->conn, c->name, c->nlen);
+    if (next)
+        px_job_soon(&next->job);
+    free(c);
+}
+
+/* {1, count, lost, left}, {3, count, 0, 0} (it had run), or an error. */
+static void carry_done(struct px_job *j, const redisReply *r)
+{
+    struct sem_carry *c = LP_CONTAINER_OF(j, struct sem_carry, job);
+    long long v[4];
+    size_t n;
+
+    if (r->type == REDIS_REPLY_ERROR)
+        log_msg(LOG_LVL_WARN, "releasing %lld permits of '%.*s' (carried out) failed: %.*s",
+                (long long)c->n, (int)LP_MIN(c->nlen, 200u), c->name, (int)LP_MIN(r->len, 200u),
+                r->str);
+    else if (px_shape_ints(r, 4, 4, v, &n) && v[0] == 1 && v[2] > 0)
+        px__sem_stats.sem_lost += (uint64_t)v[2];
+    carry_finish(c);
+}
+
+static void carry_dropped(struct px_job *j, enum px_job_drop why)
+{
+    (void)why;
+    carry_finish(LP_CONTAINER_OF(j, struct sem_carry, job));
+}
+
+/* Queues req's release (x) as a carried-out one; false on -ENOMEM. */
+static bool carry_submit(struct px_req *req, const struct sem_rel *x)
+{
+    const struct px_arg *name = &req->argv[1];
+    struct px_server *srv = req->cl->srv;
+    struct sem_carry *c = calloc(1, sizeof(*c) + name->len + 1);
+
+    if (!c)
+        return false;
+    c->conn = req->cl->id;
+    c->seq = x->seq;
+    c->n = x->n;
+    c->own = x->own.own;
+    c->nlen = name->len;
+    memcpy(c->name, name->p, name->len);
+    list_add_tail(&carries, &c->node);
+    px_job_init(&c->job, srv, &sem_carry_ops);
+    px_job_submit(&c->job, sched_loop_now_ms(srv->loop) + PX__SEM_RETURN_WINDOW_MS);
+    srv->stats.unlocks_in_hand++;
+    return true;
+}
+
+/* ---- SEM.RELEASE ------------------------------------------------------------------ */
 
 static void release_lost_reply(struct px_req *req, long long lost, long long count)
 {
@@ -106,8 +279,11 @@ static void release_lost_reply(struct px_req *req, long long lost, long long cou
 }
 
 /* {1, count, lost, left} (or {0, 0, 0, 0}: the key was gone) -> the new
- * count, or LOCKLOST when own permits were lost (sem_track.c); failures
- * are answered already. The tracking follows what Redis did. */
+ * count, or LOCKLOST when own permits were lost (sem_track.c); Redis
+ * errors are answered already. Not sent, or its reply lost: carried out
+ * by the proxy (+INHAND). The tracking follows what Redis did (a
+ * carried-out release: maybe applied, so the record says what goes back
+ * at close). */
 static void release_done(struct px_req *req, void *arg, const redisReply *r, int err)
 {
     struct sem_rel *x = arg;
@@ -116,13 +292,17 @@ static void release_done(struct px_req *req, void *arg, const redisReply *r, int
     long long v[4] = {0, 0, 0, 0};
     size_t n;
 
-    if (!r && err != -ENOTCONN && err != -ENOMEM) {
+    if (!r && err != -ENOMEM && carry_submit(req, x)) {
         out = PX__SEM_MAYBE_APPLIED;
+        px_reply_status(px_req_out(req), "INHAND");
+    } else if (!r && err != -ENOMEM) {
+        out = err == -ENOTCONN ? PX__SEM_NOT_APPLIED : PX__SEM_MAYBE_APPLIED;
+        px_wait_reply_upstream(req, err);
     } else if (r && r->type != REDIS_REPLY_ERROR && !px_shape_ints(r, 4, 4, v, &n)) {
         out = PX__SEM_MAYBE_APPLIED;
         px_wait_reply_upstream(req, -EPROTO);
     } else if (r && r->type != REDIS_REPLY_ERROR) {
-        out = PX__SEM_APPLIED;
+        out = PX__SEM_APPLIED; /* {3, count, ..}: its resend ran first */
         if (v[2] > 0)
             release_lost_reply(req, v[2], v[1]);
         else
@@ -135,10 +315,12 @@ static void release_done(struct px_req *req, void *arg, const redisReply *r, int
 void px__sem_cmd_release(struct px_req *req)
 {
     const struct px_arg *name = &req->argv[1];
+    struct px_server *srv = req->cl->srv;
     struct px__sem_keys k;
+    struct rel_bufs b;
     struct sem_rel *x;
     int64_t n = 1;
-    char nb[24], conn[24], own[24];
+    int argc;
 
     if (px_name_check(req, "name", PX_NAME_PREFIXED) < 0 ||
         (req->argc > 2 && px_args_parse_count(req, 2, "permits", 1, &n) < 0))
@@ -148,21 +330,17 @@ void px__sem_cmd_release(struct px_req *req)
         return px_req_done(req);
     }
     x->n = n;
+    x->seq = ++release_seq;
     px__sem_release_begin(req->cl, name->p, name->len, n, &x->own);
-    px__sem_keys_fill(&k, name->p, name->len, false);
-    if (x->own.taker) {
-        px__sem_keys_ledger(&k, 2, req->cl->srv, name->p, name->len);
-        px__sem_keys_arg(
-            &k, 5, conn,
-            (size_t)snprintf(conn, sizeof(conn), "%llu", (unsigned long long)req->cl->id));
-        px__sem_keys_arg(&k, 6, own,
-                         (size_t)snprintf(own, sizeof(own), "%lld", (long long)x->own.own));
+    if (carry_first(req->cl->id, name->p, name->len)) {
+        /* An earlier release of this connection is carried out: this one
+         * goes behind it, so the two run in number order. */
+        release_done(req, x, NULL, -ENOTCONN);
+        return px_req_done(req);
     }
-    px__sem_keys_arg(&k, x->own.taker ? 3 : 2, nb,
-                     (size_t)snprintf(nb, sizeof(nb), "%lld", (long long)n));
-    px__sem_keys_arg(&k, x->own.taker ? 4 : 3, "0", 1);
-    px_call_script_arg(req, px_route_hint(name->p, name->len), px__sem_script(PX__SEM_RELEASE),
-                       x->own.taker ? 3 : 2, x->own.taker ? 7 : 4, k.argv, k.lens, release_done, x);
+    argc = release_keys(&k, &b, srv, name->p, name->len, req->cl->id, n, x->own.own, x->seq);
+    px_call_script_own(req, px_route_hint(name->p, name->len), px__sem_script(PX__SEM_RELEASE), 4,
+                       argc, k.argv, k.lens, release_done, x);
 }
 
 void px__sem_cmd_available(struct px_req *req)

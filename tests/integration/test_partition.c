@@ -344,7 +344,142 @@ TEST(relock_after_lease_lost_in_partition_is_told)
     each_backend(scenario_relock);
 }
 
+/* ---- issue 22: semaphore releases during a partition ---------------------------- */
+
+/* A's permit id of a PSEM acquire through P0, once P0 serves. */
+static void psem_take(redisContext *a, const char *fmt, const char *name, char *id, size_t cap)
+{
+    redisReply *r = once_served(a, fmt, name);
+    char d[320];
+
+    if (r->type != REDIS_REPLY_STRING || r->len != 32)
+        TEST_FAIL("\"%s\": expected a permit id, got %s", fmt, pu_describe(r, d, sizeof(d)));
+    snprintf(id, cap, "%s", r->str);
+    freeReplyObject(r);
+}
+
+/* A takes both permits of a SEM, a tracked PSEM permit and a KEEP one
+ * through P0; P0 is cut off; A releases all three. Each release is the
+ * proxy's to carry out (it was -UPSTREAM, and with a reset heal the
+ * permits stayed taken while A's connection lived): SEM.RELEASE answers
+ * +INHAND, the tracked PSEM permit :1, the KEEP one +INHAND, at once.
+ * After the heal B takes everything through P1 within moments, and the
+ * SEM count shows the release added once (the paused first send and the
+ * proxy's resend both reach Redis when the heal is not a reset). */
+static void sem_release_run(struct penv *e, bool reset)
+{
+    redisContext *a = pu_connect(e->p0.port), *b = pu_connect(e->p1.port);
+    char idp[40], idk[40];
+    redisReply *r;
+    long long t0;
+
+    r = once_served(a, "SEM.TRYSETPERMITS %s 2", "ps:s");
+    freeReplyObject(r);
+    PU_OK(a, "SEM.ACQUIRE %s 2", "ps:s");
+    PU_INT(a, 1, "PSEM.TRYSETPERMITS %s 1", "ps:p");
+    PU_INT(a, 1, "PSEM.TRYSETPERMITS %s 1", "ps:k");
+    psem_take(a, "PSEM.ACQUIRE %s", "ps:p", idp, sizeof(idp));
+    psem_take(a, "PSEM.ACQUIRE %s KEEP", "ps:k", idk, sizeof(idk));
+    relay_partition(e->relay, false);
+    t0 = pu_now_ms();
+    PU_STR(a, "INHAND", "SEM.RELEASE %s 2", "ps:s");
+    pu_expect_at(__FILE__, __LINE__, a, PU_K_INT, 1, NULL, "PSEM.RELEASE ps:p %s", idp);
+    pu_expect_at(__FILE__, __LINE__, a, PU_K_STR, 0, "INHAND", "PSEM.RELEASE ps:k %s", idk);
+    fprintf(stderr, "partitioned: 3 semaphore releases answered in %lld ms\n", pu_now_ms() - t0);
+    ASSERT_TRUE(pu_now_ms() - t0 < 3 * UPSTREAM_MS + 1500);
+    relay_heal(e->relay, reset);
+    t0 = pu_now_ms();
+    PU_OK(b, "SEM.ACQUIRE %s 2 WAIT 5000", "ps:s");
+    r = pu_cmd(b, "PSEM.ACQUIRE %s WAIT 5000", "ps:p");
+    ASSERT_TRUE(r->type == REDIS_REPLY_STRING);
+    freeReplyObject(r);
+    r = pu_cmd(b, "PSEM.ACQUIRE %s WAIT 5000", "ps:k");
+    ASSERT_TRUE(r->type == REDIS_REPLY_STRING);
+    freeReplyObject(r);
+    fprintf(stderr, "healed%s: B took every released permit %lld ms after the heal\n",
+            reset ? " with reset" : "", pu_now_ms() - t0);
+    pu_sleep_ms(1500);                           /* any resend still due has landed */
+    ASSERT_EQ(pu_get_int(e->direct, "ps:s"), 0); /* released once, not twice */
+    PU_INT(b, 0, "PSEM.AVAILABLE %s", "ps:p");
+    redisFree(a);
+    redisFree(b);
+    freeReplyObject(pu_cmd(e->direct, "DEL ps:s ps:p ps:k {ps:p}:timeout {ps:k}:timeout"));
+}
+
+static void scenario_sem_release(struct penv *e)
+{
+    sem_release_run(e, false);
+    sem_release_run(e, true);
+}
+
+TEST(sem_release_in_partition_carried_out)
+{
+    each_backend(scenario_sem_release);
+}
+
+/* ---- issue 22: releases on disconnect during a partition ------------------------ */
+
+/* A holds a lock of every kind (with LEASE 60000, so only a release frees
+ * them in time), two SEM permits and a PSEM permit through P0; P0 is cut
+ * off and A's connection closes. The releases P0 sends then never reach
+ * Redis (the heal resets the connections); P0 sends them again once it
+ * can, and B takes every name through P1 within moments of the heal, not
+ * after a minute. */
+static void disconnect_run(struct penv *e, bool reset)
+{
+    static const char *const locks[] = {"LOCK %s LEASE 60000", "FAIRLOCK %s LEASE 60000",
+                                        "WLOCK %s LEASE 60000", "RLOCK %s LEASE 60000",
+                                        "MULTILOCK %s pd:m2 LEASE 60000"};
+    static const char *const takes[] = {"LOCK %s WAIT 5000", "FAIRLOCK %s WAIT 5000",
+                                        "WLOCK %s WAIT 5000", "WLOCK %s WAIT 5000",
+                                        "MULTILOCK %s pd:m2 WAIT 5000"};
+    static const char *const names[] = {"pd:plain", "pd:fair", "pd:write", "pd:read", "pd:m1"};
+    redisContext *a = pu_connect(e->p0.port), *b = pu_connect(e->p1.port);
+    char id[40];
+    redisReply *r;
+    long long t0;
+    size_t i;
+
+    r = once_served(a, "SEM.TRYSETPERMITS %s 2", "pd:s");
+    freeReplyObject(r);
+    for (i = 0; i < 5; i++)
+        pu_expect_at(__FILE__, __LINE__, a, PU_K_STATUS, 0, "OK", locks[i], names[i]);
+    PU_OK(a, "SEM.ACQUIRE %s 2", "pd:s");
+    PU_INT(a, 1, "PSEM.TRYSETPERMITS %s 1", "pd:p");
+    psem_take(a, "PSEM.ACQUIRE %s", "pd:p", id, sizeof(id));
+    relay_partition(e->relay, false);
+    redisFree(a);
+    pu_sleep_ms(UPSTREAM_MS + 500); /* P0's releases timed out or were refused */
+    relay_heal(e->relay, reset);
+    t0 = pu_now_ms();
+    for (i = 0; i < 5; i++)
+        pu_expect_at(__FILE__, __LINE__, b, PU_K_STATUS, 0, "OK", takes[i], names[i]);
+    PU_OK(b, "SEM.ACQUIRE %s 2 WAIT 5000", "pd:s");
+    r = pu_cmd(b, "PSEM.ACQUIRE %s WAIT 5000", "pd:p");
+    ASSERT_TRUE(r->type == REDIS_REPLY_STRING);
+    freeReplyObject(r);
+    fprintf(stderr, "healed%s: B took every name a closed connection held %lld ms after the heal\n",
+            reset ? " with reset" : "", pu_now_ms() - t0);
+    ASSERT_TRUE(pu_now_ms() - t0 < 5000);
+    redisFree(b); /* P1 gives everything back */
+    PU_EVENTUALLY(!pu_exists(e->direct, "pd:plain"), 3000);
+    freeReplyObject(pu_cmd(e->direct, "DEL pd:s pd:p {pd:p}:timeout"));
+}
+
+static void scenario_disconnect(struct penv *e)
+{
+    disconnect_run(e, false);
+    disconnect_run(e, true);
+}
+
+TEST(disconnect_in_partition_released_after_heal)
+{
+    each_backend(scenario_disconnect);
+}
+
 TEST_MAIN(TEST_CASE(acquire_during_partition_answers_upstream),
           TEST_CASE(lease_lost_during_partition_not_told_held),
           TEST_CASE(unlock_in_partition_then_lease_lost_is_told),
-          TEST_CASE(relock_after_lease_lost_in_partition_is_told))
+          TEST_CASE(relock_after_lease_lost_in_partition_is_told),
+          TEST_CASE(sem_release_in_partition_carried_out),
+          TEST_CASE(disconnect_in_partition_released_after_heal))

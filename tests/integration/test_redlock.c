@@ -476,8 +476,85 @@ TEST(redlock_unlock_given_back)
     pu_env_stop(&x.e);
 }
 
+/* REDUNLOCK while two of three masters are stalled (SIGSTOP, past
+ * --upstream-timeout): fewer than a majority answer, yet the lease is
+ * vouched for (the grant reached all three a moment ago). The release is
+ * the proxy's to carry out (issue 22): answered :1, no more renewals, and
+ * the give-back reaches the stalled masters once they resume, so another
+ * client takes the name at once (before: -UPSTREAM "still held and
+ * renewed", and the name stayed taken while the connection lived). */
+TEST(redlock_unlock_in_hand)
+{
+    static struct rlx x;
+    redisContext *c, *d;
+    long long t0;
+    int i;
+
+    rlx_masters(&x);
+    rlx_start_flags(&x, giveback_flags);
+    c = pu_client(&x.e);
+    d = pu_client(&x.e);
+    ASSERT_TRUE(expect_validity(c, "REDLOCK %s", "ih") > 0);
+    ASSERT_TRUE(expect_validity(c, "REDLOCK %s", "ih2") > 0);
+    ASSERT_TRUE(expect_validity(c, "REDLOCK %s", "ih2") > 0); /* re-entered */
+    pu_redis_pause(&x.m[1]);
+    pu_redis_pause(&x.m[2]);
+    PU_INT(c, 1, "REDUNLOCK %s", "ih");
+    PU_INT(c, 0, "REDUNLOCK %s", "ih2"); /* one hold left: kept, renewed */
+    ASSERT_EQ(pu_info_int(c, "unlocks_in_hand"), 2);
+    t0 = pu_now_ms();
+    pu_redis_resume(&x.m[1]);
+    pu_redis_resume(&x.m[2]);
+    for (i = 0; i < NMASTERS; i++)
+        PU_EVENTUALLY(!m_exists(&x, i, "ih"), 3000);
+    fprintf(stderr, "REDUNLOCK carried out: every master free %lld ms after the resume\n",
+            pu_now_ms() - t0);
+    ASSERT_TRUE(expect_validity(d, "REDLOCK %s WAIT 0", "ih") > 0);
+    PU_INT(d, 1, "REDUNLOCK %s", "ih");
+    PU_INT(c, 1, "REDUNLOCK %s", "ih2");
+    for (i = 0; i < NMASTERS; i++)
+        PU_EVENTUALLY(!m_exists(&x, i, "ih2"), 3000);
+    redisFree(c);
+    redisFree(d);
+    pu_env_stop(&x.e);
+}
+
+/* A connection holding a REDLOCK (LEASE 60000: only a release frees it in
+ * time) closes while two of three masters are stalled: its release goes
+ * to every master, is sent again until each answers, and the name is free
+ * on all three within moments of the resume (issue 22, coverage). */
+TEST(redlock_disconnect_given_back)
+{
+    static struct rlx x;
+    redisContext *c, *d;
+    long long t0;
+    int i;
+
+    rlx_masters(&x);
+    rlx_start_flags(&x, giveback_flags);
+    c = pu_client(&x.e);
+    d = pu_client(&x.e);
+    ASSERT_TRUE(expect_validity(c, "REDLOCK %s LEASE 60000", "dg") > 0);
+    pu_redis_pause(&x.m[1]);
+    pu_redis_pause(&x.m[2]);
+    redisFree(c);
+    pu_sleep_ms(1000); /* the releases to the stalled masters time out */
+    t0 = pu_now_ms();
+    pu_redis_resume(&x.m[1]);
+    pu_redis_resume(&x.m[2]);
+    for (i = 0; i < NMASTERS; i++)
+        PU_EVENTUALLY(!m_exists(&x, i, "dg"), 3000);
+    fprintf(stderr, "closed REDLOCK holder: every master free %lld ms after the resume\n",
+            pu_now_ms() - t0);
+    ASSERT_TRUE(expect_validity(d, "REDLOCK %s WAIT 0", "dg") > 0);
+    PU_INT(d, 1, "REDUNLOCK %s", "dg");
+    redisFree(d);
+    pu_env_stop(&x.e);
+}
+
 TEST_MAIN(TEST_CASE(redlock_basic), TEST_CASE(redlock_startup_needs_odd_masters),
           TEST_CASE(redlock_masters_down), TEST_CASE(redlock_hung_master),
           TEST_CASE(redlock_validity_check), TEST_CASE(redlock_redisson_layout_excludes),
           TEST_CASE(redlock_renewal_needs_majority), TEST_CASE(redlock_lost_lease_given_back),
-          TEST_CASE(redlock_unlock_given_back))
+          TEST_CASE(redlock_unlock_given_back), TEST_CASE(redlock_unlock_in_hand),
+          TEST_CASE(redlock_disconnect_given_back))

@@ -62,6 +62,78 @@ TEST(signals_sigterm_releases_locks)
     }
 }
 
+/* SIGTERM while Redis is down (kill -9; it keeps its data in an AOF
+ * written at every command, and is started again 2.5 s later, past the
+ * 2 s the stop used to wait for releases), with holds of every kind the
+ * proxy renews or returns (issue 22): the proxy keeps sending the
+ * releases until Redis answers (bounded: PX_STOP_RELEASE_MS), then exits
+ * 0, and every name is free at once, not at the end of a 30 s lease (a
+ * SEM's permits and a PSEM permit without lease: never). */
+static void scenario_sigterm_redis_down(struct pu_env *e)
+{
+    static const char *const locks[] = {"LOCK %s",  "FAIRLOCK %s",         "WLOCK %s",
+                                        "RLOCK %s", "LOCK %s LEASE 60000", "MULTILOCK %s st-m2"};
+    static const char *const names[] = {"st-plain", "st-fair",  "st-write",
+                                        "st-read",  "st-lease", "st-m1"};
+    redisContext *c = pu_client(e), *c2 = pu_client(e), *rc = pu_redis_client(e);
+    long long t0, t_exit;
+    redisReply *r;
+    size_t i;
+    int st;
+
+    for (i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+        pu_expect_at(__FILE__, __LINE__, c, PU_K_STATUS, 0, "OK", locks[i], names[i]);
+    PU_INT(c, 1, "SEM.TRYSETPERMITS %s 2", "st-sem");
+    PU_OK(c, "SEM.ACQUIRE %s 2", "st-sem");
+    PU_INT(c, 1, "PSEM.TRYSETPERMITS %s 1", "st-psem");
+    r = pu_cmd(c2, "PSEM.ACQUIRE %s", "st-psem");
+    ASSERT_TRUE(r->type == REDIS_REPLY_STRING);
+    freeReplyObject(r);
+    redisFree(rc);
+    pu_redis_kill(&e->redis);
+    t0 = pu_now_ms();
+    kill(e->proxy.pid, SIGTERM);
+    pu_sleep_ms(2500);
+    pu_redis_restart(&e->redis);
+    rc = pu_redis_client(e);
+    st = ou_wait_exit(&e->proxy, 15000);
+    if (st == -1)
+        TEST_FAIL("lockproxy still running 15 s after SIGTERM");
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+        TEST_FAIL("lockproxy ended with wait status 0x%x after SIGTERM", st);
+    t_exit = pu_now_ms() - t0;
+    fprintf(stderr, "SIGTERM with Redis down 2.5 s: exited after %lld ms\n", t_exit);
+    for (i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+        if (pu_exists(rc, names[i]))
+            TEST_FAIL("'%s' still held after the proxy stopped", names[i]);
+    ASSERT_TRUE(!pu_exists(rc, "st-m2"));
+    ASSERT_EQ(pu_get_int(rc, "st-sem"), 2);
+    ASSERT_EQ(pu_get_int(rc, "st-psem"), 1);
+    redisFree(rc);
+    redisFree(c2);
+    redisFree(c);
+    pu_redis_kill(&e->redis);
+}
+
+TEST(signals_sigterm_redis_down)
+{
+    static const char *const backends[] = {"epoll", "uring"};
+    static const char *const extra[] = {"--upstream-timeout", "500", NULL};
+    static const char *const aof[] = {"--appendonly", "yes", "--appendfsync", "always", NULL};
+
+    for (size_t i = 0; i < 2; i++) {
+        struct pu_env e = {0};
+
+        if (i == 1 && !pu_uring_available())
+            continue;
+        fprintf(stderr, "-- io backend %s\n", backends[i]);
+        memcpy(e.redis.extra, aof, sizeof(aof));
+        pu_redis_start(&e.redis);
+        ou_env_start(&e, backends[i], extra);
+        scenario_sigterm_redis_down(&e);
+    }
+}
+
 /* Starts the proxy with --config path (no --log-level flag, so the file
  * decides it). */
 static void start_with_config(struct pu_env *e, char *path)
@@ -170,7 +242,7 @@ TEST(signals_sighup_removed_user_is_disconnected)
     pu_env_stop(&e);
 }
 
-TEST_MAIN(TEST_CASE(signals_sigterm_releases_locks),
+TEST_MAIN(TEST_CASE(signals_sigterm_releases_locks), TEST_CASE(signals_sigterm_redis_down),
           TEST_CASE(signals_sighup_reloads_requirepass_and_log_level),
           TEST_CASE(signals_sighup_bad_file_keeps_config),
           TEST_CASE(signals_sighup_removed_user_is_disconnected))

@@ -144,6 +144,10 @@ static void scenario_unlock_in_hand(struct pu_env *e)
     /* The proxy carries the releases out once Redis is back (it slept
      * 1.5 s of a 6 s lease): nothing is left, long before the lease ends. */
     PU_EVENTUALLY(pu_dbsize(rc) == 0, 3000);
+    fprintf(stderr,
+            "5 releases carried out: every name free %lld ms after the UNLOCK (Redis "
+            "slept 1.5 s)\n",
+            pu_now_ms() - t0);
     ASSERT_TRUE(pu_now_ms() - t0 < 4000);
     PU_OK(c, "LOCK %s WAIT 0", names[0]);
     PU_INT(c, 1, "UNLOCK %s", names[0]);
@@ -194,5 +198,57 @@ TEST(untold_unlock_unvouched)
     each_backend(scenario_unlock_unvouched, extra);
 }
 
+/* ---- 4. semaphore releases Redis does not answer (issue 22) ------------------ */
+
+/* SEM.RELEASE and PSEM.RELEASE while Redis sleeps past --upstream-timeout:
+ * answered at once (+INHAND; :1 for the PSEM permit the proxy tracked),
+ * and carried out by the proxy. The first sends sit in Redis's input and
+ * run when it wakes; the proxy's resends then find their numbers run and
+ * add nothing: the SEM count goes up by exactly what was released (KEEP
+ * permits: no ledger record limits what a release adds). */
+static void scenario_sem_in_hand(struct pu_env *e)
+{
+    redisContext *rc = pu_redis_client(e), *c = pu_client(e), *d = pu_client(e), *s;
+    redisReply *r;
+    char id[40];
+    long long t0;
+
+    PU_INT(c, 1, "SEM.TRYSETPERMITS %s 3", "ih:s");
+    PU_OK(c, "SEM.ACQUIRE %s 3 KEEP", "ih:s"); /* untracked: no record guards the count */
+    PU_INT(c, 1, "PSEM.TRYSETPERMITS %s 1", "ih:p");
+    r = pu_cmd(c, "PSEM.ACQUIRE %s", "ih:p");
+    ASSERT_TRUE(r->type == REDIS_REPLY_STRING && r->len == 32);
+    snprintf(id, sizeof(id), "%s", r->str);
+    freeReplyObject(r);
+    s = redis_sleep(e, "1.5");
+    t0 = pu_now_ms();
+    PU_STR(c, "INHAND", "SEM.RELEASE %s 2", "ih:s");
+    PU_STR(c, "INHAND", "SEM.RELEASE %s", "ih:s"); /* behind the first, in order */
+    pu_expect_at(__FILE__, __LINE__, c, PU_K_INT, 1, NULL, "PSEM.RELEASE ih:p %s", id);
+    ASSERT_TRUE(pu_now_ms() - t0 < 1400);
+    redisFree(s);
+    r = pu_cmd_until_served(d, "SEM.ACQUIRE %s 3 WAIT 5000", "ih:s", 15000);
+    PU_CHECK(r, PU_K_STATUS, 0, "OK");
+    freeReplyObject(r);
+    r = pu_cmd_until_served(d, "PSEM.ACQUIRE %s WAIT 5000", "ih:p", 15000);
+    ASSERT_TRUE(r->type == REDIS_REPLY_STRING);
+    freeReplyObject(r);
+    fprintf(stderr, "semaphore releases carried out: taken again %lld ms after the release\n",
+            pu_now_ms() - t0);
+    pu_sleep_ms(1500); /* every resend has landed */
+    ASSERT_EQ(pu_get_int(rc, "ih:s"), 0);
+    ASSERT_TRUE(pu_info_int(c, "unlocks_in_hand") >= 3);
+    redisFree(d);
+    redisFree(c);
+    redisFree(rc);
+}
+
+TEST(untold_sem_release_in_hand)
+{
+    static const char *const extra[] = {"--upstream-timeout", "300", NULL};
+
+    each_backend(scenario_sem_in_hand, extra);
+}
+
 TEST_MAIN(TEST_CASE(untold_relock_after_loss), TEST_CASE(untold_unlock_in_hand),
-          TEST_CASE(untold_unlock_unvouched))
+          TEST_CASE(untold_unlock_unvouched), TEST_CASE(untold_sem_release_in_hand))

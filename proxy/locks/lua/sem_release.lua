@@ -1,10 +1,12 @@
 -- RSemaphore release(n); with ARGV[2] = 1 only to a semaphore that exists.
--- Fragments before: _publish.lua, _object_semaphore.lua, _count_check.lua.
--- KEYS[1] name, KEYS[2] redisson_sc:{name}, KEYS[3] (when the releasing
--- connection took permits through this proxy) {name}:lp-permits:<uuid>
--- ARGV[1] permits, ARGV[2] only if it exists (0|1), with KEYS[3]: ARGV[3]
--- the connection's id, ARGV[4] how many of the n are its own as the proxy
--- counts them; last ARGV: the publish command.
+-- Fragments before: _publish.lua, _object_semaphore.lua, _count_check.lua,
+-- _sem_once.lua (a number that ran already changes nothing).
+-- KEYS[1] name, KEYS[2] redisson_sc:{name}, KEYS[3] {name}:lp-permits:<uuid>,
+-- KEYS[4] {name}:lp-released:<uuid>
+-- ARGV[1] permits, ARGV[2] only if it exists (0|1), ARGV[3] the
+-- connection's id, ARGV[4] how many of the n are its own as the proxy
+-- counts them (0 when it took none), ARGV[5] the release's number; last
+-- ARGV: the publish command.
 -- Own permits this master does not record (a failover to a replica that
 -- missed the acquire, a restart without persistence) are free here
 -- already: they are not added again, and their number is returned.
@@ -15,7 +17,7 @@ if ARGV[2] == '1' and not cur then
     return {0, 0, 0, 0}
 end
 local lost, left = 0, 0
-if KEYS[3] then
+do
     local own = tonumber(ARGV[4])
     local had = tonumber(redis.call('hget', KEYS[3], ARGV[3]) or '0')
     local take = math.min(own, had)
