@@ -304,6 +304,20 @@ bool pool_pubsub_sharded(const struct pool *p);
 int pool_sub_start(struct pool *p, struct pool_sub *s, const char *channel, size_t len,
                    pool_sub_fn *cb);
 
+/* As pool_sub_start(), for the upstream subscription kind names (AUTO:
+ * pool_sub_start()). Records are per name and namespace (classic,
+ * sharded, pattern): an AUTO listener shares the namespace of the pool's
+ * mode, so starting CLASSIC on a classic pool's AUTO channel (or SHARDED on
+ * a sharded one's) is -EEXIST too. A pattern's home is its slot owner
+ * (classic messages reach every node of a cluster). -EINVAL: bad kind. */
+int pool_sub_start_kind(struct pool *p, struct pool_sub *s, const char *channel, size_t len,
+                        enum pool_sub_kind kind, pool_sub_fn *cb);
+
+/* During a POOL_SUB_MESSAGE callback: the channel the message was
+ * published to (for a pattern, the matching channel; borrowed for the
+ * call). */
+const char *pool_sub_msg_channel(const struct pool *p, size_t *len);
+
 /* Detaches the listener and sends UNSUBSCRIBE. No callback follows; s may
  * be freed at once. */
 void pool_sub_stop(struct pool *p, struct pool_sub *s);

@@ -54,6 +54,7 @@
 #include "common/log.h"
 #include "proxy/auth.h"
 #include "proxy/climem.h"
+#include "proxy/subs.h"
 #include "proxy/cmd.h"
 #include "proxy/locks/locks.h"
 #include "proxy/metrics.h"
@@ -213,6 +214,14 @@ void px_req_done(struct px_req *req)
             px_client_close(cl);
     }
     px_client_put(cl);
+}
+
+bool px_client_output_ok(struct px_client *cl)
+{
+    px_climem_sync(cl);
+    if (!cl->closing && client_over_hard_limit(cl))
+        client_close_over_limit(cl);
+    return !cl->closing;
 }
 
 /* Closes cl, whose unsent replies passed the hard limit, without sending
@@ -588,6 +597,7 @@ void px_client_close(struct px_client *cl)
     client_drop_queued(cl);
     px_multi_client_gone(cl); /* closing: its memory leaves the sum */
     px_locks_client_gone(cl);
+    px_subs_client_gone(cl);
     list_del_init(&cl->client_node);
     srv->nclients--;
     sched_conn_close(&cl->conn, cl->quit || cl->flush_on_close);

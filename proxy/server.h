@@ -27,6 +27,7 @@ extern "C" {
 struct pool;
 struct px_redlock;
 struct px_fence;
+struct px_subs;
 struct px_metrics;
 struct px_http;
 
@@ -122,6 +123,7 @@ struct px_server {
 
     struct px_redlock *redlock; /* owned: REDLOCK's masters (locks/redlock.c), or NULL */
     struct px_fence *fence;     /* owned: fencing-token floors (locks/fence.c), or NULL */
+    struct px_subs *subs;       /* owned: shared subscriptions' hubs (subs.c) */
 };
 
 /* Creates the loop, the pool, the listening socket and the metrics
