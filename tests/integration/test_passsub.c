@@ -19,6 +19,7 @@
 #include "resp3_util.h"
 #include "sync_util.h"
 
+#define PX_SUBS_MAX_TEST 10000 /* proxy/subs.h PX_SUBS_MAX */
 #define JAVA_UUID "8f0e7c2a-1111-4222-8333-944455556666"
 
 /* The next frame of a and of b (within 5 s each) must be the same bytes. */
@@ -245,5 +246,393 @@ TEST(passsub_subscribed_mode)
     pu_env_stop(&e);
 }
 
+/* A LOCK waiter and a client SUBSCRIBEd to the lock's Redisson channel
+ * share one upstream subscription and both hear the release; the
+ * client's UNSUBSCRIBE keeps the waiters' subscription, and the waiters'
+ * set going (its linger over) keeps the client's. */
+TEST(passsub_lock_waiter_shares)
+{
+    static const char *const flags[] = {"--subscription-linger", "200", NULL};
+    struct pu_env e = {0};
+    redisContext *holder, *waiter, *rc;
+    struct r3_conn *sub;
+    char chan[64], want[160];
+    redisReply *r;
+    long long t0;
+
+    pu_env_start(&e, "epoll", flags);
+    holder = pu_client(&e);
+    waiter = pu_client(&e);
+    rc = pu_redis_client(&e);
+    sub = r3_open(e.proxy.port);
+    pu_channel("sw", chan, sizeof(chan));
+    snprintf(want, sizeof(want), "*3\r\n$7\r\nmessage\r\n$%zu\r\n%s\r\n$1\r\n0\r\n", strlen(chan),
+             chan);
+
+    /* A Redisson-layout holder (its scripts straight to Redis): its
+     * release's message reaches the LOCK waiter and the subscribed client
+     * through the one upstream subscription. */
+    r = pu_cmd(rc, "EVAL %s 1 %s %d %s", su_rlock_acquire_lua, "sw", 30000, JAVA_UUID ":7");
+    PU_CHECK(r, PU_K_NIL, 0, NULL);
+    freeReplyObject(r);
+    pu_send(waiter, "LOCK %s WAIT %d", "sw", 10000);
+    PU_EVENTUALLY(info_field(&e, "lock_waiters") == 1 && su_numsub(rc, chan) == 1, 3000);
+    r3_send(sub, "SUBSCRIBE", chan, NULL);
+    R3_EXPECT_PREFIX(sub, "*3\r\n$9\r\nsubscribe\r\n");
+    ASSERT_EQ(su_numsub(rc, chan), 1);
+    ASSERT_EQ(info_field(&e, "shared_subscriptions"), 1);
+    t0 = pu_now_ms();
+    r = pu_cmd(rc, "EVAL %s 2 %s %s 0 30000 %s", su_rlock_unlock_lua, "sw", chan, JAVA_UUID ":7");
+    PU_CHECK(r, PU_K_INT, 1, NULL);
+    freeReplyObject(r);
+    ASSERT_LE(su_recv_ok_within(waiter, t0, 1000), 1000);
+    R3_EXPECT(sub, want);
+
+    /* The client leaves; a new waiter is still woken at once (the
+     * proxy may hand over without a message: then only the waiter knows). */
+    pu_send(holder, "LOCK %s WAIT %d", "sw", 10000);
+    PU_EVENTUALLY(info_field(&e, "lock_waiters") == 1, 3000);
+    r3_send(sub, "UNSUBSCRIBE", chan, NULL);
+    R3_EXPECT_PREFIX(sub, "*3\r\n$11\r\nunsubscribe\r\n");
+    ASSERT_EQ(su_numsub(rc, chan), 1);
+    t0 = pu_now_ms();
+    PU_INT(waiter, 1, "UNLOCK %s", "sw");
+    ASSERT_LE(su_recv_ok_within(holder, t0, 1000), 1000);
+
+    /* The waiters go (linger 200 ms); the client's subscription stays. */
+    r3_send(sub, "SUBSCRIBE", chan, NULL);
+    R3_EXPECT_PREFIX(sub, "*3\r\n$9\r\nsubscribe\r\n");
+    PU_INT(holder, 1, "UNLOCK %s", "sw");
+    R3_EXPECT(sub, want);
+    pu_sleep_ms(600);
+    ASSERT_EQ(su_numsub(rc, chan), 1);
+    PU_INT(rc, 1, "PUBLISH %s %s", chan, "0");
+    R3_EXPECT(sub, want);
+    r3_close(sub);
+    PU_EVENTUALLY(su_numsub(rc, chan) == 0, 3000);
+    redisFree(rc);
+    redisFree(waiter);
+    redisFree(holder);
+    pu_env_stop(&e);
+}
+
+/* ---- a Redisson-style client beside LOCK clients ---------------------------- */
+
+/* The clients of one run. The Redisson-style ones run RLock's scripts
+ * (su_rlock_*_lua: protocol notes 2.1, 2.3) with EVAL sent straight to
+ * Redis (EVAL forwarding is another branch's: switch rc to the proxy's
+ * port once it is merged), and wait as RedissonLock does (2.2): try;
+ * SUBSCRIBE to redisson_lock__channel:{name} THROUGH THE PROXY; try again
+ * once confirmed; then wait for a message (or the holder's TTL) and try
+ * again; UNSUBSCRIBE once acquired. */
+struct mix {
+    int proxy_port, redis_port;
+    const char *name;
+    int rounds;
+    struct su_excl x;
+    atomic_int failures;     /* commands that failed, waits that timed out */
+    atomic_int max_wake_ms;  /* longest wait for a message while the lock changed hands */
+    atomic_int next_id;      /* thread ids */
+};
+
+#define MIX_MSG_TIMEOUT_MS 3000
+
+static redisContext *mix_connect(int port)
+{
+    struct timeval tv = {MIX_MSG_TIMEOUT_MS / 1000, 0};
+    redisContext *c = redisConnectWithTimeout("127.0.0.1", port, tv);
+
+    if (!c || c->err)
+        return NULL;
+    redisSetTimeout(c, tv);
+    return c;
+}
+
+/* RLock acquire: 1 acquired, 0 held by another, -1 on error. */
+static int rl_try(redisContext *rc, const char *name, const char *owner)
+{
+    redisReply *r = redisCommand(rc, "EVAL %s 1 %s %d %s", su_rlock_acquire_lua, name, 30000, owner);
+    int v = !r ? -1 : r->type == REDIS_REPLY_NIL ? 1 : r->type == REDIS_REPLY_INTEGER ? 0 : -1;
+
+    if (r)
+        freeReplyObject(r);
+    return v;
+}
+
+static bool rl_unlock(redisContext *rc, const char *name, const char *chan, const char *owner)
+{
+    redisReply *r =
+        redisCommand(rc, "EVAL %s 2 %s %s 0 30000 %s", su_rlock_unlock_lua, name, chan, owner);
+    bool ok = r && r->type == REDIS_REPLY_INTEGER && r->integer == 1;
+
+    if (r)
+        freeReplyObject(r);
+    return ok;
+}
+
+/* Reads sub until the reply whose first element is kind; false on error. */
+static bool sub_until(redisContext *sub, const char *kind)
+{
+    redisReply *r;
+
+    for (;;) {
+        bool hit;
+
+        if (redisGetReply(sub, (void **)&r) != REDIS_OK || !r)
+            return false;
+        hit = r->type == REDIS_REPLY_ARRAY && r->elements >= 1 &&
+              r->element[0]->type == REDIS_REPLY_STRING && strcmp(r->element[0]->str, kind) == 0;
+        freeReplyObject(r);
+        if (hit)
+            return true;
+    }
+}
+
+/* Acquires as RedissonLock.lock() does; false on a failure. */
+static bool rl_lock(struct mix *m, redisContext *rc, redisContext *sub, const char *chan,
+                    const char *owner)
+{
+    bool subscribed = false;
+    int got;
+
+    while ((got = rl_try(rc, m->name, owner)) == 0) {
+        long long t0;
+
+        if (!subscribed) {
+            redisAppendCommand(sub, "SUBSCRIBE %s", chan);
+            if (!sub_until(sub, "subscribe"))
+                return false;
+            subscribed = true;
+            continue; /* try again once the subscription is confirmed */
+        }
+        t0 = pu_now_ms();
+        if (!sub_until(sub, "message"))
+            return false; /* no wake-up within MIX_MSG_TIMEOUT_MS */
+        su_atomic_max(&m->max_wake_ms, (int)(pu_now_ms() - t0));
+    }
+    if (subscribed) {
+        redisAppendCommand(sub, "UNSUBSCRIBE %s", chan);
+        if (!sub_until(sub, "unsubscribe"))
+            return false;
+    }
+    return got == 1;
+}
+
+static void *mix_redisson(void *arg)
+{
+    struct mix *m = arg;
+    redisContext *rc = mix_connect(m->redis_port), *sub = mix_connect(m->proxy_port);
+    char owner[80], chan[64];
+    int i;
+
+    snprintf(owner, sizeof(owner), "%s:%d", JAVA_UUID, atomic_fetch_add(&m->next_id, 1) + 1);
+    pu_channel(m->name, chan, sizeof(chan));
+    for (i = 0; rc && sub && i < m->rounds; i++) {
+        if (!rl_lock(m, rc, sub, chan, owner))
+            break;
+        su_excl_enter(&m->x);
+        su_excl_leave(&m->x, 300);
+        if (!rl_unlock(rc, m->name, chan, owner))
+            break;
+    }
+    if (i < m->rounds)
+        atomic_fetch_add(&m->failures, 1);
+    if (rc)
+        redisFree(rc);
+    if (sub)
+        redisFree(sub);
+    return NULL;
+}
+
+static void *mix_lockproxy(void *arg)
+{
+    struct mix *m = arg;
+    redisContext *c = mix_connect(m->proxy_port);
+    int i;
+
+    for (i = 0; c && i < m->rounds; i++) {
+        if (!su_cmd_ok(c, SU_OK, "LOCK %s WAIT %d", m->name, 10000))
+            break;
+        su_excl_enter(&m->x);
+        su_excl_leave(&m->x, 300);
+        if (!su_cmd_ok(c, 1, "UNLOCK %s", m->name))
+            break;
+    }
+    if (i < m->rounds)
+        atomic_fetch_add(&m->failures, 1);
+    if (c)
+        redisFree(c);
+    return NULL;
+}
+
+/* Redisson-style clients and LOCK clients on one name: never two inside,
+ * no lost update, every Redisson wait woken by a message within 1 s. */
+TEST(passsub_redisson_mixed)
+{
+    enum { NRED = 3, NLOCK = 3 };
+    struct pu_env e = {0};
+    pthread_t t[NRED + NLOCK];
+    static struct mix m;
+    int i;
+
+    pu_env_start(&e, "epoll", NULL);
+    memset(&m, 0, sizeof(m));
+    m.proxy_port = e.proxy.port;
+    m.redis_port = e.redis.port;
+    m.name = "mixed";
+    m.rounds = 40;
+    for (i = 0; i < NRED + NLOCK; i++)
+        ASSERT_OK(pthread_create(&t[i], NULL, i < NRED ? mix_redisson : mix_lockproxy, &m));
+    for (i = 0; i < NRED + NLOCK; i++)
+        pthread_join(t[i], NULL);
+    fprintf(stderr, "mixed: %d rounds, longest Redisson wake-up wait %d ms, failures %d\n",
+            (NRED + NLOCK) * m.rounds, atomic_load(&m.max_wake_ms), atomic_load(&m.failures));
+    ASSERT_EQ(atomic_load(&m.failures), 0);
+    ASSERT_EQ(atomic_load(&m.x.violations), 0);
+    ASSERT_EQ(m.x.counter, (long)(NRED + NLOCK) * m.rounds);
+    ASSERT_LE(atomic_load(&m.max_wake_ms), 1000);
+    pu_env_stop(&e);
+}
+
+/* A subscriber that does not read is closed once its unsent messages pass
+ * --client-output-hard-limit, as Redis's pubsub output limit does; the
+ * proxy's memory comes back. */
+TEST(passsub_slow_subscriber)
+{
+    static const char *const flags[] = {"--client-output-hard-limit", "262144", NULL};
+    static const char subcmd[] = "*2\r\n$9\r\nSUBSCRIBE\r\n$4\r\nslow\r\n";
+    struct pu_env e = {0};
+    redisContext *rc;
+    char payload[16384];
+    int fd, i, rcvbuf = 4096;
+
+    pu_env_start(&e, "epoll", flags);
+    rc = pu_redis_client(&e);
+    fd = pu_raw_connect(e.proxy.port);
+    ASSERT_OK(setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf)));
+    ASSERT_EQ(write(fd, subcmd, sizeof(subcmd) - 1), (ssize_t)(sizeof(subcmd) - 1));
+    PU_EVENTUALLY(su_numsub(rc, "slow") == 1, 3000);
+    memset(payload, 'p', sizeof(payload) - 1);
+    payload[sizeof(payload) - 1] = '\0';
+    for (i = 0; i < 400 && info_field(&e, "passthrough_subscribers_dropped") == 0; i++)
+        PU_INT(rc, 1, "PUBLISH slow %s", payload);
+    ASSERT_EQ(info_field(&e, "passthrough_subscribers_dropped"), 1);
+    ASSERT_EQ(info_field(&e, "passthrough_subscribers"), 0);
+    ASSERT_TRUE(i < 400); /* about 6 MB published, 256 KB allowed */
+    PU_EVENTUALLY(su_numsub(rc, "slow") == 0, 3000);
+    ASSERT_LE(info_field(&e, "client_memory"), 65536);
+    /* Closed on the proxy's side (the kernel may still hold bytes for
+     * the tiny receive window: not read here). */
+    ASSERT_EQ(info_field(&e, "connected_clients"), 1);
+    close(fd);
+    redisFree(rc);
+    pu_env_stop(&e);
+}
+
+/* Too many subscriptions, or a user's patterns that do not cover a
+ * channel: refused, nothing subscribed. */
+TEST(passsub_bounds)
+{
+    static const char *const flags[] = {"--max-args", "20000", "--max-request-bytes", "1048576",
+                                        NULL};
+    struct pu_env e = {0};
+    redisContext *c;
+    const char **argv;
+    size_t *lens;
+    redisReply *r;
+    char (*names)[16];
+    int i, n = PX_SUBS_MAX_TEST + 2;
+
+    pu_env_start(&e, "epoll", flags);
+    c = pu_client(&e);
+    argv = calloc((size_t)n, sizeof(*argv));
+    lens = calloc((size_t)n, sizeof(*lens));
+    names = calloc((size_t)n, sizeof(*names));
+    ASSERT_TRUE(argv && lens && names);
+    argv[0] = "SUBSCRIBE";
+    lens[0] = 9;
+    for (i = 1; i < n; i++) {
+        snprintf(names[i], sizeof(names[i]), "ch%d", i);
+        argv[i] = names[i];
+        lens[i] = strlen(names[i]);
+    }
+    r = redisCommandArgv(c, n, argv, lens);
+    ASSERT_TRUE(r && r->type == REDIS_REPLY_ERROR);
+    if (!strstr(r->str, "at most 10000 subscriptions"))
+        TEST_FAIL("got %s", r->str);
+    freeReplyObject(r);
+    ASSERT_EQ(info_field(&e, "passthrough_subscribers"), 0);
+    PU_OK(c, "LOCK %s", "still-works"); /* not in subscribed mode */
+    free(names);
+    free(lens);
+    free(argv);
+    redisFree(c);
+    pu_env_stop(&e);
+}
+
+/* ---- cluster, --cluster-pubsub auto ------------------------------------------ */
+
+static bool info_is(redisContext *c, const char *field, const char *want)
+{
+    char v[64];
+
+    return pu_info_str(c, field, v, sizeof(v)) && strcmp(v, want) == 0;
+}
+
+/* On Redis 7, auto picks sharded pub/sub; a Redisson-layout client that
+ * releases with classic PUBLISH must still wake a LOCK waiter at once, not
+ * at its lease's end. */
+TEST(passsub_cluster_auto_classic_publisher)
+{
+    struct rcluster cl;
+    struct pu_proxy p;
+    redisContext *c, *waiter, *node;
+    char a[32], b[32], chan[64];
+    const char *name = "cw";
+    redisReply *r;
+    long long t0, ms;
+    int m;
+
+    if (!rcluster_available())
+        TEST_SKIP("redis-server or redis-cli not installed");
+    rcluster_start(&cl);
+    memset(&p, 0, sizeof(p));
+    snprintf(p.upstream, sizeof(p.upstream), "redis-cluster://%s,%s",
+             rcluster_addr(&cl, 0, a, sizeof(a)), rcluster_addr(&cl, 5, b, sizeof(b)));
+    pu_proxy_start(&p);
+    c = pu_connect(p.port);
+    PU_EVENTUALLY(info_is(c, "cluster_slots_served", "16384") &&
+                      info_is(c, "cluster_pubsub_mode", "sharded"),
+                  15000);
+    pu_channel(name, chan, sizeof(chan));
+    m = rcluster_owner(&cl, (int)rcluster_int(&cl, 0, "CLUSTER KEYSLOT %s", name));
+    ASSERT_TRUE(m >= 0);
+    r = rcluster_cmd(&cl, m, "EVAL %s 1 %s %d %s", su_rlock_acquire_lua, name, 30000,
+                     JAVA_UUID ":1");
+    ASSERT_TRUE(r && r->type == REDIS_REPLY_NIL);
+    freeReplyObject(r);
+    waiter = pu_connect(p.port);
+    pu_send(waiter, "LOCK %s WAIT %d", name, 20000);
+    node = rcluster_connect(&cl, m);
+    PU_EVENTUALLY(su_numsub(node, chan) == 1, 5000); /* the classic twin, on the slot's owner */
+    pu_sleep_ms(100); /* the sharded subscription and the waiter's retry */
+    t0 = pu_now_ms();
+    r = rcluster_cmd(&cl, m, "EVAL %s 2 %s %s 0 30000 %s", su_rlock_unlock_lua, name, chan,
+                     JAVA_UUID ":1");
+    ASSERT_TRUE(r && r->type == REDIS_REPLY_INTEGER && r->integer == 1);
+    freeReplyObject(r);
+    ms = su_recv_ok_within(waiter, t0, 1000);
+    fprintf(stderr, "LOCK waiter woken %lld ms after a classic PUBLISH (auto = sharded)\n", ms);
+    PU_INT(waiter, 1, "UNLOCK %s", name);
+    redisFree(node);
+    redisFree(waiter);
+    redisFree(c);
+    pu_proxy_stop(&p);
+    rcluster_cleanup(&cl);
+}
+
 TEST_MAIN(TEST_CASE(passsub_framing_resp2), TEST_CASE(passsub_framing_resp3),
-          TEST_CASE(passsub_unsubscribe), TEST_CASE(passsub_subscribed_mode))
+          TEST_CASE(passsub_unsubscribe), TEST_CASE(passsub_subscribed_mode),
+          TEST_CASE(passsub_lock_waiter_shares), TEST_CASE(passsub_redisson_mixed),
+          TEST_CASE(passsub_slow_subscriber), TEST_CASE(passsub_bounds),
+          TEST_CASE(passsub_cluster_auto_classic_publisher))
