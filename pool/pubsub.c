@@ -217,8 +217,10 @@ int pool_sub_start_kind(struct pool *p, struct pool_sub *s, const char *channel,
         ns = p->sharded ? POOL_SUB_SHARDED : POOL_SUB_CLASSIC;
     ch = chan_find(p, channel, len, ns);
     fresh = ch == NULL;
-    if (ch && (ch->sub || ch->kind != kind))
+    if (ch && ch->sub)
         return -EEXIST;
+    if (ch)
+        ch->kind = kind; /* same namespace: the same commands */
     if (fresh) {
         ch = chan_new(p, channel, len, kind);
         if (!ch)

@@ -87,31 +87,35 @@ void px_subs_deinit(struct px_server *srv)
     srv->subs = NULL;
 }
 
-/* The kind the hub asks of the pool: a classic (sharded) name on a
- * classic (sharded) pool shares the AUTO record of the waitsets. */
-static enum pool_sub_kind hub_kind(struct px_server *srv, enum pool_sub_kind kind)
+/* The namespace a hub of kind serves now: AUTO follows the pool's mode
+ * once it is known, and matches only AUTO before (a cluster still
+ * detecting), so a client's SUBSCRIBE then keeps its own classic hub
+ * rather than one that may turn sharded. (A classic hub and an AUTO hub of
+ * one name both made before detection, which then picks classic, are two
+ * records of one channel in the pool: the later one is not confirmed and
+ * its listeners fall back to polling. Lock waits do not start that early.) */
+static enum pool_sub_kind hub_ns(struct px_server *srv, enum pool_sub_kind kind)
 {
-    bool sharded = pool_pubsub_sharded(srv->pool);
-
-    if ((kind == POOL_SUB_CLASSIC && !sharded) || (kind == POOL_SUB_SHARDED && sharded))
-        return POOL_SUB_AUTO;
-    return kind;
+    if (kind != POOL_SUB_AUTO || !pool_pubsub_known(srv->pool))
+        return kind;
+    return pool_pubsub_sharded(srv->pool) ? POOL_SUB_SHARDED : POOL_SUB_CLASSIC;
 }
 
-static uint64_t hub_hash(const char *name, size_t len, enum pool_sub_kind kind)
+static uint64_t hub_hash(const char *name, size_t len)
 {
-    return hash_bytes(name, len) ^ (uint64_t)kind;
+    return hash_bytes(name, len);
 }
 
+/* The hub of name serving namespace ns. */
 static struct px_hub *hub_find(struct px_server *srv, const char *name, size_t len,
-                               enum pool_sub_kind kind)
+                               enum pool_sub_kind ns)
 {
     struct hmap_node *n;
 
-    for (n = hmap_first(&srv->subs->hubs, hub_hash(name, len, kind)); n; n = hmap_next(n)) {
+    for (n = hmap_first(&srv->subs->hubs, hub_hash(name, len)); n; n = hmap_next(n)) {
         struct px_hub *h = LP_CONTAINER_OF(n, struct px_hub, node);
 
-        if (h->kind == kind && h->len == len && memcmp(h->name, name, len) == 0)
+        if (h->len == len && memcmp(h->name, name, len) == 0 && hub_ns(srv, h->kind) == ns)
             return h;
     }
     return NULL;
@@ -176,7 +180,7 @@ static struct px_hub *hub_create(struct px_server *srv, const char *name, size_t
         free(h);
         return NULL;
     }
-    (void)hmap_insert(&srv->subs->hubs, &h->node, hub_hash(name, len, kind));
+    (void)hmap_insert(&srv->subs->hubs, &h->node, hub_hash(name, len));
     srv->subs->nhubs++;
     return h;
 }
@@ -184,11 +188,10 @@ static struct px_hub *hub_create(struct px_server *srv, const char *name, size_t
 int px_subs_listen(struct px_server *srv, struct px_sub_lsn *l, const char *name, size_t len,
                    enum pool_sub_kind kind, px_sub_lsn_fn *cb)
 {
-    enum pool_sub_kind k = hub_kind(srv, kind);
-    struct px_hub *h = hub_find(srv, name, len, k);
+    struct px_hub *h = hub_find(srv, name, len, hub_ns(srv, kind));
     int err;
 
-    if (!h && !(h = hub_create(srv, name, len, k, &err)))
+    if (!h && !(h = hub_create(srv, name, len, kind, &err)))
         return err;
     l->hub = h;
     l->cb = cb;
