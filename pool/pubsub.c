@@ -85,15 +85,15 @@ enum chan_state {
 };
 
 struct pool_chan {
-    struct hmap_node hnode; /* in pool.chans, by name */
-    struct list node;       /* in home->chans, pool.homeless, or a LOST delivery list */
-    struct pool_node *home; /* borrowed: node it is subscribed on, NULL when homeless */
-    struct pool_sub *sub;   /* borrowed: the listener, or NULL once stopped */
-    enum chan_state state;  /* see the file comment */
+    struct hmap_node hnode;  /* in pool.chans, by name */
+    struct list node;        /* in home->chans, pool.homeless, or a LOST delivery list */
+    struct pool_node *home;  /* borrowed: node it is subscribed on, NULL when homeless */
+    struct pool_sub *sub;    /* borrowed: the listener, or NULL once stopped */
+    enum chan_state state;   /* see the file comment */
     enum pool_sub_kind kind; /* as started: AUTO follows p->sharded */
-    int slot;               /* cluster: pool_slot(name); -1 for a single node */
-    size_t len;             /* name length */
-    char name[];            /* owned: the name, NUL-terminated */
+    int slot;                /* cluster: pool_slot(name); -1 for a single node */
+    size_t len;              /* name length */
+    char name[];             /* owned: the name, NUL-terminated */
 };
 
 /* The namespace a record lives in upstream (never AUTO): an AUTO record

@@ -36,7 +36,8 @@
  * set. It fires at the earlier of accept + auth-timeout and last activity
  * + timeout, and re-checks lazily: input sets active_ms, output progress is
  * seen as a change of conn.bytes_out, and a client that holds or waits for
- * a lock, or has a request outstanding, counts as active. So a busy client
+ * a lock, has a request outstanding or holds a subscription (subs.h)
+ * counts as active. So a busy client
  * costs one timer expiry per timeout, never a timer update per request.
  *
  * Freeing: px_client_close() marks the client closing, drops queued
@@ -438,7 +439,7 @@ static bool client_auth_pending(const struct px_client *cl)
 /* Holding or waiting for a lock (or permits), or a request outstanding. */
 static bool client_is_busy(const struct px_client *cl)
 {
-    return cl->nreqs > 0 || px_locks_client_busy(&cl->locks);
+    return cl->nreqs > 0 || px_locks_client_busy(&cl->locks) || px_subs_client_busy(cl);
 }
 
 /* When the deadline must look at cl next, or 0 for never. */

@@ -255,21 +255,21 @@ static const char *const ns_unsub[NS_N] = {"unsubscribe", "sunsubscribe", "punsu
 static const char *const ns_msg[NS_N] = {"message", "smessage", "pmessage"};
 
 struct csub {
-    struct px_sub_lsn lsn;  /* on the hub; lsn.hub NULL for the local lease-lost channel */
-    struct hmap_node node;  /* in cs->map */
-    struct px_client *cl;   /* borrowed */
-    int ns;                 /* NS_* */
-    bool local;             /* lockproxy:lease-lost: no hub */
-    bool ready;             /* upstream confirmed (always for local) */
-    bool confirmed;         /* its confirmation was written: messages flow */
-    size_t len;             /* name length */
-    char name[];            /* owned */
+    struct px_sub_lsn lsn; /* on the hub; lsn.hub NULL for the local lease-lost channel */
+    struct hmap_node node; /* in cs->map */
+    struct px_client *cl;  /* borrowed */
+    int ns;                /* NS_* */
+    bool local;            /* lockproxy:lease-lost: no hub */
+    bool ready;            /* upstream confirmed (always for local) */
+    bool confirmed;        /* its confirmation was written: messages flow */
+    size_t len;            /* name length */
+    char name[];           /* owned */
 };
 
 struct px_csubs {
-    struct hmap map;         /* struct csub by (ns, name) */
-    unsigned n[NS_N];        /* subscriptions per namespace */
-    struct px_req *pending;  /* borrowed: the SUBSCRIBE waiting for Redis, or NULL */
+    struct hmap map;          /* struct csub by (ns, name) */
+    unsigned n[NS_N];         /* subscriptions per namespace */
+    struct px_req *pending;   /* borrowed: the SUBSCRIBE waiting for Redis, or NULL */
     struct sched_timer timer; /* PX_SUBS_CONFIRM_MS bound on pending */
 };
 
@@ -488,7 +488,8 @@ static bool same_slot(struct px_req *req)
     for (i = 2; i < req->argc; i++) {
         if (pool_slot(req->argv[i].p, req->argv[i].len) !=
             pool_slot(req->argv[1].p, req->argv[1].len)) {
-            px_reply_error(px_req_out(req), "CROSSSLOT Keys in request don't hash to the same slot");
+            px_reply_error(px_req_out(req),
+                           "CROSSSLOT Keys in request don't hash to the same slot");
             return false;
         }
     }
@@ -506,7 +507,8 @@ static bool sub_refused(struct px_req *req, int ns)
     for (i = 1; i < req->argc; i++) {
         if (is_lease_lost(ns, &req->argv[i]) && cl->proto != PX_PROTO_RESP3) {
             px_reply_error(px_req_out(req),
-                           "ERR SUBSCRIBE " PX_PUSH_LEASE_LOST_CHANNEL " needs RESP3 (HELLO 3): its "
+                           "ERR SUBSCRIBE " PX_PUSH_LEASE_LOST_CHANNEL
+                           " needs RESP3 (HELLO 3): its "
                            "messages are pushed between the replies of the connection that holds "
                            "the locks");
             return true;
@@ -620,7 +622,8 @@ static void cmd_subscribe(struct px_req *req)
         free(op);
         px_reply_error(px_req_out(req), "ERR lockproxy cannot subscribe to '%.*s': %s",
                        (int)LP_MIN(req->argv[i].len, 64u), req->argv[i].p,
-                       err == -EEXIST ? "the channel is held in the other namespace" : "out of memory");
+                       err == -EEXIST ? "the channel is held in the other namespace"
+                                      : "out of memory");
         return px_req_done(req);
     }
     req->op = op;
@@ -789,6 +792,11 @@ bool px_subs_ping(struct px_req *req)
         px_reply_bulk(b, "", 0);
     px_req_done(req);
     return true;
+}
+
+bool px_subs_client_busy(const struct px_client *cl)
+{
+    return cs_total(cl->subs) > 0;
 }
 
 void px_subs_client_gone(struct px_client *cl)

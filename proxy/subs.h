@@ -75,10 +75,10 @@ typedef void px_sub_lsn_fn(struct px_sub_lsn *l, enum pool_sub_event ev, const c
                            size_t clen, const char *msg, size_t len);
 
 struct px_sub_lsn {
-    struct list node;  /* in hub->lsns while listening */
+    struct list node;   /* in hub->lsns while listening */
     struct px_hub *hub; /* borrowed: the hub, NULL when not listening */
-    px_sub_lsn_fn *cb; /* borrowed */
-    bool client;       /* a pass-through client's (counted in INFO) */
+    px_sub_lsn_fn *cb;  /* borrowed */
+    bool client;        /* a pass-through client's (counted in INFO) */
 };
 
 /* Pass-through counters (INFO pubsub, /metrics). */
@@ -117,6 +117,10 @@ bool px_subs_refuse(struct px_req *req);
 /* PING on a RESP2 connection in subscribed mode: answers ["pong", arg]
  * and returns true; false otherwise (nothing written). */
 bool px_subs_ping(struct px_req *req);
+
+/* True while cl holds a subscription: as in Redis, --timeout does not
+ * close a pub/sub client for being quiet. */
+bool px_subs_client_busy(const struct px_client *cl);
 
 /* The client is closing: drops its subscriptions (and answers a pending
  * SUBSCRIBE). */

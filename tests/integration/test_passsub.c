@@ -5,22 +5,24 @@
  * subscribed mode; the bounds; a Redisson-style client beside LOCK
  * clients; and, on a 3-master cluster with --cluster-pubsub auto, a LOCK
  * waiter woken by a classic PUBLISH of Redisson's unlock. */
+#include <sys/socket.h>
+
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include "cluster_util.h"
 #include "harness.h"
+#include "ops_util.h"
 #include "proxy_util.h"
 #include "resp3_util.h"
 #include "sync_util.h"
 
 #define PX_SUBS_MAX_TEST 10000 /* proxy/subs.h PX_SUBS_MAX */
-#define JAVA_UUID "8f0e7c2a-1111-4222-8333-944455556666"
+#define JAVA_UUID        "8f0e7c2a-1111-4222-8333-944455556666"
 
 /* The next frame of a and of b (within 5 s each) must be the same bytes. */
 static void same_next_at(int line, struct r3_conn *a, struct r3_conn *b)
@@ -40,10 +42,10 @@ static void same_next_at(int line, struct r3_conn *a, struct r3_conn *b)
 #define SAME_NEXT(a, b) same_next_at(__LINE__, (a), (b))
 
 /* Sends the same command to the proxy (p) and to Redis (d). */
-#define BOTH(p, d, ...)                                                                            \
-    do {                                                                                           \
-        r3_send((p), __VA_ARGS__, NULL);                                                           \
-        r3_send((d), __VA_ARGS__, NULL);                                                           \
+#define BOTH(p, d, ...)                  \
+    do {                                 \
+        r3_send((p), __VA_ARGS__, NULL); \
+        r3_send((d), __VA_ARGS__, NULL); \
     } while (0)
 
 static long long info_field(struct pu_env *e, const char *field)
@@ -95,12 +97,12 @@ static void check_framing(int proto)
     BOTH(p1, d, "SSUBSCRIBE", "shard1");
     SAME_NEXT(p1, d);
     PU_INT(pub, 4, "PUBLISH %s %s", "news", "hello world"); /* 2 by channel, 2 by n* */
-    SAME_NEXT(p1, d); /* message */
-    SAME_NEXT(p1, d); /* pmessage n* */
+    SAME_NEXT(p1, d);                                       /* message */
+    SAME_NEXT(p1, d);                                       /* pmessage n* */
     R3_EXPECT(p2, proto == 3 ? ">3\r\n$7\r\nmessage\r\n$4\r\nnews\r\n$11\r\nhello world\r\n"
                              : "*3\r\n$7\r\nmessage\r\n$4\r\nnews\r\n$11\r\nhello world\r\n");
     PU_INT(pub, 2, "SPUBLISH %s %s", "shard1", "s-msg");
-    SAME_NEXT(p1, d); /* smessage */
+    SAME_NEXT(p1, d);                                     /* smessage */
     PU_INT(pub, 2, "PUBLISH %s %s", "nothing-here", "x"); /* the pattern only */
     SAME_NEXT(p1, d);                                     /* pmessage */
     /* RESP2 subscribed mode refuses PUBLISH; RESP3 takes any command. */
@@ -330,9 +332,9 @@ struct mix {
     const char *name;
     int rounds;
     struct su_excl x;
-    atomic_int failures;     /* commands that failed, waits that timed out */
-    atomic_int max_wake_ms;  /* longest wait for a message while the lock changed hands */
-    atomic_int next_id;      /* thread ids */
+    atomic_int failures;    /* commands that failed, waits that timed out */
+    atomic_int max_wake_ms; /* longest wait for a message while the lock changed hands */
+    atomic_int next_id;     /* thread ids */
 };
 
 #define MIX_MSG_TIMEOUT_MS 3000
@@ -351,7 +353,8 @@ static redisContext *mix_connect(int port)
 /* RLock acquire: 1 acquired, 0 held by another, -1 on error. */
 static int rl_try(redisContext *rc, const char *name, const char *owner)
 {
-    redisReply *r = redisCommand(rc, "EVAL %s 1 %s %d %s", su_rlock_acquire_lua, name, 30000, owner);
+    redisReply *r =
+        redisCommand(rc, "EVAL %s 1 %s %d %s", su_rlock_acquire_lua, name, 30000, owner);
     int v = !r ? -1 : r->type == REDIS_REPLY_NIL ? 1 : r->type == REDIS_REPLY_INTEGER ? 0 : -1;
 
     if (r)
@@ -540,7 +543,7 @@ TEST(passsub_bounds)
     const char **argv;
     size_t *lens;
     redisReply *r;
-    char (*names)[16];
+    char(*names)[16];
     int i, n = PX_SUBS_MAX_TEST + 2;
 
     pu_env_start(&e, "epoll", flags);
@@ -570,6 +573,56 @@ TEST(passsub_bounds)
     pu_env_stop(&e);
 }
 
+/* --timeout closes quiet clients, but not subscribers (as Redis): a
+ * subscriber quiet for twice the timeout still gets its messages. */
+TEST(passsub_timeout_spares_subscribers)
+{
+    static const char *const flags[] = {"--timeout", "1", NULL};
+    struct pu_env e = {0};
+    struct r3_conn *sub;
+    redisContext *rc;
+
+    pu_env_start(&e, "epoll", flags);
+    rc = pu_redis_client(&e);
+    sub = r3_open(e.proxy.port);
+    r3_send(sub, "SUBSCRIBE", "quiet", NULL);
+    R3_EXPECT(sub, "*3\r\n$9\r\nsubscribe\r\n$5\r\nquiet\r\n:1\r\n");
+    pu_sleep_ms(2500);
+    PU_INT(rc, 1, "PUBLISH %s %s", "quiet", "still");
+    R3_EXPECT(sub, "*3\r\n$7\r\nmessage\r\n$5\r\nquiet\r\n$5\r\nstill\r\n");
+    r3_send(sub, "UNSUBSCRIBE", NULL);
+    R3_EXPECT(sub, "*3\r\n$11\r\nunsubscribe\r\n$5\r\nquiet\r\n:0\r\n");
+    r3_close(sub);
+    redisFree(rc);
+    pu_env_stop(&e);
+}
+
+/* Users' ~patterns cover channels: NOPERM outside them, nothing subscribed. */
+TEST(passsub_acl)
+{
+    char conf[PU_PATH_MAX];
+    const char *extra[] = {"--config", conf, NULL};
+    struct pu_env e = {0};
+    struct r3_conn *c;
+
+    ou_path(conf, sizeof(conf), "users.conf");
+    ou_write_file(conf, "user app on >pw ~app:*\n");
+    ou_env_start(&e, "epoll", extra);
+    c = r3_open(e.proxy.port);
+    r3_send(c, "AUTH", "app", "pw", NULL);
+    R3_EXPECT(c, "+OK\r\n");
+    r3_send(c, "SUBSCRIBE", "app:news", "other", NULL);
+    R3_EXPECT(c, "-NOPERM User app has no permissions to access the 'other' channel\r\n");
+    r3_send(c, "PUBLISH", "other", "x", NULL);
+    R3_EXPECT(c, "-NOPERM User app has no permissions to access the 'other' channel\r\n");
+    r3_send(c, "PSUBSCRIBE", "*", NULL);
+    R3_EXPECT(c, "-NOPERM User app has no permissions to access the '*' channel\r\n");
+    r3_send(c, "SUBSCRIBE", "app:news", NULL);
+    R3_EXPECT(c, "*3\r\n$9\r\nsubscribe\r\n$8\r\napp:news\r\n:1\r\n");
+    r3_close(c);
+    pu_env_stop(&e);
+}
+
 /* ---- cluster, --cluster-pubsub auto ------------------------------------------ */
 
 static bool info_is(redisContext *c, const char *field, const char *want)
@@ -587,7 +640,8 @@ TEST(passsub_cluster_auto_classic_publisher)
     struct rcluster cl;
     struct pu_proxy p;
     redisContext *c, *waiter, *node;
-    char a[32], b[32], chan[64];
+    char a[32], b[32], chan[64], want[160];
+    struct r3_conn *sub;
     const char *name = "cw";
     redisReply *r;
     long long t0, ms;
@@ -615,6 +669,18 @@ TEST(passsub_cluster_auto_classic_publisher)
     pu_send(waiter, "LOCK %s WAIT %d", name, 20000);
     node = rcluster_connect(&cl, m);
     PU_EVENTUALLY(su_numsub(node, chan) == 1, 5000); /* the classic twin, on the slot's owner */
+    /* A pass-through client, cluster-unaware, subscribes both ways: it
+     * joins the waiter's two subscriptions (one each upstream). */
+    sub = r3_open(p.port);
+    r3_send(sub, "SUBSCRIBE", chan, NULL);
+    R3_EXPECT_PREFIX(sub, "*3\r\n$9\r\nsubscribe\r\n");
+    r3_send(sub, "SSUBSCRIBE", chan, NULL);
+    R3_EXPECT_PREFIX(sub, "*3\r\n$10\r\nssubscribe\r\n");
+    ASSERT_EQ(su_numsub(node, chan), 1);
+    r = rcluster_cmd(&cl, m, "PUBSUB SHARDNUMSUB %s", chan);
+    ASSERT_TRUE(r && r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
+                r->element[1]->integer == 1);
+    freeReplyObject(r);
     pu_sleep_ms(100); /* the sharded subscription and the waiter's retry */
     t0 = pu_now_ms();
     r = rcluster_cmd(&cl, m, "EVAL %s 2 %s %s 0 30000 %s", su_rlock_unlock_lua, name, chan,
@@ -623,6 +689,10 @@ TEST(passsub_cluster_auto_classic_publisher)
     freeReplyObject(r);
     ms = su_recv_ok_within(waiter, t0, 1000);
     fprintf(stderr, "LOCK waiter woken %lld ms after a classic PUBLISH (auto = sharded)\n", ms);
+    snprintf(want, sizeof(want), "*3\r\n$7\r\nmessage\r\n$%zu\r\n%s\r\n$1\r\n0\r\n", strlen(chan),
+             chan);
+    R3_EXPECT(sub, want);
+    r3_close(sub);
     PU_INT(waiter, 1, "UNLOCK %s", name);
     redisFree(node);
     redisFree(waiter);
@@ -635,4 +705,5 @@ TEST_MAIN(TEST_CASE(passsub_framing_resp2), TEST_CASE(passsub_framing_resp3),
           TEST_CASE(passsub_unsubscribe), TEST_CASE(passsub_subscribed_mode),
           TEST_CASE(passsub_lock_waiter_shares), TEST_CASE(passsub_redisson_mixed),
           TEST_CASE(passsub_slow_subscriber), TEST_CASE(passsub_bounds),
+          TEST_CASE(passsub_timeout_spares_subscribers), TEST_CASE(passsub_acl),
           TEST_CASE(passsub_cluster_auto_classic_publisher))

@@ -1138,18 +1138,18 @@ TEST(pool_unix_socket_uring)
     run_unix(SCHED_IO_URING);
 }
 
-TEST_MAIN(TEST_CASE(pool_pubsub_kinds_epoll), TEST_CASE(pool_fifo_epoll), TEST_CASE(pool_fifo_uring), TEST_CASE(pool_eval_epoll),
-          TEST_CASE(pool_eval_uring), TEST_CASE(pool_noscript_epoll),
-          TEST_CASE(pool_noscript_uring), TEST_CASE(pool_down_enotconn_epoll),
-          TEST_CASE(pool_down_enotconn_uring), TEST_CASE(pool_kill_reconnect_epoll),
-          TEST_CASE(pool_kill_reconnect_uring), TEST_CASE(pool_timeout_sigstop_epoll),
-          TEST_CASE(pool_timeout_sigstop_uring), TEST_CASE(pool_timeout_debug_sleep_epoll),
-          TEST_CASE(pool_timeout_debug_sleep_uring), TEST_CASE(pool_pubsub_epoll),
-          TEST_CASE(pool_pubsub_uring), TEST_CASE(pool_pubsub_restart_epoll),
-          TEST_CASE(pool_pubsub_restart_uring), TEST_CASE(pool_pubsub_reconnect_epoll),
-          TEST_CASE(pool_pubsub_reconnect_uring), TEST_CASE(pool_auth_select_epoll),
-          TEST_CASE(pool_auth_select_uring), TEST_CASE(pool_wrong_password_epoll),
-          TEST_CASE(pool_wrong_password_uring), TEST_CASE(pool_reentrant_epoll),
-          TEST_CASE(pool_reentrant_uring), TEST_CASE(pool_stop_inflight_epoll),
-          TEST_CASE(pool_stop_inflight_uring), TEST_CASE(pool_unix_socket_epoll),
-          TEST_CASE(pool_unix_socket_uring))
+TEST_MAIN(TEST_CASE(pool_pubsub_kinds_epoll), TEST_CASE(pool_fifo_epoll),
+          TEST_CASE(pool_fifo_uring), TEST_CASE(pool_eval_epoll), TEST_CASE(pool_eval_uring),
+          TEST_CASE(pool_noscript_epoll), TEST_CASE(pool_noscript_uring),
+          TEST_CASE(pool_down_enotconn_epoll), TEST_CASE(pool_down_enotconn_uring),
+          TEST_CASE(pool_kill_reconnect_epoll), TEST_CASE(pool_kill_reconnect_uring),
+          TEST_CASE(pool_timeout_sigstop_epoll), TEST_CASE(pool_timeout_sigstop_uring),
+          TEST_CASE(pool_timeout_debug_sleep_epoll), TEST_CASE(pool_timeout_debug_sleep_uring),
+          TEST_CASE(pool_pubsub_epoll), TEST_CASE(pool_pubsub_uring),
+          TEST_CASE(pool_pubsub_restart_epoll), TEST_CASE(pool_pubsub_restart_uring),
+          TEST_CASE(pool_pubsub_reconnect_epoll), TEST_CASE(pool_pubsub_reconnect_uring),
+          TEST_CASE(pool_auth_select_epoll), TEST_CASE(pool_auth_select_uring),
+          TEST_CASE(pool_wrong_password_epoll), TEST_CASE(pool_wrong_password_uring),
+          TEST_CASE(pool_reentrant_epoll), TEST_CASE(pool_reentrant_uring),
+          TEST_CASE(pool_stop_inflight_epoll), TEST_CASE(pool_stop_inflight_uring),
+          TEST_CASE(pool_unix_socket_epoll), TEST_CASE(pool_unix_socket_uring))
