@@ -573,6 +573,62 @@ TEST(passsub_bounds)
     pu_env_stop(&e);
 }
 
+/* Reads exactly the n bytes want from fd (blocking); fails otherwise. */
+static void read_exact(int fd, const char *want, size_t n)
+{
+    char buf[256];
+    size_t got = 0;
+
+    ASSERT_TRUE(n <= sizeof(buf));
+    while (got < n) {
+        ssize_t k = read(fd, buf + got, n - got);
+
+        if (k <= 0)
+            TEST_FAIL("subscriber closed or failed after %zu of %zu bytes", got, n);
+        got += (size_t)k;
+    }
+    ASSERT_TRUE(memcmp(buf, want, n) == 0);
+}
+
+/* A thousand clients waiting on one lock's channel: one upstream
+ * subscription; one PUBLISH reaches every one of them. */
+TEST(passsub_thousand_subscribers)
+{
+    enum { N = 1000 };
+    static const char subcmd[] = "*2\r\n$9\r\nSUBSCRIBE\r\n$27\r\nredisson_lock__channel:{k1}\r\n";
+    static const char conf[] =
+        "*3\r\n$9\r\nsubscribe\r\n$27\r\nredisson_lock__channel:{k1}\r\n:1\r\n";
+    static const char msg[] =
+        "*3\r\n$7\r\nmessage\r\n$27\r\nredisson_lock__channel:{k1}\r\n$1\r\n0\r\n";
+    static int fds[N];
+    struct pu_env e = {0};
+    redisContext *rc;
+    long long t0;
+    int i;
+
+    pu_raise_nofile(N + 256);
+    pu_env_start(&e, "epoll", NULL);
+    rc = pu_redis_client(&e);
+    for (i = 0; i < N; i++) {
+        fds[i] = pu_raw_connect(e.proxy.port);
+        ASSERT_EQ(write(fds[i], subcmd, sizeof(subcmd) - 1), (ssize_t)(sizeof(subcmd) - 1));
+    }
+    for (i = 0; i < N; i++)
+        read_exact(fds[i], conf, sizeof(conf) - 1);
+    ASSERT_EQ(su_numsub(rc, "redisson_lock__channel:{k1}"), 1);
+    ASSERT_EQ(info_field(&e, "passthrough_subscribers"), N);
+    t0 = pu_now_ms();
+    PU_INT(rc, 1, "PUBLISH %s %s", "redisson_lock__channel:{k1}", "0");
+    for (i = 0; i < N; i++)
+        read_exact(fds[i], msg, sizeof(msg) - 1);
+    fprintf(stderr, "one message to %d subscribers in %lld ms\n", N, pu_now_ms() - t0);
+    for (i = 0; i < N; i++)
+        close(fds[i]);
+    PU_EVENTUALLY(su_numsub(rc, "redisson_lock__channel:{k1}") == 0, 5000);
+    redisFree(rc);
+    pu_env_stop(&e);
+}
+
 /* --timeout closes quiet clients, but not subscribers (as Redis): a
  * subscriber quiet for twice the timeout still gets its messages. */
 TEST(passsub_timeout_spares_subscribers)
@@ -705,5 +761,5 @@ TEST_MAIN(TEST_CASE(passsub_framing_resp2), TEST_CASE(passsub_framing_resp3),
           TEST_CASE(passsub_unsubscribe), TEST_CASE(passsub_subscribed_mode),
           TEST_CASE(passsub_lock_waiter_shares), TEST_CASE(passsub_redisson_mixed),
           TEST_CASE(passsub_slow_subscriber), TEST_CASE(passsub_bounds),
-          TEST_CASE(passsub_timeout_spares_subscribers), TEST_CASE(passsub_acl),
-          TEST_CASE(passsub_cluster_auto_classic_publisher))
+          TEST_CASE(passsub_thousand_subscribers), TEST_CASE(passsub_timeout_spares_subscribers),
+          TEST_CASE(passsub_acl), TEST_CASE(passsub_cluster_auto_classic_publisher))
