@@ -162,6 +162,8 @@ struct pool {
     uint64_t nsubs;               /* channels with a listener attached */
     bool sharded;                 /* channels use SSUBSCRIBE/SUNSUBSCRIBE */
     bool pubsub_known;            /* sharded is decided (cluster AUTO: after detection) */
+    const char *msg_chan;         /* borrowed: channel of the message being delivered */
+    size_t msg_chan_len;          /* its length */
     struct list free_reqs;        /* owned: recycled struct pool__req */
     size_t nfree_reqs;            /* records on free_reqs */
     uint64_t rng;                 /* xorshift state for backoff jitter */

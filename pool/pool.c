@@ -415,6 +415,11 @@ bool pool_pubsub_sharded(const struct pool *p)
     return p->sharded;
 }
 
+bool pool_pubsub_known(const struct pool *p)
+{
+    return p->pubsub_known;
+}
+
 static size_t arg_len(const char *const *argv, const size_t *lens, int i)
 {
     return lens ? lens[i] : strlen(argv[i]);

@@ -284,6 +284,10 @@ bool pool_is_sentinel(const struct pool *p);
  * AUTO mode false until the first topology is known (pool_is_ready()). */
 bool pool_pubsub_sharded(const struct pool *p);
 
+/* False while a cluster in AUTO mode has not answered the detection yet
+ * (pool_pubsub_sharded() may still change); true otherwise. */
+bool pool_pubsub_known(const struct pool *p);
+
 /* A single-node pool whose upstream answers MOVED or ASK (it is a Redis
  * Cluster node) delivers instead the error reply
  *     UPSTREAM redis://HOST:PORT is a Redis Cluster node (it answered
@@ -303,6 +307,20 @@ bool pool_pubsub_sharded(const struct pool *p);
  * (channel has a listener). */
 int pool_sub_start(struct pool *p, struct pool_sub *s, const char *channel, size_t len,
                    pool_sub_fn *cb);
+
+/* As pool_sub_start(), for the upstream subscription kind names (AUTO:
+ * pool_sub_start()). Records are per name and namespace (classic,
+ * sharded, pattern): an AUTO listener shares the namespace of the pool's
+ * mode, so starting CLASSIC on a classic pool's AUTO channel (or SHARDED on
+ * a sharded one's) while it has a listener is -EEXIST too. A pattern's home is its slot owner
+ * (classic messages reach every node of a cluster). -EINVAL: bad kind. */
+int pool_sub_start_kind(struct pool *p, struct pool_sub *s, const char *channel, size_t len,
+                        enum pool_sub_kind kind, pool_sub_fn *cb);
+
+/* During a POOL_SUB_MESSAGE callback: the channel the message was
+ * published to (for a pattern, the matching channel; borrowed for the
+ * call). */
+const char *pool_sub_msg_channel(const struct pool *p, size_t *len);
 
 /* Detaches the listener and sends UNSUBSCRIBE. No callback follows; s may
  * be freed at once. */

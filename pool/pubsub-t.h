@@ -18,6 +18,14 @@ enum pool_sub_event {
     POOL_SUB_LOST = 3,    /* subscription lost (connection, slot moved): messages may be missed */
 };
 
+/* Which upstream subscription a listener asks for (pool_sub_start_kind). */
+enum pool_sub_kind {
+    POOL_SUB_AUTO = 0,    /* the pool's mode: SSUBSCRIBE when sharded, else SUBSCRIBE */
+    POOL_SUB_CLASSIC = 1, /* SUBSCRIBE, whatever the mode */
+    POOL_SUB_SHARDED = 2, /* SSUBSCRIBE, whatever the mode (Redis >= 7) */
+    POOL_SUB_PATTERN = 3, /* PSUBSCRIBE: the name is a glob pattern */
+};
+
 typedef void pool_sub_fn(struct pool_sub *s, enum pool_sub_event ev, const char *msg, size_t len);
 
 struct pool_sub {

@@ -85,24 +85,38 @@ enum chan_state {
 };
 
 struct pool_chan {
-    struct hmap_node hnode; /* in pool.chans, by name */
-    struct list node;       /* in home->chans, pool.homeless, or a LOST delivery list */
-    struct pool_node *home; /* borrowed: node it is subscribed on, NULL when homeless */
-    struct pool_sub *sub;   /* borrowed: the listener, or NULL once stopped */
-    enum chan_state state;  /* see the file comment */
-    int slot;               /* cluster: pool_slot(name); -1 for a single node */
-    size_t len;             /* name length */
-    char name[];            /* owned: the name, NUL-terminated */
+    struct hmap_node hnode;  /* in pool.chans, by name */
+    struct list node;        /* in home->chans, pool.homeless, or a LOST delivery list */
+    struct pool_node *home;  /* borrowed: node it is subscribed on, NULL when homeless */
+    struct pool_sub *sub;    /* borrowed: the listener, or NULL once stopped */
+    enum chan_state state;   /* see the file comment */
+    enum pool_sub_kind kind; /* as started: AUTO follows p->sharded */
+    int slot;                /* cluster: pool_slot(name); -1 for a single node */
+    size_t len;              /* name length */
+    char name[];             /* owned: the name, NUL-terminated */
 };
 
-static const char *verb_sub(const struct pool *p)
+/* The namespace a record lives in upstream (never AUTO): an AUTO record
+ * follows the pool's mode, decided before any pub/sub connection starts. */
+static enum pool_sub_kind chan_ns(const struct pool *p, const struct pool_chan *ch)
 {
-    return p->sharded ? "SSUBSCRIBE" : "SUBSCRIBE";
+    if (ch->kind == POOL_SUB_AUTO)
+        return p->sharded ? POOL_SUB_SHARDED : POOL_SUB_CLASSIC;
+    return ch->kind;
 }
 
-static const char *verb_unsub(const struct pool *p)
+static const char *verb_sub(const struct pool *p, const struct pool_chan *ch)
 {
-    return p->sharded ? "SUNSUBSCRIBE" : "UNSUBSCRIBE";
+    static const char *const v[] = {"SUBSCRIBE", "SUBSCRIBE", "SSUBSCRIBE", "PSUBSCRIBE"};
+
+    return v[chan_ns(p, ch)];
+}
+
+static const char *verb_unsub(const struct pool *p, const struct pool_chan *ch)
+{
+    static const char *const v[] = {"UNSUBSCRIBE", "UNSUBSCRIBE", "SUNSUBSCRIBE", "PUNSUBSCRIBE"};
+
+    return v[chan_ns(p, ch)];
 }
 
 static bool home_ready(const struct pool_node *n)
@@ -116,14 +130,16 @@ static struct pool_node *chan_owner(struct pool *p, int slot)
     return p->cl ? pool__cluster_owner(p, slot) : p->single;
 }
 
-static struct pool_chan *chan_find(const struct pool *p, const char *name, size_t len)
+/* The record of name in namespace ns (CLASSIC, SHARDED or PATTERN). */
+static struct pool_chan *chan_find(const struct pool *p, const char *name, size_t len,
+                                   enum pool_sub_kind ns)
 {
     struct hmap_node *n;
 
     for (n = hmap_first(&p->chans, hash_bytes(name, len)); n; n = hmap_next(n)) {
         struct pool_chan *ch = LP_CONTAINER_OF(n, struct pool_chan, hnode);
 
-        if (ch->len == len && memcmp(ch->name, name, len) == 0)
+        if (ch->len == len && memcmp(ch->name, name, len) == 0 && chan_ns(p, ch) == ns)
             return ch;
     }
     return NULL;
@@ -136,13 +152,15 @@ static void chan_link(struct pool *p, struct pool_chan *ch, struct pool_node *ho
     list_add_tail(home ? &home->chans : &p->homeless, &ch->node);
 }
 
-static struct pool_chan *chan_new(struct pool *p, const char *name, size_t len)
+static struct pool_chan *chan_new(struct pool *p, const char *name, size_t len,
+                                  enum pool_sub_kind kind)
 {
     struct pool_chan *ch = malloc(sizeof(*ch) + len + 1);
 
     if (!ch)
         return NULL;
     ch->sub = NULL;
+    ch->kind = kind;
     ch->state = CHAN_SUBSCRIBING;
     ch->slot = p->cl ? pool_slot(name, len) : -1;
     ch->len = len;
@@ -176,26 +194,41 @@ static int chan_send_on(struct pool_node *n, const char *verb, const struct pool
  * stream unsure, so the connection is recycled (and re-subscribes all). */
 static void chan_subscribe(struct pool *p, struct pool_chan *ch)
 {
-    if (home_ready(ch->home) && chan_send_on(ch->home, verb_sub(p), ch) < 0)
+    if (home_ready(ch->home) && chan_send_on(ch->home, verb_sub(p, ch), ch) < 0)
         pool__rconn_recycle_later(&ch->home->pubsub);
 }
 
 int pool_sub_start(struct pool *p, struct pool_sub *s, const char *channel, size_t len,
                    pool_sub_fn *cb)
 {
-    struct pool_chan *ch = chan_find(p, channel, len);
-    bool fresh = ch == NULL;
+    return pool_sub_start_kind(p, s, channel, len, POOL_SUB_AUTO, cb);
+}
 
+int pool_sub_start_kind(struct pool *p, struct pool_sub *s, const char *channel, size_t len,
+                        enum pool_sub_kind kind, pool_sub_fn *cb)
+{
+    enum pool_sub_kind ns = kind;
+    struct pool_chan *ch;
+    bool fresh;
+
+    if ((unsigned)kind > POOL_SUB_PATTERN)
+        return -EINVAL;
+    if (kind == POOL_SUB_AUTO)
+        ns = p->sharded ? POOL_SUB_SHARDED : POOL_SUB_CLASSIC;
+    ch = chan_find(p, channel, len, ns);
+    fresh = ch == NULL;
     if (ch && ch->sub)
         return -EEXIST;
+    if (ch)
+        ch->kind = kind; /* same namespace: the same commands */
     if (fresh) {
-        ch = chan_new(p, channel, len);
+        ch = chan_new(p, channel, len, kind);
         if (!ch)
             return -ENOMEM;
     }
     /* An existing record without a listener is UNSUBSCRIBING: it is
      * re-subscribed when the unsubscribe is confirmed. */
-    if (fresh && home_ready(ch->home) && chan_send_on(ch->home, verb_sub(p), ch) < 0) {
+    if (fresh && home_ready(ch->home) && chan_send_on(ch->home, verb_sub(p, ch), ch) < 0) {
         chan_free(p, ch);
         return -ENOMEM;
     }
@@ -222,45 +255,62 @@ void pool_sub_stop(struct pool *p, struct pool_sub *s)
     if (ch->state == CHAN_UNSUBSCRIBING)
         return;
     ch->state = CHAN_UNSUBSCRIBING;
-    if (chan_send_on(ch->home, verb_unsub(p), ch) < 0)
+    if (chan_send_on(ch->home, verb_unsub(p, ch), ch) < 0)
         pool__rconn_recycle_later(&ch->home->pubsub);
 }
 
-/* One SUBSCRIBE for the k records starting at *pos; advances *pos. */
-static int subscribe_batch(struct pool_node *n, struct list **pos, size_t k)
+/* One verb command for the next k records of namespace ns from *pos;
+ * advances *pos past the last one taken. */
+static int subscribe_batch(struct pool *p, struct pool_node *n, enum pool_sub_kind ns,
+                           const char *verb, struct list **pos, size_t k)
 {
     struct buf *b = pool__rconn_out(&n->pubsub);
     int err = pool__resp_array(b, k + 1);
-    size_t i;
+    size_t i = 0;
 
     if (err == 0)
-        err = pool__resp_bulk(b, "SUBSCRIBE", 9);
-    for (i = 0; err == 0 && i < k; i++, *pos = (*pos)->next) {
+        err = pool__resp_bulk(b, verb, strlen(verb));
+    for (; err == 0 && i < k; *pos = (*pos)->next) {
         const struct pool_chan *ch = list_entry(*pos, struct pool_chan, node);
 
+        if (chan_ns(p, ch) != ns)
+            continue;
         err = pool__resp_bulk(b, ch->name, ch->len);
+        i++;
     }
     return err;
 }
 
-/* Classic: SUBSCRIBE_BATCH channels per command. */
-static int subscribe_classic(struct pool_node *n, size_t count)
+/* Records of namespace ns homed on n. */
+static size_t count_ns(const struct pool *p, const struct pool_node *n, enum pool_sub_kind ns)
+{
+    const struct list *pos;
+    size_t k = 0;
+
+    for (pos = n->chans.next; pos != &n->chans; pos = pos->next)
+        k += chan_ns(p, list_entry(pos, struct pool_chan, node)) == ns;
+    return k;
+}
+
+/* Classic channels and patterns: SUBSCRIBE_BATCH names per command. */
+static int subscribe_batched(struct pool *p, struct pool_node *n, enum pool_sub_kind ns,
+                             const char *verb)
 {
     struct list *pos = n->chans.next;
-    size_t left = count, k;
+    size_t left = count_ns(p, n, ns), k;
     int err = 0;
 
     while (left > 0 && err == 0) {
         k = LP_MIN(left, (size_t)SUBSCRIBE_BATCH);
-        err = subscribe_batch(n, &pos, k);
+        err = subscribe_batch(p, n, ns, verb, &pos, k);
         left -= k;
     }
     return err;
 }
 
-/* Sharded: one SSUBSCRIBE per channel (one slot per command). Only
- * records still SUBSCRIBING when only_pending (a retry after an error). */
-static int subscribe_each(struct pool *p, struct pool_node *n, bool only_pending)
+/* One SSUBSCRIBE per sharded channel (one slot per command); with
+ * all_kinds, every record still SUBSCRIBING (a retry after an error). */
+static int subscribe_each(struct pool *p, struct pool_node *n, bool all_kinds)
 {
     struct list *pos;
     int err = 0;
@@ -268,8 +318,8 @@ static int subscribe_each(struct pool *p, struct pool_node *n, bool only_pending
     for (pos = n->chans.next; pos != &n->chans && err == 0; pos = pos->next) {
         const struct pool_chan *ch = list_entry(pos, struct pool_chan, node);
 
-        if (!only_pending || ch->state == CHAN_SUBSCRIBING)
-            err = chan_send_on(n, verb_sub(p), ch);
+        if (all_kinds ? ch->state == CHAN_SUBSCRIBING : chan_ns(p, ch) == POOL_SUB_SHARDED)
+            err = chan_send_on(n, verb_sub(p, ch), ch);
     }
     return err;
 }
@@ -293,11 +343,15 @@ void pool__pubsub_up(struct pool_node *n)
     if (count == 0)
         return;
     log_msg(LOG_LVL_INFO, "pool: pubsub %s subscribing %zu channels", n->addr.where, count);
-    err = p->sharded ? subscribe_each(p, n, false) : subscribe_classic(n, count);
+    err = subscribe_each(p, n, false);
+    if (err == 0)
+        err = subscribe_batched(p, n, POOL_SUB_CLASSIC, "SUBSCRIBE");
+    if (err == 0)
+        err = subscribe_batched(p, n, POOL_SUB_PATTERN, "PSUBSCRIBE");
     pool__rconn_flush(&n->pubsub);
     if (err < 0) {
         /* A partial command may be queued: only a new connection is safe. */
-        pool__set_error(p, "pubsub: %s: %s", verb_sub(p), strerror(-err));
+        pool__set_error(p, "pubsub: subscribing: %s", strerror(-err));
         pool__rconn_recycle_later(&n->pubsub);
     }
 }
@@ -375,8 +429,8 @@ static void chan_move(struct pool *p, struct pool_chan *ch, struct pool_node *wa
         chan_free(p, ch);
         return;
     }
-    if (!p->sharded && home_ready(old) && ch->state != CHAN_UNSUBSCRIBING &&
-        chan_send_on(old, verb_unsub(p), ch) < 0)
+    if (chan_ns(p, ch) != POOL_SUB_SHARDED && home_ready(old) && ch->state != CHAN_UNSUBSCRIBING &&
+        chan_send_on(old, verb_unsub(p, ch), ch) < 0)
         pool__rconn_recycle_later(&old->pubsub);
     list_del_init(&ch->node);
     ch->state = CHAN_SUBSCRIBING;
@@ -479,11 +533,24 @@ static void on_unsubscribed(struct pool *p, struct pool_chan *ch)
     chan_subscribe(p, ch);
 }
 
-static void on_message(struct pool_chan *ch, const redisReply *payload)
+/* A message; chan is the channel it was published to (for a pattern:
+ * the matching channel), readable with pool_sub_msg_channel() during the
+ * callback. */
+static void on_message(struct pool *p, struct pool_chan *ch, const redisReply *chan,
+                       const redisReply *payload)
 {
-    if (ch->state != CHAN_SUBSCRIBED || !ch->sub || payload->type != REDIS_REPLY_STRING)
+    if (ch->state != CHAN_SUBSCRIBED || !ch->sub || payload->type != REDIS_REPLY_STRING ||
+        chan->type != REDIS_REPLY_STRING)
         return;
+    p->msg_chan = chan->str;
+    p->msg_chan_len = chan->len;
     ch->sub->cb(ch->sub, POOL_SUB_MESSAGE, payload->str, payload->len);
+}
+
+const char *pool_sub_msg_channel(const struct pool *p, size_t *len)
+{
+    *len = p->msg_chan_len;
+    return p->msg_chan;
 }
 
 /* An error on a pub/sub connection answers one of our (S)SUBSCRIBEs.
@@ -509,14 +576,35 @@ static void on_error(struct pool_node *n, const redisReply *r)
     }
 }
 
-static bool kind_is(const redisReply *kind, const char *classic, const char *sharded)
+/* What a push is about: its namespace and event, from its kind. */
+struct push_kind {
+    const char *name;
+    enum pool_sub_kind ns;
+    int ev; /* 0 message, 1 subscribed, 2 unsubscribed */
+};
+
+static const struct push_kind push_kinds[] = {
+    {"message", POOL_SUB_CLASSIC, 0},      {"smessage", POOL_SUB_SHARDED, 0},
+    {"pmessage", POOL_SUB_PATTERN, 0},     {"subscribe", POOL_SUB_CLASSIC, 1},
+    {"ssubscribe", POOL_SUB_SHARDED, 1},   {"psubscribe", POOL_SUB_PATTERN, 1},
+    {"unsubscribe", POOL_SUB_CLASSIC, 2},  {"sunsubscribe", POOL_SUB_SHARDED, 2},
+    {"punsubscribe", POOL_SUB_PATTERN, 2},
+};
+
+static const struct push_kind *push_kind_of(const redisReply *kind)
 {
-    return pool__resp_str_is(kind, classic) || pool__resp_str_is(kind, sharded);
+    size_t i;
+
+    for (i = 0; i < LP_ARRAY_SIZE(push_kinds); i++)
+        if (pool__resp_str_is(kind, push_kinds[i].name))
+            return &push_kinds[i];
+    return NULL;
 }
 
 void pool__pubsub_reply(struct pool_node *n, const redisReply *r)
 {
-    const redisReply *kind, *name;
+    const struct push_kind *pk;
+    const redisReply *name;
     struct pool *p = n->pool;
     struct pool_chan *ch;
 
@@ -526,18 +614,20 @@ void pool__pubsub_reply(struct pool_node *n, const redisReply *r)
     }
     if (r->type != REDIS_REPLY_ARRAY || r->elements < 3)
         return;
-    kind = r->element[0];
+    pk = push_kind_of(r->element[0]);
     name = r->element[1];
-    if (name->type != REDIS_REPLY_STRING)
+    if (!pk || name->type != REDIS_REPLY_STRING)
         return;
-    ch = chan_find(p, name->str, name->len);
+    ch = chan_find(p, name->str, name->len, pk->ns);
     if (!ch || ch->home != n)
         return;
-    if (kind_is(kind, "message", "smessage"))
-        on_message(ch, r->element[2]);
-    else if (kind_is(kind, "subscribe", "ssubscribe"))
+    if (pk->ev == 0 && pk->ns == POOL_SUB_PATTERN && r->elements >= 4)
+        on_message(p, ch, r->element[2], r->element[3]);
+    else if (pk->ev == 0 && pk->ns != POOL_SUB_PATTERN)
+        on_message(p, ch, name, r->element[2]);
+    else if (pk->ev == 1)
         on_subscribed(ch);
-    else if (kind_is(kind, "unsubscribe", "sunsubscribe"))
+    else if (pk->ev == 2)
         on_unsubscribed(p, ch);
 }
 

@@ -36,7 +36,8 @@
  * set. It fires at the earlier of accept + auth-timeout and last activity
  * + timeout, and re-checks lazily: input sets active_ms, output progress is
  * seen as a change of conn.bytes_out, and a client that holds or waits for
- * a lock, or has a request outstanding, counts as active. So a busy client
+ * a lock, has a request outstanding or holds a subscription (subs.h)
+ * counts as active. So a busy client
  * costs one timer expiry per timeout, never a timer update per request.
  *
  * Freeing: px_client_close() marks the client closing, drops queued
@@ -54,6 +55,7 @@
 #include "common/log.h"
 #include "proxy/auth.h"
 #include "proxy/climem.h"
+#include "proxy/subs.h"
 #include "proxy/cmd.h"
 #include "proxy/locks/locks.h"
 #include "proxy/metrics.h"
@@ -213,6 +215,14 @@ void px_req_done(struct px_req *req)
             px_client_close(cl);
     }
     px_client_put(cl);
+}
+
+bool px_client_output_ok(struct px_client *cl)
+{
+    px_climem_sync(cl);
+    if (!cl->closing && client_over_hard_limit(cl))
+        client_close_over_limit(cl);
+    return !cl->closing;
 }
 
 /* Closes cl, whose unsent replies passed the hard limit, without sending
@@ -429,7 +439,7 @@ static bool client_auth_pending(const struct px_client *cl)
 /* Holding or waiting for a lock (or permits), or a request outstanding. */
 static bool client_is_busy(const struct px_client *cl)
 {
-    return cl->nreqs > 0 || px_locks_client_busy(&cl->locks);
+    return cl->nreqs > 0 || px_locks_client_busy(&cl->locks) || px_subs_client_busy(cl);
 }
 
 /* When the deadline must look at cl next, or 0 for never. */
@@ -588,6 +598,7 @@ void px_client_close(struct px_client *cl)
     client_drop_queued(cl);
     px_multi_client_gone(cl); /* closing: its memory leaves the sum */
     px_locks_client_gone(cl);
+    px_subs_client_gone(cl);
     list_del_init(&cl->client_node);
     srv->nclients--;
     sched_conn_close(&cl->conn, cl->quit || cl->flush_on_close);

@@ -40,6 +40,7 @@ extern "C" {
 #endif
 
 struct px_cmd;
+struct px_csubs;
 struct px_server;
 struct px_user;
 struct sched_tls_ctx;
@@ -77,6 +78,7 @@ struct px_client {
     const struct px_cmd *last_cmd; /* borrowed: static; the last command dispatched, or NULL */
     int proto;                     /* RESP version of its replies: 2, or 3 after HELLO 3 */
     bool sub_lease_lost;           /* SUBSCRIBEd to lockproxy:lease-lost (push.h) */
+    struct px_csubs *subs;         /* owned: pass-through subscriptions (subs.h), or NULL */
     struct buf pushes;             /* owned: pushes kept until whole replies end the output */
     unsigned exec_unsent;          /* elements of an EXEC reply not written yet (multi.h) */
     struct px_multi multi;         /* MULTI ... EXEC state (multi.h) */
@@ -107,6 +109,11 @@ struct buf *px_req_out(struct px_req *req);
  * every finished reply in order and dispatches what was waiting. May free
  * req and, if the client is closing, the client. */
 void px_req_done(struct px_req *req);
+
+/* After output was added outside a reply (a pub/sub message): recounts
+ * cl's memory and, past --client-output-hard-limit, closes it as a reply
+ * would. Returns false when cl is closing. */
+bool px_client_output_ok(struct px_client *cl);
 
 /* Reference for an upstream callback; put may free a closing client. */
 void px_client_get(struct px_client *cl);

@@ -27,6 +27,7 @@
 #include "proxy/push.h"
 #include "proxy/reply.h"
 #include "proxy/server.h"
+#include "proxy/subs.h"
 
 #ifndef LP_VERSION
 #define LP_VERSION "0.0.0"
@@ -40,6 +41,8 @@ static void finish_status(struct px_req *req, const char *s)
 
 static void cmd_ping(struct px_req *req)
 {
+    if (px_subs_ping(req))
+        return;
     if (req->argc == 2)
         px_reply_bulk(px_req_out(req), req->argv[1].p, req->argv[1].len);
     else
@@ -235,7 +238,7 @@ static const struct px_cmd_set *const cmd_sets[] = {
     &conn_cmd_set,         &px_lock_cmd_set,
     &px_rwlock_cmd_set,    &px_fairlock_cmd_set, /* lock family: lock.h */
     &px_sem_cmd_set,       &px_latch_cmd_set,
-    &px_push_cmd_set,  /* SUBSCRIBE lockproxy:lease-lost: push.h */
+    &px_subs_cmd_set,  /* (P|S)(UN)SUBSCRIBE, (S)PUBLISH: subs.h */
     &px_multi_cmd_set, /* MULTI, EXEC, DISCARD, WATCH, UNWATCH: multi.h */
     &px_multilock_cmd_set, &px_redlock_cmd_set,
 };
@@ -328,6 +331,8 @@ void px_cmd_dispatch(struct px_req *req)
         px_reply_error(px_req_out(req), "ERR wrong number of arguments for '%s' command", c->name);
         return px_multi_reject(req);
     }
+    if (px_subs_refuse(req))
+        return px_multi_reject(req);
     if (px_multi_intercept(req))
         return;
     c->fn(req);

@@ -14,6 +14,7 @@
 #include "proxy/locks/semaphore.h"
 #include "proxy/metrics.h"
 #include "proxy/server.h"
+#include "proxy/subs.h"
 #include "proxy/tls.h"
 #include "proxy/upstream_nodes.h"
 #include "sched/loop.h"
@@ -210,6 +211,21 @@ static void info_sentinel(struct px_server *srv, struct buf *o)
                 (unsigned long long)st.readonly, (unsigned long long)st.role_mismatches);
 }
 
+/* Pass-through pub/sub (subs.h). */
+static void info_pubsub(struct px_server *srv, struct buf *o)
+{
+    struct px_subs_stats st;
+
+    px_subs_get_stats(srv, &st);
+    buf_appendf(o,
+                "# Pubsub\r\npassthrough_channels:%llu\r\npassthrough_subscribers:%llu\r\n"
+                "shared_subscriptions:%llu\r\npassthrough_messages_delivered:%llu\r\n"
+                "passthrough_publishes:%llu\r\npassthrough_subscribers_dropped:%llu\r\n\r\n",
+                (unsigned long long)st.channels, (unsigned long long)st.subscribers,
+                (unsigned long long)st.hubs, (unsigned long long)st.delivered,
+                (unsigned long long)st.published, (unsigned long long)st.dropped);
+}
+
 static void info_stats(struct px_server *srv, struct buf *o)
 {
     const struct px_stats *s = &srv->stats;
@@ -258,6 +274,7 @@ static const struct info_section sections[] = {
     {"cluster", px_upstream_nodes_info},
     {"sentinel", info_sentinel},
     {"redlock", px_redlock_info},
+    {"pubsub", info_pubsub},
     {"stats", info_stats},
     {"latency", info_latency},
     {"sync", px_sync_info},

@@ -48,6 +48,7 @@
 #include "proxy/fwd.h"
 #include "proxy/request.h"
 #include "proxy/server.h"
+#include "proxy/subs.h"
 #include "proxy/tls.h"
 #include "proxy/upstream_nodes.h"
 #include "sched/loop.h"
@@ -509,6 +510,35 @@ static void write_locks(struct px_server *srv, struct buf *o)
     write_metrics(o, ms, LP_ARRAY_SIZE(ms));
 }
 
+/* Pass-through pub/sub (subs.h). */
+static void write_subs(struct px_server *srv, struct buf *o)
+{
+    struct px_subs_stats st;
+
+    px_subs_get_stats(srv, &st);
+    {
+        const struct metric ms[] = {
+            {"lockproxy_passthrough_channels", "gauge",
+             "Channels, patterns and shard channels clients subscribe to through the proxy "
+             "(one upstream subscription each).",
+             st.channels},
+            {"lockproxy_passthrough_subscribers", "gauge",
+             "Client subscriptions riding those (the sum over channels of their subscribers).",
+             st.subscribers},
+            {"lockproxy_shared_subscriptions", "gauge",
+             "Upstream subscriptions shared by clients and lock waiters.", st.hubs},
+            {"lockproxy_passthrough_messages_delivered_total", "counter",
+             "Pub/sub messages written to subscribed clients.", st.delivered},
+            {"lockproxy_passthrough_publishes_total", "counter", "PUBLISH and SPUBLISH forwarded.",
+             st.published},
+            {"lockproxy_passthrough_subscribers_dropped_total", "counter",
+             "Subscribed clients closed: a message would pass their output bounds.", st.dropped},
+        };
+
+        write_metrics(o, ms, LP_ARRAY_SIZE(ms));
+    }
+}
+
 static void write_upstream(struct px_server *srv, struct buf *o)
 {
     struct pool_stats st;
@@ -633,6 +663,7 @@ void px_metrics_write(struct px_server *srv, struct buf *out)
     write_hist(out, "lockproxy_lock_hold_seconds", "Time a lock was held through this proxy.",
                &m->hold);
     write_upstream(srv, out);
+    write_subs(srv, out);
     px_upstream_nodes_metrics(srv, out);
     px_tls_metrics(srv, out);
     write_sentinel(srv, out);

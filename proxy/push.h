@@ -1,8 +1,9 @@
 /* Out-of-band messages to clients (RESP3 pushes), and the one pub/sub
  * channel a client may subscribe to for them.
  *
- * lockproxy does not relay Redis pub/sub. A RESP3 connection may
- * SUBSCRIBE lockproxy:lease-lost; from then on, the moment the proxy learns
+ * lockproxy:lease-lost is a local channel (the other channels are
+ * relayed from Redis: subs.h). A RESP3 connection may SUBSCRIBE
+ * lockproxy:lease-lost; from then on, the moment the proxy learns
  * that a lock this connection acquired was lost (its lease expired, a
  * renewal or a check after a failover found it gone: see
  * px_hold_mark_lost), the connection gets the push
@@ -31,8 +32,9 @@ struct px_client;
 
 #define PX_PUSH_LEASE_LOST_CHANNEL "lockproxy:lease-lost"
 
-/* SUBSCRIBE and UNSUBSCRIBE (cmd.c lists the set). */
-extern const struct px_cmd_set px_push_cmd_set;
+/* Writes a whole push (data, len bytes) to cl between whole replies, as
+ * px_push_lease_lost does. Returns 0 or -ENOMEM (nothing written). */
+int px_push_emit(struct px_client *cl, const char *data, size_t len);
 
 /* Tells cl (the acquiring connection, may be NULL) that its hold of name
  * (nlen bytes), taken by command kind, was lost; nothing unless cl is a

@@ -3,6 +3,7 @@
  * and the orderly stop (stop accepting, close clients so their locks are
  * released, let those releases reach Redis, then close the pool). */
 #include "proxy/server.h"
+#include "proxy/subs.h"
 
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -295,7 +296,8 @@ int px_server_create(struct px_server **out, const struct px_opts *opts)
         rc = px_redlock_start(srv);
     if (rc < 0)
         goto err_loop;
-    if ((rc = px_cmd_init()) < 0 || (rc = px_locks_init(srv)) < 0 || (rc = px_fwd_create(srv)) < 0)
+    if ((rc = px_cmd_init()) < 0 || (rc = px_subs_init(srv)) < 0 || (rc = px_locks_init(srv)) < 0 ||
+        (rc = px_fwd_create(srv)) < 0)
         goto err_loop;
     rc = server_listen(srv);
     if (rc < 0)
@@ -424,6 +426,7 @@ void px_server_destroy(struct px_server *srv)
     px_climem_stop(srv);
     px_http_destroy(srv);
     px_locks_deinit(srv);
+    px_subs_deinit(srv);
     px_cmd_deinit();
     px_fwd_destroy(srv);
     px_metrics_destroy(srv);

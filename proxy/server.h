@@ -28,6 +28,7 @@ struct pool;
 struct px_redlock;
 struct px_fence;
 struct px_fwd;
+struct px_subs;
 struct px_metrics;
 struct px_http;
 
@@ -124,6 +125,7 @@ struct px_server {
     struct px_redlock *redlock; /* owned: REDLOCK's masters (locks/redlock.c), or NULL */
     struct px_fence *fence;     /* owned: fencing-token floors (locks/fence.c), or NULL */
     struct px_fwd *fwd;         /* owned: pass-through state (fwd.h), or NULL */
+    struct px_subs *subs;       /* owned: shared subscriptions' hubs (subs.c) */
 };
 
 /* Creates the loop, the pool, the listening socket and the metrics

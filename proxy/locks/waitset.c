@@ -133,7 +133,9 @@ static void set_free(struct px_waitset *set)
 
     sched_loop_timer_del(srv->loop, &set->linger);
     if (set->subscribed)
-        pool_sub_stop(srv->pool, &set->sub);
+        px_subs_unlisten(&set->lsn);
+    if (set->dual)
+        px_subs_unlisten(&set->classic);
     hmap_remove(&srv->locks, &set->node);
     free(set);
 }
@@ -159,10 +161,42 @@ static struct px_waitset *set_find(struct px_server *srv, const char *ch, size_t
     return NULL;
 }
 
+/* The hub's events, to the mode's handler. */
+static void set_on_lsn(struct px_sub_lsn *l, enum pool_sub_event ev, const char *chan, size_t clen,
+                       const char *msg, size_t len)
+{
+    struct px_waitset *set = LP_CONTAINER_OF(l, struct px_waitset, lsn);
+
+    (void)chan;
+    (void)clen;
+    set->sub.cb(&set->sub, ev, msg, len);
+}
+
+/* The classic twin of a sharded set: its messages, and a re-check when it
+ * is (re)confirmed (a classic publisher's release may have been missed). */
+static void set_on_classic(struct px_sub_lsn *l, enum pool_sub_event ev, const char *chan,
+                           size_t clen, const char *msg, size_t len)
+{
+    struct px_waitset *set = LP_CONTAINER_OF(l, struct px_waitset, classic);
+
+    (void)chan;
+    (void)clen;
+    if (ev != POOL_SUB_LOST)
+        set->sub.cb(&set->sub, ev, msg, len);
+}
+
+/* True when the set should hear classic publishers as well (subs.h). */
+static bool set_wants_classic(const struct px_server *srv)
+{
+    return pool_is_cluster(srv->pool) && srv->opts.cluster_pubsub == POOL_PUBSUB_AUTO &&
+           pool_pubsub_sharded(srv->pool);
+}
+
 static struct px_waitset *set_create(struct px_server *srv, const char *ch, size_t len,
                                      uint64_t hash, pool_sub_fn *cb)
 {
     struct px_waitset *set = calloc(1, sizeof(*set) + len + 1);
+    int rc;
 
     if (!set)
         return NULL;
@@ -175,10 +209,14 @@ static struct px_waitset *set_create(struct px_server *srv, const char *ch, size
     sched_timer_init(&set->linger, set_on_linger);
     hmap_insert(&srv->locks, &set->node, hash);
     set->sub.cb = cb;
-    if (pool_sub_start(srv->pool, &set->sub, ch, len, cb) == 0)
-        set->subscribed = true;
-    else
+    rc = px_subs_listen(srv, &set->lsn, set->channel, len, POOL_SUB_AUTO, set_on_lsn);
+    set->subscribed = rc >= 0;
+    set->ready = rc == 1;
+    if (rc < 0)
         log_msg(LOG_LVL_WARN, "cannot subscribe to %s; waiters poll at lease expiry", ch);
+    if (set->subscribed && set_wants_classic(srv))
+        set->dual = px_subs_listen(srv, &set->classic, set->channel, len, POOL_SUB_CLASSIC,
+                                   set_on_classic) >= 0;
     return set;
 }
 

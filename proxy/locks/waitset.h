@@ -14,6 +14,12 @@
  * retry: this closes the unlock-before-subscribe race. What a member does
  * with a wake-up while its own attempt is in flight is the wait engine's
  * business (wait.h).
+ * The subscription is the channel's hub (subs.h), shared with
+ * pass-through clients subscribed to the same channel. On a cluster with
+ * --cluster-pubsub auto resolved to sharded, the set also listens on the
+ * classic channel of the same name: Redisson-layout clients that publish
+ * with PUBLISH wake the proxy's waiters too (only its messages count; the
+ * sharded subscription's READY and LOST rule the set's state).
  * A set with no members lingers for --subscription-linger ms and is then
  * unsubscribed and freed, so lock churn does not become SUBSCRIBE churn. */
 #ifndef LP_PROXY_LOCKS_WAITSET_H
@@ -26,6 +32,7 @@
 #include "common/hmap.h"
 #include "common/list.h"
 #include "pool/pubsub-t.h"
+#include "proxy/subs.h"
 #include "sched/timer-t.h"
 #include "sched/waitq.h"
 
@@ -60,11 +67,14 @@ struct px_waitset_member {
 struct px_waitset {
     struct hmap_node node;     /* in srv->locks, by channel */
     struct px_server *srv;     /* borrowed */
-    struct pool_sub sub;       /* the upstream subscription */
+    struct pool_sub sub;       /* sub.cb: the mode's event handler (px_waitset_deliver) */
+    struct px_sub_lsn lsn;     /* on the channel's hub: the shared upstream subscription */
+    struct px_sub_lsn classic; /* --cluster-pubsub auto, sharded: the classic channel too */
     struct sched_sem sem;      /* wake-ups */
     struct list members;       /* struct px_waitset_member, oldest first */
     unsigned nmembers;         /* joined waiters */
-    bool subscribed;           /* pool_sub_start succeeded */
+    bool subscribed;           /* listening on lsn */
+    bool dual;                 /* listening on classic as well */
     bool ready;                /* subscription confirmed */
     struct sched_timer linger; /* unsubscribe when idle this long */
     uint64_t gen;              /* unique per set created (tells a recreated set apart) */

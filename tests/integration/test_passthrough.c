@@ -307,6 +307,8 @@ TEST(passthrough_off)
     PU_ERR(c, "ERR unknown command 'SET'", "SET %s 1", "off:k");
     ASSERT_TRUE(!pu_exists(rc, "off:k"));
     PU_OK(c, "LOCK %s", "off:l");
+    PU_ERR(c, "ERR unknown command 'PUBLISH'", "PUBLISH %s m", "off:ch");
+    PU_ERR(c, "ERR --passthrough is off", "SUBSCRIBE %s", "off:ch");
     ASSERT_EQ(pu_info_int(c, "forwarded_commands"), 0);
     redisFree(rc);
     redisFree(c);

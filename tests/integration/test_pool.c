@@ -688,6 +688,59 @@ static void run_pubsub(enum sched_io io)
     fx_done(&f);
 }
 
+/* pool_sub_start_kind: a listener of another kind of the same namespace
+ * takes over a record whose UNSUBSCRIBE is in flight (a client's
+ * SUBSCRIBE right after a lock waiter's set went, or the reverse); a
+ * pattern's messages name their channel; SSUBSCRIBE on a single node. */
+static char kinds_chan[64];
+
+static void kinds_cb(struct pool_sub *s, enum pool_sub_event ev, const char *msg, size_t len)
+{
+    size_t clen;
+    const char *ch;
+
+    if (ev == POOL_SUB_MESSAGE) {
+        ch = pool_sub_msg_channel(lsn_pool, &clen);
+        snprintf(kinds_chan, sizeof(kinds_chan), "%.*s", (int)clen, ch);
+    }
+    lsn_cb(s, ev, msg, len);
+}
+
+static void run_pubsub_kinds(enum sched_io io)
+{
+    struct lsn a, p, sh;
+    struct fx f;
+
+    memset(&a, 0, sizeof(a));
+    memset(&p, 0, sizeof(p));
+    memset(&sh, 0, sizeof(sh));
+    fx_init(&f, io);
+    fx_start(&f);
+    lsn_pool = f.pool;
+    ASSERT_OK(pool_sub_start(f.pool, &a.sub, "k1", 2, lsn_cb));
+    wait_lsn(&f, &a, 1, 1, 0, 0);
+    pool_sub_stop(f.pool, &a.sub);
+    ASSERT_OK(pool_sub_start_kind(f.pool, &a.sub, "k1", 2, POOL_SUB_CLASSIC, lsn_cb));
+    ASSERT_EQ(pool_sub_start_kind(f.pool, &p.sub, "k1", 2, POOL_SUB_AUTO, lsn_cb), -EEXIST);
+    wait_lsn(&f, &a, 1, 2, 0, 0);
+    ASSERT_EQ(predis_numsub(&f.redis, "k1"), 1);
+    ASSERT_OK(pool_sub_start_kind(f.pool, &p.sub, "k*", 2, POOL_SUB_PATTERN, kinds_cb));
+    ASSERT_OK(pool_sub_start_kind(f.pool, &sh.sub, "k1", 2, POOL_SUB_SHARDED, kinds_cb));
+    wait_lsn(&f, &p, 1, 1, 0, 0);
+    wait_lsn(&f, &sh, 1, 1, 0, 0);
+    ASSERT_EQ(publish(&f, "kz", "pm", 2), 1);
+    wait_lsn(&f, &p, 1, 1, 0, 1);
+    ASSERT_STREQ(kinds_chan, "kz");
+    ASSERT_EQ(predis_int(&f.redis, "SPUBLISH %s %s", "k1", "sm"), 1);
+    wait_lsn(&f, &sh, 1, 1, 0, 1);
+    ASSERT_EQ(sh.last_len, 2u);
+    ASSERT_EQ(a.msgs, 0); /* a classic listener does not hear SPUBLISH */
+    pool_sub_stop(f.pool, &p.sub);
+    pool_sub_stop(f.pool, &sh.sub);
+    pool_sub_stop(f.pool, &a.sub);
+    fx_done(&f);
+}
+
 /* Re-subscribing while the UNSUBSCRIBE is in flight, and before the first
  * SUBSCRIBE was even confirmed. */
 static void run_pubsub_restart(enum sched_io io)
@@ -1023,6 +1076,11 @@ TEST(pool_pubsub_uring)
 {
     run_pubsub(SCHED_IO_URING);
 }
+TEST(pool_pubsub_kinds_epoll)
+{
+    run_pubsub_kinds(SCHED_IO_EPOLL);
+}
+
 TEST(pool_pubsub_restart_epoll)
 {
     run_pubsub_restart(SCHED_IO_EPOLL);
@@ -1080,18 +1138,18 @@ TEST(pool_unix_socket_uring)
     run_unix(SCHED_IO_URING);
 }
 
-TEST_MAIN(TEST_CASE(pool_fifo_epoll), TEST_CASE(pool_fifo_uring), TEST_CASE(pool_eval_epoll),
-          TEST_CASE(pool_eval_uring), TEST_CASE(pool_noscript_epoll),
-          TEST_CASE(pool_noscript_uring), TEST_CASE(pool_down_enotconn_epoll),
-          TEST_CASE(pool_down_enotconn_uring), TEST_CASE(pool_kill_reconnect_epoll),
-          TEST_CASE(pool_kill_reconnect_uring), TEST_CASE(pool_timeout_sigstop_epoll),
-          TEST_CASE(pool_timeout_sigstop_uring), TEST_CASE(pool_timeout_debug_sleep_epoll),
-          TEST_CASE(pool_timeout_debug_sleep_uring), TEST_CASE(pool_pubsub_epoll),
-          TEST_CASE(pool_pubsub_uring), TEST_CASE(pool_pubsub_restart_epoll),
-          TEST_CASE(pool_pubsub_restart_uring), TEST_CASE(pool_pubsub_reconnect_epoll),
-          TEST_CASE(pool_pubsub_reconnect_uring), TEST_CASE(pool_auth_select_epoll),
-          TEST_CASE(pool_auth_select_uring), TEST_CASE(pool_wrong_password_epoll),
-          TEST_CASE(pool_wrong_password_uring), TEST_CASE(pool_reentrant_epoll),
-          TEST_CASE(pool_reentrant_uring), TEST_CASE(pool_stop_inflight_epoll),
-          TEST_CASE(pool_stop_inflight_uring), TEST_CASE(pool_unix_socket_epoll),
-          TEST_CASE(pool_unix_socket_uring))
+TEST_MAIN(TEST_CASE(pool_pubsub_kinds_epoll), TEST_CASE(pool_fifo_epoll),
+          TEST_CASE(pool_fifo_uring), TEST_CASE(pool_eval_epoll), TEST_CASE(pool_eval_uring),
+          TEST_CASE(pool_noscript_epoll), TEST_CASE(pool_noscript_uring),
+          TEST_CASE(pool_down_enotconn_epoll), TEST_CASE(pool_down_enotconn_uring),
+          TEST_CASE(pool_kill_reconnect_epoll), TEST_CASE(pool_kill_reconnect_uring),
+          TEST_CASE(pool_timeout_sigstop_epoll), TEST_CASE(pool_timeout_sigstop_uring),
+          TEST_CASE(pool_timeout_debug_sleep_epoll), TEST_CASE(pool_timeout_debug_sleep_uring),
+          TEST_CASE(pool_pubsub_epoll), TEST_CASE(pool_pubsub_uring),
+          TEST_CASE(pool_pubsub_restart_epoll), TEST_CASE(pool_pubsub_restart_uring),
+          TEST_CASE(pool_pubsub_reconnect_epoll), TEST_CASE(pool_pubsub_reconnect_uring),
+          TEST_CASE(pool_auth_select_epoll), TEST_CASE(pool_auth_select_uring),
+          TEST_CASE(pool_wrong_password_epoll), TEST_CASE(pool_wrong_password_uring),
+          TEST_CASE(pool_reentrant_epoll), TEST_CASE(pool_reentrant_uring),
+          TEST_CASE(pool_stop_inflight_epoll), TEST_CASE(pool_stop_inflight_uring),
+          TEST_CASE(pool_unix_socket_epoll), TEST_CASE(pool_unix_socket_uring))

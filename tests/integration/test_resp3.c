@@ -148,8 +148,8 @@ TEST(resp3_hello_auth)
 
 #define LOST_MSG(payload) ">3\r\n$7\r\nmessage\r\n$20\r\nlockproxy:lease-lost\r\n$" payload "\r\n"
 
-/* SUBSCRIBE lockproxy:lease-lost: RESP3 only, that one channel only;
- * UNSUBSCRIBE as Redis answers it. */
+/* SUBSCRIBE lockproxy:lease-lost: RESP3 only, beside relayed channels
+ * (subs.h); UNSUBSCRIBE as Redis answers it. */
 TEST(resp3_subscribe_rules)
 {
     struct pu_env e = {0};
@@ -165,8 +165,10 @@ TEST(resp3_subscribe_rules)
     r3_send(c, "HELLO", "3", NULL);
     R3_EXPECT_PREFIX(c, "%7\r\n");
     r3_send(c, "SUBSCRIBE", "lockproxy:lease-lost", "news", NULL);
-    R3_EXPECT(c, "-ERR lockproxy relays no pub/sub: the only channel is lockproxy:lease-lost, "
-                 "not 'news'\r\n");
+    R3_EXPECT(c, ">3\r\n$9\r\nsubscribe\r\n$20\r\nlockproxy:lease-lost\r\n:1\r\n");
+    R3_EXPECT(c, ">3\r\n$9\r\nsubscribe\r\n$4\r\nnews\r\n:2\r\n");
+    r3_send(c, "UNSUBSCRIBE", "news", NULL);
+    R3_EXPECT(c, ">3\r\n$11\r\nunsubscribe\r\n$4\r\nnews\r\n:1\r\n");
     r3_send(c, "SUBSCRIBE", "lockproxy:lease-lost", NULL);
     R3_EXPECT(c, ">3\r\n$9\r\nsubscribe\r\n$20\r\nlockproxy:lease-lost\r\n:1\r\n");
     r3_send(c, "PING", NULL); /* commands still run on a subscribed RESP3 connection */
