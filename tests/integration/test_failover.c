@@ -614,6 +614,45 @@ TEST(failover_sentinel_window)
     rsentinel_cleanup(&s);
 }
 
+/* UNLOCKs sent while the master is dead (killed -9, the sentinels not yet
+ * agreed): the proxy answers them at once and carries them out itself,
+ * retrying with back-off while no master answers. The replicas had the
+ * holds; once the proxy follows the switch the releases must land on the
+ * new master at once, not at the next back-off step (up to 1 s later). */
+TEST(failover_sentinel_unlock_in_hand)
+{
+    enum { NN = 10 };
+    struct rsentinel s;
+    struct pu_proxy p;
+    redisContext *c, *px;
+    long long t_switch, t_free;
+    int m, nm, i;
+
+    fo_sentinel_proxy(&s, &p);
+    m = rsentinel_wait_master(&s, -1);
+    c = pu_connect(p.port);
+    px = pu_connect(p.port);
+    for (i = 0; i < NN; i++)
+        PU_OK(c, "LOCK hand:%d", i);
+    ASSERT_EQ(rsentinel_int(&s, m, "WAIT 2 2000"), 2);
+    rsentinel_kill_node(&s, m);
+    for (i = 0; i < NN; i++)
+        PU_INT(c, 1, "UNLOCK hand:%d", i);
+    ASSERT_TRUE(pu_info_int(px, "unlocks_in_hand") >= 1);
+    nm = rsentinel_wait_master(&s, m);
+    PU_EVENTUALLY(fo_proxy_on(px, &s, nm), 20000);
+    t_switch = pu_now_ms();
+    PU_EVENTUALLY(rsentinel_int(&s, nm, "DBSIZE") == 0, FO_BOUND_MS);
+    t_free = pu_now_ms();
+    fprintf(stderr, "released on the new master %lld ms after the proxy followed the switch\n",
+            t_free - t_switch);
+    ASSERT_TRUE(t_free - t_switch < 250);
+    redisFree(px);
+    redisFree(c);
+    pu_proxy_stop(&p);
+    rsentinel_cleanup(&s);
+}
+
 /* ---- Cluster ------------------------------------------------------------------------- */
 
 static void fo_cluster_ports(struct fo *f, const struct rcluster *c)
@@ -708,5 +747,5 @@ TEST(long_failover_cluster)
 }
 
 TEST_MAIN(TEST_CASE(failover_sentinel), TEST_CASE(failover_sentinel_window),
-          TEST_CASE(failover_cluster), TEST_CASE(long_failover_sentinel),
-          TEST_CASE(long_failover_cluster))
+          TEST_CASE(failover_sentinel_unlock_in_hand), TEST_CASE(failover_cluster),
+          TEST_CASE(long_failover_sentinel), TEST_CASE(long_failover_cluster))
