@@ -734,6 +734,73 @@ static void fo_cluster_run(int switches, bool print)
     free(run);
 }
 
+/* Releases a killed master applied but never replicated, on a Cluster:
+ * the replica is stopped and its link cut before the releases, the master
+ * killed after them, the replica resumed and promoted with every hold.
+ * The proxy re-applies its releases once it sees the new owner. */
+TEST(failover_cluster_ghost_release)
+{
+    enum { NN = 10 };
+    struct rcluster c;
+    struct pu_proxy p;
+    redisContext *cl, *px;
+    char a[32], b[32], key[NN][16];
+    long long seen, t_switch, t_free;
+    int m, r, i, n = 0, slot = -1, k;
+
+    if (!rcluster_available())
+        TEST_SKIP("%s or %s not installed", PREDIS_BIN, RCLUSTER_CLI);
+    rcluster_start(&c);
+    memset(&p, 0, sizeof(p));
+    snprintf(p.upstream, sizeof(p.upstream), "redis-cluster://%s,%s",
+             rcluster_addr(&c, 0, a, sizeof(a)), rcluster_addr(&c, 5, b, sizeof(b)));
+    p.extra[0] = "--log-level";
+    p.extra[1] = "info";
+    pu_proxy_start(&p);
+    px = pu_connect(p.port);
+    cl = pu_connect(p.port);
+    PU_EVENTUALLY(pu_info_int(px, "cluster_slots_served") == 16384, 15000);
+    m = rcluster_owner(&c, pool_slot("cgh:0", 5));
+    for (k = 0; n < NN && k < 1000; k++) { /* NN names on master m */
+        int len = snprintf(key[n], sizeof(key[n]), "cgh:%d", k);
+
+        if (rcluster_owner(&c, pool_slot(key[n], (size_t)len)) == m) {
+            if (slot < 0)
+                slot = pool_slot(key[n], (size_t)len);
+            n++;
+        }
+    }
+    ASSERT_EQ(n, NN);
+    for (i = 0; i < NN; i++)
+        PU_OK(cl, "%s %s OWNER t%d", i % 2 ? "LOCK" : "FAIRLOCK", key[i], i);
+    r = rcluster_replica_of(&c, m);
+    ASSERT_TRUE(r >= 0);
+    ASSERT_EQ(rcluster_int(&c, m, "WAIT 1 2000"), 1);
+    predis_signal(&c.node[r], SIGSTOP);
+    ASSERT_EQ(rcluster_int(&c, m, "CLIENT KILL TYPE replica"), 1);
+    for (i = 0; i < NN; i++)
+        PU_INT(cl, 1, "%s %s OWNER t%d", i % 2 ? "UNLOCK" : "FAIRUNLOCK", key[i], i);
+    seen = pu_info_int(px, "topology_changes_seen");
+    predis_kill(&c.node[m]);
+    predis_signal(&c.node[r], SIGCONT);
+    rcluster_wait_owner(&c, slot, r);
+    PU_EVENTUALLY(pu_info_int(px, "topology_changes_seen") > seen, 20000);
+    t_switch = pu_now_ms();
+    for (i = 0, n = 0; i < NN; i++)
+        n += rcluster_int(&c, r, "EXISTS %s", key[i]) == 1;
+    PU_EVENTUALLY(rcluster_int(&c, r, "DBSIZE") == 0, FO_BOUND_MS);
+    t_free = pu_now_ms();
+    fprintf(stderr,
+            "%d of %d released holds on the new master when the proxy followed; all "
+            "gone %lld ms later\n",
+            n, NN, t_free - t_switch);
+    ASSERT_TRUE(pu_info_int(px, "ghost_holds_removed") >= 1);
+    redisFree(cl);
+    redisFree(px);
+    pu_proxy_stop(&p);
+    rcluster_cleanup(&c);
+}
+
 /* One CLUSTER FAILOVER and one killed master. */
 TEST(failover_cluster)
 {
@@ -748,4 +815,5 @@ TEST(long_failover_cluster)
 
 TEST_MAIN(TEST_CASE(failover_sentinel), TEST_CASE(failover_sentinel_window),
           TEST_CASE(failover_sentinel_unlock_in_hand), TEST_CASE(failover_cluster),
-          TEST_CASE(long_failover_sentinel), TEST_CASE(long_failover_cluster))
+          TEST_CASE(failover_cluster_ghost_release), TEST_CASE(long_failover_sentinel),
+          TEST_CASE(long_failover_cluster))
