@@ -614,6 +614,71 @@ TEST(failover_sentinel_window)
     rsentinel_cleanup(&s);
 }
 
+/* The same window, the releases in flight when the proxy follows the
+ * switch: the old master is frozen (DEBUG SLEEP) right after the
+ * promotion, the UNLOCKs queue on it, the sentinels name the new master
+ * meanwhile, and the old master applies them (:1) only after it wakes.
+ * Those releases must be re-applied on the new master too. */
+TEST(failover_sentinel_window_in_flight)
+{
+    enum { NN = 10 };
+    struct rsentinel s;
+    struct pu_proxy p;
+    redisContext *c, *px, *frozen;
+    long long t_switch, t_replied, t_free, deadline;
+    int m, nm = -1, i, k;
+
+    fo_sentinel_proxy(&s, &p);
+    m = rsentinel_wait_master(&s, -1);
+    c = pu_connect(p.port);
+    px = pu_connect(p.port);
+    frozen = redisConnect("127.0.0.1", s.node[m].port);
+    ASSERT_TRUE(frozen && !frozen->err);
+    for (i = 0; i < NN; i++)
+        PU_OK(c, "LOCK inflight:%d OWNER t%d", i, i);
+    ASSERT_EQ(rsentinel_int(&s, m, "WAIT 2 2000"), 2);
+    freeReplyObject(rsentinel_scmd(&s, 0, "SENTINEL FAILOVER %s", RSENT_NAME));
+    deadline = pu_now_ms() + 10000;
+    while (nm < 0 && pu_now_ms() < deadline) {
+        for (k = 0; k < RSENT_NODES; k++)
+            if (k != m && rsentinel_is_master(&s, k))
+                nm = k;
+        if (nm < 0)
+            usleep(1000);
+    }
+    ASSERT_TRUE(nm >= 0);
+    ASSERT_TRUE(fo_proxy_on(px, &s, m));
+    pu_send(frozen, "DEBUG SLEEP 2.5");
+    pu_sleep_ms(50);
+    for (i = 0; i < NN; i++)
+        pu_send(c, "UNLOCK inflight:%d OWNER t%d", i, i);
+    ASSERT_EQ(rsentinel_wait_master(&s, m), nm);
+    PU_EVENTUALLY(fo_proxy_on(px, &s, nm), 20000);
+    t_switch = pu_now_ms();
+    for (i = 0; i < NN; i++) {
+        redisReply *r = pu_recv(c);
+        char d[200];
+
+        fprintf(stderr, "UNLOCK inflight:%d: %s\n", i, pu_describe(r, d, sizeof(d)));
+        freeReplyObject(r);
+    }
+    t_replied = pu_now_ms();
+    fprintf(stderr, "%lld of %d released holds on the new master once the replies came\n",
+            (long long)rsentinel_int(&s, nm, "DBSIZE"), NN);
+    PU_EVENTUALLY(rsentinel_int(&s, nm, "DBSIZE") == 0, FO_BOUND_MS);
+    t_free = pu_now_ms();
+    fprintf(stderr,
+            "all free %lld ms after the replies (%lld after the proxy followed the "
+            "switch)\n",
+            t_free - t_replied, t_free - t_switch);
+    freeReplyObject(pu_recv(frozen));
+    redisFree(frozen);
+    redisFree(px);
+    redisFree(c);
+    pu_proxy_stop(&p);
+    rsentinel_cleanup(&s);
+}
+
 /* UNLOCKs sent while the master is dead (killed -9, the sentinels not yet
  * agreed): the proxy answers them at once and carries them out itself,
  * retrying with back-off while no master answers. The replicas had the
@@ -734,6 +799,37 @@ static void fo_cluster_run(int switches, bool print)
     free(run);
 }
 
+/* Cluster node m has no replica connected. */
+static bool fo_no_replica(const struct rcluster *c, int m)
+{
+    redisReply *r = rcluster_cmd(c, m, "INFO replication");
+    bool none = r && r->type == REDIS_REPLY_STRING && strstr(r->str, "connected_slaves:0\r");
+
+    if (r)
+        freeReplyObject(r);
+    return none;
+}
+
+/* How many of the n keys replica r has (READONLY reads). */
+static int fo_replica_has(const struct rcluster *c, int r, char key[][16], int n)
+{
+    redisContext *rc = rcluster_connect(c, r);
+    int i, has = 0;
+
+    if (!rc)
+        return -1;
+    freeReplyObject(redisCommand(rc, "READONLY"));
+    for (i = 0; i < n; i++) {
+        redisReply *e = redisCommand(rc, "EXISTS %s", key[i]);
+
+        has += e && e->type == REDIS_REPLY_INTEGER && e->integer == 1;
+        if (e)
+            freeReplyObject(e);
+    }
+    redisFree(rc);
+    return has;
+}
+
 /* Releases a killed master applied but never replicated, on a Cluster:
  * the replica is stopped and its link cut before the releases, the master
  * killed after them, the replica resumed and promoted with every hold.
@@ -776,25 +872,27 @@ TEST(failover_cluster_ghost_release)
     r = rcluster_replica_of(&c, m);
     ASSERT_TRUE(r >= 0);
     ASSERT_EQ(rcluster_int(&c, m, "WAIT 1 2000"), 1);
+    PU_EVENTUALLY(fo_replica_has(&c, r, key, NN) == NN, 5000);
     predis_signal(&c.node[r], SIGSTOP);
     ASSERT_EQ(rcluster_int(&c, m, "CLIENT KILL TYPE replica"), 1);
+    PU_EVENTUALLY(fo_no_replica(&c, m), 5000); /* its link is gone, nothing more reaches it */
     for (i = 0; i < NN; i++)
         PU_INT(cl, 1, "%s %s OWNER t%d", i % 2 ? "UNLOCK" : "FAIRUNLOCK", key[i], i);
     seen = pu_info_int(px, "topology_changes_seen");
     predis_kill(&c.node[m]);
     predis_signal(&c.node[r], SIGCONT);
+    n = fo_replica_has(&c, r, key, NN); /* still every hold */
     rcluster_wait_owner(&c, slot, r);
     PU_EVENTUALLY(pu_info_int(px, "topology_changes_seen") > seen, 20000);
     t_switch = pu_now_ms();
-    for (i = 0, n = 0; i < NN; i++)
-        n += rcluster_int(&c, r, "EXISTS %s", key[i]) == 1;
     PU_EVENTUALLY(rcluster_int(&c, r, "DBSIZE") == 0, FO_BOUND_MS);
     t_free = pu_now_ms();
     fprintf(stderr,
-            "%d of %d released holds on the new master when the proxy followed; all "
-            "gone %lld ms later\n",
-            n, NN, t_free - t_switch);
-    ASSERT_TRUE(pu_info_int(px, "ghost_holds_removed") >= 1);
+            "%d of %d released holds on the replica at its promotion; all gone %lld ms after "
+            "the proxy followed; ghost_holds_removed %lld\n",
+            n, NN, t_free - t_switch, pu_info_int(px, "ghost_holds_removed"));
+    ASSERT_EQ(n, NN);
+    ASSERT_EQ(pu_info_int(px, "ghost_holds_removed"), NN);
     redisFree(cl);
     redisFree(px);
     pu_proxy_stop(&p);
@@ -814,6 +912,7 @@ TEST(long_failover_cluster)
 }
 
 TEST_MAIN(TEST_CASE(failover_sentinel), TEST_CASE(failover_sentinel_window),
+          TEST_CASE(failover_sentinel_window_in_flight),
           TEST_CASE(failover_sentinel_unlock_in_hand), TEST_CASE(failover_cluster),
           TEST_CASE(failover_cluster_ghost_release), TEST_CASE(long_failover_sentinel),
           TEST_CASE(long_failover_cluster))
