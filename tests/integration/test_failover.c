@@ -22,7 +22,11 @@
  * proxy) name it, and the old master keeps taking writes meanwhile; the
  * test releases 20 replicated holds inside that window, checks the new
  * master kept them (ghosts), and that the proxy removes them once it
- * follows the switch, long before their 30 s lease. */
+ * follows the switch, long before their 30 s lease. The other single
+ * switch cases: releases still in flight to a frozen old master when the
+ * proxy switches (window_in_flight), UNLOCKs the proxy carries out while
+ * a killed master is not yet replaced (unlock_in_hand), and releases a
+ * killed Cluster master never replicated (cluster_ghost_release). */
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
