@@ -143,6 +143,17 @@ void px_job_soon(struct px_job *j)
     sched_loop_timer_in(j->srv->loop, &q->timer, 0);
 }
 
+void px_jobs_retry_now(struct px_server *srv)
+{
+    struct px_jobs *q = &srv->jobs;
+
+    q->backoff_ms = PX_JOB_BACKOFF;
+    if (q->ndue == 0)
+        return;
+    sched_loop_timer_del(srv->loop, &q->timer);
+    sched_loop_timer_in(srv->loop, &q->timer, 0);
+}
+
 void px_job_cancel(struct px_job *j)
 {
     if (j->state == PX_JOB_DUE)

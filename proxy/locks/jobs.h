@@ -106,6 +106,12 @@ void px_job_kick(struct px_job *j);
  * the loop runs its timers, rather than at the next retry. */
 void px_job_soon(struct px_job *j);
 
+/* A change of master (the pool's topology event): Redis takes requests
+ * again where it refused them, so every DUE job is looked at as soon as
+ * the loop runs its timers and the back-off starts again from 20 ms,
+ * rather than waiting out a back-off grown to 1 s during the failover. */
+void px_jobs_retry_now(struct px_server *srv);
+
 /* Takes a DUE job out of the queue (IDLE, no callback). No-op otherwise. */
 void px_job_cancel(struct px_job *j);
 

@@ -63,6 +63,29 @@ static void replay_prune(struct px_server *srv, uint64_t now)
     }
 }
 
+/* Marks ev's slots as moved for --upstream-timeout (a later change adds
+ * its slots to a window still open, and extends it). */
+static void replay_mark_moved(struct px_server *srv, const struct pool_topology_event *ev,
+                              uint64_t now)
+{
+    struct px_replays *rs = &srv->replays;
+    size_t i;
+
+    if (rs->moved_until <= now)
+        memset(rs->moved, 0, sizeof(rs->moved));
+    for (i = 0; i < sizeof(rs->moved); i++)
+        rs->moved[i] |= ev->slots[i];
+    rs->moved_until = now + srv->opts.upstream_timeout_ms;
+}
+
+/* A release confirmed in a moved slot shortly after the change may have
+ * been applied by the old master only. */
+static bool replay_after_move(const struct px_server *srv, const struct px_replay *r, uint64_t now)
+{
+    return now < srv->replays.moved_until &&
+           pool_slot_bitmap_has(srv->replays.moved, pool_slot(r->key, r->nlen));
+}
+
 void px_replay_note(struct px_server *srv, const struct px_hold *h)
 {
     uint64_t now = sched_loop_now_ms(srv->loop);
@@ -86,6 +109,10 @@ void px_replay_note(struct px_server *srv, const struct px_hold *h)
     px_job_init(&r->job, srv, &replay_ops);
     list_add_tail(&srv->replays.list, &r->node);
     srv->replays.n++;
+    if (replay_after_move(srv, r, now)) {
+        px_job_submit(&r->job, r->until_ms);
+        px_job_soon(&r->job); /* h is still there: ready once it is gone */
+    }
 }
 
 void px_replay_topology(struct px_server *srv, const struct pool_topology_event *ev)
@@ -94,6 +121,7 @@ void px_replay_topology(struct px_server *srv, const struct pool_topology_event 
     unsigned queued = 0;
     struct list *n, *t;
 
+    replay_mark_moved(srv, ev, now);
     replay_prune(srv, now);
     list_for_each_safe(n, t, &srv->replays.list)
     {

@@ -17,6 +17,14 @@
  * is left to that hold's own checks, and a re-send never overtakes a later
  * request about the pair (it is not sent while one exists).
  *
+ * A release still on its way to the old master when the proxy follows
+ * the switch is confirmed by that master after the change (it was frozen,
+ * or slow: its reply may come up to --upstream-timeout later), too late
+ * for the re-send above. So the slots a change moved stay marked for
+ * --upstream-timeout after it, and a release of a marked slot confirmed
+ * meanwhile is re-applied at once (harmless when it did reach the new
+ * master: the settle finds nothing of the owner's and answers 0).
+ *
  * Only with an upstream that can fail over (Sentinel, Cluster); bounded
  * at PX_REPLAY_MAX records, the oldest dropped first (counted). */
 #ifndef LP_PROXY_LOCKS_REPLAY_H
@@ -25,6 +33,7 @@
 #include <stdint.h>
 
 #include "common/list.h"
+#include "pool/pool.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -38,11 +47,13 @@ struct pool_topology_event;
 
 /* The server's records (embedded in struct px_server). */
 struct px_replays {
-    struct list list; /* struct px_replay, oldest first */
-    unsigned n;       /* records in list */
-    uint64_t sent;    /* releases re-sent after a change of master */
-    uint64_t found;   /* of those, that found the hold still there (a ghost) */
-    uint64_t dropped; /* records dropped at PX_REPLAY_MAX before their lease ended */
+    struct list list;     /* struct px_replay, oldest first */
+    unsigned n;           /* records in list */
+    uint64_t sent;        /* releases re-sent after a change of master */
+    uint64_t found;       /* of those, that found the hold still there (a ghost) */
+    uint64_t dropped;     /* records dropped at PX_REPLAY_MAX before their lease ended */
+    uint64_t moved_until; /* monotonic ms: until then a release of a moved slot is re-sent */
+    uint8_t moved[POOL_SLOT_BITMAP_SIZE]; /* slots changes moved, up to moved_until */
 };
 
 void px_replay_init(struct px_server *srv);

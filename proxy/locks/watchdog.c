@@ -353,6 +353,7 @@ void px_locks_on_topology(void *arg, const struct pool_topology_event *ev)
     px_watchdog_topology(srv, ev);
     px_replay_topology(srv, ev);
     px_sem_on_topology(srv, ev);
+    px_jobs_retry_now(srv); /* releases in hand, roll-backs: the new master takes them */
 }
 
 int px_watchdog_init(struct px_server *srv)
