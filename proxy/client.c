@@ -557,9 +557,33 @@ static void client_maybe_free(struct px_client *cl)
     buf_deinit(&cl->conn.out);
     buf_deinit(&cl->conn.sending);
     buf_deinit(&cl->in);
-    buf_deinit(&cl->pushes);
     px_parser_deinit(&cl->parser);
+    if (cl->extra)
+        buf_deinit(&cl->extra->pushes);
+    free(cl->extra);
     free(cl);
+}
+
+const char *px_client_name(const struct px_client *cl)
+{
+    return cl->extra ? cl->extra->name : "";
+}
+
+const char *px_client_lib_name(const struct px_client *cl)
+{
+    return cl->extra ? cl->extra->lib_name : "";
+}
+
+const char *px_client_lib_ver(const struct px_client *cl)
+{
+    return cl->extra ? cl->extra->lib_ver : "";
+}
+
+struct px_client_extra *px_client_extra(struct px_client *cl)
+{
+    if (!cl->extra)
+        cl->extra = calloc(1, sizeof(*cl->extra));
+    return cl->extra;
 }
 
 static void client_drop_queued(struct px_client *cl)

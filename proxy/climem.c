@@ -49,7 +49,7 @@ static size_t climem_footprint(const struct px_client *cl)
     if (cl->closing)
         return 0;
     return cl->multi.bytes + cl->in.cap + climem_parsing(&cl->parser) +
-           sched_conn_pending_out(&cl->conn) + cl->pushes.cap;
+           sched_conn_pending_out(&cl->conn) + (cl->extra ? cl->extra->pushes.cap : 0);
 }
 
 void px_climem_sync(struct px_client *cl)
