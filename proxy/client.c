@@ -610,10 +610,10 @@ void px_client_close(struct px_client *cl)
     client_set_input(cl, PX_INPUT_DONE);
     sched_loop_timer_del(srv->loop, &cl->timer);
     client_drop_queued(cl);
-    px_multi_client_gone(cl); /* closing: its memory leaves the sum */
-    px_locks_client_gone(cl);
-    list_del_init(&cl->client_node);
+    px_multi_client_gone(cl);        /* closing: its memory leaves the sum */
+    list_del_init(&cl->client_node); /* px_locks_client_gone may link it to srv->releasing */
     srv->nclients--;
+    px_locks_client_gone(cl);
     sched_conn_close(&cl->conn, cl->quit || cl->flush_on_close);
     px_client_put(cl);
 }

@@ -324,7 +324,8 @@ static void server_drain(struct px_server *srv)
     do {
         sched_loop_run_once(srv->loop, 10);
         pool_get_stats(srv->pool, &st);
-    } while ((st.inflight > 0 || srv->nclients > 0 || px_jobs_busy(srv) || px_redlock_busy(srv)) &&
+    } while ((st.inflight > 0 || srv->nclients > 0 || px_jobs_busy(srv) || px_redlock_busy(srv) ||
+              px_locks_releasing(srv)) &&
              clock_mono_ms() < until);
     pool_stop(srv->pool);
     px_redlock_stop(srv);

@@ -856,11 +856,11 @@ static void hold_give_back_part(struct px_hold *h, uint64_t n)
     hold_want_settle(h, PX_JOB_NO_END); /* sent once nothing is in flight */
 }
 
-static void hold_client_gone_shares(struct px_client *cl)
+static void hold_client_gone_shares(struct px_client *cl, unsigned *budget)
 {
     struct list *n;
 
-    while ((n = list_first(&cl->locks.shares)) != NULL) {
+    for (; *budget > 0 && (n = list_first(&cl->locks.shares)) != NULL; (*budget)--) {
         struct px_hold_share *sh = LP_CONTAINER_OF(n, struct px_hold_share, client_node);
         struct px_hold *h = sh->h;
         uint64_t part = sh->count;
@@ -871,14 +871,15 @@ static void hold_client_gone_shares(struct px_client *cl)
     }
 }
 
-void px_hold_client_gone(struct px_client *cl)
+bool px_hold_client_gone(struct px_client *cl, unsigned *budget)
 {
     struct px_server *srv = cl->srv;
-    struct list *n, *t;
+    struct list *n;
 
-    hold_client_gone_shares(cl);
-    list_for_each_safe(n, t, &cl->locks.holds)
-    {
+    hold_client_gone_shares(cl, budget);
+    /* Every branch takes h off cl->locks.holds (a promoted share moves it
+     * to the share's connection). */
+    for (; *budget > 0 && (n = list_first(&cl->locks.holds)) != NULL; (*budget)--) {
         struct px_hold *h = LP_CONTAINER_OF(n, struct px_hold, client_node);
         uint64_t part = h->cl_count;
 
@@ -900,6 +901,7 @@ void px_hold_client_gone(struct px_client *cl)
         h->cl = NULL;
         hold_maybe_free(h);
     }
+    return list_empty(&cl->locks.holds) && list_empty(&cl->locks.shares);
 }
 
 int px_hold_init(struct px_server *srv)

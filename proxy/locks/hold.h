@@ -242,8 +242,10 @@ void px_hold_report_lost(struct px_hold *h, bool give_back, uint64_t until);
  * them expire, per --on-disconnect. Of a hold it shares with other
  * connections of the same owner, only its part goes (release: settled
  * down by it; expire: left to the others); the others keep theirs, and
- * the renewal. */
-void px_hold_client_gone(struct px_client *cl);
+ * the renewal. At most *budget holds and shares are handled (*budget
+ * goes down by as many); returns true once cl has none left, false when
+ * the budget ran out first (call again: locks.c does, a step a pass). */
+bool px_hold_client_gone(struct px_client *cl, unsigned *budget);
 
 /* True when h is HELD (a count confirmed to a client). */
 bool px_hold_is_held(const struct px_hold *h);

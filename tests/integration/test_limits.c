@@ -395,8 +395,87 @@ TEST(limits_idle_connection_memory)
     pu_each_backend(scenario_idle_memory, NULL);
 }
 
+/* Mass release: a connection holding MASS_HOLDS locks closes; while the
+ * proxy releases them, another connection's PING and TRYLOCK are answered
+ * within MASS_MAX_MS each (the release goes in bounded steps, one per
+ * loop pass, instead of one pass over every hold), and every lock is
+ * gone from Redis within seconds. */
+#define MASS_HOLDS  50000
+#define MASS_BATCH  1000
+#define MASS_MAX_MS 500
+
+static void mass_take(redisContext *c)
+{
+    for (int i = 0; i < MASS_HOLDS; i += MASS_BATCH) {
+        for (int j = i; j < i + MASS_BATCH; j++)
+            ASSERT_EQ(redisAppendCommand(c, "TRYLOCK mass:%d", j), REDIS_OK);
+        for (int j = i; j < i + MASS_BATCH; j++) {
+            redisReply *r = NULL;
+
+            ASSERT_EQ(redisGetReply(c, (void **)&r), REDIS_OK);
+            ASSERT_TRUE(r && r->type == REDIS_REPLY_STATUS);
+            freeReplyObject(r);
+        }
+    }
+}
+
+/* One round of the other connection: PING, then TRYLOCK and UNLOCK of a
+ * lock of its own; returns how long it took (ms). */
+static long long mass_other_round(redisContext *b)
+{
+    long long t = pu_now_ms();
+
+    PU_STR(b, "PONG", "PING");
+    PU_OK(b, "TRYLOCK other LEASE 5000");
+    PU_INT(b, 1, "UNLOCK other");
+    return pu_now_ms() - t;
+}
+
+static void scenario_mass_release(struct pu_env *e)
+{
+    redisContext *a = pu_client(e), *b = pu_client(e), *rc = pu_redis_client(e);
+    long long start, dl, worst = 0, calm = 0, t, base = pu_dbsize(rc);
+    int served = 0;
+
+    pu_set_timeout(a, 30000);
+    start = pu_now_ms();
+    mass_take(a);
+    fprintf(stderr, "%s: %d TRYLOCKs taken in %lld ms\n", e->backend, MASS_HOLDS,
+            pu_now_ms() - start);
+    ASSERT_EQ(pu_dbsize(rc), base + MASS_HOLDS);
+    /* The same rounds with nothing being released: what the machine's
+     * load alone costs them (the bound allows twice that). */
+    for (dl = pu_now_ms() + 1000; pu_now_ms() < dl; pu_sleep_ms(5)) {
+        t = mass_other_round(b);
+        calm = t > calm ? t : calm;
+    }
+    redisFree(a);
+    start = pu_now_ms();
+    for (dl = start + 30000; pu_dbsize(rc) > base && pu_now_ms() < dl; pu_sleep_ms(5)) {
+        t = mass_other_round(b);
+        worst = t > worst ? t : worst;
+        served++;
+    }
+    fprintf(stderr,
+            "%s: %d holds released in %lld ms; %d rounds of PING+TRYLOCK+UNLOCK meanwhile, "
+            "slowest %lld ms (%lld ms before the close)\n",
+            e->backend, MASS_HOLDS, pu_now_ms() - start, served, worst, calm);
+    ASSERT_EQ(pu_dbsize(rc), base);
+    if (worst > MASS_MAX_MS + 2 * calm)
+        TEST_FAIL("%s: a round took %lld ms during the release (bound %d ms + 2 x %lld)",
+                  e->backend, worst, MASS_MAX_MS, calm);
+    PU_OK(b, "TRYLOCK mass:0 LEASE 1000");
+    redisFree(rc);
+    redisFree(b);
+}
+
+TEST(limits_mass_release_serves_others)
+{
+    pu_each_backend(scenario_mass_release, NULL);
+}
+
 TEST_MAIN(TEST_CASE(limits_info_flood_bounded), TEST_CASE(limits_replies_kept_in_order),
           TEST_CASE(limits_hard_limit_closes_and_releases),
           TEST_CASE(limits_lock_pipelines_bounded), TEST_CASE(limits_client_memory_bounded),
           TEST_CASE(limits_client_memory_given_back), TEST_CASE(limits_client_memory_reloadable),
-          TEST_CASE(limits_idle_connection_memory))
+          TEST_CASE(limits_idle_connection_memory), TEST_CASE(limits_mass_release_serves_others))
