@@ -102,6 +102,9 @@ static void climem_on_timer(struct sched_timer *t)
     struct px_server *srv = LP_CONTAINER_OF(t, struct px_server, climem_timer);
     size_t dirty = 0, allocated = 0;
 
+    /* After a mass release the hold table's buckets are mostly empty. */
+    if (hmap_shrink(&srv->holds))
+        log_msg(LOG_LVL_DEBUG, "hold table down to %zu buckets", srv->holds.nbuckets);
     if (climem_stats(&dirty, &allocated) && dirty > PX_CLIMEM_DIRTY_MAX && dirty > allocated / 4) {
         if (mallctl("arena." ARENAS_ALL ".purge", NULL, NULL, NULL, 0) == 0)
             log_msg(LOG_LVL_DEBUG, "gave %zu unused bytes back to the system", dirty);
