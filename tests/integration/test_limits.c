@@ -477,7 +477,7 @@ TEST(limits_mass_release_serves_others)
 
 /* Held locks: HELD_N holds (short names, the connection's owner) add less
  * than HELD_MAX_BYTES of proxy RSS apiece (BENCHMARKS.md: 421 B at
- * 200,000; about 518 B at this count, where fixed costs weigh more; 593 B
+ * 200,000; 464-518 B at this count, where fixed costs weigh more; 593 B
  * before the metrics' record per hold went and the hold block shrank to
  * 384 B), and once they are released most of it goes back to the system:
  * under HELD_KEPT_PCT % of what they added stays (10-25 % measured; what
