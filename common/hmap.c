@@ -68,9 +68,10 @@ void hmap_deinit(struct hmap *m)
     m->count = 0;
 }
 
-static int hmap_grow(struct hmap *m)
+/* Rehashes every node into n buckets. */
+static int hmap_resize(struct hmap *m, size_t n)
 {
-    size_t n = m->nbuckets * 2, i;
+    size_t i;
     struct hmap_node **nb = calloc(n, sizeof(*nb));
     struct hmap_node *node, *next;
 
@@ -98,8 +99,17 @@ int hmap_insert(struct hmap *m, struct hmap_node *node, uint64_t hash)
     *head = node;
     m->count++;
     if (m->count > m->nbuckets)
-        return hmap_grow(m);
+        return hmap_resize(m, m->nbuckets * 2);
     return 0;
+}
+
+bool hmap_shrink(struct hmap *m)
+{
+    size_t n = m->nbuckets;
+
+    while (n > 16 && m->count < n / 4)
+        n /= 2;
+    return n < m->nbuckets && hmap_resize(m, n) == 0;
 }
 
 void hmap_remove(struct hmap *m, struct hmap_node *node)

@@ -3,11 +3,12 @@
  * The map stores nodes embedded in caller objects and knows nothing of keys:
  * callers hash their key (hash_bytes), walk the candidates with the same
  * hash (hmap_first/hmap_next) and compare keys themselves. Buckets double
- * when the load factor passes 1; the map never shrinks. The map owns only
- * its bucket array; nodes are borrowed. */
+ * when the load factor passes 1; the map shrinks only when asked
+ * (hmap_shrink). The map owns only its bucket array; nodes are borrowed. */
 #ifndef LP_COMMON_HMAP_H
 #define LP_COMMON_HMAP_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -36,6 +37,12 @@ void hmap_deinit(struct hmap *m);
 /* Inserts node with the given hash (duplicates are the caller's concern).
  * Returns 0, or -ENOMEM only if growing failed (the node is still inserted). */
 int hmap_insert(struct hmap *m, struct hmap_node *node, uint64_t hash);
+
+/* Halves the buckets (repeatedly, down to 16) while under a quarter are
+ * used, rehashing every node: for a map that was large once, called where
+ * nothing is iterating it. False when it kept its size (not sparse, or no
+ * memory for the smaller array). */
+bool hmap_shrink(struct hmap *m);
 
 /* Removes a node that is in the map. */
 void hmap_remove(struct hmap *m, struct hmap_node *node);

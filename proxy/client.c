@@ -567,9 +567,33 @@ static void client_maybe_free(struct px_client *cl)
     buf_deinit(&cl->conn.out);
     buf_deinit(&cl->conn.sending);
     buf_deinit(&cl->in);
-    buf_deinit(&cl->pushes);
     px_parser_deinit(&cl->parser);
+    if (cl->extra)
+        buf_deinit(&cl->extra->pushes);
+    free(cl->extra);
     free(cl);
+}
+
+const char *px_client_name(const struct px_client *cl)
+{
+    return cl->extra ? cl->extra->name : "";
+}
+
+const char *px_client_lib_name(const struct px_client *cl)
+{
+    return cl->extra ? cl->extra->lib_name : "";
+}
+
+const char *px_client_lib_ver(const struct px_client *cl)
+{
+    return cl->extra ? cl->extra->lib_ver : "";
+}
+
+struct px_client_extra *px_client_extra(struct px_client *cl)
+{
+    if (!cl->extra)
+        cl->extra = calloc(1, sizeof(*cl->extra));
+    return cl->extra;
 }
 
 static void client_drop_queued(struct px_client *cl)
@@ -596,11 +620,11 @@ void px_client_close(struct px_client *cl)
     client_set_input(cl, PX_INPUT_DONE);
     sched_loop_timer_del(srv->loop, &cl->timer);
     client_drop_queued(cl);
-    px_multi_client_gone(cl); /* closing: its memory leaves the sum */
-    px_locks_client_gone(cl);
+    px_multi_client_gone(cl);        /* closing: its memory leaves the sum */
     px_subs_client_gone(cl);
-    list_del_init(&cl->client_node);
+    list_del_init(&cl->client_node); /* px_locks_client_gone may link it to srv->releasing */
     srv->nclients--;
+    px_locks_client_gone(cl);
     sched_conn_close(&cl->conn, cl->quit || cl->flush_on_close);
     px_client_put(cl);
 }

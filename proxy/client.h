@@ -53,11 +53,22 @@ enum px_client_input {
     PX_INPUT_DONE = 3,    /* QUIT, a protocol error, or closing: never reads again */
 };
 
+/* What few clients use: the names a client gives itself (CLIENT SETNAME,
+ * HELLO SETNAME, CLIENT SETINFO) and pushes held back (push.h). Allocated
+ * on first use, so an idle connection does not pay its 224 bytes. */
+struct px_client_extra {
+    char name[64];     /* CLIENT SETNAME */
+    char lib_name[64]; /* CLIENT SETINFO LIB-NAME (client_cmd.c) */
+    char lib_ver[64];  /* CLIENT SETINFO LIB-VER */
+    struct buf pushes; /* owned: pushes kept until whole replies end the output */
+};
+
 struct px_client {
     struct sched_conn conn;        /* the socket (first member: 8-aligned) */
     struct px_server *srv;         /* borrowed */
     uint64_t id;                   /* CLIENT ID, also the owner id */
     struct list client_node;       /* in srv->clients */
+    struct px_client_extra *extra; /* owned: see the struct; NULL until first used */
     struct px_parser parser;       /* owned: request parser */
     struct buf in;                 /* owned: input not taken yet when reading stopped mid-read */
     const char *rd;                /* borrowed: unparsed rest of the read being handled */
@@ -65,6 +76,7 @@ struct px_client {
     struct list queued;            /* struct px_req not yet dispatched (FIFO) */
     struct list running;           /* struct px_req dispatched, in order */
     unsigned nreqs;                /* queued + running */
+    unsigned preauth;              /* requests taken before AUTH since the last read */
     struct px_req *barrier;        /* running blocking request, or NULL */
     struct px_cl_locks locks;      /* what it waits for and holds (proxy/locks/) */
     unsigned upstream_refs;        /* pool callbacks outstanding */
@@ -72,24 +84,19 @@ struct px_client {
     bool conn_released;            /* sched on_release delivered */
     bool quit;                     /* close after the replies are sent */
     bool flush_on_close;           /* peer sent EOF: send the replies already made */
-    char name[64];                 /* CLIENT SETNAME */
-    char lib_name[64];             /* CLIENT SETINFO LIB-NAME (client_cmd.c) */
-    char lib_ver[64];              /* CLIENT SETINFO LIB-VER */
     const struct px_cmd *last_cmd; /* borrowed: static; the last command dispatched, or NULL */
     int proto;                     /* RESP version of its replies: 2, or 3 after HELLO 3 */
-    bool sub_lease_lost;           /* SUBSCRIBEd to lockproxy:lease-lost (push.h) */
-    struct px_csubs *subs;         /* owned: pass-through subscriptions (subs.h), or NULL */
-    struct buf pushes;             /* owned: pushes kept until whole replies end the output */
     unsigned exec_unsent;          /* elements of an EXEC reply not written yet (multi.h) */
-    struct px_multi multi;         /* MULTI ... EXEC state (multi.h) */
+    enum px_client_input input;    /* whether the input is read, see the enum */
+    bool processing;               /* client_process() is on the stack: it takes what is due */
     bool authed;                   /* AUTH passed, or no auth was configured at connect */
+    bool sub_lease_lost;           /* SUBSCRIBEd to lockproxy:lease-lost (push.h) */
+    struct px_multi multi;         /* MULTI ... EXEC state (multi.h) */
     const struct px_user *user;    /* borrowed from srv->opts.auth: logged-in user, or NULL */
+    struct px_csubs *subs;         /* owned: pass-through subscriptions (subs.h), or NULL */
     uint64_t barrier_ms;           /* when the current barrier request was dispatched */
     struct px_req *mark_req;       /* borrowed: request whose reply starts at conn.out[mark] */
     size_t mark;                   /* conn.out write offset where mark_req's reply starts */
-    enum px_client_input input;    /* whether the input is read, see the enum */
-    bool processing;               /* client_process() is on the stack: it takes what is due */
-    unsigned preauth;              /* requests taken before AUTH since the last read */
     struct sched_timer timer;      /* deadline: AUTH (--auth-timeout), then idle (--timeout) */
     uint64_t accept_ms;            /* loop time of the accept */
     uint64_t active_ms;            /* last input, or output progress the deadline saw */
@@ -114,6 +121,15 @@ void px_req_done(struct px_req *req);
  * cl's memory and, past --client-output-hard-limit, closes it as a reply
  * would. Returns false when cl is closing. */
 bool px_client_output_ok(struct px_client *cl);
+
+/* cl's names: "" where it set none. */
+const char *px_client_name(const struct px_client *cl);
+const char *px_client_lib_name(const struct px_client *cl);
+const char *px_client_lib_ver(const struct px_client *cl);
+
+/* cl's rarely used part, allocated on the first call; NULL if out of
+ * memory. */
+struct px_client_extra *px_client_extra(struct px_client *cl);
 
 /* Reference for an upstream callback; put may free a closing client. */
 void px_client_get(struct px_client *cl);

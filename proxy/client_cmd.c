@@ -129,12 +129,12 @@ static void client_line(const struct px_client *cl, struct buf *b)
                 "rbs=0 rbp=0 obl=0 oll=0 omem=%zu tot-mem=%zu events=r cmd=%s user=%s redir=-1 "
                 "resp=%d lib-name=%s lib-ver=%s holds=%u waits=%u",
                 (unsigned long long)cl->id, px_client_addr(cl, false, addr, sizeof(addr)),
-                px_client_addr(cl, true, laddr, sizeof(laddr)), cl->conn.fd, cl->name,
+                px_client_addr(cl, true, laddr, sizeof(laddr)), cl->conn.fd, px_client_name(cl),
                 (unsigned long long)(now - cl->accept_ms) / 1000,
                 (unsigned long long)(now - cl->active_ms) / 1000, client_flags(cl),
                 cl->multi.active ? (int)cl->multi.n : -1, buf_size(&cl->in), unsent,
                 buf_size(&cl->in) + unsent, cmd, cl->user ? cl->user->name : PX_AUTH_DEFAULT_USER,
-                cl->proto, cl->lib_name, cl->lib_ver,
+                cl->proto, px_client_lib_name(cl), px_client_lib_ver(cl),
                 list_count(&cl->locks.holds) + list_count(&cl->locks.shares) +
                     list_count(&cl->locks.claims),
                 list_count(&cl->locks.waits));
@@ -255,6 +255,7 @@ static void client_setinfo(struct px_req *req)
 {
     const struct px_arg *opt = &req->argv[2], *v = &req->argv[3];
     bool lib_name = px_args_is(opt, "LIB-NAME");
+    struct px_client_extra *id;
 
     if (!lib_name && !px_args_is(opt, "LIB-VER")) {
         px_reply_error(px_req_out(req), "ERR Unrecognized option '%.*s'",
@@ -263,9 +264,11 @@ static void client_setinfo(struct px_req *req)
         px_reply_error(px_req_out(req),
                        "ERR %s cannot contain spaces, newlines or special characters.",
                        lib_name ? "lib-name" : "lib-ver");
+    } else if (!(id = px_client_extra(req->cl))) {
+        px_reply_error(px_req_out(req), "OOM out of memory");
     } else {
-        snprintf(lib_name ? req->cl->lib_name : req->cl->lib_ver, PX_CLIENT_LIB_MAX, "%.*s",
-                 (int)v->len, v->p);
+        snprintf(lib_name ? id->lib_name : id->lib_ver, PX_CLIENT_LIB_MAX, "%.*s", (int)v->len,
+                 v->p);
         px_reply_status(px_req_out(req), "OK");
     }
 }
@@ -378,16 +381,19 @@ void px_client_cmd(struct px_req *req)
     if (px_args_is(sub, "ID") && req->argc == 2) {
         px_reply_int(b, (int64_t)cl->id);
     } else if (px_args_is(sub, "GETNAME") && req->argc == 2) {
-        if (cl->name[0])
-            px_reply_cstr(b, cl->name);
+        if (px_client_name(cl)[0])
+            px_reply_cstr(b, px_client_name(cl));
         else
             px_reply_null(b, cl->proto);
     } else if (px_args_is(sub, "SETNAME") && req->argc == 3) {
         if (!printable(&req->argv[2])) {
             px_reply_error(b, "ERR Client names cannot contain spaces, newlines or special "
                               "characters.");
+        } else if (!px_client_extra(cl)) {
+            px_reply_error(b, "OOM out of memory");
         } else {
-            snprintf(cl->name, sizeof(cl->name), "%.*s", (int)req->argv[2].len, req->argv[2].p);
+            snprintf(cl->extra->name, sizeof(cl->extra->name), "%.*s", (int)req->argv[2].len,
+                     req->argv[2].p);
             px_reply_status(b, "OK");
         }
     } else if (px_args_is(sub, "SETINFO") && req->argc == 4) {

@@ -131,6 +131,11 @@ static bool hello_options(struct px_req *req)
 
     if (!hello_parse(req, &auth, &setname))
         return false;
+    if (setname && !px_client_extra(cl)) { /* before anything is applied */
+        px_reply_error(px_req_out(req), "OOM out of memory");
+        px_req_done(req);
+        return false;
+    }
     if (auth &&
         px_auth_login(cl, v[auth + 1].p, v[auth + 1].len, v[auth + 2].p, v[auth + 2].len) < 0) {
         reply_wrongpass(req);
@@ -145,7 +150,8 @@ static bool hello_options(struct px_req *req)
         return false;
     }
     if (setname)
-        snprintf(cl->name, sizeof(cl->name), "%.*s", (int)v[setname + 1].len, v[setname + 1].p);
+        snprintf(cl->extra->name, sizeof(cl->extra->name), "%.*s", (int)v[setname + 1].len,
+                 v[setname + 1].p);
     return true;
 }
 

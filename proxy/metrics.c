@@ -42,7 +42,6 @@
 #include <string.h>
 
 #include "common/clock.h"
-#include "common/hmap.h"
 #include "proxy/client.h"
 #include "proxy/cmd.h"
 #include "proxy/fwd.h"
@@ -82,13 +81,6 @@ struct hist {
     uint64_t sum_us;                  /* sum of observations, microseconds */
 };
 
-struct hold_rec {
-    struct hmap_node node; /* in m->holds, by hold address */
-    const void *hold;      /* borrowed: the hold it times */
-    uint64_t start_ms;     /* loop time at begin */
-    struct hold_rec *next; /* in m->free_holds while unused */
-};
-
 struct rtt_rec {
     struct px_metrics *m; /* borrowed: owner */
     pool_reply_fn *cb;    /* borrowed: the caller's callback */
@@ -103,8 +95,6 @@ struct px_metrics {
     struct hist wait;                /* lock acquisition wait */
     struct hist hold;                /* lock hold time */
     struct hist upstream;            /* upstream script round trip */
-    struct hmap holds;               /* struct hold_rec of live holds */
-    struct hold_rec *free_holds;     /* owned: unused hold records */
     struct rtt_rec *free_rtts;       /* owned: unused round-trip records */
 };
 
@@ -143,10 +133,6 @@ int px_metrics_create(struct px_server *srv)
 
     if (!m)
         return -ENOMEM;
-    if (hmap_init(&m->holds, 256) < 0) {
-        free(m);
-        return -ENOMEM;
-    }
     hist_init(&m->wait, wait_bounds, LP_ARRAY_SIZE(wait_bounds));
     hist_init(&m->hold, hold_bounds, LP_ARRAY_SIZE(hold_bounds));
     hist_init(&m->upstream, upstream_bounds, LP_ARRAY_SIZE(upstream_bounds));
@@ -154,31 +140,9 @@ int px_metrics_create(struct px_server *srv)
     return 0;
 }
 
-static void free_chain_holds(struct hold_rec *r)
-{
-    while (r) {
-        struct hold_rec *next = r->next;
-
-        free(r);
-        r = next;
-    }
-}
-
 void px_metrics_destroy(struct px_server *srv)
 {
     struct px_metrics *m = srv->metrics;
-    size_t i;
-
-    for (i = 0; i < m->holds.nbuckets; i++) {
-        while (m->holds.buckets[i]) {
-            struct hold_rec *r = LP_CONTAINER_OF(m->holds.buckets[i], struct hold_rec, node);
-
-            hmap_remove(&m->holds, &r->node);
-            free(r);
-        }
-    }
-    hmap_deinit(&m->holds);
-    free_chain_holds(m->free_holds);
     while (m->free_rtts) {
         struct rtt_rec *r = m->free_rtts;
 
@@ -235,47 +199,11 @@ void px_metrics_observe_wait(struct px_server *srv, const struct px_req *req)
     hist_add(&srv->metrics->wait, waited * 1000);
 }
 
-/* A pointer's hash: one multiply (Fibonacci hashing) and a fold of the
- * high bits, which the multiply mixes best, into the low ones the table
- * indexes with. */
-static uint64_t ptr_hash(const void *p)
+void px_metrics_hold_end(struct px_server *srv, uint64_t held_ms)
 {
-    uint64_t h = (uint64_t)(uintptr_t)p * 0x9e3779b97f4a7c15ull;
-
-    return h ^ (h >> 32);
-}
-
-void px_metrics_hold_begin(struct px_server *srv, const void *hold)
-{
-    struct px_metrics *m = srv->metrics;
-    struct hold_rec *r = m->free_holds;
-
-    if (r)
-        m->free_holds = r->next;
-    else if (!(r = malloc(sizeof(*r))))
-        return; /* this hold's time goes unobserved */
-    r->hold = hold;
-    r->start_ms = sched_loop_now_ms(srv->loop);
-    hmap_insert(&m->holds, &r->node, ptr_hash(hold));
-}
-
-void px_metrics_hold_end(struct px_server *srv, const void *hold)
-{
-    struct px_metrics *m = srv->metrics;
-    struct hmap_node *n = hmap_first(&m->holds, ptr_hash(hold));
     uint64_t now = sched_loop_now_ms(srv->loop);
 
-    for (; n; n = hmap_next(n)) {
-        struct hold_rec *r = LP_CONTAINER_OF(n, struct hold_rec, node);
-
-        if (r->hold != hold)
-            continue;
-        hist_add(&m->hold, (now - r->start_ms) * 1000);
-        hmap_remove(&m->holds, n);
-        r->next = m->free_holds;
-        m->free_holds = r;
-        return;
-    }
+    hist_add(&srv->metrics->hold, (now > held_ms ? now - held_ms : 0) * 1000);
 }
 
 static void rtt_put(struct px_metrics *m, struct rtt_rec *r)

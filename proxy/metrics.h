@@ -6,8 +6,8 @@
  *
  * Observation points are one-line calls from the modules that see the
  * event: client.c counts every answered command, lock modules call
- * px_metrics_observe_wait() on an acquire and px_metrics_hold_begin/end()
- * when a hold starts and ends, and upstream scripts go through
+ * px_metrics_observe_wait() on an acquire and px_metrics_hold_end()
+ * when a hold ends, and upstream scripts go through
  * px_metrics_eval(), a drop-in for pool_eval() that times the round trip.
  * Everything runs on the loop thread; nothing here locks or logs. */
 #ifndef LP_PROXY_METRICS_H
@@ -43,10 +43,10 @@ void px_metrics_command(struct px_server *srv, const struct px_cmd *cmd, const c
  * dispatched (0 for a request that could not wait). */
 void px_metrics_observe_wait(struct px_server *srv, const struct px_req *req);
 
-/* A hold (any object identifying one held lock) started / ended: the
- * time between is observed as hold time. end without begin is ignored. */
-void px_metrics_hold_begin(struct px_server *srv, const void *hold);
-void px_metrics_hold_end(struct px_server *srv, const void *hold);
+/* A hold that began at loop time held_ms ended: the time since is
+ * observed as hold time. (The holder keeps held_ms: a record per hold
+ * here cost 64 bytes of every held lock.) */
+void px_metrics_hold_end(struct px_server *srv, uint64_t held_ms);
 
 /* pool_eval() on srv->pool that also observes the time from submit to
  * reply; pool_eval_wait() when w is not NULL. Same arguments (after srv)

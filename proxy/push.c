@@ -20,21 +20,26 @@ static bool push_must_wait(const struct px_client *cl)
 
 void px_push_flush(struct px_client *cl)
 {
-    if (buf_size(&cl->pushes) == 0 || cl->closing || push_must_wait(cl))
+    struct buf *held = cl->extra ? &cl->extra->pushes : NULL;
+
+    if (!held || buf_size(held) == 0 || cl->closing || push_must_wait(cl))
         return;
-    buf_append(sched_conn_wbuf(&cl->conn), buf_head(&cl->pushes), buf_size(&cl->pushes));
-    buf_deinit(&cl->pushes);
+    buf_append(sched_conn_wbuf(&cl->conn), buf_head(held), buf_size(held));
+    buf_deinit(held);
     sched_conn_mark_dirty(&cl->conn);
 }
 
 void px_push_lease_lost(struct px_client *cl, const char *kind, const char *name, size_t nlen)
 {
+    struct px_client_extra *x = NULL;
     struct buf *out;
     size_t klen = strlen(kind), before;
 
     if (!cl || cl->closing || !cl->sub_lease_lost || cl->proto != PX_PROTO_RESP3)
         return;
-    out = push_must_wait(cl) ? &cl->pushes : sched_conn_wbuf(&cl->conn);
+    if (push_must_wait(cl) && !(x = px_client_extra(cl)))
+        return; /* no room: the client still gets LOCKLOST on UNLOCK */
+    out = x ? &x->pushes : sched_conn_wbuf(&cl->conn);
     before = out->len;
     if (px_reply_push(out, PX_PROTO_RESP3, 3) < 0 || px_reply_cstr(out, "message") < 0 ||
         px_reply_bulk(out, CHANNEL, CHANNEL_LEN) < 0 ||
@@ -43,7 +48,7 @@ void px_push_lease_lost(struct px_client *cl, const char *kind, const char *name
         out->len = before; /* no room: the client still gets LOCKLOST on UNLOCK */
         return;
     }
-    if (out == &cl->pushes)
+    if (x)
         return;
     if (cl->mark_req && cl->mark == before)
         cl->mark = out->len; /* the oldest request's reply starts after the push */
@@ -52,18 +57,21 @@ void px_push_lease_lost(struct px_client *cl, const char *kind, const char *name
 
 int px_push_emit(struct px_client *cl, const char *data, size_t len)
 {
+    struct px_client_extra *x = NULL;
     struct buf *out;
     size_t before;
 
     if (cl->closing)
         return 0;
-    out = push_must_wait(cl) ? &cl->pushes : sched_conn_wbuf(&cl->conn);
+    if (push_must_wait(cl) && !(x = px_client_extra(cl)))
+        return -ENOMEM;
+    out = x ? &x->pushes : sched_conn_wbuf(&cl->conn);
     before = out->len;
     if (buf_append(out, data, len) < 0) {
         out->len = before;
         return -ENOMEM;
     }
-    if (out == &cl->pushes)
+    if (x)
         return 0;
     if (cl->mark_req && cl->mark == before)
         cl->mark = out->len; /* the oldest request's reply starts after the push */

@@ -337,7 +337,7 @@ static void server_drain(struct px_server *srv)
         pool_get_stats(srv->pool, &st);
         now = clock_mono_ms();
         busy = st.inflight > 0 || srv->nclients > 0;
-        releases = px_jobs_busy(srv) || px_redlock_busy(srv);
+        releases = px_jobs_busy(srv) || px_redlock_busy(srv) || px_locks_releasing(srv);
     } while ((busy && now < until) || (releases && now < start + PX_STOP_RELEASE_MS));
     until = LP_MAX(until, now);
     pool_stop(srv->pool);

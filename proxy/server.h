@@ -102,6 +102,9 @@ struct px_server {
     struct list verify_retry;        /* struct px_hold: checks after a topology change to retry */
     struct sched_timer verify_timer; /* moves verify_retry to renew_due */
     struct px_jobs jobs;             /* upstream jobs retried until Redis answers (locks/jobs.c) */
+    struct list releasing;           /* struct px_client by client_node: closed, holds still to
+                                        release (locks.c: a step a loop pass) */
+    struct sched_timer rel_timer;    /* the next step of releasing */
     struct px_replays replays;       /* releases re-applied after a failover (locks/replay.c) */
     struct px_sem_reap sem_reap;     /* dead proxies' permits given back (locks/sem_reap.c) */
     uint64_t start_ms;               /* monotonic start time */

@@ -69,6 +69,7 @@ struct sched_conn {
     int fd;                           /* owned: socket, -1 once closed */
     unsigned flags;                   /* enum sched_conn_flag */
     unsigned inflight;                /* kernel operations in flight (uring) */
+    int err;                          /* deferred connect or hangup result (0 or -errno) */
     struct buf out;                   /* owned: bytes queued by the owner */
     struct buf sending;               /* owned: bytes handed to the kernel */
     struct list dirty_node;           /* in loop flush list while DIRTY */
@@ -76,7 +77,6 @@ struct sched_conn {
     struct list ready_node;           /* in loop ready list while a deferred event waits */
     struct list send_node;            /* io_uring: in a silent-send list while one is out */
     struct buf held;                  /* owned: input received while paused (io_uring) */
-    int err;                          /* deferred connect or hangup result (0 or -errno) */
     uint64_t bytes_in;                /* total bytes received */
     uint64_t bytes_out;               /* total bytes sent */
     struct sched_tls *tls;            /* owned: TLS session (tls.c), NULL for plain */

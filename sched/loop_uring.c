@@ -15,6 +15,11 @@
  * on_data returns (or after copying into c->held when paused), published
  * with one io_uring_buf_ring_advance per CQE batch; 2.3's
  * io_uring_buf_ring_cq_advance is not used, it lacks the release store.
+ * The ring starts with URING_BUF_START buffers handed to the kernel and
+ * gets more (as many again, up to nbufs) each time a recv finds it empty:
+ * the buffers a FIFO ring cycles through all become resident, so only as
+ * many are handed out as the inflow of one iteration has needed, not one
+ * per connection (10,000 idle connections touch 64 KiB, not 4 MiB).
  * The recv is re-armed on a CQE without F_MORE (e.g. -ENOBUFS), unless the
  * connection is paused, closing or at EOF. Pause cancels the recv; CQEs
  * already posted go to c->held (their buffers go back to the ring at once,
@@ -80,11 +85,15 @@
 #define URING_BGID      0
 /* Small buffers: lock commands and replies are 100-200 bytes; the size also
  * caps one completion, which keeps one busy socket from hogging a batch.
- * The ring holds one buffer per client up to 4096 (4 MiB): enough for one
- * iteration's inflow, and bounded because every buffer the ring cycles
- * through ends up resident (8192 x 2 KiB buffers added 16 MiB of RSS at
- * 10k idle clients; running short only costs an ENOBUFS re-arm). */
+ * The ring has room for one buffer per client up to 4096 (4 MiB): enough
+ * for one iteration's inflow, and bounded because every buffer the ring
+ * cycles through ends up resident (8192 x 2 KiB buffers added 16 MiB of
+ * RSS at 10k idle clients; running short only costs an ENOBUFS re-arm).
+ * Only URING_BUF_START of them are handed out at first, more as recvs
+ * find the ring empty (uring_bufs_grow). */
 #define URING_BUF_SIZE 1024u
+/* Buffers handed to the kernel at first (see the design block). */
+#define URING_BUF_START 64u
 #define URING_SEND_MAX (1u << 30)
 #define URING_BATCH    64u
 /* Silent sends: issued inline, failed (CQE posted) rather than queued for
@@ -109,6 +118,7 @@ struct uring_io {
     char *bufs;                   /* owned (mmap): nbufs * URING_BUF_SIZE bytes */
     size_t bufs_bytes;            /* size of the bufs mapping */
     unsigned nbufs;               /* buffer ring entries, a power of two */
+    unsigned nprovided;           /* buffers 0..nprovided-1 are handed to the ring */
     int br_mask;                  /* io_uring_buf_ring_mask(nbufs) */
     int br_pending;               /* buffers added since the last advance */
     uint64_t enobufs;             /* recvs stopped by an empty buffer ring */
@@ -192,10 +202,24 @@ static int uring_bufs_init(struct uring_io *u, unsigned nbufs)
     }
     io_uring_buf_ring_init(u->br);
     u->br_mask = io_uring_buf_ring_mask(nbufs);
-    for (i = 0; i < nbufs; i++)
+    u->nprovided = nbufs < URING_BUF_START ? nbufs : URING_BUF_START;
+    for (i = 0; i < u->nprovided; i++)
         uring_buf_recycle(u, i);
     uring_bufs_commit(u);
     return 0;
+}
+
+/* A recv found the ring empty: hands as many buffers again to it (up to
+ * nbufs); the batch's commit publishes them before the re-armed recv is
+ * submitted. */
+static void uring_bufs_grow(struct uring_io *u)
+{
+    unsigned n = u->nprovided, add = n;
+
+    if (add > u->nbufs - n)
+        add = u->nbufs - n;
+    for (; add > 0; add--)
+        uring_buf_recycle(u, u->nprovided++);
 }
 
 /* ---- silent-send probe ------------------------------------------------- */
@@ -313,8 +337,8 @@ static void uring_deinit(struct sched_loop *l)
     io_uring_queue_exit(&u->ring);
     uring_bufs_unmap(u);
     if (u->enobufs)
-        log_msg(LOG_LVL_DEBUG, "io_uring: %llu recvs hit an empty buffer ring",
-                (unsigned long long)u->enobufs);
+        log_msg(LOG_LVL_DEBUG, "io_uring: %llu recvs hit an empty buffer ring (%u of %u buffers used)",
+                (unsigned long long)u->enobufs, u->nprovided, u->nbufs);
     free(u);
     l->io = NULL;
 }
@@ -560,8 +584,10 @@ static void uring_recv_done(struct sched_loop *l, struct sched_conn *c, int res,
             sched__conn_recv(c, u->bufs + (size_t)bid * URING_BUF_SIZE, (size_t)res);
         uring_buf_recycle(u, bid);
     }
-    if (res == -ENOBUFS)
+    if (res == -ENOBUFS) {
         u->enobufs++;
+        uring_bufs_grow(u);
+    }
     if (res == 0 || (res < 0 && res != -ENOBUFS && res != -ECANCELED))
         sched__conn_hangup(c, res);
     else if (!more)

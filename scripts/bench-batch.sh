@@ -11,6 +11,11 @@
 # and at LP_BATCH_DIRECT_CLIENTS (1000) proxy against direct Redisson-style
 # clients. The targets take turns within each of LP_BATCH_RUNS rounds, so
 # they share the machine's state of the minute; one Redis serves them all.
+# The order of the turns rotates from one round (and client count) to the
+# next, so no target always runs first (on a Redis just warmed by another,
+# or right after one that left the machine busy): at each client count,
+# with proxy and twemproxy, one round runs proxy first, the next
+# twemproxy first, and so on.
 #
 # Prints per client count and target the medians over the rounds of: Redis
 # CPU per lock+unlock pair (µs; with perf: Redis's task-clock over the
@@ -193,15 +198,29 @@ run_one() { # TARGET CLIENTS ROUND
     fi
 }
 
+# The targets $3... rotated left by $1 modulo their number, into ROTATED.
+rotate() {
+    local k=$1 i
+    shift
+    ROTATED=()
+    for i in $(seq 0 $(($# - 1))); do
+        ROTATED+=("${@:$(((i + k) % $# + 1)):1}")
+    done
+}
+
 for round in $(seq 1 "$RUNS"); do
+    turn=$((round - 1)) # each client count's order moves on by one every round
     for n in $CLIENTS; do
-        for tgt in "${TARGETS[@]}"; do
+        rotate "$turn" "${TARGETS[@]}"
+        turn=$((turn + 1))
+        for tgt in "${ROTATED[@]}"; do
             echo "round $round: $tgt, $n clients" >&2
             run_one "$tgt" "$n" "$round"
         done
     done
     if [ -n "$DIRECT_CLIENTS" ]; then
-        for tgt in proxy direct; do
+        rotate "$((round - 1))" proxy direct
+        for tgt in "${ROTATED[@]}"; do
             echo "round $round: $tgt, $DIRECT_CLIENTS clients" >&2
             run_one "$tgt" "$DIRECT_CLIENTS" "$round"
         done

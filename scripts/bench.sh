@@ -24,8 +24,8 @@
 #                Unix socket, as a sidecar's clients would be;
 # and once the timing-wheel microbenchmarks (BM_Wheel*). Everything (text,
 # JSON, key/value, SVG) goes to bench-results/<date>/ (bench-results/latest
-# points at it); the summary table with each target and PASS/MISS (medians
-# over the runs), Redis CPU per acquisition for every target, and a noise
+# points at it); the summary (headed by the date and commit measured) with
+# each target and PASS/MISS (medians over the runs; none with --quick), Redis CPU per acquisition for every target, and a noise
 # column is printed at the end and kept in summary.txt.
 #
 # twemproxy: nutcracker with redis: true, one server (the bench's Redis),
@@ -39,7 +39,9 @@
 #            measured after 0.3 s of warm-up, lease 5 s (so a direct waiter
 #            that missed a wake-up drains quickly), at most 5 s of waiting
 #            for a quiet machine: under a minute once built. The figures
-#            are a smoke test of the set-up, not results to quote.
+#            are a smoke test of the set-up, not results to quote: the
+#            summary says so and gives no PASS/MISS verdicts ("smoke" in
+#            their place).
 #
 # Settings (environment, over the defaults and --quick): LP_BENCH_RUNS (3),
 # LP_BENCH_DURATION (5, measured seconds per target), LP_BENCH_WARMUP (1),
@@ -726,10 +728,12 @@ row_line() {
 
 # A line with a goal: $1 label, $2 median (a number or "nan"), $3
 # comparison (">=", "<=" or "<"), $4 goal, $5 printf format, $6 the
-# per-run values, $7 noise.
+# per-run values, $7 noise. A quick run's 1-second figures judge nothing:
+# "smoke" stands where PASS or MISS would.
 verdict_line() {
     local what=$1 med=$2 op=$3 goal=$4 fmt=$5 runs=$6 noise=${7:-} verdict
-    verdict=$(awk -v m="$med" -v op="$op" -v g="$goal" 'BEGIN {
+    verdict=$(awk -v m="$med" -v op="$op" -v g="$goal" -v quick="$QUICK" 'BEGIN {
+        if (quick == 1) { print "smoke"; exit }
         if (m == "nan") { print "n/a"; exit }
         ok = (op == ">=") ? (m + 0 >= g + 0) : (op == "<") ? (m + 0 < g + 0) : (m + 0 <= g + 0);
         print ok ? "PASS" : "MISS" }')
@@ -950,8 +954,11 @@ summary_rows() {
 write_summary() {
     {
         echo "lockproxy benchmark summary: medians of the runs listed (results in $OUT)"
+        { grep -E '^(date|commit|modified):' "$OUT/environment.txt" 2>/dev/null || true; } |
+            tr '\n' ' ' | sed 's/ $/\n/'
         if [ "$QUICK" = 1 ]; then
-            echo "quick mode: one short run of each comparison, a smoke test (do not quote)"
+            echo "SMOKE TEST (--quick): one 1-second run of each comparison; it checks that the" \
+                "set-up works, its figures are not results (no PASS/MISS; do not quote)"
         fi
         summary_rows
         if compgen -G "$OUT/*.noise" >/dev/null && grep -qs '^noisy=1' "$OUT"/*.noise; then
@@ -979,6 +986,9 @@ if [ -n "${LP_BENCH_SUMMARY:-}" ]; then
     fi
     if compgen -G "$OUT/run*-unix.kv" >/dev/null; then
         ONLY="$ONLY unix"
+    fi
+    if grep -qs 'quick=1' "$OUT/environment.txt"; then
+        QUICK=1 # a smoke test's results stay one
     fi
     write_summary
     exit 0

@@ -197,8 +197,12 @@ bool px_hold_is_held(const struct px_hold *h)
 
 /* Holds whose name and owner fit HOLD_SPARE_KEY bytes are blocks of one
  * size, kept as per-thread spares when freed (an acquire and its unlock
- * otherwise cost a calloc and a free). */
-#define HOLD_SPARE_KEY 128u
+ * otherwise cost a calloc and a free). The block is a jemalloc size class
+ * (HOLD_BLOCK): with 128 key bytes it was 440 bytes, a 448 class, for a
+ * key of about 50 (a short name, the connection's 40-byte owner). */
+#define HOLD_BLOCK     384u
+#define HOLD_SPARE_KEY (HOLD_BLOCK - sizeof(struct px_hold))
+_Static_assert(sizeof(struct px_hold) + 64 <= HOLD_BLOCK, "a hold block keeps 64 key bytes");
 
 static _Thread_local struct spares hold_spares;
 
@@ -238,8 +242,8 @@ static struct px_hold *hold_create(struct px_server *srv, const struct px_hold_k
     h->kind = kind;
     h->state = PX_HOLD_PENDING;
     h->token = -1;
-    h->nlen = nlen;
-    h->olen = olen;
+    h->nlen = (uint32_t)nlen; /* under --max-request-bytes' 512 MiB ceiling */
+    h->olen = (uint32_t)olen;
     memcpy(h->key, name, nlen);
     h->key[nlen] = '\0';
     h->owner = h->key + nlen + 1;
@@ -432,7 +436,7 @@ static void hold_unhold(struct px_hold *h)
 
     if (h->state == PX_HOLD_HELD) {
         srv->nholds--;
-        px_metrics_hold_end(srv, h);
+        px_metrics_hold_end(srv, h->held_ms);
     }
     if (h->state == PX_HOLD_HELD || h->state == PX_HOLD_LOST)
         h->state = PX_HOLD_PENDING;
@@ -476,7 +480,6 @@ void px_hold_granted(struct px_hold *h, const struct px_hold_kind *kind, struct 
         h->held_ms = sched_loop_now_ms(srv->loop);
         list_add_tail(&cl->locks.holds, &h->client_node);
         srv->nholds++;
-        px_metrics_hold_begin(srv, h);
     }
     h->kind = kind;
     h->epoch++;
@@ -566,7 +569,7 @@ static void hold_mark_lost_except(struct px_hold *h, const struct px_client *ski
     h->lost_early = h->watchdog || sched_loop_now_ms(srv->loop) < h->expires_ms;
     srv->stats.leases_lost++;
     srv->nholds--;
-    px_metrics_hold_end(srv, h); /* a tombstone is no longer held */
+    px_metrics_hold_end(srv, h->held_ms); /* a tombstone is no longer held */
     h->state = PX_HOLD_LOST;
     h->count = 0;
     h->watchdog = false;
@@ -856,11 +859,11 @@ static void hold_give_back_part(struct px_hold *h, uint64_t n)
     hold_want_settle(h, PX_JOB_NO_END); /* sent once nothing is in flight */
 }
 
-static void hold_client_gone_shares(struct px_client *cl)
+static void hold_client_gone_shares(struct px_client *cl, unsigned *budget)
 {
     struct list *n;
 
-    while ((n = list_first(&cl->locks.shares)) != NULL) {
+    for (; *budget > 0 && (n = list_first(&cl->locks.shares)) != NULL; (*budget)--) {
         struct px_hold_share *sh = LP_CONTAINER_OF(n, struct px_hold_share, client_node);
         struct px_hold *h = sh->h;
         uint64_t part = sh->count;
@@ -871,14 +874,15 @@ static void hold_client_gone_shares(struct px_client *cl)
     }
 }
 
-void px_hold_client_gone(struct px_client *cl)
+bool px_hold_client_gone(struct px_client *cl, unsigned *budget)
 {
     struct px_server *srv = cl->srv;
-    struct list *n, *t;
+    struct list *n;
 
-    hold_client_gone_shares(cl);
-    list_for_each_safe(n, t, &cl->locks.holds)
-    {
+    hold_client_gone_shares(cl, budget);
+    /* Every branch takes h off cl->locks.holds (a promoted share moves it
+     * to the share's connection). */
+    for (; *budget > 0 && (n = list_first(&cl->locks.holds)) != NULL; (*budget)--) {
         struct px_hold *h = LP_CONTAINER_OF(n, struct px_hold, client_node);
         uint64_t part = h->cl_count;
 
@@ -900,6 +904,7 @@ void px_hold_client_gone(struct px_client *cl)
         h->cl = NULL;
         hold_maybe_free(h);
     }
+    return list_empty(&cl->locks.holds) && list_empty(&cl->locks.shares);
 }
 
 int px_hold_init(struct px_server *srv)

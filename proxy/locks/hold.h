@@ -47,8 +47,8 @@ struct px_client;
 /* What a settle script is asked to do. */
 struct px_settle {
     uint64_t keep;    /* leave the owner at most this count (0: release it whole) */
-    bool dequeue;     /* fair lock: also leave the queue (Redisson's acquireFailed) */
     uint64_t wait_ms; /* fair lock: the waiter's threadWaitTime (deadlines move up by it) */
+    bool dequeue;     /* fair lock: also leave the queue (Redisson's acquireFailed) */
 };
 
 /* How one kind of hold is kept alive and settled in Redis. Static, one per
@@ -103,7 +103,6 @@ struct px_hold {
     struct px_client *cl;            /* borrowed: acquiring connection, NULL when none */
     struct sched_timer timer;        /* next renewal, lease end, or tombstone end */
     const struct px_hold_kind *kind; /* borrowed: static; set by the first request */
-    enum px_hold_state state;        /* see enum */
     int64_t token;                   /* last fencing token issued to this holder, or -1 */
     uint64_t count;                  /* reentrancy count confirmed to clients (0 unless HELD) */
     uint64_t cl_count;               /* the part of count cl acquired (> 0 while HELD) */
@@ -114,20 +113,21 @@ struct px_hold {
     uint64_t held_ms;                /* monotonic ms it became HELD (LOCK.LIST's age) */
     uint64_t expires_ms;             /* monotonic ms the lease ends by, from the send of the
                                         request that set it (acquire or renewal) */
+    struct px_settle settle;         /* what the next (or the in-flight) settle asks */
+    enum px_hold_state state;        /* see enum */
     unsigned inflight;               /* requests about the pair in flight (acquire, unlock) */
     unsigned refs;                   /* references (ops, renewal batches) */
     unsigned unknown_unlocks;        /* unlocks with a lost reply since the last settle */
+    unsigned epoch;                  /* bumped by every grant and unlock: a renewal or check
+                                        answered "not held" after a change is not proof */
+    uint32_t nlen;                   /* name length */
+    uint32_t olen;                   /* owner length */
     bool in_table;                   /* in srv->holds (a newer hold may replace a RELEASING one) */
     bool watchdog;                   /* renewed by this proxy */
     bool verify;                     /* a check after a topology change is due (watchdog.c) */
     bool lost_early;                 /* LOST before its lease's own end (renewed, or a fixed
                                         lease found gone): its holder must be told */
-    unsigned epoch;                  /* bumped by every grant and unlock: a renewal or check
-                                        answered "not held" after a change is not proof */
     bool settle_again;               /* settle once more when the one in flight is answered */
-    struct px_settle settle;         /* what the next (or the in-flight) settle asks */
-    size_t nlen;                     /* name length */
-    size_t olen;                     /* owner length */
     char *owner;                     /* borrowed: points into key */
     char key[];                      /* owned: name NUL owner NUL */
 };
@@ -242,8 +242,10 @@ void px_hold_report_lost(struct px_hold *h, bool give_back, uint64_t until);
  * them expire, per --on-disconnect. Of a hold it shares with other
  * connections of the same owner, only its part goes (release: settled
  * down by it; expire: left to the others); the others keep theirs, and
- * the renewal. */
-void px_hold_client_gone(struct px_client *cl);
+ * the renewal. At most *budget holds and shares are handled (*budget
+ * goes down by as many); returns true once cl has none left, false when
+ * the budget ran out first (call again: locks.c does, a step a pass). */
+bool px_hold_client_gone(struct px_client *cl, unsigned *budget);
 
 /* True when h is HELD (a count confirmed to a client). */
 bool px_hold_is_held(const struct px_hold *h);

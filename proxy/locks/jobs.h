@@ -75,8 +75,8 @@ struct px_job {
     struct list node;             /* in srv->jobs.due while DUE */
     const struct px_job_ops *ops; /* borrowed: static */
     struct px_server *srv;        /* borrowed */
-    enum px_job_state state;      /* see enum */
     uint64_t until;               /* monotonic ms after which it is pointless, or PX_JOB_NO_END */
+    enum px_job_state state;      /* see enum */
     unsigned failures;            /* sends refused, and replies lost, so far */
 };
 

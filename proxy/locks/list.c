@@ -76,7 +76,7 @@ static void entry_write(struct buf *b, int proto, const struct lk_row *e)
     px_reply_cstr(b, "addr");
     px_reply_cstr(b, px_client_addr(cl, false, addr, sizeof(addr)));
     px_reply_cstr(b, "client_name");
-    px_reply_cstr(b, cl->name);
+    px_reply_cstr(b, px_client_name(cl));
     px_reply_cstr(b, "user");
     px_reply_cstr(b, cl->user ? cl->user->name : PX_AUTH_DEFAULT_USER);
     px_reply_cstr(b, "owner");

@@ -2,6 +2,9 @@
  * modules; see locks.h. */
 #include "proxy/locks/locks.h"
 
+#include <limits.h>
+
+#include "common/util.h"
 #include "proxy/client.h"
 #include "proxy/locks/fence.h"
 #include "proxy/locks/hold.h"
@@ -10,6 +13,8 @@
 #include "proxy/locks/sem_reap.h"
 #include "proxy/locks/wait.h"
 #include "proxy/locks/waitset.h"
+#include "proxy/server.h"
+#include "sched/loop.h"
 
 void px_locks_client_init(struct px_cl_locks *l)
 {
@@ -19,12 +24,61 @@ void px_locks_client_init(struct px_cl_locks *l)
     list_init(&l->claims);
 }
 
+/* Release on disconnect, a step a pass. A connection that held a million
+ * locks would otherwise release them all in the loop pass that saw it
+ * close (seconds, every other client waiting), and send a million settle
+ * scripts at once. So its close releases PX_RELEASE_STEP holds; if some
+ * remain, the closed client (its memory only: the socket is gone) joins
+ * srv->releasing with a reference, and a 0 ms timer releases the next
+ * PX_RELEASE_STEP in the next pass, across the clients in turn, until
+ * none remain. A step is skipped while PX_RELEASE_INFLIGHT jobs wait for
+ * Redis (the settles go out as fast as Redis answers them, and other
+ * clients' requests share the pipeline with them). Meanwhile the
+ * remaining holds stay HELD as before the close (renewed, found by
+ * LOCK.LIST and by the same owner's other connections); shutdown waits
+ * for the list to empty (server_drain), and deinit releases what is
+ * left at once. */
+static void locks_release_step(struct sched_timer *t)
+{
+    struct px_server *srv = LP_CONTAINER_OF(t, struct px_server, rel_timer);
+    unsigned budget = PX_RELEASE_STEP;
+    struct list *n;
+
+    if (srv->jobs.ninflight >= PX_RELEASE_INFLIGHT) {
+        sched_loop_timer_in(srv->loop, t, 1);
+        return;
+    }
+    while (budget > 0 && (n = list_first(&srv->releasing)) != NULL) {
+        struct px_client *cl = LP_CONTAINER_OF(n, struct px_client, client_node);
+
+        if (!px_hold_client_gone(cl, &budget))
+            break;
+        list_del_init(&cl->client_node);
+        px_client_put(cl);
+    }
+    if (!list_empty(&srv->releasing))
+        sched_loop_timer_in(srv->loop, t, 0);
+}
+
+bool px_locks_releasing(const struct px_server *srv)
+{
+    return !list_empty(&srv->releasing);
+}
+
 void px_locks_client_gone(struct px_client *cl)
 {
+    struct px_server *srv = cl->srv;
+    unsigned budget = PX_RELEASE_STEP;
     struct list *n;
 
     px_wait_client_gone(cl);
-    px_hold_client_gone(cl);
+    if (!px_hold_client_gone(cl, &budget)) {
+        LP_BUG_ON(list_is_linked(&cl->client_node));
+        px_client_get(cl);
+        list_add_tail(&srv->releasing, &cl->client_node);
+        if (!sched_timer_is_pending(&srv->rel_timer))
+            sched_loop_timer_in(srv->loop, &srv->rel_timer, 0);
+    }
     while ((n = list_first(&cl->locks.claims)) != NULL) {
         struct px_claim *c = LP_CONTAINER_OF(n, struct px_claim, node);
 
@@ -36,6 +90,9 @@ void px_locks_client_gone(struct px_client *cl)
 int px_locks_init(struct px_server *srv)
 {
     int rc = px_waitset_init(srv);
+
+    list_init(&srv->releasing);
+    sched_timer_init(&srv->rel_timer, locks_release_step);
 
     if (rc < 0)
         return rc;
@@ -56,6 +113,17 @@ int px_locks_init(struct px_server *srv)
 
 void px_locks_deinit(struct px_server *srv)
 {
+    struct list *n;
+
+    sched_loop_timer_del(srv->loop, &srv->rel_timer);
+    while ((n = list_first(&srv->releasing)) != NULL) { /* what the drain left: at once */
+        struct px_client *cl = LP_CONTAINER_OF(n, struct px_client, client_node);
+        unsigned budget = UINT_MAX;
+
+        px_hold_client_gone(cl, &budget);
+        list_del_init(&cl->client_node);
+        px_client_put(cl);
+    }
     px_jobs_deinit(srv); /* what still waits for Redis is given up (logged) */
     px_replay_deinit(srv);
     px_sem_reap_deinit(srv);

@@ -56,8 +56,16 @@ void px_locks_client_init(struct px_cl_locks *l);
 
 /* The connection is closing: its waits end (replies dropped; those in
  * flight when their reply comes), its holds are released or left to
- * expire (--on-disconnect), its permits go back. The one clean-up path. */
+ * expire (--on-disconnect), its permits go back. The one clean-up path.
+ * Holds beyond PX_RELEASE_STEP are released in later loop passes: cl is
+ * kept (a reference) until they are; its client_node must be unlinked. */
 void px_locks_client_gone(struct px_client *cl);
+
+#define PX_RELEASE_STEP     256u  /* holds a closed connection releases per loop pass */
+#define PX_RELEASE_INFLIGHT 1024u /* no step while this many jobs wait for Redis */
+
+/* True while closed connections' holds are still being released. */
+bool px_locks_releasing(const struct px_server *srv);
 
 /* The pool's topology callback (pool_topology_fn; arg is the server):
  * the masters of some slots changed (a failover, a migration, a Sentinel

@@ -60,6 +60,35 @@ TEST(hmap_insert_find_remove)
     free(items);
 }
 
+/* A map that was large shrinks when asked, once sparse, keeping every
+ * node findable; a dense one keeps its size. */
+TEST(hmap_shrinks_when_sparse)
+{
+    enum { N = 20000, KEEP = 100 };
+    struct item *items = calloc(N, sizeof(*items));
+    struct hmap m;
+    size_t big;
+    int i;
+
+    ASSERT_OK(hmap_init(&m, 4));
+    for (i = 0; i < N; i++) {
+        items[i].len = (size_t)snprintf(items[i].key, sizeof(items[i].key), "lock:%d", i);
+        ASSERT_OK(hmap_insert(&m, &items[i].node, hash_bytes(items[i].key, items[i].len)));
+    }
+    big = m.nbuckets;
+    ASSERT_TRUE(!hmap_shrink(&m));
+    ASSERT_EQ(m.nbuckets, big);
+    for (i = KEEP; i < N; i++)
+        hmap_remove(&m, &items[i].node);
+    ASSERT_TRUE(hmap_shrink(&m));
+    ASSERT_TRUE(m.nbuckets < big / 16 && m.nbuckets >= KEEP);
+    for (i = 0; i < N; i++)
+        ASSERT_TRUE((find(&m, items[i].key, items[i].len) != NULL) == (i < KEEP));
+    ASSERT_TRUE(!hmap_shrink(&m));
+    hmap_deinit(&m);
+    free(items);
+}
+
 TEST(hash_spreads_and_uses_every_byte)
 {
     char a[40], b[40];
@@ -234,7 +263,7 @@ TEST(spares_keep_and_release)
     ASSERT_EQ(pthread_join(th, NULL), 0);
 }
 
-TEST_MAIN(TEST_CASE(hmap_insert_find_remove), TEST_CASE(hash_spreads_and_uses_every_byte),
-          TEST_CASE(hash_uses_every_byte_position), TEST_CASE(number_formatting),
-          TEST_CASE(number_parsing), TEST_CASE(buf_append_consume),
+TEST_MAIN(TEST_CASE(hmap_insert_find_remove), TEST_CASE(hmap_shrinks_when_sparse),
+          TEST_CASE(hash_spreads_and_uses_every_byte), TEST_CASE(hash_uses_every_byte_position),
+          TEST_CASE(number_formatting), TEST_CASE(number_parsing), TEST_CASE(buf_append_consume),
           TEST_CASE(buf_trim_reuses_small_storage), TEST_CASE(spares_keep_and_release))
