@@ -212,6 +212,7 @@ struct belief {
     uint64_t since_ms;  /* when the current hold began (first OK) */
     unsigned epoch;     /* data-loss epoch (restarts, failovers) at that time */
     unsigned last_epoch; /* the same at its last OK */
+    int ended_count;     /* a LEASE hold ran out (by the client's clock) at this count */
 };
 
 struct client {
@@ -346,11 +347,33 @@ static bool lease_over(const struct belief *b)
     return b->lease_end != 0 && now_ms() >= b->lease_end;
 }
 
+/* A LEASE hold is the holder's until its lease ends, no longer: the
+ * belief ends there (the proxy may still push its loss, once; a re-entry
+ * sent around that moment may still find it in Redis). */
+static void end_lease(struct belief *b)
+{
+    if (b->count == 0 || !lease_over(b))
+        return;
+    b->ended_count = b->count;
+    b->count = 0;
+    b->lease_end = 0;
+    b->model_lost = false;
+}
+
 static void on_granted(struct world *w, unsigned i, struct client *c, struct belief *b)
 {
     long long cnt = 0;
     bool have = fr_hget_int(w->redis, now_ms(), names[c->name], c->owner, &cnt);
 
+    end_lease(b);
+    if (b->count == 0 && b->ended_count > 0 && have && cnt > 1 && w->epoch == c->sent_epoch) {
+        violation(w,
+                  "c%u: a fresh %s '%s' after its LEASE hold ended re-entered the stale grant "
+                  "(Redis counts %lld; one UNLOCK will not release it)",
+                  i, op_names[c->op], names[c->name], cnt);
+        return;
+    }
+    b->ended_count = 0;
     if (b->count == 0) {
         b->since_ms = c->sent_ms;
         b->epoch = c->sent_epoch;
@@ -376,6 +399,9 @@ static void on_unlock_reply(struct world *w, unsigned i, struct client *c, const
 {
     struct belief *b = &c->b[c->name];
     bool lost = b->model_lost || b->told_lost;
+    /* Its LEASE ran out meanwhile (by the client's clock): any answer
+     * goes (LOCKLOST is conservative when Redis released it in time). */
+    bool ended = b->count == 0 && b->ended_count > 0;
     /* The README's window: a hold lost with Redis's data (restart,
      * failover) is found by the check the proxy runs once Redis is back;
      * an UNLOCK carried out in hand before that (Redis unreachable) cannot
@@ -385,6 +411,12 @@ static void on_unlock_reply(struct world *w, unsigned i, struct client *c, const
     bool window = b->model_lost && !b->told_lost && b->epoch != w->epoch &&
                   (c->sent_upsets != w->upsets || !c->sent_up);
 
+    if (ended) {
+        tr("c%u UNLOCK %s -> %c%s%lld (its LEASE ended meanwhile)", i, names[c->name], v->type,
+           v->s, v->type == ':' ? v->i : 0);
+        memset(b, 0, sizeof(*b));
+        return;
+    }
     if (v->type == ':') {
         w->unlocks++;
         tr("c%u UNLOCK %s -> :%lld (count %d%s)", i, names[c->name], v->i, b->count,
@@ -474,6 +506,9 @@ static void on_push(struct world *w, unsigned i, struct client *c, const struct 
 
         if (strncmp(v->push[2], "LOCK ", 5) != 0 || strcmp(v->push[2] + 5, names[k]) != 0)
             continue;
+        end_lease(b);
+        if (b->count == 0 && b->ended_count > 0)
+            return; /* the end of its LEASE, told */
         if (b->told_lost)
             violation(w, "c%u told twice that its hold of '%s' was lost", i, names[k]);
         else if (b->count == 0 && !(c->op == OP_UNLOCK && c->name == k))
@@ -567,6 +602,7 @@ static void check_holds(struct world *w)
             long long cnt = 0;
             bool have;
 
+            end_lease(b);
             if (b->count == 0 || b->told_lost || b->model_lost || lease_over(b))
                 continue;
             if (c->op != OP_NONE && c->op != OP_SUB && c->name == k)
@@ -636,7 +672,13 @@ static void client_act(struct world *w, unsigned i)
         client_send(w, c, "UNLOCK %s", names[k]);
         return;
     }
-    c->lease = chance(40) ? 200 + below(3000) : 0;
+    /* A re-entry keeps the hold's mode (a LEASE re-entry of a watchdog
+     * hold, or the reverse, changes the lease of the whole hold: not
+     * modelled by the beliefs). */
+    if (b->count > 0)
+        c->lease = b->lease_end ? 200 + below(3000) : 0;
+    else
+        c->lease = chance(40) ? 200 + below(3000) : 0;
     if (chance(50)) {
         c->op = OP_TRYLOCK;
         tr("c%u TRYLOCK %s lease %u", i, names[k], c->lease);
