@@ -151,13 +151,14 @@ static unsigned plain_renew_script(void)
 static int plain_settle(struct px_server *srv, const char *name, size_t nlen, const char *owner,
                         size_t olen, const struct px_settle *s, pool_reply_fn *cb, void *arg)
 {
-    char chan[PX_CHANNEL_MAX], keep[24];
-    const char *argv[4] = {name, chan, owner, keep};
-    size_t lens[4] = {nlen, 0, olen, 0};
+    char chan[PX_CHANNEL_MAX], keep[24], ttl[24];
+    const char *argv[5] = {name, chan, owner, keep, ttl};
+    size_t lens[5] = {nlen, 0, olen, 0, 0};
 
     lens[1] = px_channel_name(chan, sizeof(chan), "redisson_lock__channel:", name, nlen);
     lens[3] = util_u64_to_str(s->keep, keep);
-    return px_script_eval(srv, px_route_hint(name, nlen), PX_SCRIPT_SETTLE, 2, 4, argv, lens, cb,
+    lens[4] = util_u64_to_str(s->keep > 0 ? s->ttl_ms : 0, ttl);
+    return px_script_eval(srv, px_route_hint(name, nlen), PX_SCRIPT_SETTLE, 2, 5, argv, lens, cb,
                           arg);
 }
 
@@ -720,9 +721,11 @@ static bool settle_ready(const struct px_job *j)
 static int settle_send(struct px_job *j, pool_reply_fn *cb, void *arg)
 {
     struct px_hold *h = LP_CONTAINER_OF(j, struct px_hold, job);
+    uint64_t now = sched_loop_now_ms(h->srv->loop);
     int rc;
 
     h->settle.keep = h->state == PX_HOLD_HELD ? h->count : 0;
+    h->settle.ttl_ms = h->state == PX_HOLD_HELD && h->expires_ms > now ? h->expires_ms - now : 0;
     rc = h->kind->settle(h->srv, h->key, h->nlen, h->owner, h->olen, &h->settle, cb, arg);
     if (rc == 0)
         h->settle.dequeue = false; /* asked for; a later give-up asks again */
