@@ -217,6 +217,7 @@ struct belief {
                                (a LOCK's grant may come from a retry sent after the LOCK) */
     uint64_t ended_max;     /* lease_end_max of the hold that ran out */
     bool ended_told;        /* its end was pushed (the proxy took it as over) */
+    unsigned lease_ms;      /* a LEASE hold's lease (the last OK's), else 0 */
 };
 
 struct client {
@@ -400,6 +401,7 @@ static void on_granted(struct world *w, unsigned i, struct client *c, struct bel
     b->last_epoch = c->sent_epoch;
     b->lease_end = c->lease ? c->sent_ms + c->lease : 0;
     b->lease_end_max = c->lease ? now_ms() + c->lease : 0;
+    b->lease_ms = c->lease;
     w->oks++;
     tr("c%u told OK for %s (count %d; Redis: %s %lld, pttl %lld)", i, names[c->name], b->count,
        have ? "field" : "no field", cnt, fr_pttl(w->redis, now_ms(), names[c->name]));
@@ -431,7 +433,8 @@ static void on_unlock_reply(struct world *w, unsigned i, struct client *c, const
     if (ended) {
         tr("c%u UNLOCK %s -> %c%s%lld (its LEASE ended meanwhile)", i, names[c->name], v->type,
            v->s, v->type == ':' ? v->i : 0);
-        memset(b, 0, sizeof(*b));
+        if (v->type == '-' || v->i == 1)
+            memset(b, 0, sizeof(*b)); /* over; with :0 a push of its end may follow */
         return;
     }
     if (v->type == ':') {
@@ -449,6 +452,11 @@ static void on_unlock_reply(struct world *w, unsigned i, struct client *c, const
         if (v->i == 0 && b->count == 0 && !lease_over(b))
             violation(w, "c%u UNLOCK '%s' answered :0 (still held) but it held once", i,
                       names[c->name]);
+        if (v->i == 0 && b->lease_ms) {
+            /* Redisson's unlock sets the lease again on what is left. */
+            b->lease_end = c->sent_ms + b->lease_ms;
+            b->lease_end_max = now_ms() + b->lease_ms;
+        }
         if (v->i == 1 && b->count != 0)
             b->count = 0;
         return;
@@ -480,6 +488,7 @@ static void on_lock_reply(struct world *w, unsigned i, struct client *c, const s
 {
     struct belief *b = &c->b[c->name];
 
+    end_lease(b);
     if (v->type == '+' && strcmp(v->s, "OK") == 0) {
         on_granted(w, i, c, b);
         return;
@@ -492,7 +501,7 @@ static void on_lock_reply(struct world *w, unsigned i, struct client *c, const s
     if (v->type == '-' && strncmp(v->s, "LOCKLOST", 8) == 0) {
         w->lostreplies++;
         tr("c%u %s %s -> LOCKLOST", i, op_names[c->op], names[c->name]);
-        if (b->count == 0 && !b->told_lost)
+        if (b->count == 0 && !b->told_lost && b->ended_count == 0)
             violation(w, "c%u %s '%s' answered LOCKLOST without a hold to lose", i,
                       op_names[c->op], names[c->name]);
         memset(b, 0, sizeof(*b));
