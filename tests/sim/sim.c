@@ -232,6 +232,7 @@ struct client {
     unsigned sent_epoch;
     uint64_t sent_upsets; /* world upsets (resets, outages) at the send */
     bool sent_up;         /* the upstream was up and settled at the send */
+    uint64_t seen_out; /* the proxy's bytes_out to it when last read */
     char in[16384];
     size_t inlen;
     struct belief b[NNAMES];
@@ -246,6 +247,7 @@ struct world {
     unsigned epoch;          /* restarts + failovers so far */
     uint64_t upsets;         /* upstream resets, timeouts and outages so far */
     uint64_t up_since;       /* when the upstream last came back */
+    bool poked;              /* something the proxy sees happened since the loop last ran */
     uint64_t down_until;     /* upstream down until this time (0: up) */
     bool pending_restarted;  /* the upstream comes back with a new run_id */
     uint64_t seed;
@@ -274,12 +276,12 @@ static void violation(struct world *w, const char *fmt, ...)
     tr("VIOLATION: %s", w->failure);
 }
 
+/* One loop iteration: takes client input, runs due timers and hooks,
+ * flushes replies (those written by pool callbacks since included). */
 static void run_loop(struct world *w)
 {
-    int i;
-
-    for (i = 0; i < 3; i++)
-        sched_loop_run_once(w->srv->loop, 0);
+    sched_loop_run_once(w->srv->loop, 0);
+    w->poked = false;
 }
 
 static void client_send(struct world *w, struct client *c, const char *fmt, ...)
@@ -308,6 +310,7 @@ static void client_send(struct world *w, struct client *c, const char *fmt, ...)
         exit(2);
     }
     c->sent_ms = now_ms();
+    w->poked = true;
     c->sent_epoch = w->epoch;
     c->sent_upsets = w->upsets;
     c->sent_up = fp_is_up(w->pool) && now_ms() - w->up_since >= UPSTREAM_TIMEOUT_MS;
@@ -341,6 +344,7 @@ static void client_disconnect(struct world *w, unsigned i)
     struct client *c = &w->cl[i];
 
     tr("c%u disconnects (op %s in flight)", i, op_names[c->op]);
+    w->poked = true;
     close(c->fd);
     c->alive = false;
 }
@@ -575,17 +579,39 @@ static void on_reply(struct world *w, unsigned i, struct client *c, const struct
         c->op = OP_NONE;
 }
 
+/* The proxy's side of client c, NULL once the proxy let it go. */
+static const struct px_client *proxy_side(const struct world *w, const struct client *c)
+{
+    const struct list *n;
+
+    for (n = w->srv->clients.next; n != &w->srv->clients; n = n->next) {
+        const struct px_client *cl = LP_CONTAINER_OF(n, const struct px_client, client_node);
+
+        if (cl->id == c->id)
+            return cl;
+    }
+    return NULL;
+}
+
 static void read_replies(struct world *w)
 {
     unsigned i;
 
     for (i = 0; i < NCLIENTS; i++) {
         struct client *c = &w->cl[i];
+        const struct px_client *cl;
         ssize_t n;
         long used;
 
         if (!c->alive)
             continue;
+        /* A read costs a system call: only when the proxy sent it bytes
+         * (or closed it). */
+        cl = proxy_side(w, c);
+        if (cl && cl->conn.bytes_out == c->seen_out)
+            continue;
+        if (cl)
+            c->seen_out = cl->conn.bytes_out;
         for (;;) {
             n = read(c->fd, c->in + c->inlen, sizeof(c->in) - c->inlen);
             if (n <= 0)
@@ -732,6 +758,7 @@ static void advance(struct world *w, uint64_t ms)
     uint64_t sent;
 
     now_ns += ms * 1000000u;
+    w->poked = true;
     /* The real pool's request timeout: the oldest reply waited too long,
      * the connection is recycled, every request on it fails. */
     for (k = 0; k < fp_nconns(w->pool); k++) {
@@ -805,10 +832,13 @@ static void upstream_act(struct world *w)
             tr("Redis runs a request of conn %u", k);
         }
     } else if (r < 85) {
-        if (fp_deliver(w->pool, k))
+        if (fp_deliver(w->pool, k)) {
             tr("reply delivered on conn %u", k);
+            w->poked = true;
+        }
     } else if (msgs > 0) {
         tr("pub/sub event delivered");
+        w->poked = true;
         fp_deliver_msg(w->pool, below((unsigned)msgs));
     }
 }
@@ -824,9 +854,11 @@ static void step(struct world *w)
     else if (r < 975 || no_faults)
         advance(w, chance(80) ? 1 + below(50) : 100 + below(no_faults ? 200 : WATCHDOG_MS));
     else
-        fault(w);
-    run_loop(w);
-    read_replies(w);
+        fault(w), w->poked = true;
+    if (w->poked) {
+        run_loop(w);
+        read_replies(w);
+    }
     check_holds(w);
     tot_steps++;
 }
@@ -834,25 +866,52 @@ static void step(struct world *w)
 /* Everything settles: the upstream up, every request served, messages
  * delivered, every client gone, time past every lease. Then the keyspace
  * must hold nothing of the proxy's. */
+static void settle_serve(struct world *w)
+{
+    unsigned k;
+
+    for (k = 0; k < fp_nconns(w->pool); k++) {
+        while (fp_execute(w->pool, k))
+            ;
+        while (fp_deliver(w->pool, k))
+            ;
+    }
+    while (fp_deliver_msg(w->pool, 0))
+        ;
+    run_loop(w);
+}
+
+static bool settle_quiet(const struct world *w)
+{
+    unsigned k;
+
+    for (k = 0; k < fp_nconns(w->pool); k++)
+        if (fp_queued(w->pool, k) > 0)
+            return false;
+    return fp_msgs(w->pool) == 0 && !px_jobs_busy(w->srv) && w->srv->nclients == 0 &&
+           fp_is_up(w->pool);
+}
+
 static void settle(struct world *w)
 {
-    unsigned i, k, round;
+    unsigned i, round, quiet;
     size_t nkeys;
 
     for (i = 0; i < NCLIENTS; i++)
         if (w->cl[i].alive)
             client_disconnect(w, i);
-    for (round = 0; round < 400; round++) {
+    /* Serve everything, 50 ms at a time, until nothing is queued, due or
+     * connected; then past every lease (the longest: a watchdog lease,
+     * or a LEASE of up to 3.2 s) and serve what that brings. */
+    for (round = 0, quiet = 0; round < 400 && quiet < 3; round++) {
         advance(w, 50);
-        for (k = 0; k < fp_nconns(w->pool); k++) {
-            while (fp_execute(w->pool, k))
-                ;
-            while (fp_deliver(w->pool, k))
-                ;
-        }
-        while (fp_deliver_msg(w->pool, 0))
-            ;
-        run_loop(w);
+        settle_serve(w);
+        quiet = settle_quiet(w) ? quiet + 1 : 0;
+    }
+    advance(w, WATCHDOG_MS + 4000);
+    for (round = 0; round < 5; round++) {
+        settle_serve(w);
+        advance(w, 50);
     }
     nkeys = fr_db_size(w->redis, now_ms());
     if (nkeys > 0) {
