@@ -295,6 +295,13 @@ struct px_hold *px_hold_use_hinted(struct px_server *srv, const struct px_hold_k
 
     if (h && h->state == PX_HOLD_RELEASING) {
         px_job_kick(&h->job); /* the release goes before the new request */
+        if (h->job.state == PX_JOB_DUE) {
+            /* Not sent (Redis unreachable, or backing off after a failed
+             * try): it stays the pair's hold, so a new acquire waits for it
+             * (px_hold_ready() refuses while it is due) rather than going
+             * out first and being undone by it when it is retried. */
+            return create ? px_hold_get(h) : NULL;
+        }
         hold_remove(h);
         h = NULL;
     }

@@ -827,9 +827,11 @@ static void upstream_act(struct world *w)
     size_t msgs = fp_msgs(w->pool);
 
     if (r < 45) {
-        if (fp_execute(w->pool, k)) {
+        char what[120];
+
+        if (fp_describe_next(w->pool, k, what, sizeof(what)) > 0 && fp_execute(w->pool, k)) {
             tot_execs++;
-            tr("Redis runs a request of conn %u", k);
+            tr("Redis runs on conn %u: %s", k, what);
         }
     } else if (r < 85) {
         if (fp_deliver(w->pool, k)) {

@@ -53,6 +53,7 @@ struct pool {
     struct sched_loop *loop;
     struct pool_opts opts;
     int ids[FP_MAX_SCRIPTS]; /* script index -> fake_redis id */
+    const char *names[FP_MAX_SCRIPTS]; /* script index -> name (borrowed) */
     size_t nscripts;
     unsigned nconns;
     struct fp_conn conns[FP_MAX_CONNS];
@@ -168,6 +169,7 @@ int pool_create(struct pool **out, struct sched_loop *loop, const struct pool_op
     p->nconns = opts->size == 0 ? 1 : opts->size > FP_MAX_CONNS ? FP_MAX_CONNS : opts->size;
     for (i = 0; i < nscripts; i++) {
         p->ids[i] = scripts[i].runner ? -1 : script_id(&scripts[i]);
+        p->names[i] = scripts[i].name;
         if (p->ids[i] < 0 && !scripts[i].runner) {
             free(p);
             return -EINVAL;
@@ -632,4 +634,21 @@ bool fp_deliver_msg(struct pool *p, size_t i)
 void fp_counts(const struct pool *p, struct fp_counts *out)
 {
     *out = p->counts;
+}
+
+size_t fp_describe_next(const struct pool *p, unsigned conn, char *buf, size_t n)
+{
+    const struct fp_req *q;
+    size_t off = 0;
+    int i;
+
+    for (q = p->conns[conn].head; q && q->reply; q = q->next)
+        ;
+    buf[0] = '\0';
+    if (!q)
+        return 0;
+    off += (size_t)snprintf(buf, n, "%s", p->names[q->script] ? p->names[q->script] : "?");
+    for (i = 0; i < q->argc && off < n; i++)
+        off += (size_t)snprintf(buf + off, n - off, " %.40s", q->argv[i]);
+    return off < n ? off : n - 1;
 }

@@ -40,6 +40,9 @@ unsigned fp_unexecuted(const struct pool *p, unsigned conn);
 bool fp_oldest(const struct pool *p, unsigned conn, uint64_t *sent_ms);
 /* Runs conn's first request Redis has not run; false when none. */
 bool fp_execute(struct pool *p, unsigned conn);
+/* Describes (script name and arguments) the request fp_execute() would
+ * run next on conn, into buf; returns its length (0: none). */
+size_t fp_describe_next(const struct pool *p, unsigned conn, char *buf, size_t n);
 /* Delivers conn's head request when Redis ran it; false otherwise. */
 bool fp_deliver(struct pool *p, unsigned conn);
 /* Fails every request of conn with err (-ECONNRESET, -ETIMEDOUT). */
