@@ -468,7 +468,8 @@ static void on_unlock_reply(struct world *w, unsigned i, struct client *c, const
     if (v->type == '-' && strncmp(v->s, "LOCKLOST", 8) == 0) {
         w->lostreplies++;
         tr("c%u UNLOCK %s -> LOCKLOST", i, names[c->name]);
-        if (!lost && !lease_over(b) && !b->dirty && w->epoch == b->epoch)
+        if (!lost && !lease_over(b) && !b->dirty && w->epoch == b->epoch &&
+            !fr_expired_since(w->redis, names[c->name], b->since_ms))
             violation(w, "c%u UNLOCK '%s' answered LOCKLOST but Redis still had its hold", i,
                       names[c->name]);
         memset(b, 0, sizeof(*b));
