@@ -494,6 +494,7 @@ void px_hold_granted(struct px_hold *h, const struct px_hold_kind *kind, struct 
     h->lease_ms = lease_ms;
     h->watchdog = watchdog;
     h->expires_ms = sent_ms + lease_ms;
+    h->vouch_cap_ms = 0;
     if (h->job.state == PX_JOB_DUE)
         h->job.until = PX_JOB_NO_END; /* a held count keeps the extra alive: settle however late */
     list_del_init(&h->due_node);
@@ -623,7 +624,7 @@ enum px_unlock_failed px_hold_unlock_failed(struct px_hold *h, const struct px_c
     if (h->state != PX_HOLD_HELD)
         return PX_UNLOCK_NOT_HELD;
     srv->stats.unlocks_in_hand++;
-    if (asked_ms >= h->expires_ms) {
+    if (asked_ms >= px_hold_vouched_until(h)) {
         px_hold_mark_lost(h);
         px_hold_release(h, until);
         return PX_UNLOCK_UNVOUCHED;
@@ -682,6 +683,18 @@ static void hold_want_settle(struct px_hold *h, uint64_t until)
         h->job.ops = h->state == PX_HOLD_RELEASING ? &release_ops : &settle_ops;
         px_job_submit(&h->job, until);
     }
+}
+
+void px_hold_lower_vouch(struct px_hold *h, uint64_t end_ms)
+{
+    if (h->state != PX_HOLD_HELD || end_ms >= px_hold_vouched_until(h))
+        return;
+    h->vouch_cap_ms = end_ms;
+}
+
+uint64_t px_hold_vouched_until(const struct px_hold *h)
+{
+    return h->vouch_cap_ms ? LP_MIN(h->vouch_cap_ms, h->expires_ms) : h->expires_ms;
 }
 
 void px_hold_settle(struct px_hold *h, uint64_t until)
@@ -773,6 +786,9 @@ static void hold_settled(struct px_hold *h, uint64_t keep, uint64_t had)
             srv->stats.rolled_back += had - keep - gone;
             settle_log_rollback(h, had - keep - gone);
         }
+    }
+    if (had >= keep && keep > 0 && h->state == PX_HOLD_HELD) {
+        h->vouch_cap_ms = 0; /* held when the settle ran, its TTL put back */
     } else if (had < keep && h->state == PX_HOLD_HELD) {
         if (had > 0) {
             h->count = had; /* unlocks whose reply was lost did run */

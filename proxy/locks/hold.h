@@ -119,6 +119,10 @@ struct px_hold {
     uint64_t held_ms;                /* monotonic ms it became HELD (LOCK.LIST's age) */
     uint64_t expires_ms;             /* monotonic ms the lease ends by, from the send of the
                                         request that set it (acquire or renewal) */
+    uint64_t vouch_cap_ms;           /* 0, or a rolled-back re-entry's possible end in Redis
+                                        (its PEXPIRE may have shortened the key): the lease
+                                        is vouched for up to min(expires_ms, this) until a
+                                        settle puts the TTL back and finds the hold */
     unsigned inflight;               /* requests about the pair in flight (acquire, unlock) */
     unsigned refs;                   /* references (ops, renewal batches) */
     unsigned unknown_unlocks;        /* unlocks with a lost reply since the last settle */
@@ -238,6 +242,17 @@ enum px_unlock_failed px_hold_unlock_failed(struct px_hold *h, const struct px_c
  * lost before its lease's end. The re-entry must not turn that lost hold
  * into a fresh one silently. count 0: before sending. */
 bool px_hold_lost_before(const struct px_hold *h, uint64_t count);
+
+/* A re-entry of h whose grant is rolled back (reply lost, or too late)
+ * may have run its PEXPIRE: Redis may end the key at end_ms, before the
+ * lease clients were told of. The lease is vouched for up to end_ms only
+ * (an UNLOCK Redis does not answer after it is LOCKLOST) until the settle
+ * puts the TTL back and finds the hold (vouch_cap_ms). */
+void px_hold_lower_vouch(struct px_hold *h, uint64_t end_ms);
+
+/* When h's lease stops being vouched for (expires_ms, or sooner after a
+ * rolled-back re-entry). */
+uint64_t px_hold_vouched_until(const struct px_hold *h);
 
 /* Tells h's loss (counted and pushed if it was HELD) and forgets the
  * tombstone: the client is answered LOCKLOST by the caller, once; the

@@ -416,8 +416,10 @@ static void lockop_undo(struct px_wait_op *w, enum px_undo_why why)
      * acquisition of a name Redis had let go: kept by the settle as the
      * old hold, the holder would never learn of the gap. Lost (told, and
      * given back), as an UNLOCK sent then would be (px_hold_unlock_failed). */
-    if (op->hold->state == PX_HOLD_HELD && w->sent_ms >= op->hold->expires_ms)
+    if (op->hold->state == PX_HOLD_HELD && w->sent_ms >= px_hold_vouched_until(op->hold))
         px_hold_mark_lost(op->hold);
+    else if (op->hold->state == PX_HOLD_HELD)
+        px_hold_lower_vouch(op->hold, w->sent_ms + op->acq.lease_ms);
     px_hold_settle(op->hold, why == PX_UNDO_UNKNOWN ? PX_JOB_NO_END : now + op->acq.lease_ms);
 }
 
