@@ -970,6 +970,11 @@ static void world_stop(struct world *w)
     fr_db_free(w->replica);
 }
 
+static void trace_submit(unsigned conn, const char *what)
+{
+    tr("proxy sends on conn %u: %s", conn, what);
+}
+
 static void note_finding(const char *what)
 {
     unsigned i;
@@ -1066,6 +1071,7 @@ int main(int argc, char **argv)
     if (fr_create(&g_redis, NULL, NULL) < 0)
         return 2;
     fp_configure(now_ms, g_redis);
+    fp_set_trace(trace_submit);
     if (single)
         return run_seed(one, steps, true) ? 0 : 1;
     clock_gettime(CLOCK_MONOTONIC, &ts);

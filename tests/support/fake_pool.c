@@ -67,6 +67,7 @@ struct pool {
 };
 
 static fp_now_fn *fp_now;
+static fp_trace_fn *fp_trace;
 static struct fake_redis *fp_model;
 static struct pool *fp_last;
 /* Compiled scripts, by text: the proxy's table is static, so one compile
@@ -83,6 +84,11 @@ void fp_configure(fp_now_fn *now, struct fake_redis *redis)
         fp_ncompiled = 0;
     fp_now = now;
     fp_model = redis;
+}
+
+void fp_set_trace(fp_trace_fn *fn)
+{
+    fp_trace = fn;
 }
 
 struct pool *fp_pool(void)
@@ -411,6 +417,14 @@ static int submit(struct pool *p, uint64_t hint, unsigned script, int numkeys, i
     c->n++;
     c->unrun++;
     p->counts.submitted++;
+    if (fp_trace) {
+        char what[160];
+        size_t off = (size_t)snprintf(what, sizeof(what), "%s", p->names[script]);
+
+        for (i = 0; i < argc && off < sizeof(what); i++)
+            off += (size_t)snprintf(what + off, sizeof(what) - off, " %.40s", q->argv[i]);
+        fp_trace((unsigned)(hint % p->nconns), what);
+    }
     return 0;
 }
 

@@ -29,6 +29,10 @@ typedef uint64_t fp_now_fn(void);
  * the pool talks to (not owned; it outlives pools). */
 void fp_configure(fp_now_fn *now, struct fake_redis *redis);
 
+/* Called at every request submitted (its connection, a description). */
+typedef void fp_trace_fn(unsigned conn, const char *what);
+void fp_set_trace(fp_trace_fn *fn);
+
 /* The pool the proxy created last (NULL before). */
 struct pool *fp_pool(void);
 
