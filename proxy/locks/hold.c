@@ -32,8 +32,11 @@
  * master (replay.h).
  *
  * A new request about the pair of a RELEASING hold sends the release on
- * its way first, and takes the hold out of the table (in_table) so that a
- * new PENDING hold serves the request; the old one finishes its release.
+ * its way first; once the release is answered (or given up) the hold
+ * leaves the table (in_table) and a new PENDING hold serves requests.
+ * Until then an acquire waits for it, or goes after it on the same
+ * connection and is tried again: one granted before a release retried
+ * after a lost reply would be undone by it.
  *
  * Invariants:
  * - At most one hold per (name, owner) is in the table; DEAD holds and
@@ -295,11 +298,13 @@ struct px_hold *px_hold_use_hinted(struct px_server *srv, const struct px_hold_k
 
     if (h && h->state == PX_HOLD_RELEASING) {
         px_job_kick(&h->job); /* the release goes before the new request */
-        if (h->job.state == PX_JOB_DUE) {
-            /* Not sent (Redis unreachable, or backing off after a failed
-             * try): it stays the pair's hold, so a new acquire waits for it
-             * (px_hold_ready() refuses while it is due) rather than going
-             * out first and being undone by it when it is retried. */
+        if (h->job.state != PX_JOB_IDLE) {
+            /* Until its release is answered (or given up) it stays the
+             * pair's hold: a new acquire waits while it is due
+             * (px_hold_ready()) and goes after it while it is in flight,
+             * and is not granted through it (RELEASING: tried again);
+             * one that went first would be undone by the release retried
+             * after a lost reply. */
             return create ? px_hold_get(h) : NULL;
         }
         hold_remove(h);

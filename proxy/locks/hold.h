@@ -152,9 +152,9 @@ struct px_hold *px_hold_find(struct px_server *srv, const char *name, size_t nle
 /* The hold a request about (name, owner) goes through, with a reference:
  * the live one, else (create) a new PENDING one of kind. A RELEASING hold
  * of a closed connection is first sent on its way (its release precedes
- * the new request) and left out of the table; one whose release cannot be
- * sent now (still due) stays the pair's hold and is returned (create) so
- * that px_hold_ready() holds the new request back until it went. Without
+ * the new request), and stays the pair's hold until that release is
+ * answered or given up: it is returned (create; NULL without), and a new
+ * acquire through it waits (px_hold_ready()) or is tried again. Without
  * create, NULL when there is none; with it, NULL only on -ENOMEM. */
 struct px_hold *px_hold_use(struct px_server *srv, const struct px_hold_kind *kind,
                             const char *name, size_t nlen, const char *owner, size_t olen,
