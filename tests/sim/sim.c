@@ -22,6 +22,8 @@
  * model stays exact); a client's belief about a LEASE hold ends at its
  * own send time + lease (the proxy's promise is measured from its later
  * send to Redis, so the client's view is the conservative one). */
+#include <sys/socket.h>
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
@@ -30,7 +32,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -44,12 +45,12 @@
 #include "tests/support/fake_pool.h"
 #include "tests/support/fake_redis.h"
 
-#define NCLIENTS 3
-#define NNAMES 2
-#define WATCHDOG_MS 3000
+#define NCLIENTS            3
+#define NNAMES              2
+#define WATCHDOG_MS         3000
 #define UPSTREAM_TIMEOUT_MS 1000
-#define TRACE_LINES 512
-#define TRACE_LEN 160
+#define TRACE_LINES         512
+#define TRACE_LEN           160
 
 static const char *const names[NNAMES] = {"a", "b"};
 
@@ -204,15 +205,15 @@ static const char *const op_names[] = {"-", "HELLO", "SUBSCRIBE", "LOCK", "TRYLO
 
 /* What a client believes about one name. */
 struct belief {
-    int count;          /* holds it was told it has (OK minus UNLOCK answers) */
-    bool told_lost;     /* told (push) that the hold was lost; UNLOCK must say so */
-    bool model_lost;    /* the checker saw the hold gone from Redis (a legit loss) */
-    bool dirty;         /* an acquire's outcome was unknown: counts may differ */
-    uint64_t lease_end; /* a LEASE hold: its end by the client's clock, else 0 */
-    uint64_t since_ms;  /* when the current hold began (first OK) */
-    unsigned epoch;     /* data-loss epoch (restarts, failovers) at that time */
-    unsigned last_epoch; /* the same at its last OK */
-    int ended_count;     /* a LEASE hold ran out (by the client's clock) at this count */
+    int count;              /* holds it was told it has (OK minus UNLOCK answers) */
+    bool told_lost;         /* told (push) that the hold was lost; UNLOCK must say so */
+    bool model_lost;        /* the checker saw the hold gone from Redis (a legit loss) */
+    bool dirty;             /* an acquire's outcome was unknown: counts may differ */
+    uint64_t lease_end;     /* a LEASE hold: its end by the client's clock, else 0 */
+    uint64_t since_ms;      /* when the current hold began (first OK) */
+    unsigned epoch;         /* data-loss epoch (restarts, failovers) at that time */
+    unsigned last_epoch;    /* the same at its last OK */
+    int ended_count;        /* a LEASE hold ran out (by the client's clock) at this count */
     uint64_t lease_end_max; /* the latest its lease can end for the proxy: OK's arrival + lease
                                (a LOCK's grant may come from a retry sent after the LOCK) */
     uint64_t ended_max;     /* lease_end_max of the hold that ran out */
@@ -232,7 +233,7 @@ struct client {
     unsigned sent_epoch;
     uint64_t sent_upsets; /* world upsets (resets, outages) at the send */
     bool sent_up;         /* the upstream was up and settled at the send */
-    uint64_t seen_out; /* the proxy's bytes_out to it when last read */
+    uint64_t seen_out;    /* the proxy's bytes_out to it when last read */
     char in[16384];
     size_t inlen;
     struct belief b[NNAMES];
@@ -244,12 +245,12 @@ struct world {
     struct fake_redis *redis; /* borrowed: process-wide */
     struct fr_db *replica;    /* owned: the lagging replica's copy */
     struct client cl[NCLIENTS];
-    unsigned epoch;          /* restarts + failovers so far */
-    uint64_t upsets;         /* upstream resets, timeouts and outages so far */
-    uint64_t up_since;       /* when the upstream last came back */
-    bool poked;              /* something the proxy sees happened since the loop last ran */
-    uint64_t down_until;     /* upstream down until this time (0: up) */
-    bool pending_restarted;  /* the upstream comes back with a new run_id */
+    unsigned epoch;         /* restarts + failovers so far */
+    uint64_t upsets;        /* upstream resets, timeouts and outages so far */
+    uint64_t up_since;      /* when the upstream last came back */
+    bool poked;             /* something the proxy sees happened since the loop last ran */
+    uint64_t down_until;    /* upstream down until this time (0: up) */
+    bool pending_restarted; /* the upstream comes back with a new run_id */
     uint64_t seed;
     unsigned step;
     char failure[256]; /* the first violation, "" while none */
@@ -414,8 +415,8 @@ static void on_granted(struct world *w, unsigned i, struct client *c, struct bel
     if (!have)
         violation(w, "c%u told OK for '%s', which Redis does not hold for it", i, names[c->name]);
     else if (cnt != b->count && !b->dirty && !(cnt > b->count && px_jobs_busy(w->srv)))
-        violation(w, "c%u told OK for '%s' (its count %d) but Redis counts %lld", i,
-                  names[c->name], b->count, cnt);
+        violation(w, "c%u told OK for '%s' (its count %d) but Redis counts %lld", i, names[c->name],
+                  b->count, cnt);
 }
 
 static void on_unlock_reply(struct world *w, unsigned i, struct client *c, const struct val *v)
@@ -437,8 +438,12 @@ static void on_unlock_reply(struct world *w, unsigned i, struct client *c, const
     if (ended) {
         tr("c%u UNLOCK %s -> %c%s%lld (its LEASE ended meanwhile)", i, names[c->name], v->type,
            v->s, v->type == ':' ? v->i : 0);
-        if (v->type == '-' || v->i == 1)
-            memset(b, 0, sizeof(*b)); /* over; with :0 a push of its end may follow */
+        /* Over, unless :0 (a push of its end may follow) or an UPSTREAM
+         * error (not released: its tombstone may still answer LOCKLOST). */
+        if ((v->type == ':' && v->i == 1) ||
+            (v->type == '-' &&
+             (strncmp(v->s, "LOCKLOST", 8) == 0 || strncmp(v->s, "NOTOWNER", 8) == 0)))
+            memset(b, 0, sizeof(*b));
         return;
     }
     if (v->type == ':') {
@@ -507,8 +512,8 @@ static void on_lock_reply(struct world *w, unsigned i, struct client *c, const s
         w->lostreplies++;
         tr("c%u %s %s -> LOCKLOST", i, op_names[c->op], names[c->name]);
         if (b->count == 0 && !b->told_lost && b->ended_count == 0)
-            violation(w, "c%u %s '%s' answered LOCKLOST without a hold to lose", i,
-                      op_names[c->op], names[c->name]);
+            violation(w, "c%u %s '%s' answered LOCKLOST without a hold to lose", i, op_names[c->op],
+                      names[c->name]);
         memset(b, 0, sizeof(*b));
         return;
     }
@@ -545,8 +550,7 @@ static void on_push(struct world *w, unsigned i, struct client *c, const struct 
         if (b->told_lost)
             violation(w, "c%u told twice that its hold of '%s' was lost", i, names[k]);
         else if (b->count == 0 && !(c->op == OP_UNLOCK && c->name == k))
-            violation(w, "c%u told its hold of '%s' was lost, but it holds nothing", i,
-                      names[k]);
+            violation(w, "c%u told its hold of '%s' was lost, but it holds nothing", i, names[k]);
         b->told_lost = true;
         return;
     }
@@ -686,8 +690,9 @@ static void check_holds(struct world *w)
             } else if (b->dirty) {
                 b->model_lost = true;
             } else {
-                violation(w, "c%u believes it holds '%s', but Redis dropped it (not by expiry "
-                             "or data loss)",
+                violation(w,
+                          "c%u believes it holds '%s', but Redis dropped it (not by expiry "
+                          "or data loss)",
                           i, names[k]);
             }
         }
@@ -702,8 +707,8 @@ static void check_holds(struct world *w)
             const struct client *c = &w->cl[i];
             bool busy = c->op != OP_NONE && c->op != OP_SUB && c->name == k;
 
-            believers[k] += b->count > 0 && !b->told_lost && !b->model_lost && !lease_over(b) &&
-                            !busy;
+            believers[k] +=
+                b->count > 0 && !b->told_lost && !b->model_lost && !lease_over(b) && !busy;
         }
     }
     for (k = 0; k < NNAMES; k++)
@@ -1030,8 +1035,8 @@ static bool run_seed(uint64_t seed, unsigned steps, bool print_trace)
         }
     }
     note_finding(strchr(kind, ' ') ? strchr(kind, ' ') + 1 : kind);
-    fprintf(stderr, "lp_sim: seed %llu FAILED at step %u: %s\n", (unsigned long long)seed,
-            w.step, w.failure);
+    fprintf(stderr, "lp_sim: seed %llu FAILED at step %u: %s\n", (unsigned long long)seed, w.step,
+            w.failure);
     if (print_trace) {
         first = ntrace > TRACE_LINES ? ntrace - TRACE_LINES : 0;
         fprintf(stderr, "trace (last %u lines; replay: lp_sim --seed %llu --steps %u -v):\n",

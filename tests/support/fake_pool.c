@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define FP_MAX_CONNS 8
+#define FP_MAX_CONNS   8
 #define FP_MAX_SCRIPTS 128
 
 struct fp_req {
@@ -52,7 +52,7 @@ struct fp_msg {
 struct pool {
     struct sched_loop *loop;
     struct pool_opts opts;
-    int ids[FP_MAX_SCRIPTS]; /* script index -> fake_redis id */
+    int ids[FP_MAX_SCRIPTS];           /* script index -> fake_redis id */
     const char *names[FP_MAX_SCRIPTS]; /* script index -> name (borrowed) */
     size_t nscripts;
     unsigned nconns;
@@ -164,8 +164,7 @@ int pool_create(struct pool **out, struct sched_loop *loop, const struct pool_op
     struct pool *p;
     size_t i;
 
-    if (!fp_model || !fp_now || nscripts > FP_MAX_SCRIPTS || opts->cluster_seeds ||
-        opts->sentinels)
+    if (!fp_model || !fp_now || nscripts > FP_MAX_SCRIPTS || opts->cluster_seeds || opts->sentinels)
         return -EINVAL;
     p = calloc(1, sizeof(*p));
     if (!p)

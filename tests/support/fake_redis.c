@@ -6,14 +6,13 @@
 #include "tests/support/fake_redis.h"
 
 #include <errno.h>
+#include <lauxlib.h>
+#include <lua.h>
+#include <lualib.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#include <lauxlib.h>
-#include <lua.h>
-#include <lualib.h>
 
 enum fr_type { FR_STR, FR_HASH, FR_ZSET, FR_SET, FR_LIST };
 
@@ -43,7 +42,7 @@ struct fr_db {
     size_t n, cap;
 };
 
-#define FR_MAX_ARGS 128
+#define FR_MAX_ARGS     128
 #define FR_MAX_EXPIRIES 256
 
 /* A key that expired, and when (its deadline). */
@@ -58,7 +57,7 @@ struct fake_redis {
     uint64_t now; /* time of the script running */
     fr_publish_fn *pub;
     void *pub_arg;
-    char err[256]; /* the failing command's error */
+    char err[256];                         /* the failing command's error */
     struct fr_expiry exp[FR_MAX_EXPIRIES]; /* ring of the last expiries */
     size_t nexp;                           /* expiries recorded (ring index = nexp % max) */
 };
@@ -218,8 +217,8 @@ static struct fr_key *key_add(struct fake_redis *r, const char *name, size_t len
 
 /* The key of type t, created when absent (create) ; NULL with r->err set
  * on WRONGTYPE, or NULL without error when absent and !create. */
-static struct fr_key *key_typed(struct fake_redis *r, const char *name, size_t len,
-                                enum fr_type t, bool create)
+static struct fr_key *key_typed(struct fake_redis *r, const char *name, size_t len, enum fr_type t,
+                                bool create)
 {
     struct fr_key *k = key_find(r, name, len);
 
@@ -363,10 +362,10 @@ static int fail(struct fake_redis *r, const char *msg)
 }
 
 /* The error of a key_typed() that returned NULL, or "absent". */
-#define TYPED_OR(r, k, absent)                                                                     \
-    do {                                                                                           \
-        if (!(k))                                                                                  \
-            return (r)->err[0] ? -1 : (absent);                                                    \
+#define TYPED_OR(r, k, absent)                  \
+    do {                                        \
+        if (!(k))                               \
+            return (r)->err[0] ? -1 : (absent); \
     } while (0)
 
 struct args {
@@ -1068,7 +1067,8 @@ static int redis_call_impl(lua_State *L, bool raise)
     int j, top = lua_gettop(L), rc = -1;
 
     if (top < 1 || top > FR_MAX_ARGS) {
-        snprintf(r->err, sizeof(r->err), "ERR Please specify at least one argument for this redis lib call");
+        snprintf(r->err, sizeof(r->err),
+                 "ERR Please specify at least one argument for this redis lib call");
         goto err;
     }
     a.n = top;

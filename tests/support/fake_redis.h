@@ -41,10 +41,10 @@ redisReply *fr_eval(struct fake_redis *r, int id, uint64_t now_ms, int numkeys, 
 
 /* The live keyspace, and whole-keyspace operations for faults. */
 struct fr_db *fr_db(struct fake_redis *r);
-struct fr_db *fr_db_copy(const struct fr_db *db);  /* deep copy (a replica) */
+struct fr_db *fr_db_copy(const struct fr_db *db); /* deep copy (a replica) */
 void fr_db_free(struct fr_db *db);
 void fr_set_db(struct fake_redis *r, struct fr_db *db); /* takes db; frees the old one */
-void fr_flush(struct fake_redis *r);                      /* a restart without persistence */
+void fr_flush(struct fake_redis *r);                    /* a restart without persistence */
 
 /* Queries for the checker, at time now_ms (expired keys are absent). */
 size_t fr_db_size(struct fake_redis *r, uint64_t now_ms);
