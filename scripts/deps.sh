@@ -17,12 +17,13 @@
 # failing at once. It never starts or stops the system redis
 # service; Debian's nutcracker service stays down too (it needs
 # /etc/nutcracker/nutcracker.yml, which the package does not ship), and the
-# bench runs its own nutcracker.
+# bench runs its own nutcracker. liblua5.1-0-dev is test-only: the lock
+# engine simulator (tests/sim) runs the proxy's Lua scripts in it.
 set -euo pipefail
 
 PACKAGES=(build-essential cmake pkg-config libhiredis-dev liburing-dev libjemalloc-dev libssl-dev
     libbenchmark-dev redis-server redis-tools iproute2 clang libclang-rt-dev nutcracker openssl
-    python3-redis netcat-openbsd golang-go golang-github-gomodule-redigo-dev)
+    python3-redis netcat-openbsd golang-go golang-github-gomodule-redigo-dev liblua5.1-0-dev)
 # Node.js for the ioredis and node-redis tests (tests/clients/): Debian's,
 # unless a node and npm are already installed (e.g. a newer Node.js).
 if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then

@@ -32,8 +32,11 @@
  * master (replay.h).
  *
  * A new request about the pair of a RELEASING hold sends the release on
- * its way first, and takes the hold out of the table (in_table) so that a
- * new PENDING hold serves the request; the old one finishes its release.
+ * its way first; once the release is answered (or given up) the hold
+ * leaves the table (in_table) and a new PENDING hold serves requests.
+ * Until then an acquire waits for it, or goes after it on the same
+ * connection and is tried again: one granted before a release retried
+ * after a lost reply would be undone by it.
  *
  * Invariants:
  * - At most one hold per (name, owner) is in the table; DEAD holds and
@@ -151,13 +154,14 @@ static unsigned plain_renew_script(void)
 static int plain_settle(struct px_server *srv, const char *name, size_t nlen, const char *owner,
                         size_t olen, const struct px_settle *s, pool_reply_fn *cb, void *arg)
 {
-    char chan[PX_CHANNEL_MAX], keep[24];
-    const char *argv[4] = {name, chan, owner, keep};
-    size_t lens[4] = {nlen, 0, olen, 0};
+    char chan[PX_CHANNEL_MAX], keep[24], ttl[24];
+    const char *argv[5] = {name, chan, owner, keep, ttl};
+    size_t lens[5] = {nlen, 0, olen, 0, 0};
 
     lens[1] = px_channel_name(chan, sizeof(chan), "redisson_lock__channel:", name, nlen);
     lens[3] = util_u64_to_str(s->keep, keep);
-    return px_script_eval(srv, px_route_hint(name, nlen), PX_SCRIPT_SETTLE, 2, 4, argv, lens, cb,
+    lens[4] = util_u64_to_str(s->keep > 0 ? s->ttl_ms : 0, ttl);
+    return px_script_eval(srv, px_route_hint(name, nlen), PX_SCRIPT_SETTLE, 2, 5, argv, lens, cb,
                           arg);
 }
 
@@ -298,6 +302,15 @@ struct px_hold *px_hold_use_hinted(struct px_server *srv, const struct px_hold_k
 
     if (h && h->state == PX_HOLD_RELEASING) {
         px_job_kick(&h->job); /* the release goes before the new request */
+        if (h->job.state != PX_JOB_IDLE) {
+            /* Until its release is answered (or given up) it stays the
+             * pair's hold: a new acquire waits while it is due
+             * (px_hold_ready()) and goes after it while it is in flight,
+             * and is not granted through it (RELEASING: tried again);
+             * one that went first would be undone by the release retried
+             * after a lost reply. */
+            return create ? px_hold_get(h) : NULL;
+        }
         hold_remove(h);
         h = NULL;
     }
@@ -489,6 +502,7 @@ void px_hold_granted(struct px_hold *h, const struct px_hold_kind *kind, struct 
     h->lease_ms = lease_ms;
     h->watchdog = watchdog;
     h->expires_ms = sent_ms + lease_ms;
+    h->vouch_cap_ms = 0;
     if (h->job.state == PX_JOB_DUE)
         h->job.until = PX_JOB_NO_END; /* a held count keeps the extra alive: settle however late */
     list_del_init(&h->due_node);
@@ -618,7 +632,7 @@ enum px_unlock_failed px_hold_unlock_failed(struct px_hold *h, const struct px_c
     if (h->state != PX_HOLD_HELD)
         return PX_UNLOCK_NOT_HELD;
     srv->stats.unlocks_in_hand++;
-    if (asked_ms >= h->expires_ms) {
+    if (asked_ms >= px_hold_vouched_until(h)) {
         px_hold_mark_lost(h);
         px_hold_release(h, until);
         return PX_UNLOCK_UNVOUCHED;
@@ -679,6 +693,18 @@ static void hold_want_settle(struct px_hold *h, uint64_t until)
     }
 }
 
+void px_hold_lower_vouch(struct px_hold *h, uint64_t end_ms)
+{
+    if (h->state != PX_HOLD_HELD || end_ms >= px_hold_vouched_until(h))
+        return;
+    h->vouch_cap_ms = end_ms;
+}
+
+uint64_t px_hold_vouched_until(const struct px_hold *h)
+{
+    return h->vouch_cap_ms ? LP_MIN(h->vouch_cap_ms, h->expires_ms) : h->expires_ms;
+}
+
 void px_hold_settle(struct px_hold *h, uint64_t until)
 {
     if (h->state == PX_HOLD_DEAD || h->state == PX_HOLD_RELEASING)
@@ -723,9 +749,11 @@ static bool settle_ready(const struct px_job *j)
 static int settle_send(struct px_job *j, pool_reply_fn *cb, void *arg)
 {
     struct px_hold *h = LP_CONTAINER_OF(j, struct px_hold, job);
+    uint64_t now = sched_loop_now_ms(h->srv->loop);
     int rc;
 
     h->settle.keep = h->state == PX_HOLD_HELD ? h->count : 0;
+    h->settle.ttl_ms = h->state == PX_HOLD_HELD && h->expires_ms > now ? h->expires_ms - now : 0;
     rc = h->kind->settle(h->srv, h->key, h->nlen, h->owner, h->olen, &h->settle, cb, arg);
     if (rc == 0)
         h->settle.dequeue = false; /* asked for; a later give-up asks again */
@@ -766,6 +794,9 @@ static void hold_settled(struct px_hold *h, uint64_t keep, uint64_t had)
             srv->stats.rolled_back += had - keep - gone;
             settle_log_rollback(h, had - keep - gone);
         }
+    }
+    if (had >= keep && keep > 0 && h->state == PX_HOLD_HELD) {
+        h->vouch_cap_ms = 0; /* held when the settle ran, its TTL put back */
     } else if (had < keep && h->state == PX_HOLD_HELD) {
         if (had > 0) {
             h->count = had; /* unlocks whose reply was lost did run */

@@ -48,6 +48,11 @@ struct px_client;
 struct px_settle {
     uint64_t keep;    /* leave the owner at most this count (0: release it whole) */
     uint64_t wait_ms; /* fair lock: the waiter's threadWaitTime (deadlines move up by it) */
+    /* Plain lock: when the owner keeps a count, the key's TTL goes back to
+     * this (ms of the lease clients were told of that are left), since an
+     * acquire being rolled back may have run its PEXPIRE with a shorter
+     * LEASE; 0 leaves the TTL alone. */
+    uint64_t ttl_ms;
     bool dequeue;     /* fair lock: also leave the queue (Redisson's acquireFailed) */
 };
 
@@ -113,6 +118,10 @@ struct px_hold {
     uint64_t held_ms;                /* monotonic ms it became HELD (LOCK.LIST's age) */
     uint64_t expires_ms;             /* monotonic ms the lease ends by, from the send of the
                                         request that set it (acquire or renewal) */
+    uint64_t vouch_cap_ms;           /* 0, or a rolled-back re-entry's possible end in Redis
+                                        (its PEXPIRE may have shortened the key): the lease
+                                        is vouched for up to min(expires_ms, this) until a
+                                        settle puts the TTL back and finds the hold */
     struct px_settle settle;         /* what the next (or the in-flight) settle asks */
     enum px_hold_state state;        /* see enum */
     unsigned inflight;               /* requests about the pair in flight (acquire, unlock) */
@@ -143,8 +152,10 @@ struct px_hold *px_hold_find(struct px_server *srv, const char *name, size_t nle
 /* The hold a request about (name, owner) goes through, with a reference:
  * the live one, else (create) a new PENDING one of kind. A RELEASING hold
  * of a closed connection is first sent on its way (its release precedes
- * the new request) and left out of the table. Without create, NULL when
- * there is none; with it, NULL only on -ENOMEM. */
+ * the new request), and stays the pair's hold until that release is
+ * answered or given up: it is returned (create; NULL without), and a new
+ * acquire through it waits (px_hold_ready()) or is tried again. Without
+ * create, NULL when there is none; with it, NULL only on -ENOMEM. */
 struct px_hold *px_hold_use(struct px_server *srv, const struct px_hold_kind *kind,
                             const char *name, size_t nlen, const char *owner, size_t olen,
                             bool create);
@@ -231,6 +242,17 @@ enum px_unlock_failed px_hold_unlock_failed(struct px_hold *h, const struct px_c
  * lost before its lease's end. The re-entry must not turn that lost hold
  * into a fresh one silently. count 0: before sending. */
 bool px_hold_lost_before(const struct px_hold *h, uint64_t count);
+
+/* A re-entry of h whose grant is rolled back (reply lost, or too late)
+ * may have run its PEXPIRE: Redis may end the key at end_ms, before the
+ * lease clients were told of. The lease is vouched for up to end_ms only
+ * (an UNLOCK Redis does not answer after it is LOCKLOST) until the settle
+ * puts the TTL back and finds the hold (vouch_cap_ms). */
+void px_hold_lower_vouch(struct px_hold *h, uint64_t end_ms);
+
+/* When h's lease stops being vouched for (expires_ms, or sooner after a
+ * rolled-back re-entry). */
+uint64_t px_hold_vouched_until(const struct px_hold *h);
 
 /* Tells h's loss (counted and pushed if it was HELD) and forgets the
  * tombstone: the client is answered LOCKLOST by the caller, once; the

@@ -411,6 +411,15 @@ static void lockop_undo(struct px_wait_op *w, enum px_undo_why why)
 
     if (why == PX_UNDO_GONE && w->srv->opts.on_disc != PX_DISCONNECT_RELEASE)
         return;
+    /* A re-entry sent once the hold's lease could no longer be vouched for
+     * (its renewals did not come back in time) may have been a fresh
+     * acquisition of a name Redis had let go: kept by the settle as the
+     * old hold, the holder would never learn of the gap. Lost (told, and
+     * given back), as an UNLOCK sent then would be (px_hold_unlock_failed). */
+    if (op->hold->state == PX_HOLD_HELD && w->sent_ms >= px_hold_vouched_until(op->hold))
+        px_hold_mark_lost(op->hold);
+    else if (op->hold->state == PX_HOLD_HELD)
+        px_hold_lower_vouch(op->hold, w->sent_ms + op->acq.lease_ms);
     px_hold_settle(op->hold, why == PX_UNDO_UNKNOWN ? PX_JOB_NO_END : now + op->acq.lease_ms);
 }
 

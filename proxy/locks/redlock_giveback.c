@@ -121,13 +121,14 @@ static int gb_send(struct rl_giveback *gb, unsigned i)
 {
     struct px_redlock *rl = gb->rl;
     char chan[PX_CHANNEL_MAX], k[24];
-    const char *argv[5] = {gb->key, chan, gb->owner, k, "publish"};
-    size_t lens[5] = {gb->nlen, 0, gb->olen, 0, 7};
+    /* settle.lua: no TTL to put back (0), then the publish command. */
+    const char *argv[6] = {gb->key, chan, gb->owner, k, "0", "publish"};
+    size_t lens[6] = {gb->nlen, 0, gb->olen, 0, 1, 7};
     int rc;
 
     lens[1] = px__rl_lock_channel(gb->key, gb->nlen, chan, sizeof(chan));
     lens[3] = util_u64_to_str(gb->keep, k);
-    rc = px__rl_eval(rl, i, px_route_hint(gb->key, gb->nlen), PX_SCRIPT_SETTLE, 2, 5, argv, lens,
+    rc = px__rl_eval(rl, i, px_route_hint(gb->key, gb->nlen), PX_SCRIPT_SETTLE, 2, 6, argv, lens,
                      gb_on_reply, &gb->calls[i]);
     if (rc < 0) {
         gb->due |= 1u << i;

@@ -189,6 +189,46 @@ TEST(safety_late_grant_rolled_back)
     each_backend(scenario_late_rollback, NULL);
 }
 
+/* A holder's LEASE re-entry with a shorter lease that Redis runs after a
+ * stall: the grant comes too late and is refused, and its count rolled
+ * back, but Redis ran its PEXPIRE too. The hold the client was told of
+ * (10 s) must keep its lease in Redis: no other client may take the lock
+ * while it lasts. Found by the simulator (lp_sim --seed 2 --no-faults). */
+static void scenario_late_reentry(struct pu_env *e)
+{
+    redisContext *rc = pu_redis_client(e), *a = pu_client(e), *b = pu_client(e), *s;
+    redisReply *r;
+
+    PU_OK(a, "LOCK %s LEASE %d", "t3", 10000);
+    PU_STR(b, "PONG", "PING");
+    s = redis_sleep(e, "1.5");
+    pu_send(a, "TRYLOCK %s LEASE %d", "t3", 1000);
+    r = pu_recv(a);
+    if (!pu_is_err(r, "UPSTREAM Redis answered too late")) {
+        char d[256];
+
+        TEST_FAIL("re-entry granted after its lease: expected -UPSTREAM ... too late, got %s",
+                  pu_describe(r, d, sizeof(d)));
+    }
+    freeReplyObject(r);
+    /* The roll-back lands (count 1 again); the lease must be the LOCK's. */
+    PU_EVENTUALLY(pu_info_int(a, "unknown_outcomes_rolled_back") >= 1, 3000);
+    pu_sleep_ms(100);
+    ASSERT_TRUE(pu_pttl(rc, "t3") > 5000);
+    pu_sleep_ms(1200); /* past the refused re-entry's 1000 ms */
+    PU_NIL(b, "TRYLOCK %s", "t3");
+    PU_INT(a, 1, "UNLOCK %s", "t3");
+    redisFree(s);
+    redisFree(b);
+    redisFree(a);
+    redisFree(rc);
+}
+
+TEST(safety_late_reentry_keeps_lease)
+{
+    each_backend(scenario_late_reentry, NULL);
+}
+
 /* ---- 2. a holder's re-entry does not queue behind waiters ------------------- */
 
 /* One variant: the commands of the holder a and the waiter b (hiredis
@@ -521,6 +561,7 @@ TEST(safety_owner_token_per_user)
 }
 
 TEST_MAIN(TEST_CASE(safety_late_grant_refused), TEST_CASE(safety_late_grant_rolled_back),
+          TEST_CASE(safety_late_reentry_keeps_lease),
           TEST_CASE(safety_reentry_not_queued), TEST_CASE(safety_pipelined_acquire_release),
           TEST_CASE(safety_disconnect_release_retried),
           TEST_CASE(safety_unknown_outcome_rolled_back), TEST_CASE(safety_sem_release_by_other),
