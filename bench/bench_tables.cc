@@ -2,7 +2,7 @@
 // (by lock name and owner), and the command table.
 #include "proxy/client.h"
 #include "proxy/cmd.h"
-#include "proxy/locks/hold.h"
+#include "engine/hold.h"
 #include "proxy/metrics.h"
 #include "proxy/server.h"
 #include "sched/loop.h"

@@ -14,7 +14,7 @@
 #include "pool/pool.h"
 #include "proxy/client.h"
 #include "proxy/cmd.h"
-#include "proxy/locks/lock.h"
+#include "proxy/cmds/lock.h"
 #include "proxy/reply.h"
 #include "proxy/request.h"
 #include "proxy/server.h"

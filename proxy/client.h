@@ -29,8 +29,8 @@
 
 #include "common/buf.h"
 #include "common/list.h"
-#include "proxy/locks/locks.h"
-#include "proxy/multi.h"
+#include "engine/engine.h"
+#include "proxy/tx.h"
 #include "proxy/request.h"
 #include "sched/conn-t.h"
 #include "sched/timer-t.h"

@@ -9,8 +9,8 @@
 
 #include "pool/pool.h"
 #include "proxy/client.h"
-#include "proxy/locks/redlock.h"
-#include "proxy/locks/semaphore.h"
+#include "proxy/cmds/redlock.h"
+#include "proxy/cmds/semaphore.h"
 #include "proxy/metrics.h"
 #include "proxy/server.h"
 #include "proxy/tls.h"

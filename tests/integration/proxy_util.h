@@ -240,7 +240,7 @@ long long pu_get_int(redisContext *rc, const char *key);
 long long pu_hlen(redisContext *rc, const char *key);
 /* Keys in the database, less the proxies' registry (PU_REGISTRY_PATTERN:
  * the liveness and ledger lists of proxies that keep semaphore ledgers,
- * proxy/locks/sem_reap.h), which lives as long as its proxy. */
+ * engine/sem_reap.h), which lives as long as its proxy. */
 #define PU_REGISTRY_PATTERN "{lp-proxies}:*"
 long long pu_dbsize(redisContext *rc);
 

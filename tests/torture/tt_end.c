@@ -122,7 +122,7 @@ static bool node_keys_clean(redisContext *c, char *d, long long *count)
             if (strncmp(k, "redisson_lock_token:", 20) == 0)
                 continue;
             if (strncmp(k, "{lp-proxies}:", 13) == 0)
-                continue; /* the proxies' registry (proxy/locks/sem_reap.h) */
+                continue; /* the proxies' registry (engine/sem_reap.h) */
             if (strcmp(k, TT_SEM_NAME) == 0)
                 continue; /* its count is judged against the history (torture.c) */
             if (dead_proxy_ledger(k))

@@ -8,7 +8,7 @@
 
 #include "harness.h"
 #include "pool/resp.h"
-#include "proxy/locks/shape.h"
+#include "engine/shape.h"
 
 /* Parses one reply from wire; the caller frees it. */
 static redisReply *parse(const char *wire)

@@ -1,0 +1,77 @@
+/* Start-up, shut-down and the connection's clean-up for the lock
+ * modules; see locks.h. */
+#include "engine/engine.h"
+
+#include "proxy/client.h"
+#include "engine/fence.h"
+#include "engine/hold.h"
+#include "engine/jobs.h"
+#include "engine/replay.h"
+#include "engine/sem_reap.h"
+#include "engine/wait.h"
+#include "engine/waitset.h"
+
+void px_locks_client_init(struct px_cl_locks *l)
+{
+    list_init(&l->waits);
+    list_init(&l->holds);
+    list_init(&l->shares);
+    list_init(&l->claims);
+}
+
+void px_locks_client_gone(struct px_client *cl)
+{
+    struct list *n;
+
+    px_wait_client_gone(cl);
+    px_hold_client_gone(cl);
+    while ((n = list_first(&cl->locks.claims)) != NULL) {
+        struct px_claim *c = LP_CONTAINER_OF(n, struct px_claim, node);
+
+        list_del_init(n);
+        c->gone(c, cl);
+    }
+}
+
+int px_locks_init(struct px_server *srv)
+{
+    int rc = px_waitset_init(srv);
+
+    if (rc < 0)
+        return rc;
+    px_jobs_init(srv);
+    px_replay_init(srv);
+    rc = px_hold_init(srv);
+    if (rc < 0) {
+        px_waitset_deinit(srv);
+        return rc;
+    }
+    rc = px_sem_reap_init(srv);
+    if (rc < 0) {
+        px_hold_deinit(srv);
+        px_waitset_deinit(srv);
+    }
+    return rc;
+}
+
+void px_locks_deinit(struct px_server *srv)
+{
+    px_jobs_deinit(srv); /* what still waits for Redis is given up (logged) */
+    px_replay_deinit(srv);
+    px_sem_reap_deinit(srv);
+    px_hold_deinit(srv);
+    px_waitset_deinit(srv);
+    px_fence_free(srv);
+}
+
+bool px_ratelog_allow(struct px_ratelog *rl, uint64_t now_ms, uint64_t *quiet)
+{
+    if (rl->last_ms != 0 && now_ms < rl->last_ms + 1000) {
+        rl->quiet++;
+        return false;
+    }
+    *quiet = rl->quiet;
+    rl->quiet = 0;
+    rl->last_ms = now_ms ? now_ms : 1;
+    return true;
+}
