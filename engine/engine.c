@@ -1,8 +1,9 @@
-/* Start-up, shut-down and the connection's clean-up for the lock
- * modules; see locks.h. */
+/* The engine object, start-up, shut-down and the connection's clean-up
+ * for the lock modules; see engine.h. */
 #include "engine/engine.h"
 
-#include "proxy/client.h"
+#include <stdlib.h>
+
 #include "engine/fence.h"
 #include "engine/hold.h"
 #include "engine/jobs.h"
@@ -10,6 +11,8 @@
 #include "engine/sem_reap.h"
 #include "engine/wait.h"
 #include "engine/waitset.h"
+#include "proxy/client.h"
+#include "proxy/server.h"
 
 void px_locks_client_init(struct px_cl_locks *l)
 {
@@ -33,8 +36,23 @@ void px_locks_client_gone(struct px_client *cl)
     }
 }
 
+struct lk_engine *px_engine_alloc(struct px_server *srv)
+{
+    struct lk_engine *eng = calloc(1, sizeof(*eng));
+
+    if (eng)
+        eng->srv = srv;
+    return eng;
+}
+
+void px_engine_free(struct lk_engine *eng)
+{
+    free(eng);
+}
+
 int px_locks_init(struct px_server *srv)
 {
+    struct lk_engine *eng = srv->engine;
     int rc = px_waitset_init(srv);
 
     if (rc < 0)
@@ -42,15 +60,26 @@ int px_locks_init(struct px_server *srv)
     px_jobs_init(srv);
     px_replay_init(srv);
     rc = px_hold_init(srv);
-    if (rc < 0) {
-        px_waitset_deinit(srv);
-        return rc;
-    }
+    if (rc < 0)
+        goto err_waitset;
+    rc = px_sem_track_init(eng);
+    if (rc < 0)
+        goto err_hold;
+    rc = hmap_init(&eng->psem_held, 64);
+    if (rc < 0)
+        goto err_track;
     rc = px_sem_reap_init(srv);
-    if (rc < 0) {
-        px_hold_deinit(srv);
-        px_waitset_deinit(srv);
-    }
+    if (rc < 0)
+        goto err_psem;
+    return 0;
+err_psem:
+    hmap_deinit(&eng->psem_held);
+err_track:
+    px_sem_track_deinit(eng);
+err_hold:
+    px_hold_deinit(srv);
+err_waitset:
+    px_waitset_deinit(srv);
     return rc;
 }
 
@@ -59,6 +88,9 @@ void px_locks_deinit(struct px_server *srv)
     px_jobs_deinit(srv); /* what still waits for Redis is given up (logged) */
     px_replay_deinit(srv);
     px_sem_reap_deinit(srv);
+    if (srv->engine->psem_held.count == 0) /* else connections still open at exit keep theirs */
+        hmap_deinit(&srv->engine->psem_held);
+    px_sem_track_deinit(srv->engine);
     px_hold_deinit(srv);
     px_waitset_deinit(srv);
     px_fence_free(srv);

@@ -1,18 +1,28 @@
-/* Lock semantics as the rest of the proxy sees them: start-up and
- * shut-down of the lock modules, what a connection holds or waits for
- * (struct px_cl_locks, embedded in struct px_client), and the one
- * clean-up path when a connection goes.
+/* The lock engine: the one object that owns the state of every lock
+ * (struct lk_engine), its start-up and shut-down, what a connection holds
+ * or waits for (struct px_cl_locks, embedded in struct px_client), and the
+ * one clean-up path when a connection goes.
  *
  * Also the limits every lock module shares (name, owner and channel
- * sizes) and a rate limit for log lines that could flood. */
+ * sizes) and a rate limit for log lines that could flood.
+ *
+ * State: everything the engine keeps lives in struct lk_engine (one per
+ * server, srv->engine), none in file globals, so two engines could live in
+ * one process; the only file-scope objects of engine/ are constant tables
+ * and the _Thread_local free lists (common/spares.h). */
 #ifndef LP_PROXY_LOCKS_LOCKS_H
 #define LP_PROXY_LOCKS_LOCKS_H
 
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "common/hmap.h"
 #include "common/list.h"
+#include "engine/jobs.h"
+#include "engine/replay.h"
+#include "engine/sem_reap.h"
 #include "pool/pool.h"
+#include "sched/loop.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -75,6 +85,128 @@ struct px_ratelog {
     uint64_t last_ms; /* monotonic ms of the last line written, 0: none yet */
     uint64_t quiet;   /* events not logged since */
 };
+
+#define LK_WAIT_STATS  4u   /* wait.h's enum px_wait_stat values */
+#define LK_SCRIPTS_MAX 128u /* the pool's script table: capacity */
+
+/* Engine counters (INFO, /metrics). */
+struct lk_stats {
+    uint64_t acquired;        /* successful LOCK/TRYLOCK */
+    uint64_t released;        /* full releases through UNLOCK */
+    uint64_t timeouts;        /* LOCK calls whose WAIT ran out */
+    uint64_t renewals;        /* watchdog renewals that extended a lease */
+    uint64_t renew_batches;   /* renewal scripts sent */
+    uint64_t leases_lost;     /* holds found lost (renewal or unlock) */
+    uint64_t unlocks_in_hand; /* UNLOCKs Redis did not answer, carried out by the proxy */
+    uint64_t late_grants;     /* grants refused: too little of their lease left (wait.c) */
+    uint64_t unknown_acqs;    /* acquires answered "outcome unknown" (wait.c) */
+    uint64_t rolled_back;     /* acquisitions found applied but never confirmed, undone */
+    uint64_t disc_releases;   /* locks released because a connection closed */
+    uint64_t wakeups;         /* wake-up messages received */
+    /* Upstream topology (watchdog.c): master changes of some slots
+     * (failover, migration), holds of those slots checked at once, and
+     * of those found lost. */
+    uint64_t topology_changes;
+    uint64_t topology_verified;
+    uint64_t topology_leases_lost;
+    /* --sync-replicas (repl.c, wait.c): writes answered after their
+     * WAIT, those fewer replicas acknowledged, grants refused for it. */
+    uint64_t sync_writes;
+    uint64_t sync_short;
+    uint64_t sync_refused;
+    uint64_t waiting[LK_WAIT_STATS];       /* wait.c: members of a waitset now, by px_wait_stat */
+    uint64_t wait_timeouts[LK_WAIT_STATS]; /* wait.c: waits whose WAIT ran out, by stat */
+};
+
+/* Semaphore figures for INFO "sync" (sem.c, psem.c, sem_track.c). */
+struct px__sem_stats {
+    uint64_t sem_acquired;            /* permits taken by SEM.(TRY)ACQUIRE */
+    uint64_t sem_returned;            /* permits returned for closed connections */
+    int64_t sem_tracked;              /* permits tracked for connections now */
+    uint64_t sem_unknown;             /* SEM.ACQUIREs whose outcome is unknown (not rolled back) */
+    uint64_t sem_released_for_others; /* tracked permits given back by another connection */
+    uint64_t sem_lost;                /* tracked permits the master no longer recorded */
+    uint64_t sem_restored;            /* recorded permits of closed connections, given back */
+    uint64_t psem_acquired;           /* permits taken by PSEM.(TRY)ACQUIRE */
+    uint64_t psem_returned;           /* permits returned for closed connections */
+    int64_t psem_tracked;             /* permit ids tracked for connections now */
+};
+
+/* The reply being delivered by repl.c (its callback), for px_repl_short():
+ * the pool's reply callback cannot carry the replication outcome. */
+struct lk_repl_cur {
+    bool active; /* inside the callback of a replied write */
+    bool short_; /* fewer replicas than asked acknowledged it */
+    int acked;   /* WAIT's answer, -1 none */
+};
+
+struct px_redlock;
+struct px_fence;
+
+/* The engine's state: one per server (srv->engine), created before the
+ * pool (the script table goes to pool_create), set up by px_locks_init()
+ * and torn down by px_locks_deinit() and px_engine_free(). */
+struct lk_engine {
+    struct px_server *srv; /* borrowed: the server whose engine this is (its loop, pool,
+                              options; the front end until the engine's seams land) */
+    /* Waits (waitset.c, wait.c). */
+    struct hmap locks;     /* struct px_waitset by channel: waiters, subscriptions */
+    unsigned nwaiters;     /* LOCK calls currently waiting */
+    uint64_t set_next_gen; /* last px_waitset.gen handed out */
+    /* Holds and the watchdog (hold.c, watchdog.c). */
+    struct hmap holds;               /* struct px_hold by (name, owner) */
+    unsigned nholds;                 /* holds tracked */
+    struct list renew_due;           /* struct px_hold whose renewal is due */
+    struct sched_hook renew_hook;    /* sends renew_due in batches */
+    struct list verify_retry;        /* struct px_hold: checks after a topology change to retry */
+    struct sched_timer verify_timer; /* moves verify_retry to renew_due */
+    /* Upstream work retried until Redis answers, and its follow-ups. */
+    struct px_jobs jobs;         /* jobs.c */
+    struct px_replays replays;   /* releases re-applied after a failover (replay.c) */
+    struct px_sem_reap sem_reap; /* dead proxies' permits given back (sem_reap.c) */
+    /* Semaphores: the takers of each name and the names lingering
+     * without one (sem_track.c), the permit ids of PSEM (psem.c). */
+    struct hmap sem_names;     /* struct sem_name by name */
+    struct list sem_lingering; /* struct sem_name, oldest first */
+    unsigned sem_nlingering;   /* names in sem_lingering */
+    struct hmap psem_held;     /* struct psem_held by (name, permit id) */
+    struct px__sem_stats sem_stats;
+    /* REDLOCK's masters (redlock_master.c) and the fencing-token floors
+     * (fence.c): owned, or NULL. */
+    struct px_redlock *redlock;
+    struct px_fence *fence;
+    /* The scripts (scripts.c): the pool's table and, by pool id, what
+     * each does. */
+    struct pool_script script_table[LK_SCRIPTS_MAX];
+    bool script_publishes[LK_SCRIPTS_MAX];
+    bool script_writes[LK_SCRIPTS_MAX];
+    const char *script_names[LK_SCRIPTS_MAX];
+    unsigned script_base;        /* scripts.c's own set (0: it comes first) */
+    struct lk_repl_cur repl_cur; /* repl.c */
+    /* Log lines that could flood: at most one a second each. */
+    struct px_ratelog settle_log;      /* hold.c: roll-backs */
+    struct px_ratelog drop_log;        /* jobs.c: dropped jobs */
+    struct px_ratelog replay_log;      /* replay.c: ghosts removed */
+    struct px_ratelog repl_log;        /* repl.c: writes not replicated */
+    struct px_ratelog late_log;        /* wait.c: grants too late */
+    struct px_ratelog unrepl_log;      /* wait.c: grants refused, not replicated */
+    struct px_ratelog sem_lost_log;    /* sem.c: tracked permits lost */
+    struct px_ratelog sem_unknown_log; /* sem.c: acquires of unknown outcome */
+    struct lk_stats stats;
+};
+
+/* Allocates srv's engine (its tables empty; px_locks_init() sets it up
+ * once the pool exists). Returns NULL when out of memory. */
+struct lk_engine *px_engine_alloc(struct px_server *srv);
+
+/* Frees an engine px_locks_deinit() tore down (or never set up), after
+ * the pools its script table was given to. */
+void px_engine_free(struct lk_engine *eng);
+
+/* The semaphore takers' tables (sem_track.c), set up and torn down by
+ * px_locks_init() and px_locks_deinit(). */
+int px_sem_track_init(struct lk_engine *eng);
+void px_sem_track_deinit(struct lk_engine *eng);
 
 /* True when a line may be written at now_ms; *quiet gets the number of
  * events not logged since the last line (and the count restarts). */

@@ -48,12 +48,12 @@ int px_fence_floor(struct px_server *srv, const char *name, size_t nlen, uint64_
     struct px_fence_set *s;
     struct px_fence_entry *e;
 
-    if (!srv->fence) {
-        srv->fence = calloc(1, sizeof(*srv->fence));
-        if (!srv->fence)
+    if (!srv->engine->fence) {
+        srv->engine->fence = calloc(1, sizeof(*srv->engine->fence));
+        if (!srv->engine->fence)
             return -ENOMEM;
     }
-    s = set_of(srv->fence, hash);
+    s = set_of(srv->engine->fence, hash);
     e = entry_of(s, hash);
     *floor = e ? e->top : s->floor;
     return 0;
@@ -82,9 +82,9 @@ void px_fence_note(struct px_server *srv, const char *name, size_t nlen, int64_t
     struct px_fence_set *s;
     struct px_fence_entry *e;
 
-    if (!srv->fence || token <= 0)
+    if (!srv->engine->fence || token <= 0)
         return; /* no floor was asked for: not a fenced acquire of ours */
-    s = set_of(srv->fence, hash);
+    s = set_of(srv->engine->fence, hash);
     e = entry_of(s, hash);
     if (e) {
         if ((uint64_t)token > e->top)
@@ -99,6 +99,6 @@ void px_fence_note(struct px_server *srv, const char *name, size_t nlen, int64_t
 
 void px_fence_free(struct px_server *srv)
 {
-    free(srv->fence);
-    srv->fence = NULL;
+    free(srv->engine->fence);
+    srv->engine->fence = NULL;
 }

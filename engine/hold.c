@@ -38,7 +38,7 @@
  * Invariants:
  * - At most one hold per (name, owner) is in the table; DEAD holds and
  *   replaced RELEASING ones are out of it.
- * - count > 0 exactly in HELD; srv->nholds counts HELD holds; a HELD or
+ * - count > 0 exactly in HELD; srv->engine->nholds counts HELD holds; a HELD or
  *   LOST hold with a connection is on that connection's list.
  * - inflight counts the requests about the pair whose reply is pending
  *   (acquire attempts, hand-off grants, unlocks). Requests about one name
@@ -97,7 +97,6 @@
 
 static const struct px_job_ops settle_ops, release_ops;
 static void hold_want_settle(struct px_hold *h, uint64_t until);
-static struct px_ratelog settle_log; /* roll-backs: at most a line a second */
 
 /* name_hash: px_route_hint(name), which acquires and unlocks have anyway. */
 static uint64_t hold_hash_hinted(uint64_t name_hash, const char *owner, size_t olen)
@@ -169,7 +168,7 @@ const struct px_hold_kind px_hold_plain = {"lock", "LOCK", plain_renew_script, p
 static struct px_hold *hold_lookup(struct px_server *srv, const char *name, size_t nlen,
                                    const char *owner, size_t olen, uint64_t hash)
 {
-    struct hmap_node *n = hmap_first(&srv->holds, hash);
+    struct hmap_node *n = hmap_first(&srv->engine->holds, hash);
 
     for (; n; n = hmap_next(n)) {
         struct px_hold *h = LP_CONTAINER_OF(n, struct px_hold, node);
@@ -250,7 +249,7 @@ static struct px_hold *hold_create(struct px_server *srv, const struct px_hold_k
     list_init(&h->shares);
     px_job_init(&h->job, srv, &settle_ops);
     sched_timer_init(&h->timer, px_watchdog_on_timer);
-    hmap_insert(&srv->holds, &h->node, hash);
+    hmap_insert(&srv->engine->holds, &h->node, hash);
     h->in_table = true;
     return h;
 }
@@ -260,7 +259,7 @@ static struct px_hold *hold_create(struct px_server *srv, const struct px_hold_k
 static void hold_remove(struct px_hold *h)
 {
     if (h->in_table)
-        hmap_remove(&h->srv->holds, &h->node);
+        hmap_remove(&h->srv->engine->holds, &h->node);
     h->in_table = false;
 }
 
@@ -431,7 +430,7 @@ static void hold_unhold(struct px_hold *h)
     struct px_server *srv = h->srv;
 
     if (h->state == PX_HOLD_HELD) {
-        srv->nholds--;
+        srv->engine->nholds--;
         px_metrics_hold_end(srv, h);
     }
     if (h->state == PX_HOLD_HELD || h->state == PX_HOLD_LOST)
@@ -475,7 +474,7 @@ void px_hold_granted(struct px_hold *h, const struct px_hold_kind *kind, struct 
         h->cl = cl;
         h->held_ms = sched_loop_now_ms(srv->loop);
         list_add_tail(&cl->locks.holds, &h->client_node);
-        srv->nholds++;
+        srv->engine->nholds++;
         px_metrics_hold_begin(srv, h);
     }
     h->kind = kind;
@@ -543,7 +542,7 @@ bool px_hold_not_held(struct px_hold *h, const struct px_client *cl)
         return true;
     }
     if (h->state == PX_HOLD_HELD)
-        h->srv->stats.leases_lost++;
+        h->srv->engine->stats.leases_lost++;
     hold_unhold(h);
     hold_maybe_free(h);
     return told;
@@ -564,8 +563,8 @@ static void hold_mark_lost_except(struct px_hold *h, const struct px_client *ski
     /* A fixed lease's own end is no surprise to its holder; anything else
      * (a renewed hold, a fixed lease found gone before its end) is. */
     h->lost_early = h->watchdog || sched_loop_now_ms(srv->loop) < h->expires_ms;
-    srv->stats.leases_lost++;
-    srv->nholds--;
+    srv->engine->stats.leases_lost++;
+    srv->engine->nholds--;
     px_metrics_hold_end(srv, h); /* a tombstone is no longer held */
     h->state = PX_HOLD_LOST;
     h->count = 0;
@@ -614,7 +613,7 @@ enum px_unlock_failed px_hold_unlock_failed(struct px_hold *h, const struct px_c
 
     if (h->state != PX_HOLD_HELD)
         return PX_UNLOCK_NOT_HELD;
-    srv->stats.unlocks_in_hand++;
+    srv->engine->stats.unlocks_in_hand++;
     if (asked_ms >= h->expires_ms) {
         px_hold_mark_lost(h);
         px_hold_release(h, until);
@@ -629,7 +628,7 @@ enum px_unlock_failed px_hold_unlock_failed(struct px_hold *h, const struct px_c
         hold_want_settle(h, PX_JOB_NO_END); /* HELD: down to the count left */
         return PX_UNLOCK_KEPT;
     }
-    srv->stats.released++;
+    srv->engine->stats.released++;
     px_hold_release(h, until);
     return PX_UNLOCK_RELEASED;
 }
@@ -735,7 +734,7 @@ static void settle_log_rollback(struct px_hold *h, uint64_t n)
 
     /* info, not warn: a client leaving with a LOCK in flight is routine;
      * unknown_outcomes_rolled_back counts every one. */
-    if (!px_ratelog_allow(&settle_log, sched_loop_now_ms(h->srv->loop), &quiet))
+    if (!px_ratelog_allow(&h->srv->engine->settle_log, sched_loop_now_ms(h->srv->loop), &quiet))
         return;
     log_msg(LOG_LVL_INFO,
             "rolled back %llu acquisition(s) of %s '%.*s' by %.*s that no client was told of "
@@ -751,16 +750,16 @@ static void hold_settled(struct px_hold *h, uint64_t keep, uint64_t had)
 
     if (h->state == PX_HOLD_RELEASING) {
         if (keep == 0 && had > 0)
-            srv->stats.disc_releases++;
+            srv->engine->stats.disc_releases++;
         return;
     }
     if (had > keep) {
         uint64_t gone = LP_MIN(h->gone, had - keep); /* closed connections' parts */
 
         if (gone > 0)
-            srv->stats.disc_releases++;
+            srv->engine->stats.disc_releases++;
         if (had - keep > gone) {
-            srv->stats.rolled_back += had - keep - gone;
+            srv->engine->stats.rolled_back += had - keep - gone;
             settle_log_rollback(h, had - keep - gone);
         }
     } else if (had < keep && h->state == PX_HOLD_HELD) {
@@ -904,13 +903,13 @@ void px_hold_client_gone(struct px_client *cl)
 
 int px_hold_init(struct px_server *srv)
 {
-    int rc = hmap_init(&srv->holds, 1024);
+    int rc = hmap_init(&srv->engine->holds, 1024);
 
     if (rc < 0)
         return rc;
     rc = px_watchdog_init(srv);
     if (rc < 0)
-        hmap_deinit(&srv->holds);
+        hmap_deinit(&srv->engine->holds);
     return rc;
 }
 
@@ -919,9 +918,10 @@ void px_hold_deinit(struct px_server *srv)
     size_t i;
 
     px_watchdog_deinit(srv);
-    for (i = 0; i < srv->holds.nbuckets; i++) {
-        while (srv->holds.buckets[i]) {
-            struct px_hold *h = LP_CONTAINER_OF(srv->holds.buckets[i], struct px_hold, node);
+    for (i = 0; i < srv->engine->holds.nbuckets; i++) {
+        while (srv->engine->holds.buckets[i]) {
+            struct px_hold *h =
+                LP_CONTAINER_OF(srv->engine->holds.buckets[i], struct px_hold, node);
 
             hold_unhold(h);
             px_job_cancel(&h->job);
@@ -932,5 +932,5 @@ void px_hold_deinit(struct px_server *srv)
             hold_maybe_free(h);
         }
     }
-    hmap_deinit(&srv->holds);
+    hmap_deinit(&srv->engine->holds);
 }

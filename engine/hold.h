@@ -95,9 +95,9 @@ struct px_hold_share {
 };
 
 struct px_hold {
-    struct hmap_node node;           /* in srv->holds while in_table */
+    struct hmap_node node;           /* in srv->engine->holds while in_table */
     struct list client_node;         /* in cl->locks.holds while HELD or LOST */
-    struct list due_node;            /* in srv->renew_due while a renewal is due */
+    struct list due_node;            /* in srv->engine->renew_due while a renewal is due */
     struct px_job job;               /* the settle, when one is due or in flight */
     struct px_server *srv;           /* borrowed */
     struct px_client *cl;            /* borrowed: acquiring connection, NULL when none */
@@ -117,7 +117,7 @@ struct px_hold {
     unsigned inflight;               /* requests about the pair in flight (acquire, unlock) */
     unsigned refs;                   /* references (ops, renewal batches) */
     unsigned unknown_unlocks;        /* unlocks with a lost reply since the last settle */
-    bool in_table;                   /* in srv->holds (a newer hold may replace a RELEASING one) */
+    bool in_table; /* in srv->engine->holds (a newer hold may replace a RELEASING one) */
     bool watchdog;                   /* renewed by this proxy */
     bool verify;                     /* a check after a topology change is due (watchdog.c) */
     bool lost_early;                 /* LOST before its lease's own end (renewed, or a fixed

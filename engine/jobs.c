@@ -21,8 +21,6 @@
 
 #define JOBS_BACKOFF_MAX 1000u /* ms */
 
-static struct px_ratelog drop_log; /* dropped jobs: at most a line a second */
-
 void px_job_init(struct px_job *j, struct px_server *srv, const struct px_job_ops *ops)
 {
     list_init(&j->node);
@@ -35,7 +33,7 @@ void px_job_init(struct px_job *j, struct px_server *srv, const struct px_job_op
 
 static void jobs_arm(struct px_server *srv)
 {
-    struct px_jobs *q = &srv->jobs;
+    struct px_jobs *q = &srv->engine->jobs;
 
     if (q->ndue > 0 && !sched_timer_is_pending(&q->timer))
         sched_loop_timer_in(srv->loop, &q->timer, q->backoff_ms);
@@ -44,7 +42,7 @@ static void jobs_arm(struct px_server *srv)
 static void job_unlink(struct px_job *j)
 {
     list_del_init(&j->node);
-    j->srv->jobs.ndue--;
+    j->srv->engine->jobs.ndue--;
     j->state = PX_JOB_IDLE;
 }
 
@@ -55,10 +53,10 @@ static void job_drop(struct px_job *j, enum px_job_drop why)
     struct px_server *srv = j->srv;
     uint64_t quiet;
 
-    srv->jobs.dropped[j->ops->group]++;
+    srv->engine->jobs.dropped[j->ops->group]++;
     if (why == PX_JOB_UNKNOWN)
-        srv->jobs.unknown_dropped[j->ops->group]++;
-    if (px_ratelog_allow(&drop_log, sched_loop_now_ms(srv->loop), &quiet))
+        srv->engine->jobs.unknown_dropped[j->ops->group]++;
+    if (px_ratelog_allow(&srv->engine->drop_log, sched_loop_now_ms(srv->loop), &quiet))
         log_msg(LOG_LVL_WARN, "%s given up: %s (%llu similar not logged)", j->ops->what, whys[why],
                 (unsigned long long)quiet);
     j->ops->dropped(j, why);
@@ -66,7 +64,7 @@ static void job_drop(struct px_job *j, enum px_job_drop why)
 
 static void job_enqueue(struct px_job *j)
 {
-    struct px_jobs *q = &j->srv->jobs;
+    struct px_jobs *q = &j->srv->engine->jobs;
 
     if (q->ndue >= PX_JOBS_MAX)
         return job_drop(j, PX_JOB_FULL);
@@ -79,7 +77,7 @@ static void job_enqueue(struct px_job *j)
 static void job_on_reply(void *arg, const redisReply *r, int err)
 {
     struct px_job *j = arg;
-    struct px_jobs *q = &j->srv->jobs;
+    struct px_jobs *q = &j->srv->engine->jobs;
 
     q->ninflight--;
     j->state = PX_JOB_IDLE;
@@ -103,9 +101,9 @@ static int job_send(struct px_job *j)
         return rc;
     }
     if (j->failures > 0)
-        j->srv->jobs.retried[j->ops->group]++;
+        j->srv->engine->jobs.retried[j->ops->group]++;
     j->state = PX_JOB_INFLIGHT;
-    j->srv->jobs.ninflight++;
+    j->srv->engine->jobs.ninflight++;
     return 0;
 }
 
@@ -135,7 +133,7 @@ void px_job_kick(struct px_job *j)
 
 void px_job_soon(struct px_job *j)
 {
-    struct px_jobs *q = &j->srv->jobs;
+    struct px_jobs *q = &j->srv->engine->jobs;
 
     if (j->state != PX_JOB_DUE)
         return;
@@ -157,8 +155,8 @@ void px_job_cancel(struct px_job *j)
  * retry with the longer back-off. */
 static void jobs_on_timer(struct sched_timer *t)
 {
-    struct px_server *srv = LP_CONTAINER_OF(t, struct px_server, jobs.timer);
-    struct px_jobs *q = &srv->jobs;
+    struct px_server *srv = LP_CONTAINER_OF(t, struct lk_engine, jobs.timer)->srv;
+    struct px_jobs *q = &srv->engine->jobs;
     uint64_t now = sched_loop_now_ms(srv->loop);
     struct list *n = q->due.next, *last = q->due.prev; /* refused jobs go behind last */
     bool refused = false, cluster = pool_is_cluster(srv->pool), done = n == &q->due;
@@ -186,7 +184,7 @@ static void jobs_on_timer(struct sched_timer *t)
 
 int px_jobs_init(struct px_server *srv)
 {
-    struct px_jobs *q = &srv->jobs;
+    struct px_jobs *q = &srv->engine->jobs;
 
     list_init(&q->due);
     q->ndue = 0;
@@ -198,7 +196,7 @@ int px_jobs_init(struct px_server *srv)
 
 void px_jobs_deinit(struct px_server *srv)
 {
-    struct px_jobs *q = &srv->jobs;
+    struct px_jobs *q = &srv->engine->jobs;
     struct list *n;
 
     sched_loop_timer_del(srv->loop, &q->timer);
@@ -212,5 +210,5 @@ void px_jobs_deinit(struct px_server *srv)
 
 bool px_jobs_busy(const struct px_server *srv)
 {
-    return srv->jobs.ndue > 0 || srv->jobs.ninflight > 0;
+    return srv->engine->jobs.ndue > 0 || srv->engine->jobs.ninflight > 0;
 }

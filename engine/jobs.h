@@ -72,7 +72,7 @@ struct px_job_ops {
 };
 
 struct px_job {
-    struct list node;             /* in srv->jobs.due while DUE */
+    struct list node;             /* in srv->engine->jobs.due while DUE */
     const struct px_job_ops *ops; /* borrowed: static */
     struct px_server *srv;        /* borrowed */
     enum px_job_state state;      /* see enum */

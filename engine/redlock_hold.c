@@ -84,7 +84,7 @@ static void rl_hold_lost(struct rl_hold *h, bool renewal)
     h->claimed = false;
     h->state = RL_LOST;
     if (renewal) {
-        srv->stats.leases_lost++;
+        srv->engine->stats.leases_lost++;
         log_msg(LOG_LVL_WARN,
                 "redlock: lease on '%.*s' lost: a renewal reached fewer than %u of %u masters",
                 (int)LP_MIN(h->nlen, 200u), h->key, h->rl->majority, h->rl->n);
@@ -118,7 +118,7 @@ static void rl_on_renew(void *arg, const redisReply *r, int err)
         return;
     if (h->in_table && h->state == RL_HELD) {
         if (rn->renewed >= h->rl->majority) {
-            h->rl->srv->stats.renewals++;
+            h->rl->srv->engine->stats.renewals++;
             px__rl_hold_arm(h);
         } else {
             rl_hold_lost(h, true);
@@ -174,7 +174,7 @@ static void rl_claim_gone(struct px_claim *c, struct px_client *cl)
     h->claimed = false;
     if (rl->srv->opts.on_disc == PX_DISCONNECT_RELEASE) {
         px__rl_settle(rl, h->key, h->nlen, h->owner, h->olen, 0, (1u << rl->n) - 1, h->lease_ms);
-        rl->srv->stats.disc_releases++;
+        rl->srv->engine->stats.disc_releases++;
     }
     px__rl_hold_remove(h);
 }

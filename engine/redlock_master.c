@@ -107,7 +107,7 @@ int px_redlock_start(struct px_server *srv)
     const struct pool_script *scripts;
     struct px_redlock *rl;
     struct pool_opts po;
-    size_t nscripts = px_scripts_build(&scripts);
+    size_t nscripts = px_scripts_build(srv->engine, &scripts);
     unsigned i;
     int rc;
 
@@ -127,7 +127,7 @@ int px_redlock_start(struct px_server *srv)
     rl->srv = srv;
     rl->n = srv->opts.nredlock;
     rl->majority = rl->n / 2 + 1;
-    srv->redlock = rl;
+    srv->engine->redlock = rl;
     for (i = 0; i < rl->n; i++) {
         const struct px_addr *u = &srv->opts.redlock[i];
 
@@ -154,7 +154,7 @@ int px_redlock_start(struct px_server *srv)
 
 void px_redlock_info(struct px_server *srv, struct buf *out)
 {
-    struct px_redlock *rl = srv->redlock;
+    struct px_redlock *rl = srv->engine->redlock;
     struct pool_stats st;
     unsigned i, up = 0;
 
@@ -183,8 +183,8 @@ bool px_redlock_connecting(const struct px_server *srv)
     struct pool_stats st;
     unsigned i;
 
-    for (i = 0; srv->redlock && i < srv->redlock->n; i++) {
-        pool_get_stats(srv->redlock->pools[i], &st);
+    for (i = 0; srv->engine->redlock && i < srv->engine->redlock->n; i++) {
+        pool_get_stats(srv->engine->redlock->pools[i], &st);
         if (strcmp(st.state, "connecting") == 0)
             return true;
     }
@@ -196,10 +196,10 @@ bool px_redlock_busy(const struct px_server *srv)
     struct pool_stats st;
     unsigned i;
 
-    if (srv->redlock && px__rl_giveback_busy(srv->redlock))
+    if (srv->engine->redlock && px__rl_giveback_busy(srv->engine->redlock))
         return true;
-    for (i = 0; srv->redlock && i < srv->redlock->n; i++) {
-        pool_get_stats(srv->redlock->pools[i], &st);
+    for (i = 0; srv->engine->redlock && i < srv->engine->redlock->n; i++) {
+        pool_get_stats(srv->engine->redlock->pools[i], &st);
         if (st.inflight > 0)
             return true;
     }
@@ -210,18 +210,18 @@ void px_redlock_stop(struct px_server *srv)
 {
     unsigned i;
 
-    if (srv->redlock)
-        px__rl_giveback_stop(srv->redlock);
-    for (i = 0; srv->redlock && i < srv->redlock->n; i++)
-        pool_stop(srv->redlock->pools[i]);
+    if (srv->engine->redlock)
+        px__rl_giveback_stop(srv->engine->redlock);
+    for (i = 0; srv->engine->redlock && i < srv->engine->redlock->n; i++)
+        pool_stop(srv->engine->redlock->pools[i]);
 }
 
 bool px_redlock_stopped(const struct px_server *srv)
 {
     unsigned i;
 
-    for (i = 0; srv->redlock && i < srv->redlock->n; i++) {
-        if (!pool_is_stopped(srv->redlock->pools[i]))
+    for (i = 0; srv->engine->redlock && i < srv->engine->redlock->n; i++) {
+        if (!pool_is_stopped(srv->engine->redlock->pools[i]))
             return false;
     }
     return true;
@@ -229,7 +229,7 @@ bool px_redlock_stopped(const struct px_server *srv)
 
 void px_redlock_destroy(struct px_server *srv)
 {
-    struct px_redlock *rl = srv->redlock;
+    struct px_redlock *rl = srv->engine->redlock;
     unsigned i;
 
     if (!rl)
@@ -243,5 +243,5 @@ void px_redlock_destroy(struct px_server *srv)
     hmap_deinit(&rl->holds);
     hmap_deinit(&rl->givebacks);
     free(rl);
-    srv->redlock = NULL;
+    srv->engine->redlock = NULL;
 }

@@ -20,21 +20,11 @@ struct repl_rec {
     void *arg;             /* borrowed: its argument */
 };
 
-/* The reply being delivered (repl_on_reply), for px_repl_short(). */
-struct repl_cur {
-    bool active; /* inside the callback of a replied write */
-    bool short_; /* fewer replicas than asked acknowledged it */
-    int acked;   /* WAIT's answer, -1 none */
-};
-
-static struct repl_cur cur;
-
 static void repl_log_short(const struct repl_rec *rr)
 {
-    static struct px_ratelog rl;
     uint64_t quiet;
 
-    if (!px_ratelog_allow(&rl, sched_loop_now_ms(rr->srv->loop), &quiet))
+    if (!px_ratelog_allow(&rr->srv->engine->repl_log, sched_loop_now_ms(rr->srv->loop), &quiet))
         return;
     log_msg(LOG_LVL_WARN,
             "write not replicated: %s reached %d of %u replicas within %u ms%s "
@@ -46,23 +36,24 @@ static void repl_log_short(const struct repl_rec *rr)
 static void repl_on_reply(void *arg, const redisReply *r, int err)
 {
     struct repl_rec *rr = arg;
-    struct repl_cur saved = cur;
+    struct lk_engine *eng = rr->srv->engine;
+    struct lk_repl_cur saved = eng->repl_cur, *cur = &eng->repl_cur;
     pool_reply_fn *cb = rr->cb;
     void *cb_arg = rr->arg;
 
-    cur.active = err == 0 && r->type != REDIS_REPLY_ERROR;
-    cur.acked = rr->w.acked;
-    cur.short_ = cur.active && (rr->w.acked < 0 || (unsigned)rr->w.acked < rr->w.replicas);
-    if (cur.active) {
-        rr->srv->stats.sync_writes++;
-        if (cur.short_) {
-            rr->srv->stats.sync_short++;
+    cur->active = err == 0 && r->type != REDIS_REPLY_ERROR;
+    cur->acked = rr->w.acked;
+    cur->short_ = cur->active && (rr->w.acked < 0 || (unsigned)rr->w.acked < rr->w.replicas);
+    if (cur->active) {
+        rr->srv->engine->stats.sync_writes++;
+        if (cur->short_) {
+            rr->srv->engine->stats.sync_short++;
             repl_log_short(rr);
         }
     }
     free(rr);
     cb(cb_arg, r, err);
-    cur = saved;
+    eng->repl_cur = saved;
 }
 
 int px_repl_eval(struct px_server *srv, uint64_t hint, unsigned script, const char *name,
@@ -89,12 +80,14 @@ int px_repl_eval(struct px_server *srv, uint64_t hint, unsigned script, const ch
 
 bool px_repl_short(const struct px_server *srv)
 {
-    (void)srv;
-    return cur.active && cur.short_;
+    const struct lk_repl_cur *cur = &srv->engine->repl_cur;
+
+    return cur->active && cur->short_;
 }
 
 int px_repl_acked(const struct px_server *srv)
 {
-    (void)srv;
-    return cur.active ? cur.acked : -1;
+    const struct lk_repl_cur *cur = &srv->engine->repl_cur;
+
+    return cur->active ? cur->acked : -1;
 }

@@ -17,8 +17,8 @@
  * that a failover will pick one of them, nor that a write it did not
  * count as replicated was not applied somewhere (README, Guarantees).
  *
- * The outcome is handed to the callback through this module's "current
- * reply" (saved and restored around each callback, so a nested callback
+ * The outcome is handed to the callback through the engine's "current
+ * reply" (srv->engine->repl_cur, saved and restored around each callback, so a nested callback
  * cannot leak its outcome into the outer one) rather than through every
  * reply callback's signature: the lock kinds pass their callbacks through
  * px_script_eval() unchanged. */

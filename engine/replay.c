@@ -15,7 +15,7 @@
 
 /* One confirmed release, until its lease would have ended. */
 struct px_replay {
-    struct list node;                /* in srv->replays.list while remembered */
+    struct list node;                /* in srv->engine->replays.list while remembered */
     struct px_job job;               /* the re-send after a change of master */
     const struct px_hold_kind *kind; /* borrowed: static */
     uint64_t until_ms;               /* monotonic ms no ghost of it outlives */
@@ -26,7 +26,6 @@ struct px_replay {
 };
 
 static const struct px_job_ops replay_ops;
-static struct px_ratelog replay_log; /* ghosts removed: at most a line a second */
 
 static bool replay_wanted(const struct px_server *srv)
 {
@@ -37,7 +36,7 @@ static void replay_free(struct px_server *srv, struct px_replay *r)
 {
     if (list_is_linked(&r->node)) {
         list_del_init(&r->node);
-        srv->replays.n--;
+        srv->engine->replays.n--;
     }
     free(r);
 }
@@ -48,17 +47,17 @@ static void replay_prune(struct px_server *srv, uint64_t now)
 {
     struct list *n, *t;
 
-    list_for_each_safe(n, t, &srv->replays.list)
+    list_for_each_safe(n, t, &srv->engine->replays.list)
     {
         struct px_replay *r = LP_CONTAINER_OF(n, struct px_replay, node);
         bool over = r->until_ms <= now;
 
-        if (!over && srv->replays.n < PX_REPLAY_MAX)
+        if (!over && srv->engine->replays.n < PX_REPLAY_MAX)
             break;
         if (r->job.state != PX_JOB_IDLE)
             continue; /* freed by its job's end */
         if (!over)
-            srv->replays.dropped++;
+            srv->engine->replays.dropped++;
         replay_free(srv, r);
     }
 }
@@ -84,8 +83,8 @@ void px_replay_note(struct px_server *srv, const struct px_hold *h)
     r->owner = r->key + h->nlen + 1;
     memcpy(r->owner, h->owner, h->olen + 1);
     px_job_init(&r->job, srv, &replay_ops);
-    list_add_tail(&srv->replays.list, &r->node);
-    srv->replays.n++;
+    list_add_tail(&srv->engine->replays.list, &r->node);
+    srv->engine->replays.n++;
 }
 
 void px_replay_topology(struct px_server *srv, const struct pool_topology_event *ev)
@@ -95,7 +94,7 @@ void px_replay_topology(struct px_server *srv, const struct pool_topology_event 
     struct list *n, *t;
 
     replay_prune(srv, now);
-    list_for_each_safe(n, t, &srv->replays.list)
+    list_for_each_safe(n, t, &srv->engine->replays.list)
     {
         struct px_replay *r = LP_CONTAINER_OF(n, struct px_replay, node);
 
@@ -125,7 +124,7 @@ static int replay_send(struct px_job *j, pool_reply_fn *cb, void *arg)
     struct px_replay *r = LP_CONTAINER_OF(j, struct px_replay, job);
     const struct px_settle s = {.keep = 0};
 
-    j->srv->replays.sent++;
+    j->srv->engine->replays.sent++;
     return r->kind->settle(j->srv, r->key, r->nlen, r->owner, r->olen, &s, cb, arg);
 }
 
@@ -136,8 +135,8 @@ static void replay_done(struct px_job *j, const redisReply *rep)
     uint64_t quiet;
 
     if (rep->type == REDIS_REPLY_INTEGER && rep->integer > 0) {
-        srv->replays.found++;
-        if (px_ratelog_allow(&replay_log, sched_loop_now_ms(srv->loop), &quiet))
+        srv->engine->replays.found++;
+        if (px_ratelog_allow(&srv->engine->replay_log, sched_loop_now_ms(srv->loop), &quiet))
             log_msg(LOG_LVL_WARN,
                     "removed a %s of '%.*s' by %.*s that the new master still had after its "
                     "release (a release the failover lost) (%llu similar not logged)",
@@ -165,7 +164,7 @@ static const struct px_job_ops replay_ops = {
 
 void px_replay_init(struct px_server *srv)
 {
-    list_init(&srv->replays.list);
+    list_init(&srv->engine->replays.list);
 }
 
 /* After px_jobs_deinit(), which dropped (and so freed) the DUE ones: a
@@ -174,7 +173,7 @@ void px_replay_deinit(struct px_server *srv)
 {
     struct list *n, *t;
 
-    list_for_each_safe(n, t, &srv->replays.list)
+    list_for_each_safe(n, t, &srv->engine->replays.list)
     {
         struct px_replay *r = LP_CONTAINER_OF(n, struct px_replay, node);
 

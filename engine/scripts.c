@@ -23,8 +23,6 @@
 #include "proxy/request.h"
 #include "proxy/server.h"
 
-#define SCRIPTS_MAX 128u /* pool table capacity */
-
 static const struct px_lua *const lock_scripts[PX_SCRIPT_COUNT] = {
     &px_lua_settle,
     &px_lua_renew,
@@ -32,9 +30,8 @@ static const struct px_lua *const lock_scripts[PX_SCRIPT_COUNT] = {
     &px_lua_verify,
 };
 
-static unsigned lock_script_base;
-static const struct px_script_set lock_script_set = {lock_scripts, PX_SCRIPT_COUNT,
-                                                     &lock_script_base};
+/* Its base is 0 (it comes first); engine->script_base records it. */
+static const struct px_script_set lock_script_set = {lock_scripts, PX_SCRIPT_COUNT, NULL};
 
 /* One line per module; the reentrant lock stays first (its ids are base 0). */
 const struct px_script_set *const px_script_sets[] = {
@@ -44,21 +41,18 @@ const struct px_script_set *const px_script_sets[] = {
     &px_multilock_script_set, NULL,
 };
 
-static bool script_publishes[SCRIPTS_MAX];    /* by pool id */
-static bool script_writes[SCRIPTS_MAX];       /* by pool id */
-static const char *script_names[SCRIPTS_MAX]; /* by pool id, for logs */
-
 /* Appends the batch runner to table (n scripts) and marks its ops, found
  * by their text. Returns the new count. */
-static size_t scripts_add_runner(struct pool_script *table, size_t n)
+static size_t scripts_add_runner(struct lk_engine *eng, size_t n)
 {
+    struct pool_script *table = eng->script_table;
     size_t i, k;
 
-    LP_BUG_ON(n >= SCRIPTS_MAX);
+    LP_BUG_ON(n >= LK_SCRIPTS_MAX);
     table[n].name = px_lua_lock_batch.name;
     table[n].text = px_lua_lock_batch.text;
     table[n].runner = true;
-    script_names[n] = px_lua_lock_batch.name;
+    eng->script_names[n] = px_lua_lock_batch.name;
     for (i = 0; i < px_lua_lock_batch_nops; i++) {
         const struct px_lua_op *op = &px_lua_lock_batch_ops[i];
 
@@ -72,25 +66,29 @@ static size_t scripts_add_runner(struct pool_script *table, size_t n)
     return n + 1;
 }
 
-size_t px_scripts_build(const struct pool_script **out)
+size_t px_scripts_build(struct lk_engine *eng, const struct pool_script **out)
 {
-    static struct pool_script table[SCRIPTS_MAX];
+    struct pool_script *table = eng->script_table;
     size_t n = 0, i, k;
 
+    memset(table, 0, sizeof(eng->script_table));
     for (i = 0; px_script_sets[i]; i++) {
         const struct px_script_set *set = px_script_sets[i];
 
-        LP_BUG_ON(n + set->n > LP_ARRAY_SIZE(table));
-        *set->base = (unsigned)n;
+        LP_BUG_ON(n + set->n > LK_SCRIPTS_MAX);
+        if (set->base)
+            *set->base = (unsigned)n;
+        else
+            eng->script_base = (unsigned)n;
         for (k = 0; k < set->n; k++) {
             table[n].name = set->scripts[k]->name;
             table[n].text = set->scripts[k]->text;
-            script_writes[n] = set->scripts[k]->writes;
-            script_names[n] = set->scripts[k]->name;
-            script_publishes[n++] = set->scripts[k]->publishes;
+            eng->script_writes[n] = set->scripts[k]->writes;
+            eng->script_names[n] = set->scripts[k]->name;
+            eng->script_publishes[n++] = set->scripts[k]->publishes;
         }
     }
-    n = scripts_add_runner(table, n);
+    n = scripts_add_runner(eng, n);
     *out = table;
     return n;
 }
@@ -99,9 +97,11 @@ size_t px_scripts_build(const struct pool_script **out)
 static int script_send(struct px_server *srv, uint64_t hint, unsigned script, int numkeys, int argc,
                        const char *const *argv, const size_t *lens, pool_reply_fn *cb, void *arg)
 {
-    if (srv->opts.sync_replicas > 0 && script < SCRIPTS_MAX && script_writes[script])
-        return px_repl_eval(srv, hint, script, script_names[script], numkeys, argc, argv, lens, cb,
-                            arg);
+    const struct lk_engine *eng = srv->engine;
+
+    if (srv->opts.sync_replicas > 0 && script < LK_SCRIPTS_MAX && eng->script_writes[script])
+        return px_repl_eval(srv, hint, script, eng->script_names[script], numkeys, argc, argv, lens,
+                            cb, arg);
     return px_metrics_eval(srv, hint, script, numkeys, argc, argv, lens, NULL, cb, arg);
 }
 
@@ -112,7 +112,7 @@ int px_script_eval(struct px_server *srv, uint64_t hint, unsigned script, int nu
     size_t lv[PX_SCRIPT_PUBLISH_ARGS + 1];
     bool sharded;
 
-    if (script >= SCRIPTS_MAX || !script_publishes[script])
+    if (script >= LK_SCRIPTS_MAX || !srv->engine->script_publishes[script])
         return script_send(srv, hint, script, numkeys, argc, argv, lens, cb, arg);
     LP_BUG_ON(argc < 0 || argc > (int)PX_SCRIPT_PUBLISH_ARGS);
     memcpy(av, argv, (size_t)argc * sizeof(*av));

@@ -43,6 +43,7 @@
 extern "C" {
 #endif
 
+struct lk_engine;
 struct px_req;
 struct px_server;
 
@@ -75,16 +76,17 @@ enum px_script {
 struct px_script_set {
     const struct px_lua *const *scripts; /* borrowed: the module's scripts */
     size_t n;                            /* how many */
-    unsigned *base;                      /* out: pool id of scripts[0] */
+    unsigned *base;                      /* out: pool id of scripts[0] (NULL: the
+                                            engine's own set, engine->script_base) */
 };
 
 /* Every module's set, in order (defined in scripts.c, one line each). */
 extern const struct px_script_set *const px_script_sets[];
 
-/* Fills the pool's script table (static storage) from px_script_sets and
- * sets each base; the batch runner comes last, its ops marked as such.
- * Returns the script count. */
-size_t px_scripts_build(const struct pool_script **out);
+/* Fills the pool's script table (eng->script_table, which outlives every
+ * pool it is given to) from px_script_sets and sets each base; the batch
+ * runner comes last, its ops marked as such. Returns the script count. */
+size_t px_scripts_build(struct lk_engine *eng, const struct pool_script **out);
 
 /* Most arguments (keys included) of a script that publishes. */
 #define PX_SCRIPT_PUBLISH_ARGS 200 /* MULTIUNLOCK: 3 per name (64) + 1 */

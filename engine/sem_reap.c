@@ -18,7 +18,7 @@
 #define REAP_KEY    (PX_CHANNEL_MAX + 64)
 
 struct reg_name {
-    struct hmap_node node; /* in srv->sem_reap.registered */
+    struct hmap_node node; /* in srv->engine->sem_reap.registered */
     size_t len;
     char name[];
 };
@@ -44,7 +44,7 @@ static uint64_t reap_hint(void)
 
 static void registered_clear(struct px_server *srv)
 {
-    struct hmap *m = &srv->sem_reap.registered;
+    struct hmap *m = &srv->engine->sem_reap.registered;
     size_t i;
 
     for (i = 0; i < m->nbuckets; i++) {
@@ -68,7 +68,7 @@ static void register_on_reply(void *arg, const redisReply *r, int err)
 
 void px_sem_reap_register(struct px_server *srv, const char *name, size_t len)
 {
-    struct hmap *m = &srv->sem_reap.registered;
+    struct hmap *m = &srv->engine->sem_reap.registered;
     uint64_t hash = hash_bytes(name, len);
     struct hmap_node *n;
     struct reg_name *r;
@@ -92,9 +92,10 @@ void px_sem_reap_register(struct px_server *srv, const char *name, size_t len)
     if (px_script_eval(srv, reap_hint(), px__sem_script(PX__SEM_REGISTER), 3, 6, argv, lens,
                        register_on_reply, srv) < 0)
         return; /* not remembered: the next acquire tries again */
-    if (!srv->sem_reap.alive_armed) {
-        srv->sem_reap.alive_armed = true;
-        sched_loop_timer_in(srv->loop, &srv->sem_reap.alive, LP_MAX(srv->opts.watchdog_ms / 3, 1u));
+    if (!srv->engine->sem_reap.alive_armed) {
+        srv->engine->sem_reap.alive_armed = true;
+        sched_loop_timer_in(srv->loop, &srv->engine->sem_reap.alive,
+                            LP_MAX(srv->opts.watchdog_ms / 3, 1u));
     }
     r = malloc(sizeof(*r) + len);
     if (!r)
@@ -110,10 +111,10 @@ static void alive_on_reply(void *arg, const redisReply *r, int err)
 {
     struct px_server *srv = arg;
 
-    srv->sem_reap.alive_inflight = false;
+    srv->engine->sem_reap.alive_inflight = false;
     if (err < 0 || r->type != REDIS_REPLY_INTEGER || r->integer != 1)
         return;
-    srv->sem_reap.reaped_self++;
+    srv->engine->sem_reap.reaped_self++;
     registered_clear(srv);
     log_msg(LOG_LVL_WARN,
             "another proxy found this one dead (stopped past --lock-watchdog-timeout) and gave "
@@ -122,13 +123,13 @@ static void alive_on_reply(void *arg, const redisReply *r, int err)
 
 static void alive_on_timer(struct sched_timer *t)
 {
-    struct px_server *srv = LP_CONTAINER_OF(t, struct px_server, sem_reap.alive);
+    struct px_server *srv = LP_CONTAINER_OF(t, struct lk_engine, sem_reap.alive)->srv;
     char live[REAP_KEY], all[REAP_KEY], reaped[REAP_KEY], ttl[24];
     const char *argv[5] = {live, all, reaped, srv->uuid, ttl};
     size_t lens[5];
 
     sched_loop_timer_in(srv->loop, t, LP_MAX(srv->opts.watchdog_ms / 3, 1u));
-    if (srv->sem_reap.alive_inflight)
+    if (srv->engine->sem_reap.alive_inflight)
         return;
     if (!pool_is_ready(srv->pool)) {
         sched_loop_timer_in(srv->loop, t, 100); /* as soon as Redis answers */
@@ -141,16 +142,16 @@ static void alive_on_timer(struct sched_timer *t)
     lens[4] = util_u64_to_str(srv->opts.watchdog_ms, ttl);
     if (px_script_eval(srv, reap_hint(), px__sem_script(PX__SEM_ALIVE), 3, 5, argv, lens,
                        alive_on_reply, srv) == 0)
-        srv->sem_reap.alive_inflight = true;
+        srv->engine->sem_reap.alive_inflight = true;
 }
 
 /* ---- reaping ------------------------------------------------------------------ */
 
 static void reap_round_end(struct px_server *srv, bool more)
 {
-    srv->sem_reap.reaping = false;
+    srv->engine->sem_reap.reaping = false;
     /* A round that found work looks again soon; else at the next period. */
-    sched_loop_timer_in(srv->loop, &srv->sem_reap.reap, more ? 10 : srv->opts.watchdog_ms);
+    sched_loop_timer_in(srv->loop, &srv->engine->sem_reap.reap, more ? 10 : srv->opts.watchdog_ms);
 }
 
 static void reap_done_on_reply(void *arg, const redisReply *r, int err)
@@ -159,7 +160,7 @@ static void reap_done_on_reply(void *arg, const redisReply *r, int err)
 
     (void)r;
     (void)err;
-    if (--srv->sem_reap.pending == 0)
+    if (--srv->engine->sem_reap.pending == 0)
         reap_round_end(srv, true);
 }
 
@@ -169,12 +170,12 @@ static void reap_one_on_reply(void *arg, const redisReply *r, int err)
     struct px_server *srv = c->srv;
     char key[REAP_KEY];
     const char *argv[2] = {key, c->name};
-    size_t lens[2] = {reap_key(key, "sems", srv->sem_reap.dead), c->len};
+    size_t lens[2] = {reap_key(key, "sems", srv->engine->sem_reap.dead), c->len};
 
     if (err == 0 && r->type == REDIS_REPLY_INTEGER && r->integer > 0) {
-        srv->sem_reap.permits_returned += (uint64_t)r->integer;
+        srv->engine->sem_reap.permits_returned += (uint64_t)r->integer;
         log_msg(LOG_LVL_INFO, "gave back %lld permit(s) of '%.*s' taken through dead proxy %s",
-                r->integer, (int)LP_MIN(c->len, 200u), c->name, srv->sem_reap.dead);
+                r->integer, (int)LP_MIN(c->len, 200u), c->name, srv->engine->sem_reap.dead);
     }
     /* Off the registry only once its ledger went (else the next round
      * tries again). */
@@ -192,7 +193,7 @@ static void reap_send_one(struct px_server *srv, const char *name, size_t len)
     struct reap_call *c = malloc(sizeof(*c) + len);
     size_t n;
 
-    srv->sem_reap.pending++;
+    srv->engine->sem_reap.pending++;
     if (!c) {
         reap_done_on_reply(srv, NULL, -1);
         return;
@@ -202,7 +203,8 @@ static void reap_send_one(struct px_server *srv, const char *name, size_t len)
     memcpy(c->name, name, len);
     px__sem_keys_fill(&k, name, len, false);
     n = px_channel_name(k.ledger, PX_CHANNEL_MAX, "", name, len);
-    n += (size_t)snprintf(k.ledger + n, sizeof(k.ledger) - n, ":lp-permits:%s", srv->sem_reap.dead);
+    n += (size_t)snprintf(k.ledger + n, sizeof(k.ledger) - n, ":lp-permits:%s",
+                          srv->engine->sem_reap.dead);
     px__sem_keys_arg(&k, 2, k.ledger, n);
     if (px_script_eval(srv, px_route_hint(name, len), px__sem_script(PX__SEM_REAP), 3, 3, k.argv,
                        k.lens, reap_one_on_reply, c) < 0) {
@@ -219,13 +221,13 @@ static void reap_find_on_reply(void *arg, const redisReply *r, int err)
 
     if (err < 0 || r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
         r->element[0]->type != REDIS_REPLY_STRING || r->element[0]->len == 0 ||
-        r->element[0]->len >= sizeof(srv->sem_reap.dead) ||
+        r->element[0]->len >= sizeof(srv->engine->sem_reap.dead) ||
         r->element[1]->type != REDIS_REPLY_ARRAY || r->element[1]->elements == 0)
         return reap_round_end(srv, false); /* nobody dead (or no answer) */
-    memcpy(srv->sem_reap.dead, r->element[0]->str, r->element[0]->len);
-    srv->sem_reap.dead[r->element[0]->len] = '\0';
+    memcpy(srv->engine->sem_reap.dead, r->element[0]->str, r->element[0]->len);
+    srv->engine->sem_reap.dead[r->element[0]->len] = '\0';
     names = r->element[1];
-    srv->sem_reap.pending = 1; /* held until every call is out */
+    srv->engine->sem_reap.pending = 1; /* held until every call is out */
     for (i = 0; i < names->elements; i++) {
         if (names->element[i]->type == REDIS_REPLY_STRING)
             reap_send_one(srv, names->element[i]->str, names->element[i]->len);
@@ -235,18 +237,18 @@ static void reap_find_on_reply(void *arg, const redisReply *r, int err)
 
 static void reap_on_timer(struct sched_timer *t)
 {
-    struct px_server *srv = LP_CONTAINER_OF(t, struct px_server, sem_reap.reap);
+    struct px_server *srv = LP_CONTAINER_OF(t, struct lk_engine, sem_reap.reap)->srv;
     char all[REAP_KEY], max[24];
     const char *argv[4] = {all, REAP_PREFIX, srv->uuid, max};
     size_t lens[4];
 
-    if (srv->sem_reap.reaping)
+    if (srv->engine->sem_reap.reaping)
         return;
     lens[0] = (size_t)snprintf(all, sizeof(all), REAP_PREFIX "all");
     lens[1] = sizeof(REAP_PREFIX) - 1;
     lens[2] = strlen(srv->uuid);
     lens[3] = util_u64_to_str(PX_SEM_REAP_NAMES, max);
-    srv->sem_reap.reaping = true;
+    srv->engine->sem_reap.reaping = true;
     if (px_script_eval(srv, reap_hint(), px__sem_script(PX__SEM_REAP_FIND), 1, 4, argv, lens,
                        reap_find_on_reply, srv) < 0)
         reap_round_end(srv, false);
@@ -254,22 +256,22 @@ static void reap_on_timer(struct sched_timer *t)
 
 int px_sem_reap_init(struct px_server *srv)
 {
-    int rc = hmap_init(&srv->sem_reap.registered, 64);
+    int rc = hmap_init(&srv->engine->sem_reap.registered, 64);
 
     if (rc < 0)
         return rc;
-    sched_timer_init(&srv->sem_reap.alive, alive_on_timer);
-    sched_timer_init(&srv->sem_reap.reap, reap_on_timer);
+    sched_timer_init(&srv->engine->sem_reap.alive, alive_on_timer);
+    sched_timer_init(&srv->engine->sem_reap.reap, reap_on_timer);
     /* The liveness key is written from the first registration on: a proxy
      * that keeps no ledger writes nothing. */
-    sched_loop_timer_in(srv->loop, &srv->sem_reap.reap, srv->opts.watchdog_ms);
+    sched_loop_timer_in(srv->loop, &srv->engine->sem_reap.reap, srv->opts.watchdog_ms);
     return 0;
 }
 
 void px_sem_reap_deinit(struct px_server *srv)
 {
-    sched_loop_timer_del(srv->loop, &srv->sem_reap.alive);
-    sched_loop_timer_del(srv->loop, &srv->sem_reap.reap);
+    sched_loop_timer_del(srv->loop, &srv->engine->sem_reap.alive);
+    sched_loop_timer_del(srv->loop, &srv->engine->sem_reap.reap);
     registered_clear(srv);
-    hmap_deinit(&srv->sem_reap.registered);
+    hmap_deinit(&srv->engine->sem_reap.registered);
 }

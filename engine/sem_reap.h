@@ -26,7 +26,7 @@
  * gone, so its clients' releases answer LOCKLOST for those permits (the
  * ledger's rule, sem_track.c), and it registers its names again.
  *
- * State lives in srv->sem_reap; no file globals. */
+ * State lives in srv->engine->sem_reap; no file globals. */
 #ifndef LP_PROXY_LOCKS_SEM_REAP_H
 #define LP_PROXY_LOCKS_SEM_REAP_H
 

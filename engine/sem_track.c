@@ -76,26 +76,11 @@
 #define SEM_LINGER_MS  60000u /* a sem_name without takers is kept this long */
 #define SEM_LINGER_MAX 4096u  /* and at most this many of them */
 
-static struct hmap names_storage; /* struct sem_name by name */
-static bool names_ready;
-static struct list lingering = {&lingering, &lingering}; /* struct sem_name, oldest first */
-static unsigned nlingering;
-
-static struct hmap *names_map(void)
-{
-    if (!names_ready) {
-        if (hmap_init(&names_storage, 64) < 0)
-            return NULL;
-        names_ready = true;
-    }
-    return &names_storage;
-}
-
 /* A semaphore with takers, or lingering after its last one. */
 struct sem_name {
-    struct hmap_node node;   /* in names_map(), by name */
+    struct hmap_node node;   /* in engine->sem_names, by name */
     struct list takers;      /* struct sem_taker, oldest first */
-    struct list linger_node; /* in lingering while takers is empty */
+    struct list linger_node; /* in engine->sem_lingering while takers is empty */
     uint64_t idle_since;     /* monotonic ms its last taker left */
     size_t nlen;             /* name length */
     char name[];             /* owned: the semaphore name */
@@ -115,35 +100,36 @@ struct sem_taker {
     bool unsure;           /* its record may hold more than permits + forgiven */
 };
 
-static void sem_name_free(struct sem_name *sn)
+static void sem_name_free(struct lk_engine *eng, struct sem_name *sn)
 {
     if (list_is_linked(&sn->linger_node)) {
         list_del_init(&sn->linger_node);
-        nlingering--;
+        eng->sem_nlingering--;
     }
-    hmap_remove(names_map(), &sn->node);
+    hmap_remove(&eng->sem_names, &sn->node);
     free(sn);
 }
 
 /* Frees lingering names past their time, and the oldest beyond the cap. */
-static void linger_trim(uint64_t now)
+static void linger_trim(struct lk_engine *eng, uint64_t now)
 {
     struct list *n;
 
-    while ((n = list_first(&lingering)) != NULL) {
+    while ((n = list_first(&eng->sem_lingering)) != NULL) {
         struct sem_name *sn = LP_CONTAINER_OF(n, struct sem_name, linger_node);
 
-        if (nlingering <= SEM_LINGER_MAX && sn->idle_since + SEM_LINGER_MS > now)
+        if (eng->sem_nlingering <= SEM_LINGER_MAX && sn->idle_since + SEM_LINGER_MS > now)
             break;
-        sem_name_free(sn);
+        sem_name_free(eng, sn);
     }
 }
 
-static struct sem_name *sem_name_find(const char *name, size_t len, bool create)
+static struct sem_name *sem_name_find(struct lk_engine *eng, const char *name, size_t len,
+                                      bool create)
 {
-    struct hmap *m = names_map();
+    struct hmap *m = &eng->sem_names;
     uint64_t hash = hash_bytes(name, len);
-    struct hmap_node *n = m ? hmap_first(m, hash) : NULL;
+    struct hmap_node *n = hmap_first(m, hash);
     struct sem_name *sn;
 
     for (; n; n = hmap_next(n)) {
@@ -151,7 +137,7 @@ static struct sem_name *sem_name_find(const char *name, size_t len, bool create)
         if (sn->nlen == len && memcmp(sn->name, name, len) == 0)
             return sn;
     }
-    if (!create || !m || !(sn = calloc(1, sizeof(*sn) + len + 1)))
+    if (!create || !(sn = calloc(1, sizeof(*sn) + len + 1)))
         return NULL;
     list_init(&sn->takers);
     list_init(&sn->linger_node);
@@ -176,7 +162,7 @@ static struct sem_taker *taker_find(struct sem_name *sn, const struct px_client 
 
 static struct sem_taker *taker_of(const struct px_client *cl, const char *name, size_t len)
 {
-    struct sem_name *sn = sem_name_find(name, len, false);
+    struct sem_name *sn = sem_name_find(cl->srv->engine, name, len, false);
 
     return sn ? taker_find(sn, cl) : NULL;
 }
@@ -184,18 +170,19 @@ static struct sem_taker *taker_of(const struct px_client *cl, const char *name, 
 static void taker_free(struct sem_taker *t)
 {
     struct sem_name *sn = t->sem;
+    struct lk_engine *eng = t->srv->engine;
     uint64_t now = sched_loop_now_ms(t->srv->loop);
 
-    px__sem_stats.sem_tracked -= t->permits;
+    t->srv->engine->sem_stats.sem_tracked -= t->permits;
     list_del_init(&t->name_node);
     list_del_init(&t->claim.node);
     free(t);
     if (list_empty(&sn->takers)) {
         sn->idle_since = now;
-        list_add_tail(&lingering, &sn->linger_node);
-        nlingering++;
+        list_add_tail(&eng->sem_lingering, &sn->linger_node);
+        eng->sem_nlingering++;
     }
-    linger_trim(now);
+    linger_trim(eng, now);
 }
 
 static void taker_maybe_free(struct sem_taker *t)
@@ -211,7 +198,7 @@ static int64_t taker_sub(struct sem_taker *t, int64_t n, bool forgive)
     int64_t k = LP_MIN(n, t->permits);
 
     t->permits -= k;
-    px__sem_stats.sem_tracked -= k;
+    t->srv->engine->sem_stats.sem_tracked -= k;
     if (forgive)
         t->forgiven += k;
     taker_maybe_free(t);
@@ -230,7 +217,8 @@ static void taker_gone(struct px_claim *c, struct px_client *cl)
 /* cl's taker of name, created if need be; NULL on -ENOMEM. */
 static struct sem_taker *taker_get(struct px_client *cl, const char *name, size_t len)
 {
-    struct sem_name *sn = sem_name_find(name, len, true);
+    struct lk_engine *eng = cl->srv->engine;
+    struct sem_name *sn = sem_name_find(eng, name, len, true);
     struct sem_taker *t = sn ? taker_find(sn, cl) : NULL;
 
     if (!sn || t)
@@ -238,12 +226,12 @@ static struct sem_taker *taker_get(struct px_client *cl, const char *name, size_
     t = calloc(1, sizeof(*t));
     if (!t) {
         if (list_empty(&sn->takers) && !list_is_linked(&sn->linger_node))
-            sem_name_free(sn);
+            sem_name_free(eng, sn);
         return NULL;
     }
     if (list_is_linked(&sn->linger_node)) {
         list_del_init(&sn->linger_node);
-        nlingering--;
+        eng->sem_nlingering--;
     }
     t->sem = sn;
     t->srv = cl->srv;
@@ -263,7 +251,7 @@ void px__sem_track_add(struct px_client *cl, const char *name, size_t len, int64
         return; /* -ENOMEM: simply not tracked */
     t->permits += n;
     t->unsure |= unsure;
-    px__sem_stats.sem_tracked += n;
+    cl->srv->engine->sem_stats.sem_tracked += n;
 }
 
 void px__sem_release_begin(struct px_client *cl, const char *name, size_t len, int64_t n,
@@ -292,7 +280,7 @@ static void release_for_others(struct sem_name *sn, const struct sem_taker *self
         next = it->next; /* taker_sub may free t, never another taker */
         if (t == self || k <= 0)
             continue;
-        px__sem_stats.sem_released_for_others += (uint64_t)taker_sub(t, k, true);
+        t->srv->engine->sem_stats.sem_released_for_others += (uint64_t)taker_sub(t, k, true);
         n -= k;
     }
 }
@@ -300,7 +288,7 @@ static void release_for_others(struct sem_name *sn, const struct sem_taker *self
 void px__sem_release_end(struct px_client *cl, const char *name, size_t len, int64_t n,
                          const struct px__sem_own *o, enum px__sem_outcome out, long long left)
 {
-    struct sem_name *sn = sem_name_find(name, len, false);
+    struct sem_name *sn = sem_name_find(cl->srv->engine, name, len, false);
     struct sem_taker *t = sn ? taker_find(sn, cl) : NULL;
 
     if (t)
@@ -432,13 +420,11 @@ static void reconcile_submit(struct px_server *srv, const struct sem_name *sn)
 
 void px_sem_on_topology(struct px_server *srv, const struct pool_topology_event *ev)
 {
-    struct hmap *m = names_map();
+    struct hmap *m = &srv->engine->sem_names;
     unsigned checked = 0;
     size_t i;
 
-    if (!m)
-        return;
-    linger_trim(sched_loop_now_ms(srv->loop));
+    linger_trim(srv->engine, sched_loop_now_ms(srv->loop));
     for (i = 0; i < m->nbuckets; i++) {
         struct hmap_node *n;
 
@@ -457,4 +443,23 @@ void px_sem_on_topology(struct px_server *srv, const struct pool_topology_event 
     if (checked)
         log_msg(LOG_LVL_INFO, "checking the permit records of %u semaphores after the change",
                 checked);
+}
+
+int px_sem_track_init(struct lk_engine *eng)
+{
+    list_init(&eng->sem_lingering);
+    eng->sem_nlingering = 0;
+    return hmap_init(&eng->sem_names, 64);
+}
+
+void px_sem_track_deinit(struct lk_engine *eng)
+{
+    struct list *n;
+
+    /* Names with takers stay with connections still open at exit (the
+     * process ends; their memory goes with it). */
+    while ((n = list_first(&eng->sem_lingering)) != NULL)
+        sem_name_free(eng, LP_CONTAINER_OF(n, struct sem_name, linger_node));
+    if (eng->sem_names.count == 0)
+        hmap_deinit(&eng->sem_names);
 }

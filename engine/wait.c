@@ -99,8 +99,7 @@
 #include "proxy/server.h"
 #include "sched/loop.h"
 
-static uint64_t waiting_count[PX_WAIT_STATS]; /* members of a set now */
-static uint64_t timeout_count[PX_WAIT_STATS]; /* waits whose WAIT ran out */
+_Static_assert(PX_WAIT_STATS == LK_WAIT_STATS, "engine.h's LK_WAIT_STATS follows wait.h");
 
 static void wait_try(struct px_wait_op *op);
 
@@ -124,14 +123,14 @@ void px_wait_reply_upstream(struct px_req *req, int err)
     px_reply_error(px_req_out(req), "ERR out of memory");
 }
 
-uint64_t px_wait_waiting(enum px_wait_stat stat)
+uint64_t px_wait_waiting(const struct px_server *srv, enum px_wait_stat stat)
 {
-    return waiting_count[stat];
+    return srv->engine->stats.waiting[stat];
 }
 
-uint64_t px_wait_timeouts(enum px_wait_stat stat)
+uint64_t px_wait_timeouts(const struct px_server *srv, enum px_wait_stat stat)
 {
-    return timeout_count[stat];
+    return srv->engine->stats.wait_timeouts[stat];
 }
 
 bool px_wait_may_wait(const struct px_wait_op *op)
@@ -166,7 +165,7 @@ static void wait_finish(struct px_wait_op *op, bool granted)
     sched_loop_timer_del(op->srv->loop, &op->timer);
     if (op->set) {
         px_waitset_leave_passing_on(op->set, &op->member, granted);
-        waiting_count[op->kind->stat]--;
+        op->srv->engine->stats.waiting[op->kind->stat]--;
     }
     list_del_init(&op->client_node);
     if (!granted && op->kind->give_up)
@@ -186,9 +185,9 @@ static void wait_fail(struct px_wait_op *op, int err)
 static void wait_timeout(struct px_wait_op *op)
 {
     if (op->deadline != 0) {
-        timeout_count[op->kind->stat]++;
+        op->srv->engine->stats.wait_timeouts[op->kind->stat]++;
         if (op->kind->stat == PX_WAIT_STAT_LOCK)
-            op->srv->stats.timeouts++;
+            op->srv->engine->stats.timeouts++;
     }
     px_reply_null(px_req_out(op->req), op->req->cl->proto);
     wait_finish(op, false);
@@ -249,7 +248,7 @@ static bool wait_join(struct px_wait_op *op, const char *chan, size_t chlen)
     op->set = px_waitset_join(op->srv, chan, chlen, &op->member, op->kind->wake);
     if (!op->set)
         return false;
-    waiting_count[op->kind->stat]++;
+    op->srv->engine->stats.waiting[op->kind->stat]++;
     return true;
 }
 
@@ -275,7 +274,7 @@ static void wait_follow_channel(struct px_wait_op *op)
     if (chlen == op->set->chlen && memcmp(chan, op->set->channel, chlen) == 0)
         return;
     px_waitset_leave_passing_on(op->set, &op->member, false);
-    waiting_count[op->kind->stat]--;
+    op->srv->engine->stats.waiting[op->kind->stat]--;
     op->set = NULL;
 }
 
@@ -335,11 +334,10 @@ static uint64_t wait_age(const struct px_wait_op *op)
 
 static void wait_log_late(struct px_wait_op *op, uint64_t age)
 {
-    static struct px_ratelog rl;
     const struct px_arg *name = &op->req->argv[1];
     uint64_t quiet;
 
-    if (!px_ratelog_allow(&rl, now_ms(op), &quiet))
+    if (!px_ratelog_allow(&op->srv->engine->late_log, now_ms(op), &quiet))
         return;
     log_msg(LOG_LVL_WARN,
             "late grant refused: %s '%.*s' was granted %llu ms after the request was sent, "
@@ -371,7 +369,7 @@ static uint64_t wait_backoff_ms(unsigned n)
  * unconfirmed outcome. */
 static void wait_late(struct px_wait_op *op, uint64_t age)
 {
-    op->srv->stats.late_grants++;
+    op->srv->engine->stats.late_grants++;
     wait_log_late(op, age);
     op->kind->undo(op, PX_UNDO_LATE);
     op->late_age = age;
@@ -386,11 +384,10 @@ static void wait_late(struct px_wait_op *op, uint64_t age)
 
 static void wait_log_unreplicated(struct px_wait_op *op, int acked)
 {
-    static struct px_ratelog rl;
     const struct px_arg *name = &op->req->argv[1];
     uint64_t quiet;
 
-    if (!px_ratelog_allow(&rl, now_ms(op), &quiet))
+    if (!px_ratelog_allow(&op->srv->engine->unrepl_log, now_ms(op), &quiet))
         return;
     log_msg(LOG_LVL_WARN,
             "grant refused: %s '%.*s' reached %d of %u replicas within %u ms; undone "
@@ -403,7 +400,7 @@ static void wait_log_unreplicated(struct px_wait_op *op, int acked)
  * and say so. */
 static void wait_unreplicated(struct px_wait_op *op, int acked)
 {
-    op->srv->stats.sync_refused++;
+    op->srv->engine->stats.sync_refused++;
     wait_log_unreplicated(op, acked);
     if (op->kind->undo)
         op->kind->undo(op, PX_UNDO_UNREPLICATED);
@@ -455,7 +452,7 @@ void px_wait_on_reply(void *arg, const redisReply *r, int err)
         op->kind->attempt_done(op);
     if (err < 0) {
         if (op->kind->undo) {
-            op->srv->stats.unknown_acqs++;
+            op->srv->engine->stats.unknown_acqs++;
             op->kind->undo(op, PX_UNDO_UNKNOWN);
         }
         wait_fail(op, err);
@@ -542,7 +539,7 @@ void px_wait_start(struct px_wait_op *op)
 {
     op->req->op = op;
     list_add_tail(&op->req->cl->locks.waits, &op->client_node);
-    if (op->deadline != 0 && op->srv->locks.count > 0 && wait_queue_behind(op))
+    if (op->deadline != 0 && op->srv->engine->locks.count > 0 && wait_queue_behind(op))
         return;
     wait_try(op);
 }

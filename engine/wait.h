@@ -203,8 +203,8 @@ void px_wait_grant_begin(struct px_wait_op *op, uint64_t sent_ms);
 void px_wait_client_gone(struct px_client *cl);
 
 /* Waits in progress and waits whose WAIT ran out, per family. */
-uint64_t px_wait_waiting(enum px_wait_stat stat);
-uint64_t px_wait_timeouts(enum px_wait_stat stat);
+uint64_t px_wait_waiting(const struct px_server *srv, enum px_wait_stat stat);
+uint64_t px_wait_timeouts(const struct px_server *srv, enum px_wait_stat stat);
 
 /* Replies for a failed upstream request (err < 0): as
  * px_args_reply_upstream(), but -ENOMEM is "-ERR out of memory". */

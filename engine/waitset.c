@@ -11,8 +11,6 @@
 #include "proxy/server.h"
 #include "sched/loop.h"
 
-static uint64_t set_next_gen; /* last px_waitset.gen handed out */
-
 static void member_on_wake(struct sched_waiter *sw)
 {
     struct px_waitset_member *m = LP_CONTAINER_OF(sw, struct px_waitset_member, sleep);
@@ -79,7 +77,7 @@ static void set_on_sub(struct pool_sub *s, enum pool_sub_event ev, const char *m
         set_on_ready(set);
         break;
     case POOL_SUB_MESSAGE:
-        set->srv->stats.wakeups++;
+        set->srv->engine->stats.wakeups++;
         if (len == 1 && msg[0] == '1')
             set_wake_readers_and_a_writer(set);
         else
@@ -108,7 +106,7 @@ static void set_on_sub_count(struct pool_sub *s, enum pool_sub_event ev, const c
     if (ev != POOL_SUB_MESSAGE)
         return set_on_sub(s, ev, msg, len);
     set->events++;
-    set->srv->stats.wakeups++;
+    set->srv->engine->stats.wakeups++;
     if (util_parse_i64(msg, len, &n) < 0)
         n = 1;
     if (n > 0)
@@ -123,7 +121,7 @@ static void set_on_sub_all(struct pool_sub *s, enum pool_sub_event ev, const cha
     if (ev != POOL_SUB_MESSAGE)
         return set_on_sub(s, ev, msg, len);
     set->events++;
-    set->srv->stats.wakeups++;
+    set->srv->engine->stats.wakeups++;
     sched_sem_release(&set->sem, set->nmembers);
 }
 
@@ -134,7 +132,7 @@ static void set_free(struct px_waitset *set)
     sched_loop_timer_del(srv->loop, &set->linger);
     if (set->subscribed)
         pool_sub_stop(srv->pool, &set->sub);
-    hmap_remove(&srv->locks, &set->node);
+    hmap_remove(&srv->engine->locks, &set->node);
     free(set);
 }
 
@@ -150,7 +148,7 @@ static struct px_waitset *set_find(struct px_server *srv, const char *ch, size_t
 {
     struct hmap_node *n;
 
-    for (n = hmap_first(&srv->locks, hash); n; n = hmap_next(n)) {
+    for (n = hmap_first(&srv->engine->locks, hash); n; n = hmap_next(n)) {
         struct px_waitset *set = LP_CONTAINER_OF(n, struct px_waitset, node);
 
         if (set->chlen == len && memcmp(set->channel, ch, len) == 0)
@@ -167,13 +165,13 @@ static struct px_waitset *set_create(struct px_server *srv, const char *ch, size
     if (!set)
         return NULL;
     set->srv = srv;
-    set->gen = ++set_next_gen;
+    set->gen = ++srv->engine->set_next_gen;
     set->chlen = len;
     memcpy(set->channel, ch, len);
     list_init(&set->members);
     sched_sem_init(&set->sem, 0, 0);
     sched_timer_init(&set->linger, set_on_linger);
-    hmap_insert(&srv->locks, &set->node, hash);
+    hmap_insert(&srv->engine->locks, &set->node, hash);
     set->sub.cb = cb;
     if (pool_sub_start(srv->pool, &set->sub, ch, len, cb) == 0)
         set->subscribed = true;
@@ -198,7 +196,7 @@ struct px_waitset *px_waitset_join(struct px_server *srv, const char *channel, s
     list_add_tail(&set->members, &m->node);
     set->nmembers++;
     set->sem.max_permits = set->nmembers;
-    srv->nwaiters++;
+    srv->engine->nwaiters++;
     return set;
 }
 
@@ -209,7 +207,7 @@ void px_waitset_leave(struct px_waitset *set, struct px_waitset_member *m)
     sched_sem_cancel(&set->sem, &m->sleep);
     list_del_init(&m->node);
     set->nmembers--;
-    srv->nwaiters--;
+    srv->engine->nwaiters--;
     set->sem.max_permits = set->nmembers;
     if (set->sem.permits > set->nmembers)
         set->sem.permits = set->nmembers;
@@ -219,7 +217,7 @@ void px_waitset_leave(struct px_waitset *set, struct px_waitset_member *m)
 
 struct px_waitset *px_waitset_find(struct px_server *srv, const char *channel, size_t chlen)
 {
-    if (srv->locks.count == 0)
+    if (srv->engine->locks.count == 0)
         return NULL;
     return set_find(srv, channel, chlen, hash_bytes(channel, chlen));
 }
@@ -268,16 +266,16 @@ bool px_waitset_is_queued(const struct px_waitset_member *m)
 
 int px_waitset_init(struct px_server *srv)
 {
-    return hmap_init(&srv->locks, 256);
+    return hmap_init(&srv->engine->locks, 256);
 }
 
 void px_waitset_deinit(struct px_server *srv)
 {
     size_t i;
 
-    for (i = 0; i < srv->locks.nbuckets; i++) {
-        while (srv->locks.buckets[i])
-            set_free(LP_CONTAINER_OF(srv->locks.buckets[i], struct px_waitset, node));
+    for (i = 0; i < srv->engine->locks.nbuckets; i++) {
+        while (srv->engine->locks.buckets[i])
+            set_free(LP_CONTAINER_OF(srv->engine->locks.buckets[i], struct px_waitset, node));
     }
-    hmap_deinit(&srv->locks);
+    hmap_deinit(&srv->engine->locks);
 }

@@ -58,7 +58,7 @@ struct px_waitset_member {
 };
 
 struct px_waitset {
-    struct hmap_node node;     /* in srv->locks, by channel */
+    struct hmap_node node;     /* in srv->engine->locks, by channel */
     struct px_server *srv;     /* borrowed */
     struct pool_sub sub;       /* the upstream subscription */
     struct sched_sem sem;      /* wake-ups */

@@ -7,7 +7,7 @@
  * last renewal), never from its reply: a watchdog hold renews when a third
  * of its lease has passed since then, a fixed lease hold becomes a
  * tombstone at its end, and a tombstone is dropped after
- * PX_HOLD_TOMBSTONE_MS. A due renewal queues the hold on srv->renew_due;
+ * PX_HOLD_TOMBSTONE_MS. A due renewal queues the hold on srv->engine->renew_due;
  * the per-iteration hook turns the queue into scripts of up to
  * PX_RENEW_BATCH keys (one EVALSHA each), one batch per (script, cluster
  * slot): plain, fair and write locks share the renew script, read locks
@@ -80,7 +80,7 @@ void px_watchdog_on_timer(struct sched_timer *t)
     } else if (h->state == PX_HOLD_HELD && !h->watchdog) {
         px_hold_mark_lost(h); /* a fixed lease ran out */
     } else if (h->state == PX_HOLD_HELD && !list_is_linked(&h->due_node)) {
-        list_add_tail(&h->srv->renew_due, &h->due_node);
+        list_add_tail(&h->srv->engine->renew_due, &h->due_node);
     }
 }
 
@@ -106,19 +106,19 @@ static void verify_later(struct px_hold *h)
 {
     struct px_server *srv = h->srv;
 
-    list_add_tail(&srv->verify_retry, &h->due_node);
-    if (!sched_timer_is_pending(&srv->verify_timer))
-        sched_loop_timer_in(srv->loop, &srv->verify_timer, VERIFY_RETRY_MS);
+    list_add_tail(&srv->engine->verify_retry, &h->due_node);
+    if (!sched_timer_is_pending(&srv->engine->verify_timer))
+        sched_loop_timer_in(srv->loop, &srv->engine->verify_timer, VERIFY_RETRY_MS);
 }
 
 static void verify_on_timer(struct sched_timer *t)
 {
-    struct px_server *srv = LP_CONTAINER_OF(t, struct px_server, verify_timer);
+    struct px_server *srv = LP_CONTAINER_OF(t, struct lk_engine, verify_timer)->srv;
     struct list *n;
 
-    while ((n = list_first(&srv->verify_retry)) != NULL) {
+    while ((n = list_first(&srv->engine->verify_retry)) != NULL) {
         list_del_init(n);
-        list_add_tail(&srv->renew_due, n);
+        list_add_tail(&srv->engine->renew_due, n);
     }
 }
 
@@ -147,7 +147,7 @@ static void batch_lost(struct renew_batch *b, unsigned i)
     struct px_hold *h = b->holds[i];
 
     if (b->verifying[i]) {
-        b->srv->stats.topology_leases_lost++;
+        b->srv->engine->stats.topology_leases_lost++;
         log_msg(LOG_LVL_WARN,
                 "lease lost: %s '%.*s' owner %.*s is not held on its master after a "
                 "topology change (failover or migration)",
@@ -182,7 +182,7 @@ static void batch_apply(struct renew_batch *b, const redisReply *r)
         }
         if (!batch_renews(b))
             continue; /* still held; its fixed lease runs on */
-        b->srv->stats.renewals++;
+        b->srv->engine->stats.renewals++;
         h->expires_ms = b->sent_ms + h->lease_ms;
         px_hold_arm(h);
     }
@@ -223,7 +223,7 @@ static void batch_send(struct renew_batch *b)
         lens[b->n + 1 + i] = b->holds[i]->olen;
     }
     if (batch_renews(b))
-        b->srv->stats.renew_batches++;
+        b->srv->engine->stats.renew_batches++;
     b->sent_ms = sched_loop_now_ms(b->srv->loop);
     rc = px_script_eval(b->srv, (uint64_t)b->slot, b->script, (int)b->n, (int)(2 * b->n + 1), argv,
                         lens, batch_on_reply, b);
@@ -280,7 +280,7 @@ static void renew_send_due(struct px_server *srv)
     struct list *n;
     unsigned i;
 
-    while ((n = list_first(&srv->renew_due)) != NULL) {
+    while ((n = list_first(&srv->engine->renew_due)) != NULL) {
         struct px_hold *h = LP_CONTAINER_OF(n, struct px_hold, due_node);
         int at = batch_find(srv, open, hold_script(h), hold_slot(srv, h));
         struct renew_batch *b;
@@ -308,9 +308,9 @@ static void renew_send_due(struct px_server *srv)
  * before setting anything up. */
 static void renew_hook(struct sched_hook *hook)
 {
-    struct px_server *srv = LP_CONTAINER_OF(hook, struct px_server, renew_hook);
+    struct px_server *srv = LP_CONTAINER_OF(hook, struct lk_engine, renew_hook)->srv;
 
-    if (!list_empty(&srv->renew_due))
+    if (!list_empty(&srv->engine->renew_due))
         renew_send_due(srv);
 }
 
@@ -321,10 +321,10 @@ void px_watchdog_topology(struct px_server *srv, const struct pool_topology_even
     unsigned queued = 0;
     size_t i;
 
-    for (i = 0; i < srv->holds.nbuckets; i++) {
+    for (i = 0; i < srv->engine->holds.nbuckets; i++) {
         struct hmap_node *n;
 
-        for (n = srv->holds.buckets[i]; n; n = n->next) {
+        for (n = srv->engine->holds.buckets[i]; n; n = n->next) {
             struct px_hold *h = LP_CONTAINER_OF(n, struct px_hold, node);
 
             if (h->state != PX_HOLD_HELD ||
@@ -333,10 +333,10 @@ void px_watchdog_topology(struct px_server *srv, const struct pool_topology_even
             h->verify = true;
             queued++;
             if (!list_is_linked(&h->due_node))
-                list_add_tail(&srv->renew_due, &h->due_node);
+                list_add_tail(&srv->engine->renew_due, &h->due_node);
         }
     }
-    srv->stats.topology_verified += queued;
+    srv->engine->stats.topology_verified += queued;
     log_msg(LOG_LVL_INFO,
             "upstream topology changed: %u slots moved (%u masters, %u slots served); "
             "checking %u holds of those slots",
@@ -349,7 +349,7 @@ void px_locks_on_topology(void *arg, const struct pool_topology_event *ev)
 
     if (ev->initial || ev->nchanged == 0)
         return; /* the first map: nothing was held before it */
-    srv->stats.topology_changes++;
+    srv->engine->stats.topology_changes++;
     px_watchdog_topology(srv, ev);
     px_replay_topology(srv, ev);
     px_sem_on_topology(srv, ev);
@@ -357,16 +357,16 @@ void px_locks_on_topology(void *arg, const struct pool_topology_event *ev)
 
 int px_watchdog_init(struct px_server *srv)
 {
-    list_init(&srv->renew_due);
-    list_init(&srv->verify_retry);
-    sched_timer_init(&srv->verify_timer, verify_on_timer);
-    srv->renew_hook.fn = renew_hook;
-    sched_loop_hook_add(srv->loop, &srv->renew_hook);
+    list_init(&srv->engine->renew_due);
+    list_init(&srv->engine->verify_retry);
+    sched_timer_init(&srv->engine->verify_timer, verify_on_timer);
+    srv->engine->renew_hook.fn = renew_hook;
+    sched_loop_hook_add(srv->loop, &srv->engine->renew_hook);
     return 0;
 }
 
 void px_watchdog_deinit(struct px_server *srv)
 {
-    sched_loop_timer_del(srv->loop, &srv->verify_timer);
-    sched_loop_hook_del(srv->loop, &srv->renew_hook);
+    sched_loop_timer_del(srv->loop, &srv->engine->verify_timer);
+    sched_loop_hook_del(srv->loop, &srv->engine->renew_hook);
 }

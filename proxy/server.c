@@ -248,7 +248,7 @@ static int server_pool(struct px_server *srv)
     po.batch_max = srv->opts.script_batch;
     po.request_timeout_ms = srv->opts.upstream_timeout_ms;
     server_pool_cluster(srv, &po);
-    nscripts = px_scripts_build(&scripts);
+    nscripts = px_scripts_build(srv->engine, &scripts);
     rc = pool_create(&srv->pool, srv->loop, &po, scripts, nscripts);
     if (rc < 0)
         return rc;
@@ -280,6 +280,9 @@ int px_server_create(struct px_server **out, const struct px_opts *opts)
     srv->opts = *opts;
     srv->opts.auth = opts->auth ? px_auth_get(opts->auth) : NULL;
     list_init(&srv->clients);
+    srv->engine = px_engine_alloc(srv);
+    if (!srv->engine)
+        goto err_free;
     px_server_fit_nofile(opts->max_clients);
     rc = util_uuid4(srv->uuid);
     if (rc < 0)
@@ -311,6 +314,7 @@ err_loop:
     sched_loop_destroy(srv->loop);
 err_free:
     px_auth_put(srv->opts.auth);
+    px_engine_free(srv->engine);
     free(srv);
     return rc;
 }
@@ -426,5 +430,6 @@ void px_server_destroy(struct px_server *srv)
     }
     px_tls_release(&srv->tls.cur);
     px_auth_put(srv->opts.auth);
+    px_engine_free(srv->engine);
     free(srv);
 }

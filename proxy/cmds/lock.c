@@ -382,7 +382,7 @@ static void lockop_granted(struct px_wait_op *w)
     struct px__lockop *op = lockop_of(w);
     struct px_req *req = w->req;
 
-    w->srv->stats.acquired++;
+    w->srv->engine->stats.acquired++;
     px_metrics_observe_wait(w->srv, req);
     px_hold_granted(op->hold, op->kind->hold, req->cl, (uint64_t)op->count, op->acq.lease_ms,
                     op->watchdog, w->sent_ms);

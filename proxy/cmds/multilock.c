@@ -313,7 +313,7 @@ static void multi_granted(struct px_wait_op *w)
     struct px_req *req = w->req;
     unsigned i;
 
-    w->srv->stats.acquired++;
+    w->srv->engine->stats.acquired++;
     px_metrics_observe_wait(w->srv, req);
     for (i = 0; i < op->n; i++)
         px_hold_granted(op->names[i].hold, &px_hold_plain, req->cl, (uint64_t)op->names[i].count,

@@ -84,7 +84,7 @@ static void unlock_apply(struct multiunlock *u, struct multi_name *m, long long 
     struct px_server *srv = u->req->cl->srv;
 
     if (res == 1) {
-        srv->stats.released++;
+        srv->engine->stats.released++;
         if (m->hold)
             px_hold_released(m->hold);
         m->result = 1;

@@ -37,19 +37,6 @@
 
 /* ---- permit tracking ------------------------------------------------------ */
 
-static struct hmap held_map_storage; /* struct psem_held by (name, permit id) */
-static bool held_map_ready;
-
-static struct hmap *held_map(void)
-{
-    if (!held_map_ready) {
-        if (hmap_init(&held_map_storage, 64) < 0)
-            return NULL;
-        held_map_ready = true;
-    }
-    return &held_map_storage;
-}
-
 static void psem_send_return(struct px_server *srv, const char *name, size_t len,
                              const unsigned char *id, uint64_t until, bool rollback)
 {
@@ -57,7 +44,7 @@ static void psem_send_return(struct px_server *srv, const char *name, size_t len
 }
 
 struct psem_held {
-    struct hmap_node node;             /* in held_map(), by (name, id) */
+    struct hmap_node node;             /* in engine->psem_held, by (name, id) */
     struct px_claim claim;             /* in cl->locks.claims: return the permit on close */
     struct sched_timer lease_end;      /* leased permit: forget it once expired */
     struct px_server *srv;             /* borrowed */
@@ -72,10 +59,10 @@ static uint64_t psem_held_hash(const char *name, size_t len, const unsigned char
     return hash_bytes(name, len) ^ hash_bytes(id, PX__PSEM_ID_LEN);
 }
 
-static struct psem_held *psem_held_find(const char *name, size_t len, const unsigned char *id)
+static struct psem_held *psem_held_find(struct px_server *srv, const char *name, size_t len,
+                                        const unsigned char *id)
 {
-    struct hmap *m = held_map();
-    struct hmap_node *n = m ? hmap_first(m, psem_held_hash(name, len, id)) : NULL;
+    struct hmap_node *n = hmap_first(&srv->engine->psem_held, psem_held_hash(name, len, id));
 
     for (; n; n = hmap_next(n)) {
         struct psem_held *h = LP_CONTAINER_OF(n, struct psem_held, node);
@@ -89,9 +76,9 @@ static struct psem_held *psem_held_find(const char *name, size_t len, const unsi
 
 static void psem_held_free(struct psem_held *h)
 {
-    px__sem_stats.psem_tracked--;
+    h->srv->engine->sem_stats.psem_tracked--;
     sched_loop_timer_del(h->srv->loop, &h->lease_end);
-    hmap_remove(held_map(), &h->node);
+    hmap_remove(&h->srv->engine->psem_held, &h->node);
     list_del_init(&h->claim.node);
     free(h);
 }
@@ -116,7 +103,7 @@ static void psem_held_add(struct px_client *cl, const char *name, size_t len,
                           const unsigned char *id, uint64_t until)
 {
     uint64_t now = sched_loop_now_ms(cl->srv->loop);
-    struct psem_held *h = held_map() ? calloc(1, sizeof(*h) + len + 1) : NULL;
+    struct psem_held *h = calloc(1, sizeof(*h) + len + 1);
 
     if (!h)
         return;
@@ -129,9 +116,9 @@ static void psem_held_add(struct px_client *cl, const char *name, size_t len,
     sched_timer_init(&h->lease_end, psem_held_on_lease_end);
     if (until != PX_JOB_NO_END)
         sched_loop_timer_in(cl->srv->loop, &h->lease_end, until > now ? until - now : 0);
-    hmap_insert(held_map(), &h->node, psem_held_hash(name, len, id));
+    hmap_insert(&cl->srv->engine->psem_held, &h->node, psem_held_hash(name, len, id));
     list_add_tail(&cl->locks.claims, &h->claim.node);
-    px__sem_stats.psem_tracked++;
+    cl->srv->engine->sem_stats.psem_tracked++;
 }
 
 /* ---- permit ids ---- */
@@ -247,7 +234,7 @@ static enum px_wait_res psemop_reply(struct px_wait_op *w, const redisReply *r, 
         return PX_WAIT_FINISHED;
     }
     if (status == 1) {
-        px__sem_stats.psem_acquired++;
+        w->srv->engine->sem_stats.psem_acquired++;
         return PX_WAIT_GRANTED;
     }
     /* A leased permit frees up at its expiry: nobody publishes then. */
@@ -393,7 +380,7 @@ void px__psem_cmd_release(struct px_req *req)
         px_args_reply_bad(req, "permit id", "32 hex characters", &req->argv[2]);
         return px_req_done(req);
     }
-    h = psem_held_find(name->p, name->len, id);
+    h = psem_held_find(req->cl->srv, name->p, name->len, id);
     if (h)
         psem_held_free(h);
     psem_now(now, sizeof(now), &nlen);

@@ -311,7 +311,7 @@ static void rl_granted(struct px_wait_op *w)
         h->claimed = true;
     }
     px__rl_hold_arm(h);
-    w->srv->stats.acquired++;
+    w->srv->engine->stats.acquired++;
     px_metrics_observe_wait(w->srv, req);
     px_reply_int(px_req_out(req), (int64_t)validity);
 }
@@ -361,7 +361,7 @@ static size_t rl_owner(struct px_req *req, char *out)
 
 static bool rl_configured(struct px_req *req)
 {
-    if (req->cl->srv->redlock)
+    if (req->cl->srv->engine->redlock)
         return true;
     px_reply_error(px_req_out(req),
                    "ERR %.*s needs --redlock-upstream (3 or more independent masters)",
@@ -388,7 +388,7 @@ static void rl_cmd_lock(struct px_req *req)
         px_reply_error(px_req_out(req), "ERR out of memory");
         return px_req_done(req);
     }
-    op->rl = srv->redlock;
+    op->rl = srv->engine->redlock;
     op->name = a.name->p;
     op->nlen = a.name->len;
     op->olen = rl_owner(req, op->owner);
@@ -428,7 +428,7 @@ static void rl_unlock_reply(struct rl_unlock *u)
         if (h->count > 0)
             h->count--;
         if (h->count == 0 || u->released >= rl->majority) {
-            req->cl->srv->stats.released++;
+            req->cl->srv->engine->stats.released++;
             px__rl_settle(rl, h->key, h->nlen, h->owner, h->olen, 0, u->still_mask | u->lost_mask,
                           h->lease_ms);
             px__rl_hold_remove(h);
@@ -441,7 +441,7 @@ static void rl_unlock_reply(struct rl_unlock *u)
         return;
     }
     if (u->released + u->still + u->not_held >= rl->majority) {
-        req->cl->srv->stats.leases_lost++;
+        req->cl->srv->engine->stats.leases_lost++;
         px__rl_settle(rl, h->key, h->nlen, h->owner, h->olen, 0, u->still_mask | u->lost_mask,
                       h->lease_ms);
         px__rl_hold_remove(h);
@@ -501,7 +501,7 @@ static void rl_cmd_unlock(struct px_req *req)
     if (!rl_configured(req) || px__lock_parse_args(req, 0, &a) < 0)
         return px_req_done(req);
     olen = rl_owner(req, owner);
-    h = px__rl_hold_find(srv->redlock, name->p, name->len, owner, olen);
+    h = px__rl_hold_find(srv->engine->redlock, name->p, name->len, owner, olen);
     if (!h || h->state == RL_LOST) {
         if (h)
             px__rl_hold_remove(h);
@@ -529,12 +529,12 @@ static void rl_cmd_unlock(struct px_req *req)
 
         lens[1] = px__rl_lock_channel(name->p, name->len, chan, sizeof(chan));
         lens[2] = util_u64_to_str(h->lease_ms, lease);
-        for (i = 0; i < srv->redlock->n; i++) {
+        for (i = 0; i < srv->engine->redlock->n; i++) {
             u->calls[i].ctx = u;
             u->calls[i].i = i;
             u->pending++;
-            if (px__rl_giveback_before(srv->redlock, name->p, name->len, owner, olen, i) &&
-                px__rl_eval(srv->redlock, i, px_route_hint(name->p, name->len),
+            if (px__rl_giveback_before(srv->engine->redlock, name->p, name->len, owner, olen, i) &&
+                px__rl_eval(srv->engine->redlock, i, px_route_hint(name->p, name->len),
                             px__lock_script(PX__LK_UNLOCK), 2, 5, argv, lens, rl_on_unlock,
                             &u->calls[i]) == 0) {
                 sent++;

@@ -153,20 +153,8 @@ void px__sem_release_begin(struct px_client *cl, const char *name, size_t len, i
 void px__sem_release_end(struct px_client *cl, const char *name, size_t len, int64_t n,
                          const struct px__sem_own *o, enum px__sem_outcome out, long long left);
 
-/* Figures for INFO "sync". */
-struct px__sem_stats {
-    uint64_t sem_acquired;            /* permits taken by SEM.(TRY)ACQUIRE */
-    uint64_t sem_returned;            /* permits returned for closed connections */
-    int64_t sem_tracked;              /* permits tracked for connections now */
-    uint64_t sem_unknown;             /* SEM.ACQUIREs whose outcome is unknown (not rolled back) */
-    uint64_t sem_released_for_others; /* tracked permits given back by another connection */
-    uint64_t sem_lost;                /* tracked permits the master no longer recorded */
-    uint64_t sem_restored;            /* recorded permits of closed connections, given back */
-    uint64_t psem_acquired;           /* permits taken by PSEM.(TRY)ACQUIRE */
-    uint64_t psem_returned;           /* permits returned for closed connections */
-    int64_t psem_tracked;             /* permit ids tracked for connections now */
-};
-extern struct px__sem_stats px__sem_stats;
+/* Figures for INFO "sync": struct px__sem_stats, srv->engine->sem_stats
+ * (engine/engine.h). */
 
 /* SEM.* handlers (sem.c). */
 void px__sem_cmd_trysetpermits(struct px_req *req);

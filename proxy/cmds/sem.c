@@ -85,12 +85,12 @@ struct sem_rel {
 
 static void release_lost_reply(struct px_req *req, long long lost, long long count)
 {
-    static struct px_ratelog rl;
     const struct px_arg *name = &req->argv[1];
     uint64_t quiet;
 
-    px__sem_stats.sem_lost += (uint64_t)lost;
-    if (px_ratelog_allow(&rl, sched_loop_now_ms(req->cl->srv->loop), &quiet))
+    req->cl->srv->engine->sem_stats.sem_lost += (uint64_t)lost;
+    if (px_ratelog_allow(&req->cl->srv->engine->sem_lost_log, sched_loop_now_ms(req->cl->srv->loop),
+                         &quiet))
         log_msg(LOG_LVL_WARN,
                 "%lld permits of '%.*s' connection %llu held were not recorded by Redis (a "
                 "failover or a restart lost them); told at its SEM.RELEASE (%llu similar not "
@@ -235,7 +235,7 @@ static enum px_wait_res semop_reply(struct px_wait_op *w, const redisReply *r, u
         return PX_WAIT_FINISHED;
     }
     if (status == 1)
-        px__sem_stats.sem_acquired += (uint64_t)semop_of(w)->permits;
+        w->srv->engine->sem_stats.sem_acquired += (uint64_t)semop_of(w)->permits;
     return status == 1 ? PX_WAIT_GRANTED : PX_WAIT_CONTENDED;
 }
 
@@ -261,7 +261,6 @@ static void semop_granted(struct px_wait_op *w)
  * logged. */
 static void semop_undo(struct px_wait_op *w, enum px_undo_why why)
 {
-    static struct px_ratelog rl;
     struct semop *s = semop_of(w);
     const struct px_arg *name = &w->req->argv[1];
     uint64_t quiet;
@@ -270,12 +269,12 @@ static void semop_undo(struct px_wait_op *w, enum px_undo_why why)
         px__sem_return_taken(w->srv, name->p, name->len, s->conn, 0, 0);
     if (why != PX_UNDO_UNKNOWN && why != PX_UNDO_UNREPLICATED)
         return;
-    px__sem_stats.sem_unknown++;
+    w->srv->engine->sem_stats.sem_unknown++;
     if (!s->keep && w->req->cl->closing)
         px__sem_return_taken(w->srv, name->p, name->len, s->conn, 0, 0);
     else if (!s->keep)
         px__sem_track_add(w->req->cl, name->p, name->len, 0, true);
-    if (px_ratelog_allow(&rl, sched_loop_now_ms(w->srv->loop), &quiet))
+    if (px_ratelog_allow(&w->srv->engine->sem_unknown_log, sched_loop_now_ms(w->srv->loop), &quiet))
         log_msg(LOG_LVL_WARN,
                 "SEM.ACQUIRE of %lld permits of '%.*s': %s; if Redis applied it, the permits "
                 "stay taken until released or (not KEEP) the connection closes (%llu similar "

@@ -36,8 +36,6 @@
 
 #define SEM_CHANNEL_PREFIX "redisson_sc:"
 
-struct px__sem_stats px__sem_stats;
-
 /* ---- scripts ---------------------------------------------------------------- */
 
 static const struct px_lua *const sem_scripts[PX__SEM_NSCRIPTS] = {
@@ -147,17 +145,17 @@ static void return_done(struct px_job *j, const redisReply *r)
         log_msg(LOG_LVL_WARN, "returning permits of '%.*s' failed: %.*s",
                 (int)LP_MIN(t->nlen, 200u), t->name, (int)LP_MIN(r->len, 200u), r->str);
     else if (t->psem && r->type == REDIS_REPLY_INTEGER && r->integer >= 0 && t->rollback)
-        j->srv->stats.rolled_back++;
+        j->srv->engine->stats.rolled_back++;
     else if (t->psem && r->type == REDIS_REPLY_INTEGER && r->integer >= 0)
-        px__sem_stats.psem_returned++;
+        j->srv->engine->sem_stats.psem_returned++;
     else if (!t->psem && px__sem_triple_reply(r, v) && v[0] == 1 && v[2] > 0 && t->exact > 0) {
-        px__sem_stats.sem_restored += (uint64_t)v[2];
+        j->srv->engine->sem_stats.sem_restored += (uint64_t)v[2];
         log_msg(LOG_LVL_WARN,
                 "gave back %lld permits of '%.*s' the new master recorded for connection %llu, "
                 "closed (a release or a return the topology change lost)",
                 v[2], (int)LP_MIN(t->nlen, 200u), t->name, (unsigned long long)t->conn);
     } else if (!t->psem && px__sem_triple_reply(r, v) && v[0] == 1 && v[2] > 0)
-        px__sem_stats.sem_returned += (uint64_t)v[2];
+        j->srv->engine->sem_stats.sem_returned += (uint64_t)v[2];
     free(t);
 }
 
@@ -353,30 +351,30 @@ const struct px_cmd_set px_sem_cmd_set = {sem_cmds, LP_ARRAY_SIZE(sem_cmds)};
 
 void px_sync_info(struct px_server *srv, struct buf *o)
 {
-    const struct px__sem_stats *s = &px__sem_stats;
+    const struct px__sem_stats *s = &srv->engine->sem_stats;
 
     buf_appendf(o,
                 "# Sync\r\nsem_waiters:%llu\r\nsem_acquired:%llu\r\nsem_wait_timeouts:%llu\r\n"
                 "sem_permits_tracked:%lld\r\nsem_permits_returned:%llu\r\n"
                 "sem_unknown_outcomes:%llu\r\nsem_permits_released_for_others:%llu\r\n"
                 "sem_permits_lost:%llu\r\nsem_permits_restored:%llu\r\n",
-                (unsigned long long)px_wait_waiting(PX_WAIT_STAT_SEM),
+                (unsigned long long)px_wait_waiting(srv, PX_WAIT_STAT_SEM),
                 (unsigned long long)s->sem_acquired,
-                (unsigned long long)px_wait_timeouts(PX_WAIT_STAT_SEM), (long long)s->sem_tracked,
-                (unsigned long long)s->sem_returned, (unsigned long long)s->sem_unknown,
-                (unsigned long long)s->sem_released_for_others, (unsigned long long)s->sem_lost,
-                (unsigned long long)s->sem_restored);
+                (unsigned long long)px_wait_timeouts(srv, PX_WAIT_STAT_SEM),
+                (long long)s->sem_tracked, (unsigned long long)s->sem_returned,
+                (unsigned long long)s->sem_unknown, (unsigned long long)s->sem_released_for_others,
+                (unsigned long long)s->sem_lost, (unsigned long long)s->sem_restored);
     buf_appendf(o, "sem_dead_proxy_permits_returned:%llu\r\nsem_reaped_self:%llu\r\n",
-                (unsigned long long)srv->sem_reap.permits_returned,
-                (unsigned long long)srv->sem_reap.reaped_self);
+                (unsigned long long)srv->engine->sem_reap.permits_returned,
+                (unsigned long long)srv->engine->sem_reap.reaped_self);
     buf_appendf(o,
                 "psem_waiters:%llu\r\npsem_acquired:%llu\r\npsem_wait_timeouts:%llu\r\n"
                 "psem_permits_tracked:%lld\r\npsem_permits_returned:%llu\r\n"
                 "latch_waiters:%llu\r\nlatch_wait_timeouts:%llu\r\n\r\n",
-                (unsigned long long)px_wait_waiting(PX_WAIT_STAT_PSEM),
+                (unsigned long long)px_wait_waiting(srv, PX_WAIT_STAT_PSEM),
                 (unsigned long long)s->psem_acquired,
-                (unsigned long long)px_wait_timeouts(PX_WAIT_STAT_PSEM), (long long)s->psem_tracked,
-                (unsigned long long)s->psem_returned,
-                (unsigned long long)px_wait_waiting(PX_WAIT_STAT_LATCH),
-                (unsigned long long)px_wait_timeouts(PX_WAIT_STAT_LATCH));
+                (unsigned long long)px_wait_timeouts(srv, PX_WAIT_STAT_PSEM),
+                (long long)s->psem_tracked, (unsigned long long)s->psem_returned,
+                (unsigned long long)px_wait_waiting(srv, PX_WAIT_STAT_LATCH),
+                (unsigned long long)px_wait_timeouts(srv, PX_WAIT_STAT_LATCH));
 }

@@ -87,7 +87,7 @@ static bool unlock_apply(struct px_req *req, struct unlockop *u, const redisRepl
     if (r->type != REDIS_REPLY_INTEGER)
         return false;
     if (r->integer == 1) {
-        srv->stats.released++;
+        srv->engine->stats.released++;
         if (h)
             px_hold_released(h);
     } else if (h) {
@@ -322,7 +322,7 @@ void px_lock_cmd_release(struct px_req *req, const struct px_lock_kind *kind)
     if (h)
         px_hold_begin(h);
     if (kind == &px__lock_plain_kind && h && px_hold_is_held(h) && h->count == 1 &&
-        srv->locks.count > 0)
+        srv->engine->locks.count > 0)
         u->next = grant_candidate(srv, &acq);
     if (!u->next)
         return unlockop_sent(u, kind->unlock(srv, &acq, unlockop_on_reply, u));
