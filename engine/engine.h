@@ -21,6 +21,7 @@
 #include "engine/jobs.h"
 #include "engine/replay.h"
 #include "engine/sem_reap.h"
+#include "engine/wait.h"
 #include "pool/pool.h"
 #include "sched/loop.h"
 
@@ -193,6 +194,9 @@ struct lk_engine {
     struct px_ratelog sem_lost_log;    /* sem.c: tracked permits lost */
     struct px_ratelog sem_unknown_log; /* sem.c: acquires of unknown outcome */
     struct lk_stats stats;
+    /* Set by the front end before the first wait: how a wait op whose
+     * kind has no finish of its own ends (writes RESP, ends the request). */
+    lk_wait_finish_fn *wait_finish;
 };
 
 /* Allocates srv's engine (its tables empty; px_locks_init() sets it up

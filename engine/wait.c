@@ -25,8 +25,10 @@
  * grant sent by someone else) whose reply is pending.
  *
  * Invariants:
- * - px_req_done() runs exactly once per op, when it reaches DONE, and the
- *   op is freed right after (kind->destroy).
+ * - The finish (kind->finish, else engine->wait_finish) runs exactly
+ *   once per op, when it reaches DONE: it writes the reply the end calls
+ *   for (the engine writes none: command code speaks RESP), frees the op
+ *   (kind->destroy) and ends the request.
  * - In flight, the op holds a client reference, so the reply always finds
  *   it. The connection closing never ends an op in flight; its reply does
  *   (and a grant that comes then is given back: kind->undo(GONE)).
@@ -89,13 +91,10 @@
 #include "common/hmap.h"
 #include "common/log.h"
 #include "common/util.h"
-#include "proxy/args.h"
-#include "proxy/client.h"
 #include "engine/engine.h"
 #include "engine/repl.h"
 #include "engine/scripts.h"
-#include "proxy/metrics.h"
-#include "proxy/reply.h"
+#include "proxy/client.h"
 #include "proxy/server.h"
 #include "sched/loop.h"
 
@@ -113,14 +112,6 @@ uint64_t px_route_hint(const char *name, size_t nlen)
 uint64_t px_wait_margin_ms(uint64_t lease_ms)
 {
     return lease_ms / 100 + 2;
-}
-
-void px_wait_reply_upstream(struct px_req *req, int err)
-{
-    if (err != -ENOMEM)
-        return px_args_reply_upstream(req, err);
-    req->cl->srv->stats.upstream_errs++;
-    px_reply_error(px_req_out(req), "ERR out of memory");
 }
 
 uint64_t px_wait_waiting(const struct px_server *srv, enum px_wait_stat stat)
@@ -155,11 +146,14 @@ static uint64_t wait_delay(const struct px_wait_op *op, uint64_t repoll_ms)
 
 /* ---- the end ---------------------------------------------------------------- */
 
-/* DONE: leaves everything and finishes the request. granted: the op got
- * (and used or undid) a grant, so waiting left nothing to give up. */
-static void wait_finish(struct px_wait_op *op, bool granted)
+/* DONE: leaves everything, then the kind's finish writes the reply for
+ * end, frees the op and ends the request. granted: the op got (and used
+ * or undid) a grant, so waiting left nothing to give up. */
+static void wait_end(struct px_wait_op *op, bool granted, enum lk_end end,
+                     const struct lk_end_info *info)
 {
-    struct px_req *req = op->req;
+    static const struct lk_end_info none = {NULL, 0, -1};
+    lk_wait_finish_fn *finish = op->kind->finish ? op->kind->finish : op->srv->engine->wait_finish;
 
     op->state = PX_WAIT_DONE;
     sched_loop_timer_del(op->srv->loop, &op->timer);
@@ -170,15 +164,21 @@ static void wait_finish(struct px_wait_op *op, bool granted)
     list_del_init(&op->client_node);
     if (!granted && op->kind->give_up)
         op->kind->give_up(op);
-    req->op = NULL;
-    op->kind->destroy(op);
-    px_req_done(req);
+    op->req->op = NULL;
+    finish(op, end, info ? info : &none);
+}
+
+/* The kind wrote the reply (or it is dropped). */
+static void wait_finish(struct px_wait_op *op, bool granted)
+{
+    wait_end(op, granted, LK_END_REPLIED, NULL);
 }
 
 static void wait_fail(struct px_wait_op *op, int err)
 {
-    px_wait_reply_upstream(op->req, err);
-    wait_finish(op, false);
+    struct lk_end_info info = {NULL, err, -1};
+
+    wait_end(op, false, LK_END_UPSTREAM, &info);
 }
 
 /* Nothing granted within WAIT (or in the one attempt): nil. */
@@ -189,8 +189,7 @@ static void wait_timeout(struct px_wait_op *op)
         if (op->kind->stat == PX_WAIT_STAT_LOCK)
             op->srv->engine->stats.timeouts++;
     }
-    px_reply_null(px_req_out(op->req), op->req->cl->proto);
-    wait_finish(op, false);
+    wait_end(op, false, LK_END_TIMEOUT, NULL);
 }
 
 /* ---- sleeping --------------------------------------------------------------- */
@@ -349,11 +348,7 @@ static void wait_log_late(struct px_wait_op *op, uint64_t age)
 /* No attempt was granted in time: the last grant came too late. */
 static void wait_reply_late(struct px_wait_op *op)
 {
-    px_reply_error(px_req_out(op->req),
-                   "UPSTREAM Redis answered too late (%llu ms, lease %llu ms): not acquired",
-                   (unsigned long long)op->late_age, (unsigned long long)op->lease_ms);
-    op->srv->stats.upstream_errs++;
-    wait_finish(op, true);
+    wait_end(op, true, LK_END_LATE, NULL);
 }
 
 /* The back-off before the attempt after the n-th late grant (n >= 1). */
@@ -400,16 +395,13 @@ static void wait_log_unreplicated(struct px_wait_op *op, int acked)
  * and say so. */
 static void wait_unreplicated(struct px_wait_op *op, int acked)
 {
+    struct lk_end_info info = {NULL, 0, acked};
+
     op->srv->engine->stats.sync_refused++;
     wait_log_unreplicated(op, acked);
     if (op->kind->undo)
         op->kind->undo(op, PX_UNDO_UNREPLICATED);
-    px_reply_error(px_req_out(op->req),
-                   "NOREPLICAS %s not replicated to %u replicas within %u ms (%d acknowledged); "
-                   "not acquired",
-                   op->kind->name, op->srv->opts.sync_replicas, op->srv->opts.sync_timeout_ms,
-                   acked < 0 ? 0 : acked);
-    wait_finish(op, true);
+    wait_end(op, true, LK_END_UNREPLICATED, &info);
 }
 
 /* short_, acked: the attempt's replication (px_repl_short, px_repl_acked). */
@@ -457,8 +449,9 @@ void px_wait_on_reply(void *arg, const redisReply *r, int err)
         }
         wait_fail(op, err);
     } else if (r->type == REDIS_REPLY_ERROR) {
-        px_args_reply_redis_error(op->req, r);
-        wait_finish(op, false);
+        struct lk_end_info info = {r, 0, -1};
+
+        wait_end(op, false, LK_END_REDIS_ERROR, &info);
     } else {
         switch (op->kind->reply(op, r, &repoll_ms)) {
         case PX_WAIT_GRANTED:

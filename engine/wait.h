@@ -85,6 +85,29 @@ enum px_undo_why {
     PX_UNDO_UNREPLICATED = 3, /* granted, but fewer replicas than --sync-replicas have it */
 };
 
+/* How an op ends: what the caller's reply says (px_wait_kind.finish). */
+enum lk_end {
+    LK_END_REPLIED = 0,      /* the kind wrote the reply (a grant, FINISHED; or dropped) */
+    LK_END_TIMEOUT = 1,      /* nothing granted within WAIT, or in the one attempt: nil */
+    LK_END_UPSTREAM = 2,     /* Redis could not be asked, or did not answer: info->err */
+    LK_END_REDIS_ERROR = 3,  /* Redis answered an error reply: info->r */
+    LK_END_LATE = 4,         /* the last grant came too late (op->late_age, op->lease_ms) */
+    LK_END_UNREPLICATED = 5, /* granted, but only info->acked replicas had it: undone */
+};
+
+/* What came with the end (the fields its enum lk_end names). */
+struct lk_end_info {
+    const redisReply *r; /* LK_END_REDIS_ERROR: the error reply (borrowed) */
+    int err;             /* LK_END_UPSTREAM: -errno */
+    int acked;           /* LK_END_UNREPLICATED: replicas WAIT counted, -1 none */
+};
+
+/* Ends op: writes the caller's reply for end (nothing for
+ * LK_END_REPLIED), frees the op (kind->destroy) and ends the caller's
+ * request. Runs once per op, last: the engine does not touch op after. */
+typedef void lk_wait_finish_fn(struct px_wait_op *op, enum lk_end end,
+                               const struct lk_end_info *info);
+
 /* Counters per family of kinds (INFO). */
 enum px_wait_stat {
     PX_WAIT_STAT_LOCK = 0,  /* every lock kind */
@@ -130,6 +153,9 @@ struct px_wait_kind {
     void (*give_up)(struct px_wait_op *op);
     /* Frees the structure that embeds op. */
     void (*destroy)(struct px_wait_op *op);
+    /* Ends the op (see lk_wait_finish_fn): command code, which writes
+     * RESP. NULL: the engine's default, engine->wait_finish. */
+    lk_wait_finish_fn *finish;
 };
 
 /* One waiting command in progress. Embedded by the command's own state. */
@@ -158,8 +184,9 @@ void px_wait_init(struct px_wait_op *op, const struct px_wait_kind *kind, struct
                   int64_t wait_ms);
 
 /* Runs op: the first attempt, or a sleep behind this proxy's waiters.
- * Ends with exactly one px_req_done() (reply written, or dropped if the
- * connection closed) and kind->destroy(). */
+ * Ends with exactly one finish (kind->finish or engine->wait_finish),
+ * which writes the reply (or drops it if the connection closed), calls
+ * kind->destroy() and ends the request. */
 void px_wait_start(struct px_wait_op *op);
 
 /* True when op may wait (it has a WAIT deadline other than 0). */
@@ -205,10 +232,6 @@ void px_wait_client_gone(struct px_client *cl);
 /* Waits in progress and waits whose WAIT ran out, per family. */
 uint64_t px_wait_waiting(const struct px_server *srv, enum px_wait_stat stat);
 uint64_t px_wait_timeouts(const struct px_server *srv, enum px_wait_stat stat);
-
-/* Replies for a failed upstream request (err < 0): as
- * px_args_reply_upstream(), but -ENOMEM is "-ERR out of memory". */
-void px_wait_reply_upstream(struct px_req *req, int err);
 
 #ifdef __cplusplus
 }

@@ -19,17 +19,18 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/util.h"
+#include "engine/engine.h"
+#include "engine/jobs.h"
+#include "engine/scripts.h"
 #include "pool/pool.h"
 #include "proxy/auth.h"
 #include "proxy/client.h"
 #include "proxy/climem.h"
 #include "proxy/cmd.h"
+#include "proxy/cmds/redlock.h"
+#include "proxy/cmds/wait_end.h"
 #include "proxy/config.h"
 #include "proxy/http.h"
-#include "engine/jobs.h"
-#include "engine/engine.h"
-#include "proxy/cmds/redlock.h"
-#include "engine/scripts.h"
 #include "proxy/metrics.h"
 #include "proxy/protect.h"
 #include "proxy/ready.h"
@@ -283,6 +284,7 @@ int px_server_create(struct px_server **out, const struct px_opts *opts)
     srv->engine = px_engine_alloc(srv);
     if (!srv->engine)
         goto err_free;
+    srv->engine->wait_finish = px_wait_finish_resp; /* RESP replies (proxy/cmds) */
     px_server_fit_nofile(opts->max_clients);
     rc = util_uuid4(srv->uuid);
     if (rc < 0)

@@ -4,10 +4,11 @@
 #include <errno.h>
 #include <stdlib.h>
 
-#include "proxy/args.h"
-#include "proxy/client.h"
 #include "engine/scripts.h"
 #include "engine/wait.h"
+#include "proxy/args.h"
+#include "proxy/client.h"
+#include "proxy/cmds/wait_end.h"
 #include "proxy/metrics.h"
 #include "proxy/reply.h"
 #include "proxy/server.h"

@@ -18,14 +18,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "proxy/args.h"
-#include "proxy/client.h"
-#include "proxy/cmds/call.h"
 #include "engine/engine.h"
 #include "engine/lua_scripts.h"
 #include "engine/scripts.h"
-#include "proxy/cmds/semaphore.h"
 #include "engine/wait.h"
+#include "proxy/args.h"
+#include "proxy/client.h"
+#include "proxy/cmds/call.h"
+#include "proxy/cmds/semaphore.h"
+#include "proxy/cmds/wait_end.h"
 #include "proxy/reply.h"
 #include "proxy/request.h"
 
