@@ -33,6 +33,8 @@ table_fixture make_holds(size_t n)
 
     f.srv = static_cast<struct px_server *>(calloc(1, sizeof(struct px_server)));
     f.srv->engine = px_engine_alloc(f.srv);
+    f.srv->engine->front.hold_begin = px_metrics_hold_begin; /* as the server sets them */
+    f.srv->engine->front.hold_end = px_metrics_hold_end;
     f.cl = static_cast<struct px_client *>(calloc(1, sizeof(struct px_client)));
     snprintf(f.srv->uuid, sizeof(f.srv->uuid), "0c0f13f8-9eb3-4ed2-a1c1-086b2025cf2f");
     f.srv->opts.watchdog_ms = 30000;

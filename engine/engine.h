@@ -144,6 +144,20 @@ struct lk_repl_cur {
 struct px_redlock;
 struct px_fence;
 
+/* What the engine asks of the front end (the server sets these before
+ * the first command), so that it writes no RESP and keeps no metrics. */
+struct lk_front {
+    /* How a wait op whose kind has no finish of its own ends (writes the
+     * reply, ends the request): wait.h. Required. */
+    lk_wait_finish_fn *wait_finish;
+    /* A hold starts and stops being held (hold time). NULL: nothing. */
+    void (*hold_begin)(struct px_server *srv, const void *hold);
+    void (*hold_end)(struct px_server *srv, const void *hold);
+    /* cl's hold of name (the kind's command, kind) was found lost: tell
+     * it (a push). NULL: nothing. */
+    void (*lease_lost)(struct px_client *cl, const char *kind, const char *name, size_t nlen);
+};
+
 /* The engine's state: one per server (srv->engine), created before the
  * pool (the script table goes to pool_create), set up by px_locks_init()
  * and torn down by px_locks_deinit() and px_engine_free(). */
@@ -194,9 +208,7 @@ struct lk_engine {
     struct px_ratelog sem_lost_log;    /* sem.c: tracked permits lost */
     struct px_ratelog sem_unknown_log; /* sem.c: acquires of unknown outcome */
     struct lk_stats stats;
-    /* Set by the front end before the first wait: how a wait op whose
-     * kind has no finish of its own ends (writes RESP, ends the request). */
-    lk_wait_finish_fn *wait_finish;
+    struct lk_front front; /* set by the front end before the first command */
 };
 
 /* Allocates srv's engine (its tables empty; px_locks_init() sets it up

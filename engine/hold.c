@@ -84,14 +84,12 @@
 #include "common/log.h"
 #include "common/spares.h"
 #include "common/util.h"
-#include "pool/pool.h"
-#include "proxy/auth.h"
-#include "proxy/client.h"
 #include "engine/replay.h"
 #include "engine/scripts.h"
 #include "engine/wait.h"
-#include "proxy/metrics.h"
-#include "proxy/push.h"
+#include "pool/pool.h"
+#include "proxy/auth.h"
+#include "proxy/client.h"
 #include "proxy/server.h"
 #include "sched/loop.h"
 
@@ -424,6 +422,19 @@ static void hold_parts_fit(struct px_hold *h)
 
 /* ---- HELD and back ---------------------------------------------------------------- */
 
+/* The front end's hooks (engine->front): hold time, lease-lost pushes. */
+static void hold_front_end(struct px_server *srv, const struct px_hold *h)
+{
+    if (srv->engine->front.hold_end)
+        srv->engine->front.hold_end(srv, h);
+}
+
+static void hold_tell_lost(const struct px_hold *h, struct px_client *cl)
+{
+    if (h->srv->engine->front.lease_lost)
+        h->srv->engine->front.lease_lost(cl, h->kind->cmd, h->key, h->nlen);
+}
+
 /* Leaves HELD or LOST for PENDING: nothing confirmed any more. */
 static void hold_unhold(struct px_hold *h)
 {
@@ -431,7 +442,7 @@ static void hold_unhold(struct px_hold *h)
 
     if (h->state == PX_HOLD_HELD) {
         srv->engine->nholds--;
-        px_metrics_hold_end(srv, h);
+        hold_front_end(srv, h);
     }
     if (h->state == PX_HOLD_HELD || h->state == PX_HOLD_LOST)
         h->state = PX_HOLD_PENDING;
@@ -475,7 +486,8 @@ void px_hold_granted(struct px_hold *h, const struct px_hold_kind *kind, struct 
         h->held_ms = sched_loop_now_ms(srv->loop);
         list_add_tail(&cl->locks.holds, &h->client_node);
         srv->engine->nholds++;
-        px_metrics_hold_begin(srv, h);
+        if (srv->engine->front.hold_begin)
+            srv->engine->front.hold_begin(srv, h);
     }
     h->kind = kind;
     h->epoch++;
@@ -565,7 +577,7 @@ static void hold_mark_lost_except(struct px_hold *h, const struct px_client *ski
     h->lost_early = h->watchdog || sched_loop_now_ms(srv->loop) < h->expires_ms;
     srv->engine->stats.leases_lost++;
     srv->engine->nholds--;
-    px_metrics_hold_end(srv, h); /* a tombstone is no longer held */
+    hold_front_end(srv, h); /* a tombstone is no longer held */
     h->state = PX_HOLD_LOST;
     h->count = 0;
     h->watchdog = false;
@@ -573,13 +585,13 @@ static void hold_mark_lost_except(struct px_hold *h, const struct px_client *ski
     list_del_init(&h->due_node);
     sched_loop_timer_in(srv->loop, &h->timer, PX_HOLD_TOMBSTONE_MS);
     if (h->cl != skip)
-        px_push_lease_lost(h->cl, h->kind->cmd, h->key, h->nlen);
+        hold_tell_lost(h, h->cl);
     while (!list_empty(&h->shares)) { /* every connection with a part is told */
         struct px_hold_share *sh =
             LP_CONTAINER_OF(list_first(&h->shares), struct px_hold_share, hold_node);
 
         if (sh->cl != skip)
-            px_push_lease_lost(sh->cl, h->kind->cmd, h->key, h->nlen);
+            hold_tell_lost(h, sh->cl);
         share_free(sh);
     }
     h->cl_count = 0;

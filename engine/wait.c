@@ -25,7 +25,7 @@
  * grant sent by someone else) whose reply is pending.
  *
  * Invariants:
- * - The finish (kind->finish, else engine->wait_finish) runs exactly
+ * - The finish (kind->finish, else engine->front.wait_finish) runs exactly
  *   once per op, when it reaches DONE: it writes the reply the end calls
  *   for (the engine writes none: command code speaks RESP), frees the op
  *   (kind->destroy) and ends the request.
@@ -153,7 +153,7 @@ static void wait_end(struct px_wait_op *op, bool granted, enum lk_end end,
                      const struct lk_end_info *info)
 {
     static const struct lk_end_info none = {NULL, 0, -1};
-    lk_wait_finish_fn *finish = op->kind->finish ? op->kind->finish : op->srv->engine->wait_finish;
+    lk_wait_finish_fn *finish = op->kind->finish ? op->kind->finish : op->srv->engine->front.wait_finish;
 
     op->state = PX_WAIT_DONE;
     sched_loop_timer_del(op->srv->loop, &op->timer);

@@ -154,7 +154,7 @@ struct px_wait_kind {
     /* Frees the structure that embeds op. */
     void (*destroy)(struct px_wait_op *op);
     /* Ends the op (see lk_wait_finish_fn): command code, which writes
-     * RESP. NULL: the engine's default, engine->wait_finish. */
+     * RESP. NULL: the engine's default, engine->front.wait_finish. */
     lk_wait_finish_fn *finish;
 };
 
@@ -184,7 +184,7 @@ void px_wait_init(struct px_wait_op *op, const struct px_wait_kind *kind, struct
                   int64_t wait_ms);
 
 /* Runs op: the first attempt, or a sleep behind this proxy's waiters.
- * Ends with exactly one finish (kind->finish or engine->wait_finish),
+ * Ends with exactly one finish (kind->finish or engine->front.wait_finish),
  * which writes the reply (or drops it if the connection closed), calls
  * kind->destroy() and ends the request. */
 void px_wait_start(struct px_wait_op *op);

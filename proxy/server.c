@@ -33,6 +33,7 @@
 #include "proxy/http.h"
 #include "proxy/metrics.h"
 #include "proxy/protect.h"
+#include "proxy/push.h"
 #include "proxy/ready.h"
 
 #define PX_DRAIN_MS  2000u /* how long the stop waits for releases to reach Redis */
@@ -284,7 +285,10 @@ int px_server_create(struct px_server **out, const struct px_opts *opts)
     srv->engine = px_engine_alloc(srv);
     if (!srv->engine)
         goto err_free;
-    srv->engine->wait_finish = px_wait_finish_resp; /* RESP replies (proxy/cmds) */
+    srv->engine->front = (struct lk_front){.wait_finish = px_wait_finish_resp,
+                                           .hold_begin = px_metrics_hold_begin,
+                                           .hold_end = px_metrics_hold_end,
+                                           .lease_lost = px_push_lease_lost};
     px_server_fit_nofile(opts->max_clients);
     rc = util_uuid4(srv->uuid);
     if (rc < 0)

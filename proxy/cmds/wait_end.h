@@ -13,7 +13,7 @@ extern "C" {
 
 struct px_req;
 
-/* The default finish (engine->wait_finish, set by the server): nil for
+/* The default finish (engine->front.wait_finish, set by the server): nil for
  * a timeout, UPSTREAM for a failure or a late grant, Redis's error
  * passed through, NOREPLICAS; then kind->destroy() and px_req_done(). */
 void px_wait_finish_resp(struct px_wait_op *op, enum lk_end end, const struct lk_end_info *info);
