@@ -8,19 +8,15 @@
 
 #include "common/compiler.h"
 #include "common/util.h"
-#include "pool/pool.h"
-#include "proxy/args.h"
-#include "proxy/client.h"
-#include "proxy/cmds/latch.h"
-#include "proxy/cmds/lock.h"
 #include "engine/engine.h"
 #include "engine/lua_scripts.h"
-#include "proxy/cmds/multilock.h"
 #include "engine/repl.h"
+#include "pool/pool.h"
+#include "proxy/cmds/latch.h"
+#include "proxy/cmds/lock.h"
+#include "proxy/cmds/multilock.h"
 #include "proxy/cmds/semaphore.h"
 #include "proxy/metrics.h"
-#include "proxy/reply.h"
-#include "proxy/request.h"
 #include "proxy/server.h"
 
 static const struct px_lua *const lock_scripts[PX_SCRIPT_COUNT] = {
@@ -167,28 +163,4 @@ bool px_name_slot_ok(const struct px_server *srv, const char *name, size_t len,
     if (!pool_is_cluster(srv->pool) || len > PX_NAME_MAX)
         return true;
     return side_slot(name, len, rule) == pool_slot(name, len);
-}
-
-int px_name_check(struct px_req *req, const char *what, enum px_name_rule rule)
-{
-    const struct px_arg *name = &req->argv[1];
-
-    if (px_args_check_name(req, what) < 0)
-        return -EINVAL;
-    if (px_name_slot_ok(req->cl->srv, name->p, name->len, rule))
-        return 0;
-    if (rule == PX_NAME_BRACED)
-        px_reply_error(px_req_out(req),
-                       "ERR name '%.*s' cannot be used with Redis Cluster: a latch's channel "
-                       "adds braces around the name, so a name with '{' or '}' hashes to "
-                       "another slot (CROSSSLOT); use a name without braces",
-                       (int)LP_MIN(name->len, 200u), name->p);
-    else
-        px_reply_error(px_req_out(req),
-                       "ERR name '%.*s' cannot be used with Redis Cluster: its channel and "
-                       "side keys would hash to another slot than the name (CROSSSLOT); use "
-                       "a name without '{' and '}', or one with a non-empty hash tag such "
-                       "as '{tag}rest'",
-                       (int)LP_MIN(name->len, 200u), name->p);
-    return -EINVAL;
 }

@@ -116,10 +116,8 @@ enum px_name_rule {
 bool px_name_slot_ok(const struct px_server *srv, const char *name, size_t len,
                      enum px_name_rule rule);
 
-/* Checks req's name (argv[1]): its length (px_args_check_name, what
- * names it in the error), then px_name_slot_ok(). On a bad name, replies
- * an error that says why and returns -EINVAL. */
-int px_name_check(struct px_req *req, const char *what, enum px_name_rule rule);
+/* The check of a command's name, which replies to it, is the front end's:
+ * px_name_check (proxy/args.h). */
 
 #ifdef __cplusplus
 }
