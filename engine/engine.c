@@ -8,6 +8,7 @@
 #include "engine/hold.h"
 #include "engine/jobs.h"
 #include "engine/replay.h"
+#include "engine/scripts.h"
 #include "engine/sem_reap.h"
 #include "engine/wait.h"
 #include "engine/waitset.h"
@@ -40,8 +41,10 @@ struct lk_engine *px_engine_alloc(struct px_server *srv)
 {
     struct lk_engine *eng = calloc(1, sizeof(*eng));
 
-    if (eng)
-        eng->srv = srv;
+    if (!eng)
+        return NULL;
+    eng->srv = srv;
+    px_scripts_init(eng);
     return eng;
 }
 

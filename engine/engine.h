@@ -88,7 +88,8 @@ struct px_ratelog {
 };
 
 #define LK_WAIT_STATS  4u   /* wait.h's enum px_wait_stat values */
-#define LK_SCRIPTS_MAX 128u /* the pool's script table: capacity */
+#define LK_SCRIPTS_MAX     128u /* the pool's script table: capacity */
+#define LK_SCRIPT_SETS_MAX 16u  /* script sets registered (px_scripts_register) */
 
 /* Engine counters (INFO, /metrics). */
 struct lk_stats {
@@ -143,6 +144,7 @@ struct lk_repl_cur {
 
 struct px_redlock;
 struct px_fence;
+struct px_script_set;
 
 /* What the engine asks of the front end (the server sets these before
  * the first command), so that it writes no RESP and keeps no metrics. */
@@ -190,8 +192,10 @@ struct lk_engine {
      * (fence.c): owned, or NULL. */
     struct px_redlock *redlock;
     struct px_fence *fence;
-    /* The scripts (scripts.c): the pool's table and, by pool id, what
-     * each does. */
+    /* The scripts (scripts.c): the sets registered, in order, the pool's
+     * table and, by pool id, what each does. */
+    const struct px_script_set *script_sets[LK_SCRIPT_SETS_MAX];
+    unsigned nscript_sets;
     struct pool_script script_table[LK_SCRIPTS_MAX];
     bool script_publishes[LK_SCRIPTS_MAX];
     bool script_writes[LK_SCRIPTS_MAX];

@@ -12,10 +12,6 @@
 #include "engine/lua_scripts.h"
 #include "engine/repl.h"
 #include "pool/pool.h"
-#include "proxy/cmds/latch.h"
-#include "proxy/cmds/lock.h"
-#include "proxy/cmds/multilock.h"
-#include "proxy/cmds/semaphore.h"
 #include "proxy/metrics.h"
 #include "proxy/server.h"
 
@@ -29,13 +25,17 @@ static const struct px_lua *const lock_scripts[PX_SCRIPT_COUNT] = {
 /* Its base is 0 (it comes first); engine->script_base records it. */
 static const struct px_script_set lock_script_set = {lock_scripts, PX_SCRIPT_COUNT, NULL};
 
-/* One line per module; the reentrant lock stays first (its ids are base 0). */
-const struct px_script_set *const px_script_sets[] = {
-    &lock_script_set,         &px_lock_script_set,
-    &px_rwlock_script_set,    &px_fairlock_script_set, /* lock family: lock.h */
-    &px_sem_script_set,       &px_latch_script_set,
-    &px_multilock_script_set, NULL,
-};
+void px_scripts_init(struct lk_engine *eng)
+{
+    eng->nscript_sets = 0;
+    px_scripts_register(eng, &lock_script_set); /* first: its ids are base 0 */
+}
+
+void px_scripts_register(struct lk_engine *eng, const struct px_script_set *set)
+{
+    LP_BUG_ON(eng->nscript_sets >= LK_SCRIPT_SETS_MAX);
+    eng->script_sets[eng->nscript_sets++] = set;
+}
 
 /* Appends the batch runner to table (n scripts) and marks its ops, found
  * by their text. Returns the new count. */
@@ -68,8 +68,8 @@ size_t px_scripts_build(struct lk_engine *eng, const struct pool_script **out)
     size_t n = 0, i, k;
 
     memset(table, 0, sizeof(eng->script_table));
-    for (i = 0; px_script_sets[i]; i++) {
-        const struct px_script_set *set = px_script_sets[i];
+    for (i = 0; i < eng->nscript_sets; i++) {
+        const struct px_script_set *set = eng->script_sets[i];
 
         LP_BUG_ON(n + set->n > LK_SCRIPTS_MAX);
         if (set->base)

@@ -4,9 +4,10 @@
  * The scripts are the files of engine/lua/ (each states its KEYS and
  * ARGV at the top), joined from fragments and embedded at build time
  * (lua/scripts.cmake, cmake/lua_embed.cmake) as struct px_lua values. Each
- * module owns a set of scripts; px_scripts_build() concatenates every set
- * into the table handed to the pool and tells each set its base id (pool
- * id = base + index).
+ * module owns a set of scripts and registers it with the engine
+ * (px_scripts_register, at start-up); px_scripts_build() concatenates every
+ * set into the table handed to the pool and tells each set its base id
+ * (pool id = base + index).
  *
  * This file's set comes first (base 0), so its PX_SCRIPT_* values are pool
  * ids: the scripts shared by every RLock-layout hold (settle, batched
@@ -80,11 +81,16 @@ struct px_script_set {
                                             engine's own set, engine->script_base) */
 };
 
-/* Every module's set, in order (defined in scripts.c, one line each). */
-extern const struct px_script_set *const px_script_sets[];
+/* Registers the engine's own set (first: PX_SCRIPT_* are pool ids). */
+void px_scripts_init(struct lk_engine *eng);
+
+/* Adds a command module's set (static; its base is set by
+ * px_scripts_build). Every set is registered before the first build. */
+void px_scripts_register(struct lk_engine *eng, const struct px_script_set *set);
 
 /* Fills the pool's script table (eng->script_table, which outlives every
- * pool it is given to) from px_script_sets and sets each base; the batch
+ * pool it is given to) from the registered sets, in order of
+ * registration, and sets each base; the batch
  * runner comes last, its ops marked as such. Returns the script count. */
 size_t px_scripts_build(struct lk_engine *eng, const struct pool_script **out);
 

@@ -239,6 +239,20 @@ static const struct px_cmd_set *const cmd_sets[] = {
     &px_multilock_cmd_set, &px_redlock_cmd_set,
 };
 
+/* The command modules' script sets, in the engine's order (scripts.h). */
+static const struct px_script_set *const script_sets[] = {
+    &px_lock_script_set, &px_rwlock_script_set, &px_fairlock_script_set, /* lock.h */
+    &px_sem_script_set,  &px_latch_script_set,  &px_multilock_script_set,
+};
+
+void px_cmd_register_scripts(struct lk_engine *eng)
+{
+    size_t i;
+
+    for (i = 0; i < LP_ARRAY_SIZE(script_sets); i++)
+        px_scripts_register(eng, script_sets[i]);
+}
+
 struct cmd_entry {
     struct hmap_node node;    /* in cmd_index */
     const struct px_cmd *cmd; /* borrowed: static table entry */

@@ -285,6 +285,7 @@ int px_server_create(struct px_server **out, const struct px_opts *opts)
     srv->engine = px_engine_alloc(srv);
     if (!srv->engine)
         goto err_free;
+    px_cmd_register_scripts(srv->engine);
     srv->engine->front = (struct lk_front){.wait_finish = px_wait_finish_resp,
                                            .hold_begin = px_metrics_hold_begin,
                                            .hold_end = px_metrics_hold_end,
