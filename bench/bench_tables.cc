@@ -2,7 +2,7 @@
 // (by lock name and owner), and the command table.
 #include "proxy/client.h"
 #include "proxy/cmd.h"
-#include "proxy/locks/hold.h"
+#include "engine/hold.h"
 #include "proxy/metrics.h"
 #include "proxy/server.h"
 #include "sched/loop.h"
@@ -32,6 +32,8 @@ table_fixture make_holds(size_t n)
     char name[64], owner[PX_OWNER_MAX];
 
     f.srv = static_cast<struct px_server *>(calloc(1, sizeof(struct px_server)));
+    f.srv->engine = px_engine_alloc(f.srv);
+    f.srv->engine->front.hold_end = px_metrics_hold_end; /* as the server sets it */
     f.cl = static_cast<struct px_client *>(calloc(1, sizeof(struct px_client)));
     snprintf(f.srv->uuid, sizeof(f.srv->uuid), "0c0f13f8-9eb3-4ed2-a1c1-086b2025cf2f");
     f.srv->opts.watchdog_ms = 30000;
@@ -58,6 +60,7 @@ void free_holds(table_fixture &f)
     px_metrics_destroy(f.srv);
     sched_loop_destroy(f.srv->loop);
     free(f.cl);
+    px_engine_free(f.srv->engine);
     free(f.srv);
 }
 

@@ -11,10 +11,11 @@
 
 #include "common/compiler.h"
 #include "common/util.h"
+#include "engine/scripts.h"
 #include "pool/pool.h"
 #include "proxy/client.h"
 #include "proxy/cmd.h"
-#include "proxy/locks/lock.h"
+#include "proxy/cmds/lock.h"
 #include "proxy/reply.h"
 #include "proxy/request.h"
 #include "proxy/server.h"
@@ -193,4 +194,28 @@ void px_args_reply_redis_error(struct px_req *req, const struct redisReply *r)
         return;
     }
     px_reply_error(px_req_out(req), "%.*s", (int)LP_MIN(n, 400u), r->str);
+}
+
+int px_name_check(struct px_req *req, const char *what, enum px_name_rule rule)
+{
+    const struct px_arg *name = &req->argv[1];
+
+    if (px_args_check_name(req, what) < 0)
+        return -EINVAL;
+    if (px_name_slot_ok(req->cl->srv, name->p, name->len, rule))
+        return 0;
+    if (rule == PX_NAME_BRACED)
+        px_reply_error(px_req_out(req),
+                       "ERR name '%.*s' cannot be used with Redis Cluster: a latch's channel "
+                       "adds braces around the name, so a name with '{' or '}' hashes to "
+                       "another slot (CROSSSLOT); use a name without braces",
+                       (int)LP_MIN(name->len, 200u), name->p);
+    else
+        px_reply_error(px_req_out(req),
+                       "ERR name '%.*s' cannot be used with Redis Cluster: its channel and "
+                       "side keys would hash to another slot than the name (CROSSSLOT); use "
+                       "a name without '{' and '}', or one with a non-empty hash tag such "
+                       "as '{tag}rest'",
+                       (int)LP_MIN(name->len, 200u), name->p);
+    return -EINVAL;
 }

@@ -14,6 +14,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "engine/scripts.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -47,6 +49,11 @@ bool px_args_is(const struct px_arg *a, const char *lit);
  * replies "-ERR <what> must be 1-<max> bytes" (what: "name", "lock name")
  * and returns -EINVAL. Returns 0 when it is. */
 int px_args_check_name(struct px_req *req, const char *what);
+
+/* Checks req's name (argv[1]): its length (px_args_check_name, what
+ * names it in the error), then px_name_slot_ok() (engine/scripts.h). On
+ * a bad name, replies an error that says why and returns -EINVAL. */
+int px_name_check(struct px_req *req, const char *what, enum px_name_rule rule);
 
 /* Parses argv[i] as a decimal integer in [min, PX_ARGS_MAX_COUNT] (and
  * never below -PX_ARGS_MAX_COUNT) into *out. Returns 0, or -EINVAL after

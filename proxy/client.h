@@ -29,8 +29,8 @@
 
 #include "common/buf.h"
 #include "common/list.h"
-#include "proxy/locks/locks.h"
-#include "proxy/multi.h"
+#include "engine/engine.h"
+#include "proxy/tx.h"
 #include "proxy/request.h"
 #include "sched/conn-t.h"
 #include "sched/timer-t.h"
@@ -78,7 +78,7 @@ struct px_client {
     unsigned nreqs;                /* queued + running */
     unsigned preauth;              /* requests taken before AUTH since the last read */
     struct px_req *barrier;        /* running blocking request, or NULL */
-    struct px_cl_locks locks;      /* what it waits for and holds (proxy/locks/) */
+    struct px_cl_locks locks;      /* what it waits for and holds (engine/, proxy/cmds/) */
     unsigned upstream_refs;        /* pool callbacks outstanding */
     bool closing;                  /* connection is going away */
     bool conn_released;            /* sched on_release delivered */

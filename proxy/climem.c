@@ -20,6 +20,7 @@
 
 #include "common/clock.h"
 #include "common/log.h"
+#include "engine/engine.h"
 #include "proxy/client.h"
 #include "proxy/server.h"
 #include "sched/loop.h"
@@ -111,8 +112,8 @@ static void climem_on_timer(struct sched_timer *t)
     size_t dirty = 0, allocated = 0;
 
     /* After a mass release the hold table's buckets are mostly empty. */
-    if (hmap_shrink(&srv->holds))
-        log_msg(LOG_LVL_DEBUG, "hold table down to %zu buckets", srv->holds.nbuckets);
+    if (hmap_shrink(&srv->engine->holds))
+        log_msg(LOG_LVL_DEBUG, "hold table down to %zu buckets", srv->engine->holds.nbuckets);
     if (!climem_bg && climem_stats(&dirty, &allocated) && dirty > PX_CLIMEM_DIRTY_MAX &&
         dirty > allocated / 4) {
         uint64_t t0 = clock_mono_ns();

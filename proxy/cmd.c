@@ -18,12 +18,12 @@
 #include "proxy/client_cmd.h"
 #include "proxy/fwd.h"
 #include "proxy/info.h"
-#include "proxy/locks/latch.h"
-#include "proxy/locks/lock.h"
-#include "proxy/locks/multilock.h"
-#include "proxy/locks/redlock.h"
-#include "proxy/locks/semaphore.h"
-#include "proxy/multi.h"
+#include "proxy/cmds/latch.h"
+#include "proxy/cmds/lock.h"
+#include "proxy/cmds/multilock.h"
+#include "proxy/cmds/redlock.h"
+#include "proxy/cmds/semaphore.h"
+#include "proxy/tx.h"
 #include "proxy/push.h"
 #include "proxy/reply.h"
 #include "proxy/server.h"
@@ -248,6 +248,20 @@ static const struct px_cmd_set *const cmd_sets[] = {
     &px_multi_cmd_set, /* MULTI, EXEC, DISCARD, WATCH, UNWATCH: multi.h */
     &px_multilock_cmd_set, &px_redlock_cmd_set,
 };
+
+/* The command modules' script sets, in the engine's order (scripts.h). */
+static const struct px_script_set *const script_sets[] = {
+    &px_lock_script_set, &px_rwlock_script_set, &px_fairlock_script_set, /* lock.h */
+    &px_sem_script_set,  &px_latch_script_set,  &px_multilock_script_set,
+};
+
+void px_cmd_register_scripts(struct lk_engine *eng)
+{
+    size_t i;
+
+    for (i = 0; i < LP_ARRAY_SIZE(script_sets); i++)
+        px_scripts_register(eng, script_sets[i]);
+}
 
 struct cmd_entry {
     struct hmap_node node;    /* in cmd_index */

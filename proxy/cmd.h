@@ -31,6 +31,11 @@ struct px_cmd_set {
 
 /* Indexes every set. Returns 0 or -ENOMEM. */
 int px_cmd_init(void);
+
+/* Registers every command module's script set with eng (before the
+ * pool is created: px_scripts_build). */
+struct lk_engine;
+void px_cmd_register_scripts(struct lk_engine *eng);
 void px_cmd_deinit(void);
 
 /* The command named by argv[0], or NULL. */

@@ -14,8 +14,9 @@
 #include "proxy/auth.h"
 #include "proxy/client.h"
 #include "proxy/fwd_keys.h"
-#include "proxy/locks/wait.h"
-#include "proxy/multi.h"
+#include "engine/wait.h"
+#include "proxy/cmds/wait_end.h"
+#include "proxy/tx.h"
 #include "proxy/reply.h"
 #include "proxy/server.h"
 

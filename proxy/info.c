@@ -9,9 +9,9 @@
 
 #include "pool/pool.h"
 #include "proxy/client.h"
+#include "proxy/cmds/redlock.h"
+#include "proxy/cmds/semaphore.h"
 #include "proxy/fwd.h"
-#include "proxy/locks/redlock.h"
-#include "proxy/locks/semaphore.h"
 #include "proxy/metrics.h"
 #include "proxy/server.h"
 #include "proxy/subs.h"
@@ -133,19 +133,20 @@ static void info_memory(struct px_server *srv, struct buf *o)
 
 static void info_locks(struct px_server *srv, struct buf *o)
 {
-    const struct px_stats *s = &srv->stats;
-    const struct px_jobs *j = &srv->jobs;
+    const struct lk_stats *s = &srv->engine->stats;
+    const struct px_jobs *j = &srv->engine->jobs;
 
     buf_appendf(o,
                 "# Locks\r\nlocks_held:%u\r\nlock_waiters:%u\r\nwait_channels:%zu\r\n"
                 "locks_acquired:%llu\r\nlocks_released:%llu\r\nlock_wait_timeouts:%llu\r\n"
                 "watchdog_renewals:%llu\r\nwatchdog_batches:%llu\r\nleases_lost:%llu\r\n"
                 "disconnect_releases:%llu\r\nwakeup_messages:%llu\r\nunlocks_in_hand:%llu\r\n",
-                srv->nholds, srv->nwaiters, srv->locks.count, (unsigned long long)s->acquired,
-                (unsigned long long)s->released, (unsigned long long)s->timeouts,
-                (unsigned long long)s->renewals, (unsigned long long)s->renew_batches,
-                (unsigned long long)s->leases_lost, (unsigned long long)s->disc_releases,
-                (unsigned long long)s->wakeups, (unsigned long long)s->unlocks_in_hand);
+                srv->engine->nholds, srv->engine->nwaiters, srv->engine->locks.count,
+                (unsigned long long)s->acquired, (unsigned long long)s->released,
+                (unsigned long long)s->timeouts, (unsigned long long)s->renewals,
+                (unsigned long long)s->renew_batches, (unsigned long long)s->leases_lost,
+                (unsigned long long)s->disc_releases, (unsigned long long)s->wakeups,
+                (unsigned long long)s->unlocks_in_hand);
     buf_appendf(o,
                 "late_grants_refused:%llu\r\nunknown_outcomes:%llu\r\n"
                 "unknown_outcomes_rolled_back:%llu\r\ndisconnect_releases_retried:%llu\r\n"
@@ -157,8 +158,9 @@ static void info_locks(struct px_server *srv, struct buf *o)
                 (unsigned long long)j->dropped[PX_JOB_RELEASE],
                 (unsigned long long)j->retried[PX_JOB_ROLLBACK],
                 (unsigned long long)j->dropped[PX_JOB_ROLLBACK], j->ndue + j->ninflight,
-                (unsigned long long)srv->replays.sent, (unsigned long long)srv->replays.found,
-                (unsigned long long)srv->replays.dropped);
+                (unsigned long long)srv->engine->replays.sent,
+                (unsigned long long)srv->engine->replays.found,
+                (unsigned long long)srv->engine->replays.dropped);
     buf_appendf(o,
                 "sync_replicas:%u\r\nsync_timeout_ms:%u\r\nsync_writes:%llu\r\n"
                 "sync_writes_unreplicated:%llu\r\nsync_grants_refused:%llu\r\n\r\n",

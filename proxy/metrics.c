@@ -374,13 +374,13 @@ static void write_process(struct px_server *srv, struct buf *o)
 
 static void write_locks(struct px_server *srv, struct buf *o)
 {
-    const struct px_stats *s = &srv->stats;
+    const struct lk_stats *s = &srv->engine->stats;
     const struct metric ms[] = {
         {"lockproxy_locks_held", "gauge", "Locks held through this proxy (holds tracked).",
-         srv->nholds},
-        {"lockproxy_lock_waiters", "gauge", "Lock requests waiting now.", srv->nwaiters},
+         srv->engine->nholds},
+        {"lockproxy_lock_waiters", "gauge", "Lock requests waiting now.", srv->engine->nwaiters},
         {"lockproxy_wait_channels", "gauge", "Lock channels with shared wait state.",
-         srv->locks.count},
+         srv->engine->locks.count},
         {"lockproxy_locks_acquired_total", "counter", "Successful lock acquisitions.", s->acquired},
         {"lockproxy_locks_released_total", "counter", "Full releases through UNLOCK.", s->released},
         {"lockproxy_lock_wait_timeouts_total", "counter", "Lock requests whose WAIT ran out.",
@@ -406,15 +406,15 @@ static void write_locks(struct px_server *srv, struct buf *o)
          "Acquisitions found applied that no client was told of, undone.", s->rolled_back},
         {"lockproxy_disconnect_releases_retried_total", "counter",
          "Releases and permit returns of closed connections sent again after a failure.",
-         srv->jobs.retried[PX_JOB_RELEASE]},
+         srv->engine->jobs.retried[PX_JOB_RELEASE]},
         {"lockproxy_disconnect_releases_dropped_total", "counter",
          "Releases and permit returns of closed connections given up.",
-         srv->jobs.dropped[PX_JOB_RELEASE]},
+         srv->engine->jobs.dropped[PX_JOB_RELEASE]},
         {"lockproxy_rollbacks_retried_total", "counter",
          "Roll-backs (and fair queue exits) sent again after a failure.",
-         srv->jobs.retried[PX_JOB_ROLLBACK]},
+         srv->engine->jobs.retried[PX_JOB_ROLLBACK]},
         {"lockproxy_rollbacks_dropped_total", "counter", "Roll-backs given up.",
-         srv->jobs.dropped[PX_JOB_ROLLBACK]},
+         srv->engine->jobs.dropped[PX_JOB_ROLLBACK]},
         {"lockproxy_sync_writes_total", "counter",
          "Writes sent with WAIT (--sync-replicas) and answered.", s->sync_writes},
         {"lockproxy_sync_unreplicated_writes_total", "counter",
@@ -424,15 +424,16 @@ static void write_locks(struct px_server *srv, struct buf *o)
          "Grants undone and answered NOREPLICAS: not replicated to --sync-replicas replicas.",
          s->sync_refused},
         {"lockproxy_releases_replayed_total", "counter",
-         "Confirmed releases re-sent to a new master after a failover.", srv->replays.sent},
+         "Confirmed releases re-sent to a new master after a failover.", srv->engine->replays.sent},
         {"lockproxy_ghost_holds_removed_total", "counter",
          "Of those, holds the new master still had (releases the failover lost).",
-         srv->replays.found},
+         srv->engine->replays.found},
         {"lockproxy_releases_replay_dropped_total", "counter",
-         "Releases forgotten before their lease ended (over the bound).", srv->replays.dropped},
+         "Releases forgotten before their lease ended (over the bound).",
+         srv->engine->replays.dropped},
         {"lockproxy_cleanup_pending", "gauge",
          "Releases, returns and roll-backs waiting for Redis or in flight.",
-         srv->jobs.ndue + srv->jobs.ninflight},
+         srv->engine->jobs.ndue + srv->engine->jobs.ninflight},
     };
 
     write_metrics(o, ms, LP_ARRAY_SIZE(ms));

@@ -20,20 +20,22 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/util.h"
+#include "engine/engine.h"
+#include "engine/jobs.h"
+#include "engine/scripts.h"
 #include "pool/pool.h"
 #include "proxy/auth.h"
 #include "proxy/client.h"
 #include "proxy/climem.h"
 #include "proxy/cmd.h"
+#include "proxy/cmds/redlock.h"
+#include "proxy/cmds/wait_end.h"
 #include "proxy/config.h"
 #include "proxy/fwd.h"
 #include "proxy/http.h"
-#include "proxy/locks/jobs.h"
-#include "proxy/locks/locks.h"
-#include "proxy/locks/redlock.h"
-#include "proxy/locks/scripts.h"
 #include "proxy/metrics.h"
 #include "proxy/protect.h"
+#include "proxy/push.h"
 #include "proxy/ready.h"
 
 #define PX_DRAIN_MS        2000u  /* how long the stop waits for requests in flight and closes */
@@ -251,7 +253,7 @@ static int server_pool(struct px_server *srv)
     po.batch_max = srv->opts.script_batch;
     po.request_timeout_ms = srv->opts.upstream_timeout_ms;
     server_pool_cluster(srv, &po);
-    nscripts = px_scripts_build(&scripts);
+    nscripts = px_scripts_build(srv->engine, &scripts);
     rc = pool_create(&srv->pool, srv->loop, &po, scripts, nscripts);
     if (rc < 0)
         return rc;
@@ -283,6 +285,13 @@ int px_server_create(struct px_server **out, const struct px_opts *opts)
     srv->opts = *opts;
     srv->opts.auth = opts->auth ? px_auth_get(opts->auth) : NULL;
     list_init(&srv->clients);
+    srv->engine = px_engine_alloc(srv);
+    if (!srv->engine)
+        goto err_free;
+    px_cmd_register_scripts(srv->engine);
+    srv->engine->front = (struct lk_front){.wait_finish = px_wait_finish_resp,
+                                           .hold_end = px_metrics_hold_end,
+                                           .lease_lost = px_push_lease_lost};
     px_server_fit_nofile(opts->max_clients);
     rc = util_uuid4(srv->uuid);
     if (rc < 0)
@@ -315,6 +324,7 @@ err_loop:
     sched_loop_destroy(srv->loop);
 err_free:
     px_auth_put(srv->opts.auth);
+    px_engine_free(srv->engine);
     free(srv);
     return rc;
 }
@@ -442,5 +452,6 @@ void px_server_destroy(struct px_server *srv)
     }
     px_tls_release(&srv->tls.cur);
     px_auth_put(srv->opts.auth);
+    px_engine_free(srv->engine);
     free(srv);
 }

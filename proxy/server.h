@@ -1,5 +1,5 @@
 /* The proxy server object: one per process. It owns the event loop, the
- * upstream pool, the listener, the client list and the lock tables, the
+ * upstream pool, the listener, the client list and the lock engine, the
  * metrics and their HTTP listener, and keeps the figures INFO reports.
  * Signal handlers only set flags here; a loop hook applies them. */
 #ifndef LP_PROXY_SERVER_H
@@ -11,10 +11,7 @@
 
 #include "common/hmap.h"
 #include "common/list.h"
-#include "proxy/locks/jobs.h"
-#include "proxy/locks/locks.h"
-#include "proxy/locks/replay.h"
-#include "proxy/locks/sem_reap.h"
+#include "engine/engine.h"
 #include "proxy/opts.h"
 #include "proxy/request.h"
 #include "proxy/tls.h"
@@ -25,29 +22,17 @@ extern "C" {
 #endif
 
 struct pool;
-struct px_redlock;
-struct px_fence;
+struct lk_engine;
 struct px_fwd;
 struct px_subs;
 struct px_metrics;
 struct px_http;
 
+/* Front-end counters; the engine's are in srv->engine->stats (struct lk_stats). */
 struct px_stats {
     uint64_t connections;        /* client connections accepted since start */
     uint64_t rejected;           /* connections refused over --max-clients */
     uint64_t commands;           /* requests processed */
-    uint64_t acquired;           /* successful LOCK/TRYLOCK */
-    uint64_t released;           /* full releases through UNLOCK */
-    uint64_t timeouts;           /* LOCK calls whose WAIT ran out */
-    uint64_t renewals;           /* watchdog renewals that extended a lease */
-    uint64_t renew_batches;      /* renewal scripts sent */
-    uint64_t leases_lost;        /* holds found lost (renewal or unlock) */
-    uint64_t unlocks_in_hand;    /* UNLOCKs Redis did not answer, carried out by the proxy */
-    uint64_t late_grants;        /* grants refused: too little of their lease left (wait.c) */
-    uint64_t unknown_acqs;       /* acquires answered "outcome unknown" (wait.c) */
-    uint64_t rolled_back;        /* acquisitions found applied but never confirmed, undone */
-    uint64_t disc_releases;      /* locks released because a connection closed */
-    uint64_t wakeups;            /* wake-up messages received */
     uint64_t upstream_errs;      /* requests answered with an UPSTREAM error */
     uint64_t proto_errs;         /* connections closed on a protocol error */
     uint64_t auth_failures;      /* failed AUTH / HELLO AUTH attempts */
@@ -59,17 +44,6 @@ struct px_stats {
     uint64_t auth_closes;        /* clients closed by --auth-timeout */
     uint64_t protected_refusals; /* clients refused by protected mode (protect.c) */
     uint64_t climem_refusals;    /* requests refused over --max-client-memory (climem.c) */
-    /* Upstream topology (locks/watchdog.c): master changes of some slots
-     * (failover, migration), holds of those slots checked at once, and
-     * of those found lost. */
-    uint64_t topology_changes;
-    uint64_t topology_verified;
-    uint64_t topology_leases_lost;
-    /* --sync-replicas (locks/repl.c, wait.c): writes answered after their
-     * WAIT, those fewer replicas acknowledged, grants refused for it. */
-    uint64_t sync_writes;
-    uint64_t sync_short;
-    uint64_t sync_refused;
 };
 
 /* One --listen address. */
@@ -93,20 +67,7 @@ struct px_server {
     unsigned nclients;                           /* connected clients */
     unsigned nclients_out_paused;    /* clients whose reading waits for their replies to go */
     uint64_t next_client_id;         /* CLIENT ID of the next connection */
-    struct hmap locks;               /* struct px_waitset by channel: waiters, subscriptions */
-    unsigned nwaiters;               /* LOCK calls currently waiting */
-    struct hmap holds;               /* struct px_hold by (name, owner) */
-    unsigned nholds;                 /* holds tracked */
-    struct list renew_due;           /* struct px_hold whose renewal is due */
-    struct sched_hook renew_hook;    /* sends renew_due in batches */
-    struct list verify_retry;        /* struct px_hold: checks after a topology change to retry */
-    struct sched_timer verify_timer; /* moves verify_retry to renew_due */
-    struct px_jobs jobs;             /* upstream jobs retried until Redis answers (locks/jobs.c) */
-    struct list releasing;           /* struct px_client by client_node: closed, holds still to
-                                        release (locks.c: a step a loop pass) */
-    struct sched_timer rel_timer;    /* the next step of releasing */
-    struct px_replays replays;       /* releases re-applied after a failover (locks/replay.c) */
-    struct px_sem_reap sem_reap;     /* dead proxies' permits given back (locks/sem_reap.c) */
+    struct lk_engine *engine;        /* owned: every lock's state (engine/engine.h) */
     uint64_t start_ms;               /* monotonic start time */
     unsigned ready; /* ready.c: 0 starting, 1 waiting for the upstream, 2 "ready" announced */
     struct sched_timer sdwd;         /* ready.c: WATCHDOG=1 to systemd every sdwd_ms */
@@ -125,10 +86,8 @@ struct px_server {
     struct sched_timer climem_timer; /* climem.c: gives unused memory back */
     struct px_ratelog climem_log;    /* --max-client-memory refusals logged */
 
-    struct px_redlock *redlock; /* owned: REDLOCK's masters (locks/redlock.c), or NULL */
-    struct px_fence *fence;     /* owned: fencing-token floors (locks/fence.c), or NULL */
-    struct px_fwd *fwd;         /* owned: pass-through state (fwd.h), or NULL */
-    struct px_subs *subs;       /* owned: shared subscriptions' hubs (subs.c) */
+    struct px_fwd *fwd;   /* owned: pass-through state (fwd.h), or NULL */
+    struct px_subs *subs; /* owned: shared subscriptions' hubs (subs.c) */
 };
 
 /* Creates the loop, the pool, the listening socket and the metrics

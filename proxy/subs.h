@@ -5,7 +5,7 @@
  * Hub: one per (name, namespace) — classic channel, sharded channel,
  * pattern — holding the pool's single listener (pool_sub_start_kind) and
  * fanning its events out to any number of px_sub_lsn listeners: the
- * waitsets of LOCK waiters (proxy/locks/waitset.c) and the subscriptions
+ * waitsets of LOCK waiters (engine/waitset.c) and the subscriptions
  * of pass-through clients. The hub lives while it has a listener; the
  * last one leaving unsubscribes upstream, so neither a client's
  * UNSUBSCRIBE nor a waitset's linger ending drops the other's

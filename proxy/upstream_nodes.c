@@ -25,7 +25,7 @@ static size_t nodes_get(struct px_server *srv, struct pool_node_stats **out)
 
 void px_upstream_nodes_info(struct px_server *srv, struct buf *o)
 {
-    const struct px_stats *s = &srv->stats;
+    const struct lk_stats *s = &srv->engine->stats;
     struct pool_node_stats *nodes;
     struct pool_stats st;
     size_t i, n;
@@ -163,7 +163,7 @@ static void write_node_families(struct buf *o, const struct pool_node_stats *nod
 
 void px_upstream_nodes_metrics(struct px_server *srv, struct buf *o)
 {
-    const struct px_stats *s = &srv->stats;
+    const struct lk_stats *s = &srv->engine->stats;
     struct pool_node_stats *nodes;
     struct pool_stats st;
     size_t n = nodes_get(srv, &nodes);

@@ -1,10 +1,10 @@
 /* lockproxy-print-script NAME: prints the text of one of the proxy's lock
- * scripts (as embedded from proxy/locks/lua/ at build time) for
+ * scripts (as embedded from engine/lua/ at build time) for
  * bench/script_cost.py, which runs them in a Redis under callgrind. */
 #include <stdio.h>
 #include <string.h>
 
-#include "proxy/locks/lua_scripts.h"
+#include "engine/lua_scripts.h"
 
 static const struct px_lua *const scripts[] = {
     &px_lua_lock_acquire,

@@ -2,7 +2,7 @@
  *
  * Input: what Redis sends. It is parsed by pool/resp.c as the pool parses
  * it, and every reply is handed to each shape check the reply handlers of
- * the lock kinds read Redis's answers through (proxy/locks/shape.h: the
+ * the lock kinds read Redis's answers through (engine/shape.h: the
  * acquire answer of every lock kind, the semaphores' {status, value}
  * pairs, LOCK.INFO's triple, the watchdog's batches).
  *
@@ -20,8 +20,8 @@
 
 #include "common/compiler.h"
 #include "pool/resp.h"
-#include "proxy/locks/sem-int.h"
-#include "proxy/locks/shape.h"
+#include "proxy/cmds/sem-int.h"
+#include "engine/shape.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -1101,6 +1101,10 @@ long long pu_dbsize(redisContext *rc)
     if (r->type == REDIS_REPLY_ARRAY)
         v -= (long long)r->elements;
     freeReplyObject(r);
+    r = pu_cmd(rc, "KEYS %s", PU_RELEASED_PATTERN);
+    if (r->type == REDIS_REPLY_ARRAY)
+        v -= (long long)r->elements;
+    freeReplyObject(r);
     return v;
 }
 

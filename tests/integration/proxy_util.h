@@ -240,8 +240,11 @@ long long pu_get_int(redisContext *rc, const char *key);
 long long pu_hlen(redisContext *rc, const char *key);
 /* Keys in the database, less the proxies' registry (PU_REGISTRY_PATTERN:
  * the liveness and ledger lists of proxies that keep semaphore ledgers,
- * proxy/locks/sem_reap.h), which lives as long as its proxy. */
+ * engine/sem_reap.h), which lives as long as its proxy, and the
+ * SEM.RELEASE numbering records (PU_RELEASED_PATTERN, 120 s of life:
+ * proxy/cmds/sem.c). */
 #define PU_REGISTRY_PATTERN "{lp-proxies}:*"
+#define PU_RELEASED_PATTERN "*:lp-released:*"
 long long pu_dbsize(redisContext *rc);
 
 /* Calls of one command so far, from Redis's INFO commandstats (name in

@@ -46,7 +46,7 @@
 #define FO_NAMES   50
 #define FO_WORKERS 8
 /* The proxy's retry bound: a re-applied release is re-sent with back-off
- * up to 1 s (proxy/locks/jobs.c); one more second for a busy 2-core box. */
+ * up to 1 s (engine/jobs.c); one more second for a busy 2-core box. */
 #define FO_BOUND_MS 2000
 #define FO_PORTS    8 /* scanner connections (one per node) */
 

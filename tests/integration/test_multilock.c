@@ -20,8 +20,8 @@
 #include "cluster_util.h"
 #include "harness.h"
 #include "pool/pool.h"
-#include "proxy/locks/locks.h"
-#include "proxy/locks/multilock.h"
+#include "engine/engine.h"
+#include "proxy/cmds/multilock.h"
 #include "proxy_util.h"
 
 #define JAVA_OWNER "8f0e7c2a-1111-4222-8333-944455556666:1"

@@ -38,7 +38,7 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "proxy/client.h"
-#include "proxy/locks/jobs.h"
+#include "engine/jobs.h"
 #include "proxy/opts.h"
 #include "proxy/server.h"
 #include "sched/loop.h"

@@ -1,7 +1,7 @@
 /* A model of one Redis master: keyspace and the Lua scripting engine
  * (fake_redis.h). Small and linear on purpose: a simulated run has a few
  * dozen keys, and clarity beats speed here. Semantics follow Redis 7 for
- * the commands listed in cmd_table (what proxy/locks/lua calls); replies
+ * the commands listed in cmd_table (what engine/lua calls); replies
  * are converted to and from Lua as Redis's script_lua.c does. */
 #include "tests/support/fake_redis.h"
 

@@ -1,7 +1,7 @@
 /* A model of one Redis master for the simulator (tests/sim): a small
  * keyspace (strings, hashes, sorted sets, sets, lists; millisecond TTLs on
  * the simulator's clock) and an embedded Lua 5.1 that runs the proxy's
- * real scripts (proxy/locks/lua) as Redis does: KEYS/ARGV globals,
+ * real scripts (engine/lua) as Redis does: KEYS/ARGV globals,
  * redis.call/redis.pcall/redis.error_reply/redis.status_reply, Redis's
  * Lua<->reply conversions. Only the commands the scripts call are
  * implemented; any other raises an error, so a script that starts using a

@@ -122,13 +122,13 @@ static bool node_keys_clean(redisContext *c, char *d, long long *count)
             if (strncmp(k, "redisson_lock_token:", 20) == 0)
                 continue;
             if (strncmp(k, "{lp-proxies}:", 13) == 0)
-                continue; /* the proxies' registry (proxy/locks/sem_reap.h) */
+                continue; /* the proxies' registry (engine/sem_reap.h) */
             if (strcmp(k, TT_SEM_NAME) == 0)
                 continue; /* its count is judged against the history (torture.c) */
             if (dead_proxy_ledger(k))
                 continue;
             if (strstr(k, "}:lp-released:"))
-                continue; /* SEM.RELEASE numbering (proxy/locks/sem.c): expires in 120 s */
+                continue; /* SEM.RELEASE numbering (proxy/cmds/sem.c): expires in 120 s */
             clean = false;
             if ((*count)++ < 12)
                 describe_key(c, k, d);

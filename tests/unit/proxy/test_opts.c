@@ -5,7 +5,7 @@
 
 #include "common/util.h"
 #include "harness.h"
-#include "proxy/locks/scripts.h"
+#include "engine/scripts.h"
 #include "proxy/opts.h"
 
 TEST(addr_forms)

@@ -1,4 +1,4 @@
-/* Unit tests for the shape checks of lock-script replies (proxy/locks/
+/* Unit tests for the shape checks of lock-script replies (engine/
  * shape.h): what a handler may read as a grant, a contended answer, a
  * semaphore pair, LOCK.INFO's triple and a watchdog batch. */
 #include <stdbool.h>
@@ -8,7 +8,7 @@
 
 #include "harness.h"
 #include "pool/resp.h"
-#include "proxy/locks/shape.h"
+#include "engine/shape.h"
 
 /* Parses one reply from wire; the caller frees it. */
 static redisReply *parse(const char *wire)

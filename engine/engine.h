@@ -1,0 +1,252 @@
+/* The lock engine: the one object that owns the state of every lock
+ * (struct lk_engine), its start-up and shut-down, what a connection holds
+ * or waits for (struct px_cl_locks, embedded in struct px_client), and the
+ * one clean-up path when a connection goes.
+ *
+ * Also the limits every lock module shares (name, owner and channel
+ * sizes) and a rate limit for log lines that could flood.
+ *
+ * State: everything the engine keeps lives in struct lk_engine (one per
+ * server, srv->engine), none in file globals, so two engines could live in
+ * one process; the only file-scope objects of engine/ are constant tables
+ * and the _Thread_local free lists (common/spares.h). */
+#ifndef LP_PROXY_LOCKS_LOCKS_H
+#define LP_PROXY_LOCKS_LOCKS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "common/hmap.h"
+#include "common/list.h"
+#include "engine/jobs.h"
+#include "engine/replay.h"
+#include "engine/sem_reap.h"
+#include "engine/wait.h"
+#include "pool/pool.h"
+#include "sched/loop.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct px_client;
+struct px_server;
+
+#define PX_NAME_MAX    4096u                             /* longest object name accepted */
+#define PX_OWNER_MAX   256u                              /* owner field capacity (with ":write") */
+#define PX_CHANNEL_MAX (PX_NAME_MAX + PX_OWNER_MAX + 64) /* channel and aux key capacity */
+
+/* Something a connection took that must go back when it closes (semaphore
+ * permits: sem.c, psem.c). */
+struct px_claim {
+    struct list node; /* in cl->locks.claims while registered */
+    /* The connection closed: give back, then free the claim. Called once,
+     * after the claim was unlinked. */
+    void (*gone)(struct px_claim *c, struct px_client *cl);
+};
+
+/* What one connection waits for and holds. */
+struct px_cl_locks {
+    struct list waits;  /* struct px_wait_op: its waiting commands (wait.c) */
+    struct list holds;  /* struct px_hold: locks it acquired (hold.c) */
+    struct list shares; /* struct px_hold_share: its parts of another connection's holds
+                           of the same OWNER (hold.c) */
+    struct list claims; /* struct px_claim: permits to give back */
+};
+
+/* True while the connection holds or waits for a lock, or holds permits
+ * (such a connection is never idle: --timeout). */
+static inline bool px_locks_client_busy(const struct px_cl_locks *l)
+{
+    return !list_empty(&l->waits) || !list_empty(&l->holds) || !list_empty(&l->shares) ||
+           !list_empty(&l->claims);
+}
+
+/* Empty lists for a new connection. */
+void px_locks_client_init(struct px_cl_locks *l);
+
+/* The connection is closing: its waits end (replies dropped; those in
+ * flight when their reply comes), its holds are released or left to
+ * expire (--on-disconnect), its permits go back. The one clean-up path.
+ * Holds beyond PX_RELEASE_STEP are released in later loop passes: cl is
+ * kept (a reference) until they are; its client_node must be unlinked. */
+void px_locks_client_gone(struct px_client *cl);
+
+#define PX_RELEASE_STEP     256u  /* holds a closed connection releases per loop pass */
+#define PX_RELEASE_INFLIGHT 1024u /* no step while this many jobs wait for Redis */
+
+/* True while closed connections' holds are still being released. */
+bool px_locks_releasing(const struct px_server *srv);
+
+/* The pool's topology callback (pool_topology_fn; arg is the server):
+ * the masters of some slots changed (a failover, a migration, a Sentinel
+ * switch), so the holds of those slots are verified on their new master
+ * at once (watchdog.c): one whose owner field is gone is marked lost. */
+void px_locks_on_topology(void *arg, const struct pool_topology_event *ev);
+
+/* Sets up and tears down the lock modules' server state (waitsets, holds
+ * and the watchdog, retried jobs). */
+int px_locks_init(struct px_server *srv);
+void px_locks_deinit(struct px_server *srv);
+
+/* At most one log line a second for one kind of event. */
+struct px_ratelog {
+    uint64_t last_ms; /* monotonic ms of the last line written, 0: none yet */
+    uint64_t quiet;   /* events not logged since */
+};
+
+#define LK_WAIT_STATS  4u   /* wait.h's enum px_wait_stat values */
+#define LK_SCRIPTS_MAX     128u /* the pool's script table: capacity */
+#define LK_SCRIPT_SETS_MAX 16u  /* script sets registered (px_scripts_register) */
+
+/* Engine counters (INFO, /metrics). */
+struct lk_stats {
+    uint64_t acquired;        /* successful LOCK/TRYLOCK */
+    uint64_t released;        /* full releases through UNLOCK */
+    uint64_t timeouts;        /* LOCK calls whose WAIT ran out */
+    uint64_t renewals;        /* watchdog renewals that extended a lease */
+    uint64_t renew_batches;   /* renewal scripts sent */
+    uint64_t leases_lost;     /* holds found lost (renewal or unlock) */
+    uint64_t unlocks_in_hand; /* UNLOCKs Redis did not answer, carried out by the proxy */
+    uint64_t late_grants;     /* grants refused: too little of their lease left (wait.c) */
+    uint64_t unknown_acqs;    /* acquires answered "outcome unknown" (wait.c) */
+    uint64_t rolled_back;     /* acquisitions found applied but never confirmed, undone */
+    uint64_t disc_releases;   /* locks released because a connection closed */
+    uint64_t wakeups;         /* wake-up messages received */
+    /* Upstream topology (watchdog.c): master changes of some slots
+     * (failover, migration), holds of those slots checked at once, and
+     * of those found lost. */
+    uint64_t topology_changes;
+    uint64_t topology_verified;
+    uint64_t topology_leases_lost;
+    /* --sync-replicas (repl.c, wait.c): writes answered after their
+     * WAIT, those fewer replicas acknowledged, grants refused for it. */
+    uint64_t sync_writes;
+    uint64_t sync_short;
+    uint64_t sync_refused;
+    uint64_t waiting[LK_WAIT_STATS];       /* wait.c: members of a waitset now, by px_wait_stat */
+    uint64_t wait_timeouts[LK_WAIT_STATS]; /* wait.c: waits whose WAIT ran out, by stat */
+};
+
+/* Semaphore figures for INFO "sync" (sem.c, psem.c, sem_track.c). */
+struct px__sem_stats {
+    uint64_t sem_acquired;            /* permits taken by SEM.(TRY)ACQUIRE */
+    uint64_t sem_returned;            /* permits returned for closed connections */
+    int64_t sem_tracked;              /* permits tracked for connections now */
+    uint64_t sem_unknown;             /* SEM.ACQUIREs whose outcome is unknown (not rolled back) */
+    uint64_t sem_released_for_others; /* tracked permits given back by another connection */
+    uint64_t sem_lost;                /* tracked permits the master no longer recorded */
+    uint64_t sem_restored;            /* recorded permits of closed connections, given back */
+    uint64_t psem_acquired;           /* permits taken by PSEM.(TRY)ACQUIRE */
+    uint64_t psem_returned;           /* permits returned for closed connections */
+    int64_t psem_tracked;             /* permit ids tracked for connections now */
+};
+
+/* The reply being delivered by repl.c (its callback), for px_repl_short():
+ * the pool's reply callback cannot carry the replication outcome. */
+struct lk_repl_cur {
+    bool active; /* inside the callback of a replied write */
+    bool short_; /* fewer replicas than asked acknowledged it */
+    int acked;   /* WAIT's answer, -1 none */
+};
+
+struct px_redlock;
+struct px_fence;
+struct px_script_set;
+
+/* What the engine asks of the front end (the server sets these before
+ * the first command), so that it writes no RESP and keeps no metrics. */
+struct lk_front {
+    /* How a wait op whose kind has no finish of its own ends (writes the
+     * reply, ends the request): wait.h. Required. */
+    lk_wait_finish_fn *wait_finish;
+    /* A hold that became HELD at held_ms (monotonic) stops being held
+     * (hold time). NULL: nothing. */
+    void (*hold_end)(struct px_server *srv, uint64_t held_ms);
+    /* cl's hold of name (the kind's command, kind) was found lost: tell
+     * it (a push). NULL: nothing. */
+    void (*lease_lost)(struct px_client *cl, const char *kind, const char *name, size_t nlen);
+};
+
+/* The engine's state: one per server (srv->engine), created before the
+ * pool (the script table goes to pool_create), set up by px_locks_init()
+ * and torn down by px_locks_deinit() and px_engine_free(). */
+struct lk_engine {
+    struct px_server *srv; /* borrowed: the server whose engine this is (its loop, pool,
+                              options; the front end until the engine's seams land) */
+    /* Waits (waitset.c, wait.c). */
+    struct hmap locks;     /* struct px_waitset by channel: waiters, subscriptions */
+    unsigned nwaiters;     /* LOCK calls currently waiting */
+    uint64_t set_next_gen; /* last px_waitset.gen handed out */
+    /* Holds and the watchdog (hold.c, watchdog.c). */
+    struct hmap holds;               /* struct px_hold by (name, owner) */
+    unsigned nholds;                 /* holds tracked */
+    struct list renew_due;           /* struct px_hold whose renewal is due */
+    struct sched_hook renew_hook;    /* sends renew_due in batches */
+    struct list verify_retry;        /* struct px_hold: checks after a topology change to retry */
+    struct sched_timer verify_timer; /* moves verify_retry to renew_due */
+    /* Upstream work retried until Redis answers, and its follow-ups. */
+    struct px_jobs jobs;         /* jobs.c */
+    struct px_replays replays;   /* releases re-applied after a failover (replay.c) */
+    struct px_sem_reap sem_reap; /* dead proxies' permits given back (sem_reap.c) */
+    /* Semaphores: the takers of each name and the names lingering
+     * without one (sem_track.c), the permit ids of PSEM (psem.c). */
+    struct hmap sem_names;     /* struct sem_name by name */
+    struct list sem_lingering; /* struct sem_name, oldest first */
+    unsigned sem_nlingering;   /* names in sem_lingering */
+    struct hmap psem_held;     /* struct psem_held by (name, permit id) */
+    struct px__sem_stats sem_stats;
+    /* REDLOCK's masters (redlock_master.c) and the fencing-token floors
+     * (fence.c): owned, or NULL. */
+    struct px_redlock *redlock;
+    struct px_fence *fence;
+    /* The scripts (scripts.c): the sets registered, in order, the pool's
+     * table and, by pool id, what each does. */
+    const struct px_script_set *script_sets[LK_SCRIPT_SETS_MAX];
+    unsigned nscript_sets;
+    struct pool_script script_table[LK_SCRIPTS_MAX];
+    bool script_publishes[LK_SCRIPTS_MAX];
+    bool script_writes[LK_SCRIPTS_MAX];
+    const char *script_names[LK_SCRIPTS_MAX];
+    unsigned script_base;        /* scripts.c's own set (0: it comes first) */
+    struct lk_repl_cur repl_cur; /* repl.c */
+    /* Log lines that could flood: at most one a second each. */
+    struct px_ratelog settle_log;      /* hold.c: roll-backs */
+    struct px_ratelog drop_log;        /* jobs.c: dropped jobs */
+    struct px_ratelog replay_log;      /* replay.c: ghosts removed */
+    struct px_ratelog repl_log;        /* repl.c: writes not replicated */
+    struct px_ratelog late_log;        /* wait.c: grants too late */
+    struct px_ratelog unrepl_log;      /* wait.c: grants refused, not replicated */
+    struct px_ratelog sem_lost_log;    /* sem.c: tracked permits lost */
+    struct px_ratelog sem_unknown_log; /* sem.c: acquires of unknown outcome */
+    struct lk_stats stats;
+    struct lk_front front; /* set by the front end before the first command */
+    /* Closed connections whose holds are still being released, a step a
+     * loop pass (engine.c): struct px_client by client_node, each with a
+     * reference. */
+    struct list releasing;
+    struct sched_timer rel_timer;
+};
+
+/* Allocates srv's engine (its tables empty; px_locks_init() sets it up
+ * once the pool exists). Returns NULL when out of memory. */
+struct lk_engine *px_engine_alloc(struct px_server *srv);
+
+/* Frees an engine px_locks_deinit() tore down (or never set up), after
+ * the pools its script table was given to. */
+void px_engine_free(struct lk_engine *eng);
+
+/* The semaphore takers' tables (sem_track.c), set up and torn down by
+ * px_locks_init() and px_locks_deinit(). */
+int px_sem_track_init(struct lk_engine *eng);
+void px_sem_track_deinit(struct lk_engine *eng);
+
+/* True when a line may be written at now_ms; *quiet gets the number of
+ * events not logged since the last line (and the count restarts). */
+bool px_ratelog_allow(struct px_ratelog *rl, uint64_t now_ms, uint64_t *quiet);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,59 @@
+/* Replicated writes (--sync-replicas N, --sync-timeout MS).
+ *
+ * Every script that writes (lock state: acquires, renewals, releases of
+ * every kind, semaphores, latches) goes out with "WAIT N MS" right behind
+ * it on the same upstream connection (pool_eval_wait), and its reply
+ * reaches the caller only once WAIT answered. During that callback
+ * px_repl_short() says whether fewer than N replicas acknowledged the
+ * write; the wait engine then refuses a grant (undoes it and answers
+ * NOREPLICAS: wait.c). Every short write is counted here and logged
+ * (rate-limited), whatever the script: a renewal or a release that did
+ * not reach N replicas is not undone (the master has applied it; a
+ * renewal not replicated leaves the replica's copy of the lease shorter,
+ * which matters only if that replica is promoted, and then the hold is
+ * re-verified at once: watchdog.c).
+ *
+ * WAIT is not consensus: it says the replicas received the write, not
+ * that a failover will pick one of them, nor that a write it did not
+ * count as replicated was not applied somewhere (README, Guarantees).
+ *
+ * The outcome is handed to the callback through the engine's "current
+ * reply" (srv->engine->repl_cur, saved and restored around each callback, so a nested callback
+ * cannot leak its outcome into the outer one) rather than through every
+ * reply callback's signature: the lock kinds pass their callbacks through
+ * px_script_eval() unchanged. */
+#ifndef LP_PROXY_LOCKS_REPL_H
+#define LP_PROXY_LOCKS_REPL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pool/pool.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct px_server;
+
+/* EVALSHA of script (named name, for logs) followed by WAIT with
+ * srv->opts.sync_replicas and sync_timeout_ms, through the metrics. Same
+ * contract as pool_eval; cb runs after WAIT answered. */
+int px_repl_eval(struct px_server *srv, uint64_t hint, unsigned script, const char *name,
+                 int numkeys, int argc, const char *const *argv, const size_t *lens,
+                 pool_reply_fn *cb, void *arg);
+
+/* During the callback of a px_repl_eval() script that Redis answered
+ * (no error): true when fewer than --sync-replicas replicas acknowledged
+ * it within --sync-timeout (or WAIT gave no answer). False anywhere else. */
+bool px_repl_short(const struct px_server *srv);
+
+/* During such a callback: the replicas WAIT counted, -1 for no answer. */
+int px_repl_acked(const struct px_server *srv);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

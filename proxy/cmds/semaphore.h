@@ -1,0 +1,37 @@
+/* Counting synchronizers over Redisson's layouts (spec sections 6 and 7):
+ * SEM.* (RSemaphore: a STRING count at the raw name) and PSEM.*
+ * (RPermitExpirableSemaphore: the count plus a "{name}:timeout" ZSET of
+ * raw 16-byte permit ids), both waking waiters on redisson_sc:{name}.
+ * Permits taken through the proxy are remembered per connection and given
+ * back when the connection closes (unless taken with KEEP). Waiting
+ * acquires run on the wait engine (wait.h). */
+#ifndef LP_PROXY_LOCKS_SEMAPHORE_H
+#define LP_PROXY_LOCKS_SEMAPHORE_H
+
+#include "common/buf.h"
+#include "proxy/cmd.h"
+#include "engine/scripts.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct pool_topology_event;
+struct px_server;
+
+/* SEM.* and PSEM.* commands; their scripts. */
+extern const struct px_cmd_set px_sem_cmd_set;
+extern const struct px_script_set px_sem_script_set;
+
+/* INFO section "sync": semaphore and latch figures. */
+void px_sync_info(struct px_server *srv, struct buf *out);
+
+/* After a change of slot owners: the SEM permit records of the moved
+ * slots are checked on their new master (sem_track.c). */
+void px_sem_on_topology(struct px_server *srv, const struct pool_topology_event *ev);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
