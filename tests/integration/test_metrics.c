@@ -354,15 +354,23 @@ TEST(metrics_bad_http)
 
 /* The names every INFO field and every /metrics family carry, with the
  * section / TYPE, in output order: "info <section> <field>" and
- * "metric <family> <type>" lines. Users' dashboards and scripts read them
+ * "metric <family> <type>" lines (families sorted: Prometheus gives
+ * their order no meaning). Users' dashboards and scripts read them
  * by name, so they are frozen in stats_names.txt (next to this file; it
  * was written from the output before INFO and /metrics were generated
  * from the stats tables). LP_STATS_NAMES_OUT=<path> writes what this
  * build shows, to review a deliberate change. */
+static int cmp_line(const void *a, const void *b)
+{
+    return strcmp(a, b);
+}
+
 static void names_of(redisContext *c, struct buf *out)
 {
+    static char fams[MAX_FAMILIES][176];
     redisReply *r = redisCommand(c, "INFO everything");
     char section[64] = "", *body, *line, *save = NULL;
+    int nfam = 0;
 
     ASSERT_TRUE(r && r->type == REDIS_REPLY_STRING);
     for (line = strtok_r(r->str, "\r\n", &save); line; line = strtok_r(NULL, "\r\n", &save)) {
@@ -378,10 +386,13 @@ static void names_of(redisContext *c, struct buf *out)
     for (line = strtok_r(body, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
         char name[128], type[32];
 
-        if (sscanf(line, "# TYPE %127s %31s", name, type) == 2)
-            buf_appendf(out, "metric %s %s\n", name, type);
+        if (sscanf(line, "# TYPE %127s %31s", name, type) == 2 && nfam < MAX_FAMILIES)
+            snprintf(fams[nfam++], sizeof(fams[0]), "metric %s %s", name, type);
     }
     free(body);
+    qsort(fams, (size_t)nfam, sizeof(fams[0]), cmp_line);
+    for (int i = 0; i < nfam; i++)
+        buf_appendf(out, "%s\n", fams[i]);
 }
 
 static char *slurp(const char *path)
