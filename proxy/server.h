@@ -15,8 +15,10 @@
 #include "proxy/locks/locks.h"
 #include "proxy/locks/replay.h"
 #include "proxy/locks/sem_reap.h"
+#include "proxy/locks/stats.def"
 #include "proxy/opts.h"
 #include "proxy/request.h"
+#include "proxy/stats.def"
 #include "proxy/tls.h"
 #include "sched/loop.h"
 
@@ -30,44 +32,16 @@ struct px_fence;
 struct px_metrics;
 struct px_http;
 
+/* The counters INFO and /metrics show, one uint64_t field per S() row of
+ * the tables (proxy/stats.def, proxy/locks/stats.def: name, INFO field,
+ * Prometheus family and meaning there). */
+#define PX_STATS_FIELD(field, info, prom, kind, help) uint64_t field;
+#define PX_STATS_NOFIELD(info, prom, kind, help, value)
 struct px_stats {
-    uint64_t connections;        /* client connections accepted since start */
-    uint64_t rejected;           /* connections refused over --max-clients */
-    uint64_t commands;           /* requests processed */
-    uint64_t acquired;           /* successful LOCK/TRYLOCK */
-    uint64_t released;           /* full releases through UNLOCK */
-    uint64_t timeouts;           /* LOCK calls whose WAIT ran out */
-    uint64_t renewals;           /* watchdog renewals that extended a lease */
-    uint64_t renew_batches;      /* renewal scripts sent */
-    uint64_t leases_lost;        /* holds found lost (renewal or unlock) */
-    uint64_t unlocks_in_hand;    /* UNLOCKs Redis did not answer, carried out by the proxy */
-    uint64_t late_grants;        /* grants refused: too little of their lease left (wait.c) */
-    uint64_t unknown_acqs;       /* acquires answered "outcome unknown" (wait.c) */
-    uint64_t rolled_back;        /* acquisitions found applied but never confirmed, undone */
-    uint64_t disc_releases;      /* locks released because a connection closed */
-    uint64_t wakeups;            /* wake-up messages received */
-    uint64_t upstream_errs;      /* requests answered with an UPSTREAM error */
-    uint64_t proto_errs;         /* connections closed on a protocol error */
-    uint64_t auth_failures;      /* failed AUTH / HELLO AUTH attempts */
-    uint64_t reloads;            /* configuration reloads applied */
-    uint64_t reload_errors;      /* reloads refused (bad file) */
-    uint64_t output_pauses;      /* times a client's reading paused for its unsent replies */
-    uint64_t output_closes;      /* clients closed past --client-output-hard-limit */
-    uint64_t idle_closes;        /* clients closed by --timeout */
-    uint64_t auth_closes;        /* clients closed by --auth-timeout */
-    uint64_t protected_refusals; /* clients refused by protected mode (protect.c) */
-    uint64_t climem_refusals;    /* requests refused over --max-client-memory (climem.c) */
-    /* Upstream topology (locks/watchdog.c): master changes of some slots
-     * (failover, migration), holds of those slots checked at once, and
-     * of those found lost. */
-    uint64_t topology_changes;
-    uint64_t topology_verified;
-    uint64_t topology_leases_lost;
-    /* --sync-replicas (locks/repl.c, wait.c): writes answered after their
-     * WAIT, those fewer replicas acknowledged, grants refused for it. */
-    uint64_t sync_writes;
-    uint64_t sync_short;
-    uint64_t sync_refused;
+    PX_STATS_CLIENTS(PX_STATS_FIELD, PX_STATS_NOFIELD)
+    PX_STATS_STATS(PX_STATS_FIELD, PX_STATS_NOFIELD)
+    PX_STATS_LOCKS(PX_STATS_FIELD, PX_STATS_NOFIELD)
+    PX_STATS_TOPOLOGY(PX_STATS_FIELD, PX_STATS_NOFIELD)
 };
 
 /* One --listen address. */
