@@ -1,6 +1,6 @@
 /* TLS transform tests (sched/tls.c): a TLS server and a TLS client on one
  * loop over loopback TCP, on epoll and then io_uring (skipped where
- * io_uring is refused), with throw-away certificates (tests/tls_certs.c).
+ * io_uring is refused), with throw-away certificates (tests/support/tls_certs.c).
  * Covers the round trip of small and large payloads, close_notify, pause
  * and resume, every verification failure with its reason (expired, wrong
  * host, unknown CA, client certificate missing or from another CA), the
