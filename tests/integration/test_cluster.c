@@ -118,7 +118,7 @@ static struct pool *cfx_new_pool(struct cfx *f, const struct pool_opts *o)
     ASSERT_OK(sched_loop_run_once(f->loop, 0)); /* fresh loop time after the cluster set-up */
     ASSERT_OK(pool_create(&p, f->loop, o, fx_scripts, LP_ARRAY_SIZE(fx_scripts)));
     ASSERT_OK(pool_start(p));
-    ASSERT_TRUE(pf_run_until(f->loop, pool_all_up, p, 10000));
+    ASSERT_TRUE(lf_run_until(f->loop, pool_all_up, p, 10000));
     return p;
 }
 
@@ -130,7 +130,7 @@ static void cfx_pool(struct cfx *f)
 static void cfx_free_pool(struct cfx *f, struct pool *p)
 {
     pool_stop(p);
-    ASSERT_TRUE(pf_run_until(f->loop, pool_stopped, p, 3000));
+    ASSERT_TRUE(lf_run_until(f->loop, pool_stopped, p, 3000));
     pool_destroy(p);
 }
 
@@ -151,7 +151,7 @@ static struct pf_rec cfx_cmd_on(struct cfx *f, struct pool *p, int argc, const c
 
     memset(&r, 0, sizeof(r));
     ASSERT_OK(pool_command(p, 0, argc, argv, NULL, pf_rec_cb, &r));
-    ASSERT_TRUE(pf_run_until(f->loop, pf_rec_done, &r, 10000));
+    ASSERT_TRUE(lf_run_until(f->loop, pf_rec_done, &r, 10000));
     return r;
 }
 
@@ -186,7 +186,7 @@ static struct pf_rec cfx_eval(struct cfx *f, unsigned script, int numkeys, int a
 
     memset(&r, 0, sizeof(r));
     ASSERT_OK(pool_eval(f->pool, 0, script, numkeys, argc, argv, NULL, pf_rec_cb, &r));
-    ASSERT_TRUE(pf_run_until(f->loop, pf_rec_done, &r, 10000));
+    ASSERT_TRUE(lf_run_until(f->loop, pf_rec_done, &r, 10000));
     ASSERT_EQ(r.err, 0);
     return r;
 }
@@ -250,7 +250,7 @@ static void wait_numsub(struct cfx *f, int i, const char *ch, bool sharded, long
     for (k = 0; k < 300; k++) {
         if (numsub(f, i, ch, sharded) == want)
             return;
-        pf_run_for(f->loop, 10);
+        lf_run_for(f->loop, 10);
     }
     TEST_FAIL("numsub %s on node %d never reached %lld", ch, i, want);
 }
@@ -276,7 +276,7 @@ static void wait_topo(struct cfx *f, struct topo_rec *t, int slot)
 {
     struct slot_wait w = {t, slot};
 
-    if (!pf_run_until(f->loop, topo_reached, &w, 10000))
+    if (!lf_run_until(f->loop, topo_reached, &w, 10000))
         TEST_FAIL("on_topology never reported slot %d", slot);
 }
 
@@ -350,7 +350,7 @@ static void check_every_slot(struct cfx *f)
 
         ASSERT_OK(pool_command(f->pool, (uint64_t)i, 3, argv, NULL, setall_cb, NULL));
     }
-    ASSERT_TRUE(pf_run_until(f->loop, setall_done, NULL, 20000));
+    ASSERT_TRUE(lf_run_until(f->loop, setall_done, NULL, 20000));
     ASSERT_EQ(setall.bad, 0);
     ASSERT_EQ(cfx_stats(f).moved, 0);
     rcluster_slot_counts(&f->c, counts);
@@ -464,7 +464,7 @@ static void check_single_on_cluster(struct cfx *f)
     ASSERT_OK(sched_loop_run_once(f->loop, 0));
     ASSERT_OK(pool_create(&p, f->loop, &o, fx_scripts, LP_ARRAY_SIZE(fx_scripts)));
     ASSERT_OK(pool_start(p));
-    ASSERT_TRUE(pf_run_until(f->loop, single_ready, p, 5000));
+    ASSERT_TRUE(lf_run_until(f->loop, single_ready, p, 5000));
     r = cfx_cmd_on(f, p, 2, argv);
     ASSERT_EQ(r.err, 0);
     ASSERT_EQ(r.type, REDIS_REPLY_ERROR);
@@ -531,7 +531,7 @@ static void run_routing(enum sched_io io)
     memset(&r, 0, sizeof(r));
     ASSERT_OK(pool_command_slot(f.pool, 0, pool_slot("somechan", 8), 3, shardnumsub, NULL,
                                 pf_rec_cb, &r));
-    ASSERT_TRUE(pf_run_until(f.loop, pf_rec_done, &r, 5000));
+    ASSERT_TRUE(lf_run_until(f.loop, pf_rec_done, &r, 5000));
     ASSERT_EQ(r.type, REDIS_REPLY_ARRAY);
     ASSERT_EQ(pool_command_slot(f.pool, 0, POOL_SLOTS, 3, shardnumsub, NULL, pf_rec_cb, &r),
               -EINVAL);
@@ -761,13 +761,13 @@ static void run_retry(enum sched_io io)
     rcluster_migrate_key(&f.c, m1, m2, tb);
     memset(&r, 0, sizeof(r));
     ASSERT_OK(pool_command(f.pool, 0, 3, mget, NULL, pf_rec_cb, &r));
-    pf_run_for(f.loop, 300);
+    lf_run_for(f.loop, 300);
     ASSERT_TRUE(no_reply_yet(&r));
     st = cfx_stats(&f);
     ASSERT_TRUE(st.tryagain >= 1);
     rcluster_migrate_key(&f.c, m1, m2, ta);
     rcluster_migrate_finish(&f.c, s, m1, m2);
-    ASSERT_TRUE(pf_run_until(f.loop, pf_rec_done, &r, 5000));
+    ASSERT_TRUE(lf_run_until(f.loop, pf_rec_done, &r, 5000));
     ASSERT_EQ(r.err, 0);
     ASSERT_EQ(r.type, REDIS_REPLY_ARRAY);
     ASSERT_EQ(r.elements, 2);
@@ -781,11 +781,11 @@ static void run_retry(enum sched_io io)
         usleep(10000); /* until m1 answers CLUSTERDOWN */
     memset(&r, 0, sizeof(r));
     ASSERT_OK(pool_command(f.pool, 0, 2, get, NULL, pf_rec_cb, &r));
-    pf_run_for(f.loop, 300);
+    lf_run_for(f.loop, 300);
     ASSERT_TRUE(no_reply_yet(&r));
     ASSERT_TRUE(cfx_stats(&f).tryagain > st.tryagain);
     rcluster_ok(&f.c, m1, "CLUSTER ADDSLOTS %d", w);
-    ASSERT_TRUE(pf_run_until(f.loop, pf_rec_done, &r, 5000));
+    ASSERT_TRUE(lf_run_until(f.loop, pf_rec_done, &r, 5000));
     ASSERT_EQ(r.err, 0);
     ASSERT_STREQ(r.str, "W");
     cfx_done(&f);
@@ -885,7 +885,7 @@ static void run_kill(enum sched_io io)
     memset(&inflight, 0, sizeof(inflight));
     predis_signal(&f.c.node[m1], SIGSTOP);
     ASSERT_OK(pool_command(f.pool, 0, 2, incr, NULL, pf_rec_cb, &inflight));
-    pf_run_for(f.loop, 50);
+    lf_run_for(f.loop, 50);
     ASSERT_EQ(inflight.calls, 0);
     predis_kill(&f.c.node[m1]);
     pf_wait_lsn(f.loop, &l, 1, 1, 0, 3000);
@@ -893,7 +893,7 @@ static void run_kill(enum sched_io io)
     ASSERT_EQ(inflight.err, -ECONNRESET);
     w.l = &l;
     w.f = &f;
-    if (!pf_run_until(f.loop, kill_recovered, &w, 20000))
+    if (!lf_run_until(f.loop, kill_recovered, &w, 20000))
         TEST_FAIL("no recovery after the kill: ready %d lost %d, state %s", l.ready, l.lost,
                   cfx_stats(&f).state);
     ASSERT_EQ(l.order_bad, 0);

@@ -142,7 +142,7 @@ static struct pool *sfx_new_pool(struct sfx *f, const struct pool_opts *o)
 {
     struct pool *p = sfx_start_pool(f, o);
 
-    if (!pf_run_until(f->loop, pool_all_up, p, 10000))
+    if (!lf_run_until(f->loop, pool_all_up, p, 10000))
         TEST_FAIL("pool not up: state %s, last error %s", stats_of(p).state,
                   stats_of(p).last_error);
     return p;
@@ -156,7 +156,7 @@ static void sfx_pool(struct sfx *f)
 static void sfx_free_pool(struct sfx *f, struct pool *p)
 {
     pool_stop(p);
-    ASSERT_TRUE(pf_run_until(f->loop, pool_stopped, p, 3000));
+    ASSERT_TRUE(lf_run_until(f->loop, pool_stopped, p, 3000));
     pool_destroy(p);
 }
 
@@ -183,7 +183,7 @@ static struct pf_rec cmd_on(struct sfx *f, struct pool *p, int argc, const char 
 
     memset(&r, 0, sizeof(r));
     ASSERT_OK(pool_command(p, 0, argc, argv, NULL, pf_rec_cb, &r));
-    ASSERT_TRUE(pf_run_until(f->loop, pf_rec_done, &r, 10000));
+    ASSERT_TRUE(lf_run_until(f->loop, pf_rec_done, &r, 10000));
     return r;
 }
 
@@ -203,7 +203,7 @@ static long long eval_incr(struct sfx *f, struct pool *p, const char *key)
 
     memset(&r, 0, sizeof(r));
     ASSERT_OK(pool_eval(p, 0, 1, 1, 2, argv, NULL, pf_rec_cb, &r));
-    ASSERT_TRUE(pf_run_until(f->loop, pf_rec_done, &r, 10000));
+    ASSERT_TRUE(lf_run_until(f->loop, pf_rec_done, &r, 10000));
     if (r.err != 0 || r.type != REDIS_REPLY_INTEGER)
         TEST_FAIL("EVALSHA incrby %s: err %d, reply '%s'", key, r.err, r.str);
     return r.integer;
@@ -229,7 +229,7 @@ static void publish_until(struct sfx *f, int i, const char *ch, struct pf_lsn *l
 
     for (k = 0; k < 200 && l->msgs < n; k++) {
         ASSERT_TRUE(rsentinel_int(&f->s, i, "PUBLISH %s hello-from-%d", ch, i) >= 0);
-        pf_run_for(f->loop, 20);
+        lf_run_for(f->loop, 20);
     }
     if (l->msgs < n)
         TEST_FAIL("no message from node %d on %s", i, ch);
@@ -354,7 +354,7 @@ static void load_report(const char *what, const struct load *l, uint64_t ms)
  * a caller, and nothing failed in a way the pool does not promise. */
 static void load_finish(struct load *l)
 {
-    ASSERT_TRUE(pf_run_until(l->f->loop, load_drained, l, 15000));
+    ASSERT_TRUE(lf_run_until(l->f->loop, load_drained, l, 15000));
     if (l->err_replies)
         TEST_FAIL("%llu error replies reached callers, the first: %s",
                   (unsigned long long)l->err_replies, l->first_err);
@@ -397,7 +397,7 @@ static void expect_clear_failure(struct sfx *f, const struct pool_opts *o, const
     struct pool *p = sfx_start_pool(f, o);
     struct err_wait w = {p, needle};
 
-    if (!pf_run_until(f->loop, error_mentions, &w, 5000))
+    if (!lf_run_until(f->loop, error_mentions, &w, 5000))
         TEST_FAIL("last error never mentioned '%s': %s", needle, stats_of(p).last_error);
     ASSERT_TRUE(!pool_is_ready(p));
     ASSERT_EQ(pool_command(p, 0, 3, argv, NULL, pf_rec_cb, NULL), -ENOTCONN);
@@ -436,7 +436,7 @@ static void check_discovered(struct sfx *f, int m)
     ASSERT_EQ(ns[0].slots, POOL_SLOTS);
     /* The first map is reported from a 0 ms timer: connections that are
      * ready within the same millisecond can be seen up before it fires. */
-    ASSERT_TRUE(pf_run_until(f->loop, topo_initial_seen, &f->topo, 1000));
+    ASSERT_TRUE(lf_run_until(f->loop, topo_initial_seen, &f->topo, 1000));
     ASSERT_EQ(f->topo.initial, 1);
     ASSERT_EQ(f->topo.last_nchanged, POOL_SLOTS);
 }
@@ -537,9 +537,9 @@ static void role_stale(struct sfx *f, int m, int replica)
     p = sfx_start_pool(f, &o);
     w.p = p;
     w.needle = "not the master";
-    if (!pf_run_until(f->loop, error_mentions, &w, 5000))
+    if (!lf_run_until(f->loop, error_mentions, &w, 5000))
         TEST_FAIL("no ROLE error: %s", stats_of(p).last_error);
-    pf_run_for(f->loop, 300);
+    lf_run_for(f->loop, 300);
     ASSERT_TRUE(!pool_is_ready(p));
     ASSERT_TRUE(stats_of(p).role_mismatches >= 1);
     ASSERT_EQ(pool_command(p, 0, 3, argv, NULL, pf_rec_cb, NULL), -ENOTCONN);
@@ -548,7 +548,7 @@ static void role_stale(struct sfx *f, int m, int replica)
         rsentinel_sok(&f->s, k, "SENTINEL REMOVE stale");
         rsentinel_sok(&f->s, k, "SENTINEL MONITOR stale 127.0.0.1 %d 2", f->s.node[m].port);
     }
-    if (!pf_run_until(f->loop, pool_all_up, p, 10000))
+    if (!lf_run_until(f->loop, pool_all_up, p, 10000))
         TEST_FAIL("no recovery from the stale answer: %s", stats_of(p).last_error);
     set_on(f, p, "stale-key", "1");
     ASSERT_EQ(rsentinel_int(&f->s, m, "EXISTS stale-key"), 1);
@@ -690,7 +690,7 @@ static void run_kill(enum sched_io io)
     load_run(&ld, 300);
     rsentinel_signal_node(&f.s, m, SIGSTOP);
     ASSERT_OK(pool_command(f.pool, 0, 2, incr, NULL, pf_rec_cb, &inflight));
-    pf_run_for(f.loop, 50);
+    lf_run_for(f.loop, 50);
     ASSERT_EQ(inflight.calls, 0);
     rsentinel_kill_node(&f.s, m);
     ms = load_until_switched(&ld, from, KILL_BOUND_MS);
@@ -735,8 +735,8 @@ static void run_sentinels_down(enum sched_io io)
         rsentinel_kill_sentinel(&f.s, k);
     w.p = f.pool;
     w.connected = false;
-    ASSERT_TRUE(pf_run_until(f.loop, sentinel_connected_is, &w, 5000));
-    pf_run_for(f.loop, 500);
+    ASSERT_TRUE(lf_run_until(f.loop, sentinel_connected_is, &w, 5000));
+    lf_run_for(f.loop, 500);
     set_on(&f, f.pool, "while-down", "1");
     ASSERT_EQ(eval_incr(&f, f.pool, "while-down:n"), 1);
     ASSERT_STREQ(stats_of(f.pool).state, "up");
@@ -747,19 +747,19 @@ static void run_sentinels_down(enum sched_io io)
     {
         struct err_wait ew = {late, "no sentinel answers for master 'mymaster'"};
 
-        if (!pf_run_until(f.loop, error_mentions, &ew, 5000))
+        if (!lf_run_until(f.loop, error_mentions, &ew, 5000))
             TEST_FAIL("no clear error: %s", stats_of(late).last_error);
     }
     ASSERT_EQ(pool_command(late, 0, 3, argv, NULL, pf_rec_cb, NULL), -ENOTCONN);
     for (k = 0; k < RSENT_SENTINELS; k++)
         rsentinel_start_sentinel(&f.s, k);
     w.connected = true;
-    if (!pf_run_until(f.loop, sentinel_connected_is, &w, 10000))
+    if (!lf_run_until(f.loop, sentinel_connected_is, &w, 10000))
         TEST_FAIL("late pool did not recover: %s", stats_of(late).last_error);
     set_on(&f, late, "down", "1");
     ASSERT_EQ(rsentinel_int(&f.s, m, "EXISTS down"), 1);
     w.p = f.pool;
-    ASSERT_TRUE(pf_run_until(f.loop, sentinel_connected_is, &w, 10000));
+    ASSERT_TRUE(lf_run_until(f.loop, sentinel_connected_is, &w, 10000));
     sfx_free_pool(&f, late);
     sfx_done(&f);
 }

@@ -4,29 +4,8 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "common/clock.h"
 #include "common/compiler.h"
 #include "harness.h"
-
-void pf_run_for(struct sched_loop *loop, int ms)
-{
-    uint64_t end = clock_mono_ms() + (uint64_t)ms;
-
-    while (clock_mono_ms() < end)
-        ASSERT_OK(sched_loop_run_once(loop, 5));
-}
-
-bool pf_run_until(struct sched_loop *loop, pf_cond *cond, void *arg, int timeout_ms)
-{
-    uint64_t end = clock_mono_ms() + (uint64_t)timeout_ms;
-
-    while (!cond(arg)) {
-        if (clock_mono_ms() >= end)
-            return false;
-        ASSERT_OK(sched_loop_run_once(loop, 5));
-    }
-    return true;
-}
 
 void pf_rec_cb(void *arg, const redisReply *r, int err)
 {
@@ -84,7 +63,7 @@ void pf_wait_lsn(struct sched_loop *loop, struct pf_lsn *l, int ready, int lost,
 {
     struct lsn_wait w = {l, ready, lost, msgs};
 
-    if (!pf_run_until(loop, lsn_reached, &w, ms))
+    if (!lf_run_until(loop, lsn_reached, &w, ms))
         TEST_FAIL("listener: ready %d lost %d msgs %d, wanted %d %d %d", l->ready, l->lost, l->msgs,
                   ready, lost, msgs);
     ASSERT_EQ(l->order_bad, 0);

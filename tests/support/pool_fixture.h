@@ -1,8 +1,7 @@
 /* What the pool-level integration tests (test_pool.c, test_cluster.c,
- * test_sentinel.c) share around a loop and a pool they drive themselves:
- * running the loop for a time or until a condition, a recorder of one
- * request's reply, and a pub/sub listener that counts its events and
- * checks their order. Library lp_testsupport_pool (it links lp_pool). */
+ * test_sentinel.c) share around a loop and a pool they drive themselves
+ * (with loop_fixture.h's runner): a recorder of one request's reply, and a pub/sub listener that
+ * counts its events and checks their order. Library lp_testsupport_pool (it links lp_pool). */
 #ifndef LP_TESTS_POOL_FIXTURE_H
 #define LP_TESTS_POOL_FIXTURE_H
 
@@ -11,16 +10,8 @@
 
 #include <hiredis/hiredis.h>
 
+#include "loop_fixture.h"
 #include "pool/pool.h"
-#include "sched/loop.h"
-
-typedef bool pf_cond(void *arg);
-
-/* Runs loop for ms milliseconds (fails the test on a loop error). */
-void pf_run_for(struct sched_loop *loop, int ms);
-
-/* Runs loop until cond(arg) holds (true) or timeout_ms passes (false). */
-bool pf_run_until(struct sched_loop *loop, pf_cond *cond, void *arg, int timeout_ms);
 
 /* The last reply of a request (pool_reply_fn pf_rec_cb with a struct
  * pf_rec; zero it first). */
@@ -36,7 +27,7 @@ struct pf_rec {
 
 void pf_rec_cb(void *arg, const redisReply *r, int err);
 
-/* pf_cond: the recorder has seen a callback. */
+/* lf_cond: the recorder has seen a callback. */
 bool pf_rec_done(void *arg);
 
 /* A pool_sub that counts READY, LOST and MESSAGE events (pf_lsn_cb) and
