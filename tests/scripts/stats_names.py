@@ -5,7 +5,8 @@ themselves and README.md.
 - Every INFO counter has its Prometheus twin, except the rows listed in
   EXCEPTIONS with the reason; counters' families end in _total, gauges'
   do not; no INFO field or family is named twice.
-- README.md names only families that exist (in the tables, or written by
+- README.md names only families (and, in the INFO command's row, INFO
+  fields) that exist (in the tables, or written by
   hand and frozen in tests/integration/stats_names.txt), and documents
   every family of the tables: by its full name, or as `_suffix` in a
   table row or paragraph that names a family with the same prefix in full (README's
@@ -79,6 +80,15 @@ def main(root):
         for name, star in re.findall(r"`(lockproxy_\w+)(\*?)", unit):
             if name not in known and not (star and any(k.startswith(name) for k in known)):
                 problems.append(f"README.md: {name}{star} is no metric family")
+    # The INFO command's row names fields by their INFO names.
+    info_names = {i for _, i, _, _ in table if i}
+    info_names |= set(re.findall(r"^info \w+ (\w+)$", golden, re.M))
+    for unit in readme:
+        if not unit.startswith("| `INFO [section]`"):
+            continue
+        for name in re.findall(r"`([a-z][a-z0-9]*_[a-z0-9_]+)`", unit):
+            if name not in info_names:
+                problems.append(f"README.md: INFO row names {name}, which INFO does not show")
     for fam in sorted(families):
         if any(f"`{fam}`" in l or f"`{fam}{{" in l for l in readme):
             continue
