@@ -21,6 +21,7 @@
 #include "engine/jobs.h"
 #include "engine/replay.h"
 #include "engine/sem_reap.h"
+#include "engine/stats.def"
 #include "engine/wait.h"
 #include "pool/pool.h"
 #include "sched/loop.h"
@@ -100,30 +101,14 @@ struct px_ratelog {
 #define LK_SCRIPT_SETS_MAX 16u  /* script sets registered (px_scripts_register) */
 
 /* Engine counters (INFO, /metrics). */
+/* The engine's counters: one field per S() row of engine/stats.def's
+ * tables (which also give each its INFO field and /metrics family), and
+ * the wait figures by kind. */
+#define LK_STATS_FIELD(field, info, prom, kind, help) uint64_t field;
+#define LK_STATS_NOFIELD(info, prom, kind, help, value)
 struct lk_stats {
-    uint64_t acquired;        /* successful LOCK/TRYLOCK */
-    uint64_t released;        /* full releases through UNLOCK */
-    uint64_t timeouts;        /* LOCK calls whose WAIT ran out */
-    uint64_t renewals;        /* watchdog renewals that extended a lease */
-    uint64_t renew_batches;   /* renewal scripts sent */
-    uint64_t leases_lost;     /* holds found lost (renewal or unlock) */
-    uint64_t unlocks_in_hand; /* UNLOCKs Redis did not answer, carried out by the proxy */
-    uint64_t late_grants;     /* grants refused: too little of their lease left (wait.c) */
-    uint64_t unknown_acqs;    /* acquires answered "outcome unknown" (wait.c) */
-    uint64_t rolled_back;     /* acquisitions found applied but never confirmed, undone */
-    uint64_t disc_releases;   /* locks released because a connection closed */
-    uint64_t wakeups;         /* wake-up messages received */
-    /* Upstream topology (watchdog.c): master changes of some slots
-     * (failover, migration), holds of those slots checked at once, and
-     * of those found lost. */
-    uint64_t topology_changes;
-    uint64_t topology_verified;
-    uint64_t topology_leases_lost;
-    /* --sync-replicas (repl.c, wait.c): writes answered after their
-     * WAIT, those fewer replicas acknowledged, grants refused for it. */
-    uint64_t sync_writes;
-    uint64_t sync_short;
-    uint64_t sync_refused;
+    PX_STATS_LOCKS(LK_STATS_FIELD, LK_STATS_NOFIELD)
+    PX_STATS_TOPOLOGY(LK_STATS_FIELD, LK_STATS_NOFIELD)
     uint64_t waiting[LK_WAIT_STATS];       /* wait.c: members of a waitset now, by px_wait_stat */
     uint64_t wait_timeouts[LK_WAIT_STATS]; /* wait.c: waits whose WAIT ran out, by stat */
 };

@@ -19,6 +19,7 @@
 #include "proxy/tx.h"
 #include "proxy/reply.h"
 #include "proxy/server.h"
+#include "proxy/stats.h"
 
 /* Keys under these hash tags are the proxy's own (sem_reap.h). */
 #define FWD_OWN_PREFIX "{lp-"
@@ -94,19 +95,12 @@ void px_fwd_get_stats(const struct px_server *srv, struct px_fwd_stats *st)
 
 void px_fwd_info(struct px_server *srv, struct buf *o)
 {
-    struct px_fwd_stats st;
+    struct px_stats_view v;
 
-    px_fwd_get_stats(srv, &st);
-    buf_appendf(
-        o,
-        "# Passthrough\r\npassthrough:%s\r\nforwarded_commands:%llu\r\nforwarded_errors:%llu\r\n"
-        "forwarded_refused:%llu\r\nforwarded_noscript_retries:%llu\r\n"
-        "forwarded_scripts:%llu\r\nforwarded_script_bytes:%llu\r\n"
-        "forwarded_script_evictions:%llu\r\n\r\n",
-        srv->opts.passthrough ? "on" : "off", (unsigned long long)st.forwarded,
-        (unsigned long long)st.errors, (unsigned long long)st.refused,
-        (unsigned long long)st.noscript_retries, (unsigned long long)st.scripts,
-        (unsigned long long)st.script_bytes, (unsigned long long)st.script_evictions);
+    px_stats_view(srv, PX_STATS_G_PASSTHROUGH, &v);
+    buf_appendf(o, "# Passthrough\r\npassthrough:%s\r\n", srv->opts.passthrough ? "on" : "off");
+    px_stats_write_info(o, &v);
+    buf_appendf(o, "\r\n");
 }
 
 /* The bound on kept script texts. */

@@ -1,4 +1,6 @@
-/* INFO sections; see info.h. */
+/* INFO sections; see info.h. The counters' lines come from the stats
+ * tables (proxy/stats.def, proxy/locks/stats.def, rendered by stats.c);
+ * only text fields are written here. */
 #include "proxy/info.h"
 
 #include <stdbool.h>
@@ -15,6 +17,7 @@
 #include "proxy/metrics.h"
 #include "proxy/server.h"
 #include "proxy/subs.h"
+#include "proxy/stats.h"
 #include "proxy/tls.h"
 #include "proxy/upstream_nodes.h"
 #include "sched/loop.h"
@@ -42,28 +45,21 @@ static void info_server(struct px_server *srv, struct buf *o)
                 srv->opts.on_disc == PX_DISCONNECT_RELEASE ? "release" : "expire");
 }
 
-/* Clients with a waiting command (Redis's blocked_clients). */
-static unsigned blocked_clients(struct px_server *srv)
+/* "# Name", the lines of group g, and the blank line. */
+static void info_group(struct px_server *srv, struct buf *o, const char *title,
+                       enum px_stats_group g)
 {
-    struct list *n;
-    unsigned b = 0;
+    struct px_stats_view v;
 
-    for (n = srv->clients.next; n != &srv->clients; n = n->next)
-        b += list_entry(n, struct px_client, client_node)->barrier != NULL;
-    return b;
+    px_stats_view(srv, g, &v);
+    buf_appendf(o, "# %s\r\n", title);
+    px_stats_write_info(o, &v);
+    buf_appendf(o, "\r\n");
 }
 
 static void info_clients(struct px_server *srv, struct buf *o)
 {
-    buf_appendf(o,
-                "# Clients\r\nconnected_clients:%u\r\nblocked_clients:%u\r\nmax_clients:%u\r\n"
-                "total_connections_received:%llu\r\nrejected_connections:%llu\r\n"
-                "clients_output_paused:%u\r\nclient_memory:%zu\r\nmax_client_memory:%zu\r\n"
-                "client_memory_refusals:%llu\r\n\r\n",
-                srv->nclients, blocked_clients(srv), srv->opts.max_clients,
-                (unsigned long long)srv->stats.connections, (unsigned long long)srv->stats.rejected,
-                srv->nclients_out_paused, srv->client_mem, srv->opts.max_client_memory,
-                (unsigned long long)srv->stats.climem_refusals);
+    info_group(srv, o, "Clients", PX_STATS_G_CLIENTS);
 }
 
 /* jemalloc's control interface when jemalloc is the allocator (it is,
@@ -133,132 +129,54 @@ static void info_memory(struct px_server *srv, struct buf *o)
 
 static void info_locks(struct px_server *srv, struct buf *o)
 {
-    const struct lk_stats *s = &srv->engine->stats;
-    const struct px_jobs *j = &srv->engine->jobs;
-
-    buf_appendf(o,
-                "# Locks\r\nlocks_held:%u\r\nlock_waiters:%u\r\nwait_channels:%zu\r\n"
-                "locks_acquired:%llu\r\nlocks_released:%llu\r\nlock_wait_timeouts:%llu\r\n"
-                "watchdog_renewals:%llu\r\nwatchdog_batches:%llu\r\nleases_lost:%llu\r\n"
-                "disconnect_releases:%llu\r\nwakeup_messages:%llu\r\nunlocks_in_hand:%llu\r\n",
-                srv->engine->nholds, srv->engine->nwaiters, srv->engine->locks.count,
-                (unsigned long long)s->acquired, (unsigned long long)s->released,
-                (unsigned long long)s->timeouts, (unsigned long long)s->renewals,
-                (unsigned long long)s->renew_batches, (unsigned long long)s->leases_lost,
-                (unsigned long long)s->disc_releases, (unsigned long long)s->wakeups,
-                (unsigned long long)s->unlocks_in_hand);
-    buf_appendf(o,
-                "late_grants_refused:%llu\r\nunknown_outcomes:%llu\r\n"
-                "unknown_outcomes_rolled_back:%llu\r\ndisconnect_releases_retried:%llu\r\n"
-                "disconnect_releases_dropped:%llu\r\nrollbacks_retried:%llu\r\n"
-                "rollbacks_dropped:%llu\r\ncleanup_pending:%u\r\nreleases_replayed:%llu\r\n"
-                "ghost_holds_removed:%llu\r\nreleases_replay_dropped:%llu\r\n",
-                (unsigned long long)s->late_grants, (unsigned long long)s->unknown_acqs,
-                (unsigned long long)s->rolled_back, (unsigned long long)j->retried[PX_JOB_RELEASE],
-                (unsigned long long)j->dropped[PX_JOB_RELEASE],
-                (unsigned long long)j->retried[PX_JOB_ROLLBACK],
-                (unsigned long long)j->dropped[PX_JOB_ROLLBACK], j->ndue + j->ninflight,
-                (unsigned long long)srv->engine->replays.sent,
-                (unsigned long long)srv->engine->replays.found,
-                (unsigned long long)srv->engine->replays.dropped);
-    buf_appendf(o,
-                "sync_replicas:%u\r\nsync_timeout_ms:%u\r\nsync_writes:%llu\r\n"
-                "sync_writes_unreplicated:%llu\r\nsync_grants_refused:%llu\r\n\r\n",
-                srv->opts.sync_replicas, srv->opts.sync_timeout_ms,
-                (unsigned long long)s->sync_writes, (unsigned long long)s->sync_short,
-                (unsigned long long)s->sync_refused);
+    info_group(srv, o, "Locks", PX_STATS_G_LOCKS);
 }
 
 static void info_upstream(struct px_server *srv, struct buf *o)
 {
+    struct px_stats_view v;
     struct pool_stats st;
 
     pool_get_stats(srv->pool, &st);
-    buf_appendf(o,
-                "# Upstream\r\nupstream_state:%s\r\nupstream_conns:%u\r\n"
-                "upstream_conns_ready:%u\r\npubsub_ready:%d\r\npubsub_channels:%llu\r\n"
-                "upstream_requests:%llu\r\nupstream_inflight:%llu\r\n"
-                "upstream_batches:%llu\r\nupstream_reconnects:%llu\r\nupstream_restarts:%llu\r\n"
-                "upstream_errors:%llu\r\nupstream_noscript_retries:%llu\r\n"
-                "upstream_script_batches:%llu\r\nupstream_batched_scripts:%llu\r\n"
-                "upstream_last_error:%s\r\n\r\n",
-                st.state, st.conns, st.conns_ready, st.pubsub_ready ? 1 : 0,
-                (unsigned long long)st.channels, (unsigned long long)st.requests,
-                (unsigned long long)st.inflight, (unsigned long long)st.batches,
-                (unsigned long long)st.reconnects, (unsigned long long)st.restarts,
-                (unsigned long long)st.errors, (unsigned long long)st.noscript_retries,
-                (unsigned long long)st.script_batches, (unsigned long long)st.batched,
-                st.last_error ? st.last_error : "");
+    px_stats_view(srv, PX_STATS_G_UPSTREAM, &v);
+    buf_appendf(o, "# Upstream\r\nupstream_state:%s\r\n", st.state);
+    px_stats_write_info(o, &v);
+    buf_appendf(o, "upstream_last_error:%s\r\n\r\n", st.last_error ? st.last_error : "");
 }
 
 /* Only for a redis-sentinel:// upstream: which master, through which
  * sentinel, and how it has been followed. */
 static void info_sentinel(struct px_server *srv, struct buf *o)
 {
+    struct px_stats_view v;
     struct pool_stats st;
 
     if (!pool_is_sentinel(srv->pool))
         return;
     pool_get_stats(srv->pool, &st);
+    px_stats_view(srv, PX_STATS_G_SENTINEL, &v);
     buf_appendf(o,
                 "# Sentinel\r\nsentinel_master_name:%s\r\nsentinel_master:%s\r\n"
-                "sentinel_current:%s\r\nsentinels:%u\r\nsentinel_connected:%d\r\n"
-                "sentinel_subscribed:%d\r\nsentinel_answers:%llu\r\nsentinel_failures:%llu\r\n"
-                "sentinel_master_switches:%llu\r\nsentinel_switch_events:%llu\r\n"
-                "sentinel_readonly_replies:%llu\r\nsentinel_role_mismatches:%llu\r\n\r\n",
-                st.master_name, st.master_addr, st.sentinel_addr, st.sentinels,
-                st.sentinel_connected ? 1 : 0, st.sentinel_subscribed ? 1 : 0,
-                (unsigned long long)st.sentinel_answers, (unsigned long long)st.sentinel_failures,
-                (unsigned long long)st.master_switches, (unsigned long long)st.switch_events,
-                (unsigned long long)st.readonly, (unsigned long long)st.role_mismatches);
+                "sentinel_current:%s\r\n",
+                st.master_name, st.master_addr, st.sentinel_addr);
+    px_stats_write_info(o, &v);
+    buf_appendf(o, "\r\n");
 }
 
 /* Pass-through pub/sub (subs.h). */
 static void info_pubsub(struct px_server *srv, struct buf *o)
 {
-    struct px_subs_stats st;
-
-    px_subs_get_stats(srv, &st);
-    buf_appendf(o,
-                "# Pubsub\r\npassthrough_channels:%llu\r\npassthrough_subscribers:%llu\r\n"
-                "shared_subscriptions:%llu\r\npassthrough_messages_delivered:%llu\r\n"
-                "passthrough_publishes:%llu\r\npassthrough_subscribers_dropped:%llu\r\n\r\n",
-                (unsigned long long)st.channels, (unsigned long long)st.subscribers,
-                (unsigned long long)st.hubs, (unsigned long long)st.delivered,
-                (unsigned long long)st.published, (unsigned long long)st.dropped);
+    info_group(srv, o, "Pubsub", PX_STATS_G_PUBSUB);
 }
 
 static void info_stats(struct px_server *srv, struct buf *o)
 {
-    const struct px_stats *s = &srv->stats;
-
-    buf_appendf(o,
-                "# Stats\r\ntotal_commands_processed:%llu\r\nupstream_error_replies:%llu\r\n"
-                "protocol_errors:%llu\r\nauth_failures:%llu\r\nconfig_reloads:%llu\r\n"
-                "config_reload_errors:%llu\r\nclient_output_pauses:%llu\r\n"
-                "client_output_buffer_limit_disconnections:%llu\r\nclient_idle_timeouts:%llu\r\n"
-                "client_auth_timeouts:%llu\r\nprotected_mode_refusals:%llu\r\n\r\n",
-                (unsigned long long)s->commands, (unsigned long long)s->upstream_errs,
-                (unsigned long long)s->proto_errs, (unsigned long long)s->auth_failures,
-                (unsigned long long)s->reloads, (unsigned long long)s->reload_errors,
-                (unsigned long long)s->output_pauses, (unsigned long long)s->output_closes,
-                (unsigned long long)s->idle_closes, (unsigned long long)s->auth_closes,
-                (unsigned long long)s->protected_refusals);
+    info_group(srv, o, "Stats", PX_STATS_G_STATS);
 }
 
-/* The event loop's latency (sched_loop_latency()). */
 static void info_latency(struct px_server *srv, struct buf *o)
 {
-    struct sched_loop_latency lat;
-
-    sched_loop_latency(srv->loop, &lat);
-    buf_appendf(o,
-                "# Latency\r\nlatency_monitor_threshold_ms:%llu\r\nloop_iterations:%llu\r\n"
-                "loop_max_work_us:%llu\r\nloop_slow_iterations:%llu\r\n"
-                "loop_late_timers:%llu\r\nloop_max_timer_late_ms:%llu\r\n\r\n",
-                (unsigned long long)lat.threshold_ms, (unsigned long long)lat.iterations,
-                (unsigned long long)lat.max_work_us, (unsigned long long)lat.slow,
-                (unsigned long long)lat.late_timers, (unsigned long long)lat.max_late_ms);
+    info_group(srv, o, "Latency", PX_STATS_G_LATENCY);
 }
 
 struct info_section {

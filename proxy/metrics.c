@@ -4,7 +4,9 @@
  *
  * Storage. Plain counters that other modules already keep (srv->stats,
  * pool_get_stats(), srv->nclients...) are not duplicated: rendering reads
- * them. This file adds only what nobody else keeps:
+ * them, and the counters' families come from the stats tables
+ * (proxy/stats.def, proxy/locks/stats.def through stats.c), which also
+ * give INFO its lines. This file adds only what nobody else keeps:
  *   - per-command counters by result, in a fixed open-addressing table
  *     keyed by the command's table entry (static storage, so the pointer
  *     is a stable key; the set of commands is closed, so the label set is
@@ -48,6 +50,7 @@
 #include "proxy/request.h"
 #include "proxy/server.h"
 #include "proxy/subs.h"
+#include "proxy/stats.h"
 #include "proxy/tls.h"
 #include "proxy/upstream_nodes.h"
 #include "sched/loop.h"
@@ -258,20 +261,13 @@ int px_metrics_eval(struct px_server *srv, uint64_t hint, unsigned script, int n
 
 /* ---- Prometheus text ------------------------------------------------------------ */
 
-struct metric {
-    const char *name; /* full metric name */
-    const char *type; /* "counter" or "gauge" */
-    const char *help; /* HELP text */
-    uint64_t value;   /* current value */
-};
-
-static void write_metrics(struct buf *o, const struct metric *ms, size_t n)
+/* Group g's families (stats.h). */
+static void write_group(struct px_server *srv, struct buf *o, enum px_stats_group g)
 {
-    size_t i;
+    struct px_stats_view v;
 
-    for (i = 0; i < n; i++)
-        buf_appendf(o, "# HELP %s %s\n# TYPE %s %s\n%s %llu\n", ms[i].name, ms[i].help, ms[i].name,
-                    ms[i].type, ms[i].name, (unsigned long long)ms[i].value);
+    px_stats_view(srv, g, &v);
+    px_stats_write_prom(o, &v);
 }
 
 static void write_hist(struct buf *o, const char *name, const char *help, const struct hist *h)
@@ -308,206 +304,21 @@ static void write_commands(struct px_metrics *m, struct buf *o)
     }
 }
 
-static struct sched_loop_latency loop_latency(const struct px_server *srv)
-{
-    struct sched_loop_latency lat;
-
-    sched_loop_latency(srv->loop, &lat);
-    return lat;
-}
-
+/* The process, the clients, the event loop; INFO's server, clients,
+ * stats and latency sections. */
 static void write_process(struct px_server *srv, struct buf *o)
 {
-    const struct px_stats *s = &srv->stats;
-    const struct sched_loop_latency lat = loop_latency(srv);
-    const struct metric ms[] = {
-        {"lockproxy_uptime_seconds", "gauge", "Seconds since the proxy started.",
-         (sched_loop_now_ms(srv->loop) - srv->start_ms) / 1000},
-        {"lockproxy_client_connections", "gauge", "Client connections open now.", srv->nclients},
-        {"lockproxy_client_connections_total", "counter", "Client connections accepted.",
-         s->connections},
-        {"lockproxy_client_connections_rejected_total", "counter",
-         "Client connections refused over --max-clients.", s->rejected},
-        {"lockproxy_client_output_paused", "gauge",
-         "Client connections not read until their unsent replies are sent.",
-         srv->nclients_out_paused},
-        {"lockproxy_client_output_pauses_total", "counter",
-         "Times a client's reading paused at --client-output-soft-limit.", s->output_pauses},
-        {"lockproxy_client_output_limit_closes_total", "counter",
-         "Client connections closed past --client-output-hard-limit.", s->output_closes},
-        {"lockproxy_client_memory_bytes", "gauge",
-         "Memory held for clients: MULTI queues, input, unsent replies.", srv->client_mem},
-        {"lockproxy_client_memory_limit_bytes", "gauge", "--max-client-memory (0: off).",
-         srv->opts.max_client_memory},
-        {"lockproxy_client_memory_refusals_total", "counter",
-         "Commands refused (-OOM) over --max-client-memory.", s->climem_refusals},
-        {"lockproxy_client_idle_timeouts_total", "counter",
-         "Client connections closed idle by --timeout.", s->idle_closes},
-        {"lockproxy_client_auth_timeouts_total", "counter",
-         "Client connections closed without AUTH by --auth-timeout.", s->auth_closes},
-        {"lockproxy_protocol_errors_total", "counter",
-         "Client connections closed on a protocol error.", s->proto_errs},
-        {"lockproxy_auth_failures_total", "counter", "Failed AUTH attempts.", s->auth_failures},
-        {"lockproxy_config_reloads_total", "counter", "Configuration reloads applied.", s->reloads},
-        {"lockproxy_config_reload_errors_total", "counter",
-         "Configuration reloads refused (bad file).", s->reload_errors},
-        {"lockproxy_loop_iterations_total", "counter", "Event loop iterations.", lat.iterations},
-        {"lockproxy_loop_max_work_microseconds", "gauge",
-         "The longest work of one event loop iteration (not its wait for events).",
-         lat.max_work_us},
-        {"lockproxy_loop_slow_iterations_total", "counter",
-         "Event loop iterations that worked longer than --latency-monitor-threshold.", lat.slow},
-        {"lockproxy_loop_late_timers_total", "counter",
-         "Timers that ran more than --latency-monitor-threshold after their deadline.",
-         lat.late_timers},
-        {"lockproxy_loop_max_timer_late_milliseconds", "gauge",
-         "The latest timer run, ms after its deadline.", lat.max_late_ms},
-    };
-
     buf_appendf(o,
                 "# HELP lockproxy_build_info Version and io backend.\n"
                 "# TYPE lockproxy_build_info gauge\n"
-                "lockproxy_build_info{version=\"%s\",io_backend=\"%s\"} 1\n",
-                LP_VERSION, sched_loop_backend(srv->loop));
-    write_metrics(o, ms, LP_ARRAY_SIZE(ms));
-}
-
-static void write_locks(struct px_server *srv, struct buf *o)
-{
-    const struct lk_stats *s = &srv->engine->stats;
-    const struct metric ms[] = {
-        {"lockproxy_locks_held", "gauge", "Locks held through this proxy (holds tracked).",
-         srv->engine->nholds},
-        {"lockproxy_lock_waiters", "gauge", "Lock requests waiting now.", srv->engine->nwaiters},
-        {"lockproxy_wait_channels", "gauge", "Lock channels with shared wait state.",
-         srv->engine->locks.count},
-        {"lockproxy_locks_acquired_total", "counter", "Successful lock acquisitions.", s->acquired},
-        {"lockproxy_locks_released_total", "counter", "Full releases through UNLOCK.", s->released},
-        {"lockproxy_lock_wait_timeouts_total", "counter", "Lock requests whose WAIT ran out.",
-         s->timeouts},
-        {"lockproxy_renewals_total", "counter", "Watchdog renewals that extended a lease.",
-         s->renewals},
-        {"lockproxy_renewal_batches_total", "counter", "Watchdog renewal scripts sent.",
-         s->renew_batches},
-        {"lockproxy_leases_lost_total", "counter",
-         "Holds found lost (expired or taken over) before their release.", s->leases_lost},
-        {"lockproxy_disconnect_releases_total", "counter",
-         "Locks released because their connection closed.", s->disc_releases},
-        {"lockproxy_wakeups_total", "counter", "Wake-up messages received.", s->wakeups},
-        {"lockproxy_unlocks_in_hand_total", "counter",
-         "UNLOCKs Redis did not answer, carried out by the proxy (retried until confirmed).",
-         s->unlocks_in_hand},
-        {"lockproxy_late_grants_refused_total", "counter",
-         "Grants refused because too little of their lease was left when the reply came.",
-         s->late_grants},
-        {"lockproxy_unknown_outcomes_total", "counter",
-         "Acquires answered 'outcome unknown' (the reply from Redis was lost).", s->unknown_acqs},
-        {"lockproxy_unknown_outcomes_rolled_back_total", "counter",
-         "Acquisitions found applied that no client was told of, undone.", s->rolled_back},
-        {"lockproxy_disconnect_releases_retried_total", "counter",
-         "Releases and permit returns of closed connections sent again after a failure.",
-         srv->engine->jobs.retried[PX_JOB_RELEASE]},
-        {"lockproxy_disconnect_releases_dropped_total", "counter",
-         "Releases and permit returns of closed connections given up.",
-         srv->engine->jobs.dropped[PX_JOB_RELEASE]},
-        {"lockproxy_rollbacks_retried_total", "counter",
-         "Roll-backs (and fair queue exits) sent again after a failure.",
-         srv->engine->jobs.retried[PX_JOB_ROLLBACK]},
-        {"lockproxy_rollbacks_dropped_total", "counter", "Roll-backs given up.",
-         srv->engine->jobs.dropped[PX_JOB_ROLLBACK]},
-        {"lockproxy_sync_writes_total", "counter",
-         "Writes sent with WAIT (--sync-replicas) and answered.", s->sync_writes},
-        {"lockproxy_sync_unreplicated_writes_total", "counter",
-         "Writes fewer replicas than --sync-replicas acknowledged within --sync-timeout.",
-         s->sync_short},
-        {"lockproxy_sync_grants_refused_total", "counter",
-         "Grants undone and answered NOREPLICAS: not replicated to --sync-replicas replicas.",
-         s->sync_refused},
-        {"lockproxy_releases_replayed_total", "counter",
-         "Confirmed releases re-sent to a new master after a failover.", srv->engine->replays.sent},
-        {"lockproxy_ghost_holds_removed_total", "counter",
-         "Of those, holds the new master still had (releases the failover lost).",
-         srv->engine->replays.found},
-        {"lockproxy_releases_replay_dropped_total", "counter",
-         "Releases forgotten before their lease ended (over the bound).",
-         srv->engine->replays.dropped},
-        {"lockproxy_cleanup_pending", "gauge",
-         "Releases, returns and roll-backs waiting for Redis or in flight.",
-         srv->engine->jobs.ndue + srv->engine->jobs.ninflight},
-    };
-
-    write_metrics(o, ms, LP_ARRAY_SIZE(ms));
-}
-
-/* Pass-through pub/sub (subs.h). */
-static void write_subs(struct px_server *srv, struct buf *o)
-{
-    struct px_subs_stats st;
-
-    px_subs_get_stats(srv, &st);
-    {
-        const struct metric ms[] = {
-            {"lockproxy_passthrough_channels", "gauge",
-             "Channels, patterns and shard channels clients subscribe to through the proxy "
-             "(one upstream subscription each).",
-             st.channels},
-            {"lockproxy_passthrough_subscribers", "gauge",
-             "Client subscriptions riding those (the sum over channels of their subscribers).",
-             st.subscribers},
-            {"lockproxy_shared_subscriptions", "gauge",
-             "Upstream subscriptions shared by clients and lock waiters.", st.hubs},
-            {"lockproxy_passthrough_messages_delivered_total", "counter",
-             "Pub/sub messages written to subscribed clients.", st.delivered},
-            {"lockproxy_passthrough_publishes_total", "counter", "PUBLISH and SPUBLISH forwarded.",
-             st.published},
-            {"lockproxy_passthrough_subscribers_dropped_total", "counter",
-             "Subscribed clients closed: a message would pass their output bounds.", st.dropped},
-        };
-
-        write_metrics(o, ms, LP_ARRAY_SIZE(ms));
-    }
-}
-
-static void write_upstream(struct px_server *srv, struct buf *o)
-{
-    struct pool_stats st;
-
-    pool_get_stats(srv->pool, &st);
-    {
-        const struct metric ms[] = {
-            {"lockproxy_upstream_up", "gauge", "1 while a command connection to Redis is ready.",
-             pool_is_ready(srv->pool)},
-            {"lockproxy_upstream_connections", "gauge", "Command connections configured.",
-             st.conns},
-            {"lockproxy_upstream_connections_ready", "gauge", "Command connections ready.",
-             st.conns_ready},
-            {"lockproxy_pubsub_up", "gauge", "1 while the pub/sub connection is ready.",
-             st.pubsub_ready},
-            {"lockproxy_subscriptions", "gauge", "Channels subscribed upstream.", st.channels},
-            {"lockproxy_upstream_requests_total", "counter", "Requests sent to Redis.",
-             st.requests},
-            {"lockproxy_upstream_batches_total", "counter",
-             "Pipelined writes to Redis (requests_total / batches_total = batch size).",
-             st.batches},
-            {"lockproxy_upstream_script_batches_total", "counter",
-             "Batch runner calls (--script-batch): several lock scripts in one call.",
-             st.script_batches},
-            {"lockproxy_upstream_batched_scripts_total", "counter",
-             "Lock scripts that went out in batch runner calls.", st.batched},
-            {"lockproxy_upstream_inflight", "gauge", "Requests awaiting a reply.", st.inflight},
-            {"lockproxy_upstream_reconnects_total", "counter", "Reconnects after a loss.",
-             st.reconnects},
-            {"lockproxy_upstream_restarts_total", "counter",
-             "Masters found restarted (a new run_id); their holds were checked at once.",
-             st.restarts},
-            {"lockproxy_upstream_errors_total", "counter",
-             "Requests failed by connection loss or timeout.", st.errors},
-            {"lockproxy_upstream_error_replies_total", "counter",
-             "Client requests answered with an UPSTREAM error.", srv->stats.upstream_errs},
-        };
-
-        write_metrics(o, ms, LP_ARRAY_SIZE(ms));
-    }
+                "lockproxy_build_info{version=\"%s\",io_backend=\"%s\"} 1\n"
+                "# HELP lockproxy_uptime_seconds Seconds since the proxy started.\n"
+                "# TYPE lockproxy_uptime_seconds gauge\nlockproxy_uptime_seconds %llu\n",
+                LP_VERSION, sched_loop_backend(srv->loop),
+                (unsigned long long)((sched_loop_now_ms(srv->loop) - srv->start_ms) / 1000));
+    write_group(srv, o, PX_STATS_G_CLIENTS);
+    write_group(srv, o, PX_STATS_G_STATS);
+    write_group(srv, o, PX_STATS_G_LATENCY);
 }
 
 /* Only for a redis-sentinel:// upstream. */
@@ -518,29 +329,7 @@ static void write_sentinel(struct px_server *srv, struct buf *o)
     if (!pool_is_sentinel(srv->pool))
         return;
     pool_get_stats(srv->pool, &st);
-    {
-        const struct metric ms[] = {
-            {"lockproxy_sentinel_connected", "gauge",
-             "1 while a sentinel answers the master queries.", st.sentinel_connected},
-            {"lockproxy_sentinel_subscribed", "gauge",
-             "1 while the +switch-master/+promoted-slave subscription is up.",
-             st.sentinel_subscribed},
-            {"lockproxy_sentinel_master_known", "gauge",
-             "1 while a master named by the sentinels is in use.", st.master_addr[0] != '\0'},
-            {"lockproxy_sentinel_failures_total", "counter",
-             "Sentinels given up on (connect, error, unknown master name).", st.sentinel_failures},
-            {"lockproxy_sentinel_master_switches_total", "counter",
-             "Times the sentinels named a different master.", st.master_switches},
-            {"lockproxy_sentinel_switch_events_total", "counter",
-             "+switch-master/+promoted-slave messages for this master.", st.switch_events},
-            {"lockproxy_sentinel_readonly_replies_total", "counter",
-             "READONLY replies from a demoted master (never passed to clients).", st.readonly},
-            {"lockproxy_sentinel_role_mismatches_total", "counter",
-             "Master connections refused because ROLE was not master.", st.role_mismatches},
-        };
-
-        write_metrics(o, ms, LP_ARRAY_SIZE(ms));
-    }
+    write_group(srv, o, PX_STATS_G_SENTINEL);
     /* Names and addresses need no escaping: opts.c admits no quote or
      * backslash in a master name; an address is host:port. */
     buf_appendf(o,
@@ -550,53 +339,23 @@ static void write_sentinel(struct px_server *srv, struct buf *o)
                 st.master_name, st.master_addr, st.sentinel_addr);
 }
 
-/* Pass-through (fwd.h). */
-static void write_passthrough(struct px_server *srv, struct buf *o)
-{
-    struct px_fwd_stats st;
-
-    px_fwd_get_stats(srv, &st);
-    {
-        const struct metric ms[] = {
-            {"lockproxy_passthrough_enabled", "gauge", "--passthrough (1 on, 0 off).",
-             srv->opts.passthrough ? 1u : 0u},
-            {"lockproxy_forwarded_commands_total", "counter",
-             "Ordinary Redis commands forwarded upstream (pass-through).", st.forwarded},
-            {"lockproxy_forwarded_errors_total", "counter",
-             "Forwarded commands answered with an error (Redis's or UPSTREAM).", st.errors},
-            {"lockproxy_forwarded_refused_total", "counter",
-             "Commands refused by pass-through before reaching Redis (unknown, blocking, "
-             "server-wide, arity, key patterns, CROSSSLOT, MULTI).",
-             st.refused},
-            {"lockproxy_forwarded_noscript_retries_total", "counter",
-             "EVALSHA retried as EVAL with the kept text after NOSCRIPT.", st.noscript_retries},
-            {"lockproxy_forwarded_scripts", "gauge", "Client script texts kept by SHA1.",
-             st.scripts},
-            {"lockproxy_forwarded_script_bytes", "gauge", "Memory of the kept script texts.",
-             st.script_bytes},
-        };
-
-        write_metrics(o, ms, LP_ARRAY_SIZE(ms));
-    }
-}
-
 void px_metrics_write(struct px_server *srv, struct buf *out)
 {
     struct px_metrics *m = srv->metrics;
 
     write_process(srv, out);
     write_commands(m, out);
-    write_locks(srv, out);
+    write_group(srv, out, PX_STATS_G_LOCKS);
     write_hist(out, "lockproxy_lock_wait_seconds",
                "Time from a lock request's dispatch to its acquisition.", &m->wait);
     write_hist(out, "lockproxy_lock_hold_seconds", "Time a lock was held through this proxy.",
                &m->hold);
-    write_upstream(srv, out);
-    write_subs(srv, out);
+    write_group(srv, out, PX_STATS_G_UPSTREAM);
+    write_group(srv, out, PX_STATS_G_PUBSUB);
     px_upstream_nodes_metrics(srv, out);
     px_tls_metrics(srv, out);
     write_sentinel(srv, out);
-    write_passthrough(srv, out);
+    write_group(srv, out, PX_STATS_G_PASSTHROUGH);
     write_hist(out, "lockproxy_upstream_latency_seconds",
                "Time from submitting a script to Redis to its reply.", &m->upstream);
 }

@@ -14,6 +14,7 @@
 #include "engine/engine.h"
 #include "proxy/opts.h"
 #include "proxy/request.h"
+#include "proxy/stats.def"
 #include "proxy/tls.h"
 #include "sched/loop.h"
 
@@ -28,22 +29,15 @@ struct px_subs;
 struct px_metrics;
 struct px_http;
 
-/* Front-end counters; the engine's are in srv->engine->stats (struct lk_stats). */
+/* The front end's counters INFO and /metrics show, one uint64_t field
+ * per S() row of proxy/stats.def's tables (INFO field, Prometheus family
+ * and meaning there); the engine's are srv->engine->stats (struct
+ * lk_stats, engine/stats.def). */
+#define PX_STATS_FIELD(field, info, prom, kind, help) uint64_t field;
+#define PX_STATS_NOFIELD(info, prom, kind, help, value)
 struct px_stats {
-    uint64_t connections;        /* client connections accepted since start */
-    uint64_t rejected;           /* connections refused over --max-clients */
-    uint64_t commands;           /* requests processed */
-    uint64_t upstream_errs;      /* requests answered with an UPSTREAM error */
-    uint64_t proto_errs;         /* connections closed on a protocol error */
-    uint64_t auth_failures;      /* failed AUTH / HELLO AUTH attempts */
-    uint64_t reloads;            /* configuration reloads applied */
-    uint64_t reload_errors;      /* reloads refused (bad file) */
-    uint64_t output_pauses;      /* times a client's reading paused for its unsent replies */
-    uint64_t output_closes;      /* clients closed past --client-output-hard-limit */
-    uint64_t idle_closes;        /* clients closed by --timeout */
-    uint64_t auth_closes;        /* clients closed by --auth-timeout */
-    uint64_t protected_refusals; /* clients refused by protected mode (protect.c) */
-    uint64_t climem_refusals;    /* requests refused over --max-client-memory (climem.c) */
+    PX_STATS_CLIENTS(PX_STATS_FIELD, PX_STATS_NOFIELD)
+    PX_STATS_STATS(PX_STATS_FIELD, PX_STATS_NOFIELD)
 };
 
 /* One --listen address. */

@@ -8,6 +8,7 @@
 #include "common/compiler.h"
 #include "pool/pool.h"
 #include "proxy/server.h"
+#include "proxy/stats.h"
 
 #define NODES_MAX 256u /* nodes shown (a cluster has at most a few hundred masters) */
 
@@ -25,7 +26,7 @@ static size_t nodes_get(struct px_server *srv, struct pool_node_stats **out)
 
 void px_upstream_nodes_info(struct px_server *srv, struct buf *o)
 {
-    const struct lk_stats *s = &srv->engine->stats;
+    struct px_stats_view v;
     struct pool_node_stats *nodes;
     struct pool_stats st;
     size_t i, n;
@@ -36,16 +37,15 @@ void px_upstream_nodes_info(struct px_server *srv, struct buf *o)
                 "cluster_nodes:%u\r\ncluster_nodes_ready:%u\r\ncluster_slots_served:%u\r\n"
                 "cluster_topology_refreshes:%llu\r\ncluster_topology_changes:%llu\r\n"
                 "cluster_moved:%llu\r\ncluster_ask:%llu\r\ncluster_tryagain:%llu\r\n"
-                "upstream_is_cluster:%d\r\ntopology_changes_seen:%llu\r\n"
-                "topology_holds_checked:%llu\r\ntopology_leases_lost:%llu\r\n",
+                "upstream_is_cluster:%d\r\n",
                 st.cluster ? 1 : 0,
                 st.cluster ? (st.pubsub_mode[0] ? st.pubsub_mode : "detecting") : "classic",
                 st.nodes, st.nodes_ready, st.slots_served,
                 (unsigned long long)st.topology_refreshes, (unsigned long long)st.topology_changes,
                 (unsigned long long)st.moved, (unsigned long long)st.ask,
-                (unsigned long long)st.tryagain, st.upstream_is_cluster ? 1 : 0,
-                (unsigned long long)s->topology_changes, (unsigned long long)s->topology_verified,
-                (unsigned long long)s->topology_leases_lost);
+                (unsigned long long)st.tryagain, st.upstream_is_cluster ? 1 : 0);
+    px_stats_view(srv, PX_STATS_G_TOPOLOGY, &v);
+    px_stats_write_info(o, &v);
     n = nodes_get(srv, &nodes);
     for (i = 0; i < n; i++) {
         const struct pool_node_stats *d = &nodes[i];
@@ -163,8 +163,8 @@ static void write_node_families(struct buf *o, const struct pool_node_stats *nod
 
 void px_upstream_nodes_metrics(struct px_server *srv, struct buf *o)
 {
-    const struct lk_stats *s = &srv->engine->stats;
     struct pool_node_stats *nodes;
+    struct px_stats_view v;
     struct pool_stats st;
     size_t n = nodes_get(srv, &nodes);
 
@@ -174,19 +174,8 @@ void px_upstream_nodes_metrics(struct px_server *srv, struct buf *o)
     buf_appendf(o,
                 "# HELP lockproxy_upstream_topology_refreshes_total Cluster topology replies "
                 "applied.\n# TYPE lockproxy_upstream_topology_refreshes_total counter\n"
-                "lockproxy_upstream_topology_refreshes_total %llu\n"
-                "# HELP lockproxy_topology_changes_total Changes of slot owners (failover, "
-                "migration).\n# TYPE lockproxy_topology_changes_total counter\n"
-                "lockproxy_topology_changes_total %llu\n"
-                "# HELP lockproxy_topology_holds_checked_total Holds checked on their master "
-                "right after their slot changed owner.\n"
-                "# TYPE lockproxy_topology_holds_checked_total counter\n"
-                "lockproxy_topology_holds_checked_total %llu\n"
-                "# HELP lockproxy_topology_leases_lost_total Holds found lost by that check "
-                "(a grant the failover did not keep).\n"
-                "# TYPE lockproxy_topology_leases_lost_total counter\n"
-                "lockproxy_topology_leases_lost_total %llu\n",
-                (unsigned long long)st.topology_refreshes, (unsigned long long)s->topology_changes,
-                (unsigned long long)s->topology_verified,
-                (unsigned long long)s->topology_leases_lost);
+                "lockproxy_upstream_topology_refreshes_total %llu\n",
+                (unsigned long long)st.topology_refreshes);
+    px_stats_view(srv, PX_STATS_G_TOPOLOGY, &v);
+    px_stats_write_prom(o, &v);
 }

@@ -27,6 +27,7 @@
 #include "common/compiler.h"
 #include "harness.h"
 #include "pool/pool.h"
+#include "pool_fixture.h"
 #include "sched/loop.h"
 
 /* ---- fixture ------------------------------------------------------------- */
@@ -53,8 +54,6 @@ static const struct pool_script fx_scripts[] = {
     {.name = "set2",
      .text = "redis.call('SET', KEYS[1], ARGV[1]); redis.call('SET', KEYS[2], ARGV[1]); return 2"},
 };
-
-typedef bool cfx_cond(void *arg);
 
 static void on_topology(void *arg, const struct pool_topology_event *ev)
 {
@@ -98,26 +97,6 @@ static void cfx_init(struct cfx *f, enum sched_io io)
     f->opts.topology_arg = &f->topo;
 }
 
-static void cfx_run_for(struct cfx *f, int ms)
-{
-    uint64_t end = clock_mono_ms() + (uint64_t)ms;
-
-    while (clock_mono_ms() < end)
-        ASSERT_OK(sched_loop_run_once(f->loop, 5));
-}
-
-static bool cfx_run_until(struct cfx *f, cfx_cond *cond, void *arg, int timeout_ms)
-{
-    uint64_t end = clock_mono_ms() + (uint64_t)timeout_ms;
-
-    while (!cond(arg)) {
-        if (clock_mono_ms() >= end)
-            return false;
-        ASSERT_OK(sched_loop_run_once(f->loop, 5));
-    }
-    return true;
-}
-
 static bool pool_all_up(void *arg)
 {
     struct pool_stats st;
@@ -139,7 +118,7 @@ static struct pool *cfx_new_pool(struct cfx *f, const struct pool_opts *o)
     ASSERT_OK(sched_loop_run_once(f->loop, 0)); /* fresh loop time after the cluster set-up */
     ASSERT_OK(pool_create(&p, f->loop, o, fx_scripts, LP_ARRAY_SIZE(fx_scripts)));
     ASSERT_OK(pool_start(p));
-    ASSERT_TRUE(cfx_run_until(f, pool_all_up, p, 10000));
+    ASSERT_TRUE(lf_run_until(f->loop, pool_all_up, p, 10000));
     return p;
 }
 
@@ -151,7 +130,7 @@ static void cfx_pool(struct cfx *f)
 static void cfx_free_pool(struct cfx *f, struct pool *p)
 {
     pool_stop(p);
-    ASSERT_TRUE(cfx_run_until(f, pool_stopped, p, 3000));
+    ASSERT_TRUE(lf_run_until(f->loop, pool_stopped, p, 3000));
     pool_destroy(p);
 }
 
@@ -166,49 +145,17 @@ static void cfx_done(struct cfx *f)
 
 /* ---- requests ------------------------------------------------------------------ */
 
-struct rec {
-    int calls;         /* callbacks seen */
-    int err;           /* last err */
-    int type;          /* last reply type, 0 without a reply */
-    long long integer; /* last integer reply */
-    size_t elements;   /* last array size */
-    char str[512];     /* last string/status/error */
-};
-
-static void rec_cb(void *arg, const redisReply *r, int err)
+static struct pf_rec cfx_cmd_on(struct cfx *f, struct pool *p, int argc, const char *const *argv)
 {
-    struct rec *x = arg;
-    size_t n;
-
-    x->calls++;
-    x->err = err;
-    x->type = r ? r->type : 0;
-    x->integer = r ? r->integer : 0;
-    x->elements = r ? r->elements : 0;
-    x->str[0] = '\0';
-    if (r && r->str) {
-        n = LP_MIN(r->len, sizeof(x->str) - 1);
-        memcpy(x->str, r->str, n);
-        x->str[n] = '\0';
-    }
-}
-
-static bool rec_done(void *arg)
-{
-    return ((struct rec *)arg)->calls > 0;
-}
-
-static struct rec cfx_cmd_on(struct cfx *f, struct pool *p, int argc, const char *const *argv)
-{
-    struct rec r;
+    struct pf_rec r;
 
     memset(&r, 0, sizeof(r));
-    ASSERT_OK(pool_command(p, 0, argc, argv, NULL, rec_cb, &r));
-    ASSERT_TRUE(cfx_run_until(f, rec_done, &r, 10000));
+    ASSERT_OK(pool_command(p, 0, argc, argv, NULL, pf_rec_cb, &r));
+    ASSERT_TRUE(lf_run_until(f->loop, pf_rec_done, &r, 10000));
     return r;
 }
 
-static struct rec cfx_cmd(struct cfx *f, int argc, const char *const *argv)
+static struct pf_rec cfx_cmd(struct cfx *f, int argc, const char *const *argv)
 {
     return cfx_cmd_on(f, f->pool, argc, argv);
 }
@@ -216,7 +163,7 @@ static struct rec cfx_cmd(struct cfx *f, int argc, const char *const *argv)
 static void cfx_set(struct cfx *f, const char *key, const char *val)
 {
     const char *argv[] = {"SET", key, val};
-    struct rec r = cfx_cmd(f, 3, argv);
+    struct pf_rec r = cfx_cmd(f, 3, argv);
 
     ASSERT_EQ(r.err, 0);
     ASSERT_STREQ(r.str, "OK");
@@ -225,21 +172,21 @@ static void cfx_set(struct cfx *f, const char *key, const char *val)
 static void cfx_expect_get(struct cfx *f, const char *key, const char *val)
 {
     const char *argv[] = {"GET", key};
-    struct rec r = cfx_cmd(f, 2, argv);
+    struct pf_rec r = cfx_cmd(f, 2, argv);
 
     ASSERT_EQ(r.err, 0);
     ASSERT_EQ(r.type, REDIS_REPLY_STRING);
     ASSERT_STREQ(r.str, val);
 }
 
-static struct rec cfx_eval(struct cfx *f, unsigned script, int numkeys, int argc,
-                           const char *const *argv)
+static struct pf_rec cfx_eval(struct cfx *f, unsigned script, int numkeys, int argc,
+                              const char *const *argv)
 {
-    struct rec r;
+    struct pf_rec r;
 
     memset(&r, 0, sizeof(r));
-    ASSERT_OK(pool_eval(f->pool, 0, script, numkeys, argc, argv, NULL, rec_cb, &r));
-    ASSERT_TRUE(cfx_run_until(f, rec_done, &r, 10000));
+    ASSERT_OK(pool_eval(f->pool, 0, script, numkeys, argc, argv, NULL, pf_rec_cb, &r));
+    ASSERT_TRUE(lf_run_until(f->loop, pf_rec_done, &r, 10000));
     ASSERT_EQ(r.err, 0);
     return r;
 }
@@ -282,57 +229,6 @@ static bool node_stats_of(struct cfx *f, int i, struct pool_node_stats *out)
     return false;
 }
 
-/* ---- pub/sub listener -------------------------------------------------------- */
-
-struct lsn {
-    struct pool_sub sub; /* registered with the pool */
-    int ready;           /* READY events */
-    int lost;            /* LOST events */
-    int msgs;            /* MESSAGE events */
-    int order_bad;       /* a LOST not preceded by READY, or READY twice without LOST */
-    char last[64];       /* last message */
-};
-
-static void lsn_cb(struct pool_sub *s, enum pool_sub_event ev, const char *msg, size_t len)
-{
-    struct lsn *l = LP_CONTAINER_OF(s, struct lsn, sub);
-
-    if (ev == POOL_SUB_READY) {
-        l->order_bad += l->ready != l->lost;
-        l->ready++;
-    } else if (ev == POOL_SUB_LOST) {
-        l->order_bad += l->ready != l->lost + 1;
-        l->lost++;
-    } else {
-        l->msgs++;
-        len = LP_MIN(len, sizeof(l->last) - 1);
-        memcpy(l->last, msg, len);
-        l->last[len] = '\0';
-    }
-}
-
-struct lsn_wait {
-    struct lsn *l;
-    int ready, lost, msgs;
-};
-
-static bool lsn_reached(void *arg)
-{
-    const struct lsn_wait *w = arg;
-
-    return w->l->ready >= w->ready && w->l->lost >= w->lost && w->l->msgs >= w->msgs;
-}
-
-static void wait_lsn(struct cfx *f, struct lsn *l, int ready, int lost, int msgs, int ms)
-{
-    struct lsn_wait w = {l, ready, lost, msgs};
-
-    if (!cfx_run_until(f, lsn_reached, &w, ms))
-        TEST_FAIL("listener: ready %d lost %d msgs %d, wanted %d %d %d", l->ready, l->lost, l->msgs,
-                  ready, lost, msgs);
-    ASSERT_EQ(l->order_bad, 0);
-}
-
 /* PUBSUB SHARDNUMSUB (sharded) or NUMSUB on node i. */
 static long long numsub(struct cfx *f, int i, const char *ch, bool sharded)
 {
@@ -354,7 +250,7 @@ static void wait_numsub(struct cfx *f, int i, const char *ch, bool sharded, long
     for (k = 0; k < 300; k++) {
         if (numsub(f, i, ch, sharded) == want)
             return;
-        cfx_run_for(f, 10);
+        lf_run_for(f->loop, 10);
     }
     TEST_FAIL("numsub %s on node %d never reached %lld", ch, i, want);
 }
@@ -380,7 +276,7 @@ static void wait_topo(struct cfx *f, struct topo_rec *t, int slot)
 {
     struct slot_wait w = {t, slot};
 
-    if (!cfx_run_until(f, topo_reached, &w, 10000))
+    if (!lf_run_until(f->loop, topo_reached, &w, 10000))
         TEST_FAIL("on_topology never reported slot %d", slot);
 }
 
@@ -454,7 +350,7 @@ static void check_every_slot(struct cfx *f)
 
         ASSERT_OK(pool_command(f->pool, (uint64_t)i, 3, argv, NULL, setall_cb, NULL));
     }
-    ASSERT_TRUE(cfx_run_until(f, setall_done, NULL, 20000));
+    ASSERT_TRUE(lf_run_until(f->loop, setall_done, NULL, 20000));
     ASSERT_EQ(setall.bad, 0);
     ASSERT_EQ(cfx_stats(f).moved, 0);
     rcluster_slot_counts(&f->c, counts);
@@ -481,7 +377,7 @@ static void check_scripts(struct cfx *f)
     redisReply *rep;
     char sha[41];
     int i, owner, m;
-    struct rec r;
+    struct pf_rec r;
 
     for (i = 0; i < POOL_SLOTS; i += 509) {
         const char *argv[] = {slot_key[i], "5"};
@@ -555,7 +451,7 @@ static void check_single_on_cluster(struct cfx *f)
     struct pool_stats st;
     struct pool *p;
     char key[32];
-    struct rec r;
+    struct pf_rec r;
     int m = rcluster_owner(&f->c, 0), other = rcluster_other_master(&f->c, m);
 
     key_on(f, other, "elsewhere", key, sizeof(key));
@@ -568,7 +464,7 @@ static void check_single_on_cluster(struct cfx *f)
     ASSERT_OK(sched_loop_run_once(f->loop, 0));
     ASSERT_OK(pool_create(&p, f->loop, &o, fx_scripts, LP_ARRAY_SIZE(fx_scripts)));
     ASSERT_OK(pool_start(p));
-    ASSERT_TRUE(cfx_run_until(f, single_ready, p, 5000));
+    ASSERT_TRUE(lf_run_until(f->loop, single_ready, p, 5000));
     r = cfx_cmd_on(f, p, 2, argv);
     ASSERT_EQ(r.err, 0);
     ASSERT_EQ(r.type, REDIS_REPLY_ERROR);
@@ -615,7 +511,7 @@ static void run_routing(enum sched_io io)
 {
     const char *shardnumsub[] = {"PUBSUB", "SHARDNUMSUB", "somechan"};
     struct pool_stats st;
-    struct rec r;
+    struct pf_rec r;
     struct cfx f;
 
     cfx_init(&f, io);
@@ -633,11 +529,12 @@ static void run_routing(enum sched_io io)
     check_scripts(&f);
     check_node_stats(&f);
     memset(&r, 0, sizeof(r));
-    ASSERT_OK(
-        pool_command_slot(f.pool, 0, pool_slot("somechan", 8), 3, shardnumsub, NULL, rec_cb, &r));
-    ASSERT_TRUE(cfx_run_until(&f, rec_done, &r, 5000));
+    ASSERT_OK(pool_command_slot(f.pool, 0, pool_slot("somechan", 8), 3, shardnumsub, NULL,
+                                pf_rec_cb, &r));
+    ASSERT_TRUE(lf_run_until(f.loop, pf_rec_done, &r, 5000));
     ASSERT_EQ(r.type, REDIS_REPLY_ARRAY);
-    ASSERT_EQ(pool_command_slot(f.pool, 0, POOL_SLOTS, 3, shardnumsub, NULL, rec_cb, &r), -EINVAL);
+    ASSERT_EQ(pool_command_slot(f.pool, 0, POOL_SLOTS, 3, shardnumsub, NULL, pf_rec_cb, &r),
+              -EINVAL);
     check_single_on_cluster(&f);
     check_slots_fallback(&f);
     cfx_done(&f);
@@ -648,7 +545,7 @@ static void run_routing(enum sched_io io)
  * on the owner, a PUBLISH on another master delivers. */
 static void run_pubsub(enum sched_io io)
 {
-    struct lsn ls[3], cl;
+    struct pf_lsn ls[3], cl;
     char names[3][32], cname[32];
     int owners[3], i, j;
     struct pool_opts o;
@@ -664,17 +561,17 @@ static void run_pubsub(enum sched_io io)
         if (rcluster_is_master(&f.c, i)) {
             owners[j] = i;
             key_on(&f, i, "chan", names[j], sizeof(names[j]));
-            ASSERT_OK(pool_sub_start(f.pool, &ls[j].sub, names[j], strlen(names[j]), lsn_cb));
+            ASSERT_OK(pool_sub_start(f.pool, &ls[j].sub, names[j], strlen(names[j]), pf_lsn_cb));
             j++;
         }
     }
     ASSERT_EQ(j, 3);
     for (i = 0; i < 3; i++) {
-        wait_lsn(&f, &ls[i], 1, 0, 0, 5000);
+        pf_wait_lsn(f.loop, &ls[i], 1, 0, 0, 5000);
         ASSERT_EQ(numsub(&f, owners[i], names[i], true), 1);
         ASSERT_EQ(numsub(&f, owners[(i + 1) % 3], names[i], true), 0);
         ASSERT_EQ(rcluster_int(&f.c, owners[i], "SPUBLISH %s hello%d", names[i], i), 1);
-        wait_lsn(&f, &ls[i], 1, 0, 1, 5000);
+        pf_wait_lsn(f.loop, &ls[i], 1, 0, 1, 5000);
         ASSERT_TRUE(node_stats_of(&f, owners[i], &ns));
         ASSERT_EQ(ns.channels, 1);
     }
@@ -687,12 +584,12 @@ static void run_pubsub(enum sched_io io)
     classic = cfx_new_pool(&f, &o);
     ASSERT_TRUE(!pool_pubsub_sharded(classic));
     key_on(&f, owners[1], "cchan", cname, sizeof(cname));
-    ASSERT_OK(pool_sub_start(classic, &cl.sub, cname, strlen(cname), lsn_cb));
-    wait_lsn(&f, &cl, 1, 0, 0, 5000);
+    ASSERT_OK(pool_sub_start(classic, &cl.sub, cname, strlen(cname), pf_lsn_cb));
+    pf_wait_lsn(f.loop, &cl, 1, 0, 0, 5000);
     ASSERT_EQ(numsub(&f, owners[1], cname, false), 1);
     ASSERT_EQ(numsub(&f, owners[2], cname, false), 0);
     ASSERT_EQ(rcluster_int(&f.c, owners[2], "PUBLISH %s classic", cname) >= 0, 1);
-    wait_lsn(&f, &cl, 1, 0, 1, 5000);
+    pf_wait_lsn(f.loop, &cl, 1, 0, 1, 5000);
     ASSERT_STREQ(cl.last, "classic");
     cfx_free_pool(&f, classic);
     cfx_done(&f);
@@ -723,19 +620,19 @@ static void migrate_moved(struct cfx *f, int m1, int m2)
  * where SPUBLISH reaches it. */
 static void migrate_subscription(struct cfx *f, int m1, int m2)
 {
-    struct lsn l;
+    struct pf_lsn l;
     char pch[32];
 
     memset(&l, 0, sizeof(l));
     key_on(f, m1, "pch", pch, sizeof(pch));
-    ASSERT_OK(pool_sub_start(f->pool, &l.sub, pch, strlen(pch), lsn_cb));
-    wait_lsn(f, &l, 1, 0, 0, 5000);
+    ASSERT_OK(pool_sub_start(f->pool, &l.sub, pch, strlen(pch), pf_lsn_cb));
+    pf_wait_lsn(f->loop, &l, 1, 0, 0, 5000);
     ASSERT_EQ(numsub(f, m1, pch, true), 1);
     rcluster_migrate(&f->c, pool_slot(pch, strlen(pch)), m2);
-    wait_lsn(f, &l, 2, 1, 0, 5000);
+    pf_wait_lsn(f->loop, &l, 2, 1, 0, 5000);
     ASSERT_EQ(numsub(f, m2, pch, true), 1);
     ASSERT_EQ(rcluster_int(&f->c, m2, "SPUBLISH %s after", pch), 1);
-    wait_lsn(f, &l, 2, 1, 1, 5000);
+    pf_wait_lsn(f->loop, &l, 2, 1, 1, 5000);
     pool_sub_stop(f->pool, &l.sub);
 }
 
@@ -830,7 +727,7 @@ static void run_migrate(enum sched_io io)
     cfx_done(&f);
 }
 
-static bool no_reply_yet(struct rec *r)
+static bool no_reply_yet(struct pf_rec *r)
 {
     return r->calls == 0;
 }
@@ -845,7 +742,7 @@ static void run_retry(enum sched_io io)
     const char *get[] = {"GET", wk};
     int m1, m2, s, w;
     struct pool_stats st;
-    struct rec r;
+    struct pf_rec r;
     struct cfx f;
     uint64_t end;
 
@@ -863,14 +760,14 @@ static void run_retry(enum sched_io io)
     rcluster_migrate_begin(&f.c, s, m1, m2);
     rcluster_migrate_key(&f.c, m1, m2, tb);
     memset(&r, 0, sizeof(r));
-    ASSERT_OK(pool_command(f.pool, 0, 3, mget, NULL, rec_cb, &r));
-    cfx_run_for(&f, 300);
+    ASSERT_OK(pool_command(f.pool, 0, 3, mget, NULL, pf_rec_cb, &r));
+    lf_run_for(f.loop, 300);
     ASSERT_TRUE(no_reply_yet(&r));
     st = cfx_stats(&f);
     ASSERT_TRUE(st.tryagain >= 1);
     rcluster_migrate_key(&f.c, m1, m2, ta);
     rcluster_migrate_finish(&f.c, s, m1, m2);
-    ASSERT_TRUE(cfx_run_until(&f, rec_done, &r, 5000));
+    ASSERT_TRUE(lf_run_until(f.loop, pf_rec_done, &r, 5000));
     ASSERT_EQ(r.err, 0);
     ASSERT_EQ(r.type, REDIS_REPLY_ARRAY);
     ASSERT_EQ(r.elements, 2);
@@ -883,12 +780,12 @@ static void run_retry(enum sched_io io)
     while (rcluster_int(&f.c, m1, "EXISTS %s", wk) != -1 && clock_mono_ms() < end)
         usleep(10000); /* until m1 answers CLUSTERDOWN */
     memset(&r, 0, sizeof(r));
-    ASSERT_OK(pool_command(f.pool, 0, 2, get, NULL, rec_cb, &r));
-    cfx_run_for(&f, 300);
+    ASSERT_OK(pool_command(f.pool, 0, 2, get, NULL, pf_rec_cb, &r));
+    lf_run_for(f.loop, 300);
     ASSERT_TRUE(no_reply_yet(&r));
     ASSERT_TRUE(cfx_stats(&f).tryagain > st.tryagain);
     rcluster_ok(&f.c, m1, "CLUSTER ADDSLOTS %d", w);
-    ASSERT_TRUE(cfx_run_until(&f, rec_done, &r, 5000));
+    ASSERT_TRUE(lf_run_until(f.loop, pf_rec_done, &r, 5000));
     ASSERT_EQ(r.err, 0);
     ASSERT_STREQ(r.str, "W");
     cfx_done(&f);
@@ -905,7 +802,7 @@ static void run_failover(enum sched_io io)
     struct pool_node_stats ns;
     struct pool_stats st;
     int m1, r, m2, s;
-    struct lsn l;
+    struct pf_lsn l;
     struct cfx f;
 
     memset(&l, 0, sizeof(l));
@@ -919,17 +816,17 @@ static void run_failover(enum sched_io io)
     key_on(&f, m1, "fk", k1, sizeof(k1));
     key_on(&f, m2, "fk", k2, sizeof(k2));
     s = pool_slot(k1, strlen(k1));
-    ASSERT_OK(pool_sub_start(f.pool, &l.sub, fch, strlen(fch), lsn_cb));
-    wait_lsn(&f, &l, 1, 0, 0, 5000);
+    ASSERT_OK(pool_sub_start(f.pool, &l.sub, fch, strlen(fch), pf_lsn_cb));
+    pf_wait_lsn(f.loop, &l, 1, 0, 0, 5000);
     ASSERT_EQ(cfx_eval(&f, 1, 1, 2, e1).integer, 1);
     rcluster_ok(&f.c, r, "SCRIPT FLUSH");
     rcluster_failover(&f.c, r);
-    wait_lsn(&f, &l, 2, 1, 0, 10000);
+    pf_wait_lsn(f.loop, &l, 2, 1, 0, 10000);
     wait_topo(&f, &f.topo, s);
     ASSERT_TRUE(f.topo.last_nchanged > 0);
     ASSERT_EQ(numsub(&f, r, fch, true), 1);
     ASSERT_EQ(rcluster_int(&f.c, r, "SPUBLISH %s promoted", fch), 1);
-    wait_lsn(&f, &l, 2, 1, 1, 5000);
+    pf_wait_lsn(f.loop, &l, 2, 1, 1, 5000);
     ASSERT_EQ(cfx_eval(&f, 1, 1, 2, e1).integer, 2);
     st = cfx_stats(&f);
     ASSERT_EQ(st.noscript_retries, 0);
@@ -947,8 +844,8 @@ static void run_failover(enum sched_io io)
 }
 
 struct kill_wait {
-    struct lsn *l; /* the listener */
-    struct cfx *f; /* for the pool */
+    struct pf_lsn *l; /* the listener */
+    struct cfx *f;    /* for the pool */
 };
 
 static bool kill_recovered(void *arg)
@@ -969,9 +866,9 @@ static void run_kill(enum sched_io io)
     const char *e1[] = {k1, "1"};
     const char *incr[] = {"INCR", k1};
     struct kill_wait w;
-    struct rec inflight;
+    struct pf_rec inflight;
     int m1, r, s;
-    struct lsn l;
+    struct pf_lsn l;
     struct cfx f;
 
     memset(&l, 0, sizeof(l));
@@ -982,21 +879,21 @@ static void run_kill(enum sched_io io)
     key_on(&f, m1, "kch", kch, sizeof(kch));
     key_on(&f, m1, "kk", k1, sizeof(k1));
     s = pool_slot(k1, strlen(k1));
-    ASSERT_OK(pool_sub_start(f.pool, &l.sub, kch, strlen(kch), lsn_cb));
-    wait_lsn(&f, &l, 1, 0, 0, 5000);
+    ASSERT_OK(pool_sub_start(f.pool, &l.sub, kch, strlen(kch), pf_lsn_cb));
+    pf_wait_lsn(f.loop, &l, 1, 0, 0, 5000);
     ASSERT_EQ(cfx_eval(&f, 1, 1, 2, e1).integer, 1);
     memset(&inflight, 0, sizeof(inflight));
     predis_signal(&f.c.node[m1], SIGSTOP);
-    ASSERT_OK(pool_command(f.pool, 0, 2, incr, NULL, rec_cb, &inflight));
-    cfx_run_for(&f, 50);
+    ASSERT_OK(pool_command(f.pool, 0, 2, incr, NULL, pf_rec_cb, &inflight));
+    lf_run_for(f.loop, 50);
     ASSERT_EQ(inflight.calls, 0);
     predis_kill(&f.c.node[m1]);
-    wait_lsn(&f, &l, 1, 1, 0, 3000);
+    pf_wait_lsn(f.loop, &l, 1, 1, 0, 3000);
     ASSERT_EQ(inflight.calls, 1);
     ASSERT_EQ(inflight.err, -ECONNRESET);
     w.l = &l;
     w.f = &f;
-    if (!cfx_run_until(&f, kill_recovered, &w, 20000))
+    if (!lf_run_until(f.loop, kill_recovered, &w, 20000))
         TEST_FAIL("no recovery after the kill: ready %d lost %d, state %s", l.ready, l.lost,
                   cfx_stats(&f).state);
     ASSERT_EQ(l.order_bad, 0);

@@ -101,37 +101,38 @@ static void cpx_proxy_start(struct cpx *x, struct pu_proxy *p, const char *const
     redisFree(c);
 }
 
-/* Runs scenario once per selected io backend, each with a fresh proxy
- * (flags) on the one cluster; keys are flushed between runs. */
+struct cpx_each {
+    struct cpx *x;                   /* the cluster and proxy */
+    void (*scenario)(struct cpx *x); /* run per backend */
+    const char *const *flags;        /* the proxy's extra flags */
+};
+
+static void cpx_each_run(const char *backend, void *arg)
+{
+    struct cpx_each *a = arg;
+    struct cpx *x = a->x;
+    int m;
+
+    x->backend = backend;
+    cpx_proxy_start(x, &x->p, a->flags);
+    a->scenario(x);
+    pu_proxy_assert_alive(&x->p);
+    pu_proxy_stop(&x->p);
+    for (m = 0; m < RCLUSTER_NODES; m++) {
+        if (rcluster_is_master(&x->c, m))
+            rcluster_ok(&x->c, m, "FLUSHALL");
+    }
+}
+
+/* Runs scenario once per selected io backend (pu_for_each_backend), each
+ * with a fresh proxy (flags) on the one cluster; keys are flushed between
+ * runs. */
 static void cpx_each_backend(struct cpx *x, void (*scenario)(struct cpx *x),
                              const char *const *flags)
 {
-    static const char *const backends[] = {"epoll", "uring"};
-    const char *sel = getenv("LP_IT_BACKENDS");
-    size_t i;
-    int m, ran = 0;
+    struct cpx_each a = {x, scenario, flags};
 
-    for (i = 0; i < 2; i++) {
-        if (sel && !strstr(sel, backends[i]))
-            continue;
-        if (i == 1 && !pu_uring_available()) {
-            fprintf(stderr, "SKIP (uring half): io_uring_setup is not permitted here\n");
-            continue;
-        }
-        fprintf(stderr, "-- io backend %s\n", backends[i]);
-        x->backend = backends[i];
-        cpx_proxy_start(x, &x->p, flags);
-        scenario(x);
-        pu_proxy_assert_alive(&x->p);
-        pu_proxy_stop(&x->p);
-        for (m = 0; m < RCLUSTER_NODES; m++) {
-            if (rcluster_is_master(&x->c, m))
-                rcluster_ok(&x->c, m, "FLUSHALL");
-        }
-        ran++;
-    }
-    if (ran == 0)
-        TEST_SKIP("no selected io backend can run here");
+    pu_for_each_backend(cpx_each_run, &a);
 }
 
 /* The master owning key's slot. */

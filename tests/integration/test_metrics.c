@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/buf.h"
 #include "harness.h"
 #include "ops_util.h"
 #include "proxy_util.h"
@@ -349,5 +350,119 @@ TEST(metrics_bad_http)
     pu_each_backend(scenario_bad_http, metrics_extra);
 }
 
+/* ---- names users scrape ------------------------------------------------------ */
+
+/* The names every INFO field and every /metrics family carry, with the
+ * section / TYPE, in output order: "info <section> <field>" and
+ * "metric <family> <type>" lines (families sorted: Prometheus gives
+ * their order no meaning). Users' dashboards and scripts read them
+ * by name, so they are frozen in stats_names.txt (next to this file; it
+ * was written from the output before INFO and /metrics were generated
+ * from the stats tables). LP_STATS_NAMES_OUT=<path> writes what this
+ * build shows, to review a deliberate change. */
+static int cmp_line(const void *a, const void *b)
+{
+    return strcmp(a, b);
+}
+
+static void names_of(redisContext *c, struct buf *out)
+{
+    static char fams[MAX_FAMILIES][176];
+    redisReply *r = redisCommand(c, "INFO everything");
+    char section[64] = "", *body, *line, *save = NULL;
+    int nfam = 0;
+
+    ASSERT_TRUE(r && r->type == REDIS_REPLY_STRING);
+    for (line = strtok_r(r->str, "\r\n", &save); line; line = strtok_r(NULL, "\r\n", &save)) {
+        char *colon = strchr(line, ':');
+
+        if (line[0] == '#')
+            snprintf(section, sizeof(section), "%s", line + 2);
+        else if (colon && strcmp(section, "Commandstats") != 0) /* one line per command */
+            buf_appendf(out, "info %s %.*s\n", section, (int)(colon - line), line);
+    }
+    freeReplyObject(r);
+    body = scrape();
+    for (line = strtok_r(body, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        char name[128], type[32];
+
+        if (sscanf(line, "# TYPE %127s %31s", name, type) == 2 && nfam < MAX_FAMILIES)
+            snprintf(fams[nfam++], sizeof(fams[0]), "metric %s %s", name, type);
+    }
+    free(body);
+    qsort(fams, (size_t)nfam, sizeof(fams[0]), cmp_line);
+    for (int i = 0; i < nfam; i++)
+        buf_appendf(out, "%s\n", fams[i]);
+}
+
+static char *slurp(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    char *s = calloc(1, 65536);
+    size_t n;
+
+    ASSERT_NOTNULL(f);
+    ASSERT_NOTNULL(s);
+    n = fread(s, 1, 65535, f);
+    ASSERT_TRUE(n < 65535);
+    fclose(f);
+    return s;
+}
+
+/* Prints the first line where want and got differ. */
+static void diff_first(const char *want, const char *got)
+{
+    const char *w = want, *g = got;
+    int line = 1;
+
+    while (*want && *want == *got) {
+        if (*want == '\n') {
+            line++;
+            w = want + 1;
+            g = got + 1;
+        }
+        want++;
+        got++;
+    }
+    if (!*want && !*got)
+        return;
+    TEST_FAIL("stats_names.txt line %d: want \"%.*s\", got \"%.*s\"", line, (int)strcspn(w, "\n"),
+              w, (int)strcspn(g, "\n"), g);
+}
+
+TEST(metrics_names_stable)
+{
+    static const char *const extra[] = {"--metrics", metrics_addr, "--sync-replicas", "0", NULL};
+    char golden[1024], *want;
+    const char *dump = getenv("LP_STATS_NAMES_OUT");
+    struct buf got;
+    struct pu_env e;
+    redisContext *c;
+
+    pick_metrics_port();
+    pu_env_start(&e, "epoll", extra);
+    c = pu_client(&e);
+    PU_OK(c, "LOCK %s", "names1"); /* commandstats and latencystats lines */
+    PU_INT(c, 1, "UNLOCK %s", "names1");
+    buf_init(&got);
+    names_of(c, &got);
+    ASSERT_EQ(buf_append(&got, "", 1), 0); /* NUL-terminated */
+    if (dump) {
+        FILE *f = fopen(dump, "w");
+
+        ASSERT_NOTNULL(f);
+        fwrite(got.data, 1, got.len - 1, f);
+        fclose(f);
+    }
+    snprintf(golden, sizeof(golden), "%.*s/stats_names.txt",
+             (int)(strrchr(__FILE__, '/') - __FILE__), __FILE__);
+    want = slurp(golden);
+    diff_first(want, got.data);
+    free(want);
+    buf_deinit(&got);
+    redisFree(c);
+    pu_env_stop(&e);
+}
+
 TEST_MAIN(TEST_CASE(metrics_format_and_traffic), TEST_CASE(metrics_healthz_follows_redis),
-          TEST_CASE(metrics_bad_http))
+          TEST_CASE(metrics_bad_http), TEST_CASE(metrics_names_stable))

@@ -22,6 +22,7 @@
 #include "common/compiler.h"
 #include "harness.h"
 #include "pool/pool.h"
+#include "pool_fixture.h"
 #include "pool_redis_util.h"
 #include "sched/loop.h"
 
@@ -38,8 +39,6 @@ static const struct pool_script fx_scripts[] = {
     {.name = "echo", .text = "return ARGV[1]"},
     {.name = "incrby", .text = "return redis.call('INCRBY', KEYS[1], ARGV[1])"},
 };
-
-typedef bool fx_cond(void *arg);
 
 /* Loop and options; skips when redis-server or the backend is missing. */
 static void fx_init(struct fx *f, enum sched_io io)
@@ -61,27 +60,6 @@ static void fx_init(struct fx *f, enum sched_io io)
     f->opts.request_timeout_ms = 2000;
     f->opts.backoff_min_ms = 10;
     f->opts.backoff_max_ms = 100;
-}
-
-static void fx_run_for(struct fx *f, int ms)
-{
-    uint64_t end = clock_mono_ms() + (uint64_t)ms;
-
-    while (clock_mono_ms() < end)
-        ASSERT_OK(sched_loop_run_once(f->loop, 5));
-}
-
-/* Runs the loop until cond(arg) holds (true) or timeout_ms passes. */
-static bool fx_run_until(struct fx *f, fx_cond *cond, void *arg, int timeout_ms)
-{
-    uint64_t end = clock_mono_ms() + (uint64_t)timeout_ms;
-
-    while (!cond(arg)) {
-        if (clock_mono_ms() >= end)
-            return false;
-        ASSERT_OK(sched_loop_run_once(f->loop, 5));
-    }
-    return true;
 }
 
 static bool pool_all_up(void *arg)
@@ -116,13 +94,13 @@ static void fx_start(struct fx *f)
 {
     ASSERT_OK(predis_start(&f->redis));
     fx_pool(f);
-    ASSERT_TRUE(fx_run_until(f, pool_all_up, f->pool, 3000));
+    ASSERT_TRUE(lf_run_until(f->loop, pool_all_up, f->pool, 3000));
 }
 
 static void fx_free_pool(struct fx *f, struct pool *p)
 {
     pool_stop(p);
-    ASSERT_TRUE(fx_run_until(f, pool_stopped, p, 2000));
+    ASSERT_TRUE(lf_run_until(f->loop, pool_stopped, p, 2000));
     pool_destroy(p);
 }
 
@@ -137,51 +115,21 @@ static void fx_done(struct fx *f)
 
 /* ---- reply recorder -------------------------------------------------------- */
 
-struct rec {
-    int calls;         /* callbacks seen */
-    int err;           /* last err */
-    int type;          /* last reply type, 0 without a reply */
-    long long integer; /* last integer reply */
-    size_t len;        /* last string length */
-    char str[2048];    /* last string/status/error */
-};
-
-static void rec_cb(void *arg, const redisReply *r, int err)
-{
-    struct rec *x = arg;
-
-    x->calls++;
-    x->err = err;
-    x->type = r ? r->type : 0;
-    x->integer = r ? r->integer : 0;
-    x->len = 0;
-    if (r && r->str) {
-        x->len = LP_MIN(r->len, sizeof(x->str) - 1);
-        memcpy(x->str, r->str, x->len);
-    }
-    x->str[x->len] = '\0';
-}
-
-static bool rec_done(void *arg)
-{
-    return ((struct rec *)arg)->calls > 0;
-}
-
 /* One command through the pool, waited for. */
-static struct rec fx_cmd(struct fx *f, struct pool *p, int argc, const char *const *argv)
+static struct pf_rec fx_cmd(struct fx *f, struct pool *p, int argc, const char *const *argv)
 {
-    struct rec r;
+    struct pf_rec r;
 
     memset(&r, 0, sizeof(r));
-    ASSERT_OK(pool_command(p, 0, argc, argv, NULL, rec_cb, &r));
-    ASSERT_TRUE(fx_run_until(f, rec_done, &r, 3000));
+    ASSERT_OK(pool_command(p, 0, argc, argv, NULL, pf_rec_cb, &r));
+    ASSERT_TRUE(lf_run_until(f->loop, pf_rec_done, &r, 3000));
     return r;
 }
 
 static void fx_assert_ping(struct fx *f, struct pool *p)
 {
     const char *argv[] = {"PING"};
-    struct rec r = fx_cmd(f, p, 1, argv);
+    struct pf_rec r = fx_cmd(f, p, 1, argv);
 
     ASSERT_EQ(r.err, 0);
     ASSERT_STREQ(r.str, "PONG");
@@ -283,7 +231,7 @@ static void wait_lsn(struct fx *f, struct lsn *ls, int n, int ready, int lost, i
 {
     struct lsn_wait w = {ls, n, ready, lost, msgs};
 
-    ASSERT_TRUE(fx_run_until(f, lsn_reached, &w, 3000));
+    ASSERT_TRUE(lf_run_until(f->loop, lsn_reached, &w, 3000));
 }
 
 /* Polls PUBSUB NUMSUB while running the loop. */
@@ -294,7 +242,7 @@ static void wait_numsub(struct fx *f, const char *ch, long long want)
     for (i = 0; i < 200; i++) {
         if (predis_numsub(&f->redis, ch) == want)
             return;
-        fx_run_for(f, 10);
+        lf_run_for(f->loop, 10);
     }
     TEST_FAIL("PUBSUB NUMSUB %s never reached %lld (now %lld)", ch, want,
               predis_numsub(&f->redis, ch));
@@ -372,7 +320,7 @@ static void run_fifo(enum sched_io io)
     submit_fifo(f.pool);
     pool_get_stats(f.pool, &mid);
     ASSERT_EQ(mid.inflight, 2 * NPIPE);
-    ASSERT_TRUE(fx_run_until(&f, fifo_done, NULL, 5000));
+    ASSERT_TRUE(lf_run_until(f.loop, fifo_done, NULL, 5000));
     ASSERT_EQ(fifo.bad, 0);
     ASSERT_EQ(fifo.incr, NPIPE);
     pool_get_stats(f.pool, &after);
@@ -385,14 +333,14 @@ static void run_fifo(enum sched_io io)
     fx_done(&f);
 }
 
-static struct rec fx_eval(struct fx *f, unsigned script, int numkeys, int argc,
-                          const char *const *argv, const size_t *lens)
+static struct pf_rec fx_eval(struct fx *f, unsigned script, int numkeys, int argc,
+                             const char *const *argv, const size_t *lens)
 {
-    struct rec r;
+    struct pf_rec r;
 
     memset(&r, 0, sizeof(r));
-    ASSERT_OK(pool_eval(f->pool, 0, script, numkeys, argc, argv, lens, rec_cb, &r));
-    ASSERT_TRUE(fx_run_until(f, rec_done, &r, 3000));
+    ASSERT_OK(pool_eval(f->pool, 0, script, numkeys, argc, argv, lens, pf_rec_cb, &r));
+    ASSERT_TRUE(lf_run_until(f->loop, pf_rec_done, &r, 3000));
     ASSERT_EQ(r.err, 0);
     return r;
 }
@@ -404,7 +352,7 @@ static void run_eval(enum sched_io io)
     const size_t bin_len[] = {3};
     const char *incr[] = {"counter", "5"};
     struct pool_stats st;
-    struct rec r;
+    struct pf_rec r;
     struct fx f;
 
     fx_init(&f, io);
@@ -416,9 +364,9 @@ static void run_eval(enum sched_io io)
     ASSERT_TRUE(memcmp(r.str, "a\0b", 3) == 0);
     ASSERT_EQ(fx_eval(&f, 1, 1, 2, incr, NULL).integer, 5);
     ASSERT_EQ(fx_eval(&f, 1, 1, 2, incr, NULL).integer, 10);
-    ASSERT_EQ(pool_eval(f.pool, 0, 2, 0, 1, hello, NULL, rec_cb, &r), -EINVAL);
-    ASSERT_EQ(pool_eval(f.pool, 0, 1, 3, 2, incr, NULL, rec_cb, &r), -EINVAL);
-    ASSERT_EQ(pool_eval(f.pool, 0, 1, -1, 2, incr, NULL, rec_cb, &r), -EINVAL);
+    ASSERT_EQ(pool_eval(f.pool, 0, 2, 0, 1, hello, NULL, pf_rec_cb, &r), -EINVAL);
+    ASSERT_EQ(pool_eval(f.pool, 0, 1, 3, 2, incr, NULL, pf_rec_cb, &r), -EINVAL);
+    ASSERT_EQ(pool_eval(f.pool, 0, 1, -1, 2, incr, NULL, pf_rec_cb, &r), -EINVAL);
     pool_get_stats(f.pool, &st);
     ASSERT_EQ(st.noscript_retries, 0);
     fx_done(&f);
@@ -486,7 +434,7 @@ static void run_noscript(enum sched_io io)
         ASSERT_OK(
             pool_eval(f.pool, (uint64_t)i, 0, 0, 1, argv, &len, nos_cb, (void *)(uintptr_t)i));
     }
-    ASSERT_TRUE(fx_run_until(&f, nos_done, &want, 3000));
+    ASSERT_TRUE(lf_run_until(f.loop, nos_done, &want, 3000));
     ASSERT_EQ(nos.bad, 0);
     pool_get_stats(f.pool, &st);
     ASSERT_TRUE(st.noscript_retries >= 1 && st.noscript_retries <= 50);
@@ -506,21 +454,21 @@ static void run_down(enum sched_io io)
 {
     const char *argv[] = {"PING"};
     struct pool_stats st;
-    struct rec r;
+    struct pf_rec r;
     struct fx f;
 
     fx_init(&f, io);
     fx_pool(&f);
-    fx_run_for(&f, 100);
-    ASSERT_EQ(pool_command(f.pool, 0, 1, argv, NULL, rec_cb, &r), -ENOTCONN);
-    ASSERT_EQ(pool_eval(f.pool, 0, 0, 0, 1, argv, NULL, rec_cb, &r), -ENOTCONN);
+    lf_run_for(f.loop, 100);
+    ASSERT_EQ(pool_command(f.pool, 0, 1, argv, NULL, pf_rec_cb, &r), -ENOTCONN);
+    ASSERT_EQ(pool_eval(f.pool, 0, 0, 0, 1, argv, NULL, pf_rec_cb, &r), -ENOTCONN);
     ASSERT_TRUE(!pool_is_ready(f.pool));
     pool_get_stats(f.pool, &st);
     ASSERT_EQ(st.conns_ready, 0);
     ASSERT_TRUE(strcmp(st.state, "up") != 0);
     ASSERT_NOTNULL(strstr(st.last_error, "Connection refused"));
     ASSERT_OK(predis_start(&f.redis));
-    ASSERT_TRUE(fx_run_until(&f, pool_all_up, f.pool, 3000));
+    ASSERT_TRUE(lf_run_until(f.loop, pool_all_up, f.pool, 3000));
     pool_get_stats(f.pool, &st);
     ASSERT_STREQ(st.state, "up");
     fx_assert_ping(&f, f.pool);
@@ -543,7 +491,7 @@ static void run_kill(enum sched_io io)
     struct pool_stats st;
     const char *argv[] = {"PING"};
     const char *hello[] = {"hello"};
-    struct rec r;
+    struct pf_rec r;
     struct fx f;
 
     fx_init(&f, io);
@@ -551,17 +499,17 @@ static void run_kill(enum sched_io io)
     fx_start(&f);
     predis_signal(&f.redis, SIGSTOP);
     submit_pings(f.pool, &t, 20);
-    fx_run_for(&f, 50);
+    lf_run_for(f.loop, 50);
     ASSERT_EQ(t.done, 0);
     predis_kill(&f.redis);
-    ASSERT_TRUE(fx_run_until(&f, tally_done, &t, 3000));
+    ASSERT_TRUE(lf_run_until(f.loop, tally_done, &t, 3000));
     ASSERT_EQ(t.reset, 20);
-    ASSERT_EQ(pool_command(f.pool, 0, 1, argv, NULL, rec_cb, &r), -ENOTCONN);
+    ASSERT_EQ(pool_command(f.pool, 0, 1, argv, NULL, pf_rec_cb, &r), -ENOTCONN);
     pool_get_stats(f.pool, &st);
     ASSERT_TRUE(strcmp(st.state, "up") != 0);
     ASSERT_TRUE(st.errors >= 20);
     ASSERT_OK(predis_start(&f.redis));
-    ASSERT_TRUE(fx_run_until(&f, pool_state_up, f.pool, 3000));
+    ASSERT_TRUE(lf_run_until(f.loop, pool_state_up, f.pool, 3000));
     pool_get_stats(f.pool, &st);
     ASSERT_TRUE(st.reconnects >= 3);
     fx_assert_ping(&f, f.pool);
@@ -592,18 +540,18 @@ static void run_timeout_stop(enum sched_io io)
     predis_signal(&f.redis, SIGSTOP);
     t0 = clock_mono_ms();
     submit_pings(f.pool, &t, 5);
-    ASSERT_TRUE(fx_run_until(&f, tally_done, &t, 3000));
+    ASSERT_TRUE(lf_run_until(f.loop, tally_done, &t, 3000));
     took = clock_mono_ms() - t0;
     ASSERT_EQ(t.timedout, 5);
     ASSERT_TRUE(took >= 250 && took < 1500);
     pool_get_stats(f.pool, &st);
     ASSERT_NOTNULL(strstr(st.last_error, "timeout"));
     wait_lsn(&f, &a, 1, 1, 1, 0);
-    fx_run_for(&f, 700); /* failed attempts while frozen: no extra LOST */
+    lf_run_for(f.loop, 700); /* failed attempts while frozen: no extra LOST */
     ASSERT_EQ(a.lost, 1);
     ASSERT_EQ(a.ready, 1);
     predis_signal(&f.redis, SIGCONT);
-    ASSERT_TRUE(fx_run_until(&f, pool_all_up, f.pool, 3000));
+    ASSERT_TRUE(lf_run_until(f.loop, pool_all_up, f.pool, 3000));
     wait_lsn(&f, &a, 1, 2, 1, 0);
     fx_assert_ping(&f, f.pool);
     ASSERT_EQ(publish(&f, "frozen", "thawed", 6), 1);
@@ -630,12 +578,12 @@ static void run_timeout_sleep(enum sched_io io)
         ASSERT_EQ(redisBufferWrite(side, &done), REDIS_OK);
     usleep(100000); /* let Redis start sleeping before our requests arrive */
     submit_pings(f.pool, &t, 3);
-    ASSERT_TRUE(fx_run_until(&f, tally_done, &t, 1000));
+    ASSERT_TRUE(lf_run_until(f.loop, tally_done, &t, 1000));
     ASSERT_EQ(t.timedout, 3);
     ASSERT_EQ(redisGetReply(side, (void **)&rep), REDIS_OK);
     freeReplyObject(rep);
     redisFree(side);
-    ASSERT_TRUE(fx_run_until(&f, pool_all_up, f.pool, 3000));
+    ASSERT_TRUE(lf_run_until(f.loop, pool_all_up, f.pool, 3000));
     fx_assert_ping(&f, f.pool);
     fx_done(&f);
 }
@@ -667,7 +615,7 @@ static void run_pubsub(enum sched_io io)
     ASSERT_EQ(st.channels, 0);
     wait_numsub(&f, "ch1", 0);
     publish(&f, "ch1", "x", 1);
-    fx_run_for(&f, 50);
+    lf_run_for(f.loop, 50);
     ASSERT_EQ(a.msgs, 1);
     ASSERT_OK(pool_sub_start(f.pool, &a.sub, "ch1", 3, lsn_cb));
     wait_lsn(&f, &a, 1, 2, 0, 1);
@@ -770,14 +718,14 @@ static void run_pubsub_restart(enum sched_io io)
     pool_sub_stop(f.pool, &b.sub);
     ASSERT_OK(pool_sub_start(f.pool, &b.sub, "rs2", 3, lsn_cb));
     wait_lsn(&f, &b, 1, 1, 0, 0);
-    fx_run_for(&f, 100);
+    lf_run_for(f.loop, 100);
     ASSERT_EQ(a.ready, 3);
     ASSERT_EQ(b.ready, 1);
     ASSERT_EQ(predis_numsub(&f.redis, "rs"), 1);
     ASSERT_EQ(predis_numsub(&f.redis, "rs2"), 1);
     ASSERT_EQ(publish(&f, "rs", "n", 1), 1);
     wait_lsn(&f, &a, 1, 3, 0, 2);
-    fx_run_for(&f, 50);
+    lf_run_for(f.loop, 50);
     ASSERT_EQ(a.msgs, 2);
     fx_done(&f);
 }
@@ -877,7 +825,7 @@ static void run_auth_select(enum sched_io io)
     o.password = "pw";
     o.db = 0;
     alice = fx_new_pool(&f, &o);
-    ASSERT_TRUE(fx_run_until(&f, pool_all_up, alice, 3000));
+    ASSERT_TRUE(lf_run_until(f.loop, pool_all_up, alice, 3000));
     fx_assert_ping(&f, alice);
     fx_free_pool(&f, alice);
     fx_done(&f);
@@ -887,7 +835,7 @@ static void run_wrong_password(enum sched_io io)
 {
     const char *argv[] = {"PING"};
     struct pool_stats st;
-    struct rec r;
+    struct pf_rec r;
     struct fx f;
 
     fx_init(&f, io);
@@ -895,12 +843,12 @@ static void run_wrong_password(enum sched_io io)
     f.opts.password = "nope";
     ASSERT_OK(predis_start(&f.redis));
     fx_pool(&f);
-    fx_run_for(&f, 300);
+    lf_run_for(f.loop, 300);
     pool_get_stats(f.pool, &st);
     ASSERT_EQ(st.conns_ready, 0);
     ASSERT_TRUE(!st.pubsub_ready);
     ASSERT_NOTNULL(strstr(st.last_error, "WRONGPASS"));
-    ASSERT_EQ(pool_command(f.pool, 0, 1, argv, NULL, rec_cb, &r), -ENOTCONN);
+    ASSERT_EQ(pool_command(f.pool, 0, 1, argv, NULL, pf_rec_cb, &r), -ENOTCONN);
     fx_done(&f);
 }
 
@@ -956,20 +904,20 @@ static void run_reentrant(enum sched_io io)
     fx_start(&f);
     chain.pool = f.pool;
     ASSERT_OK(pool_command(f.pool, 0, 2, argv, NULL, chain_cb, NULL));
-    ASSERT_TRUE(fx_run_until(&f, chain_at, &want, 5000));
+    ASSERT_TRUE(lf_run_until(f.loop, chain_at, &want, 5000));
     ASSERT_EQ(chain.n, 1000);
     memset(&chain, 0, sizeof(chain));
     chain.pool = f.pool;
     for (i = 0; i < 100; i++)
         ASSERT_OK(pool_command(f.pool, 0, 1, ping, NULL, stop_cb, NULL));
     want = 100;
-    ASSERT_TRUE(fx_run_until(&f, chain_at, &want, 3000));
-    fx_run_for(&f, 50);
+    ASSERT_TRUE(lf_run_until(f.loop, chain_at, &want, 3000));
+    lf_run_for(f.loop, 50);
     ASSERT_EQ(chain.n, 100);
     ASSERT_EQ(chain.ok, 10);
     ASSERT_EQ(chain.reset, 90);
     ASSERT_EQ(chain.after_stop, 91);
-    ASSERT_TRUE(fx_run_until(&f, pool_stopped, f.pool, 2000));
+    ASSERT_TRUE(lf_run_until(f.loop, pool_stopped, f.pool, 2000));
     fx_done(&f);
 }
 
@@ -988,11 +936,11 @@ static void run_stop_inflight(enum sched_io io)
     wait_lsn(&f, &a, 1, 1, 0, 0);
     predis_signal(&f.redis, SIGSTOP);
     submit_pings(f.pool, &t, 10);
-    fx_run_for(&f, 30);
+    lf_run_for(f.loop, 30);
     pool_stop(f.pool);
     ASSERT_EQ(t.reset, 10);
     ASSERT_EQ(a.lost, 1);
-    ASSERT_TRUE(fx_run_until(&f, pool_stopped, f.pool, 2000));
+    ASSERT_TRUE(lf_run_until(f.loop, pool_stopped, f.pool, 2000));
     pool_sub_stop(f.pool, &a.sub);
     predis_signal(&f.redis, SIGCONT);
     fx_done(&f);

@@ -31,6 +31,7 @@
 #include "common/compiler.h"
 #include "harness.h"
 #include "pool/pool.h"
+#include "pool_fixture.h"
 #include "sched/loop.h"
 #include "sentinel_util.h"
 
@@ -62,8 +63,6 @@ static const struct pool_script fx_scripts[] = {
     {.name = "echo", .text = "return ARGV[1]"},
     {.name = "incrby", .text = "return redis.call('INCRBY', KEYS[1], ARGV[1])"},
 };
-
-typedef bool sfx_cond(void *arg);
 
 static void on_topology(void *arg, const struct pool_topology_event *ev)
 {
@@ -106,26 +105,6 @@ static void sfx_init(struct sfx *f, enum sched_io io, const char *password,
     f->opts.topology_arg = &f->topo;
 }
 
-static void sfx_run_for(struct sfx *f, int ms)
-{
-    uint64_t end = clock_mono_ms() + (uint64_t)ms;
-
-    while (clock_mono_ms() < end)
-        ASSERT_OK(sched_loop_run_once(f->loop, 5));
-}
-
-static bool sfx_run_until(struct sfx *f, sfx_cond *cond, void *arg, int timeout_ms)
-{
-    uint64_t end = clock_mono_ms() + (uint64_t)timeout_ms;
-
-    while (!cond(arg)) {
-        if (clock_mono_ms() >= end)
-            return false;
-        ASSERT_OK(sched_loop_run_once(f->loop, 5));
-    }
-    return true;
-}
-
 static struct pool_stats stats_of(struct pool *p)
 {
     struct pool_stats st;
@@ -163,7 +142,7 @@ static struct pool *sfx_new_pool(struct sfx *f, const struct pool_opts *o)
 {
     struct pool *p = sfx_start_pool(f, o);
 
-    if (!sfx_run_until(f, pool_all_up, p, 10000))
+    if (!lf_run_until(f->loop, pool_all_up, p, 10000))
         TEST_FAIL("pool not up: state %s, last error %s", stats_of(p).state,
                   stats_of(p).last_error);
     return p;
@@ -177,7 +156,7 @@ static void sfx_pool(struct sfx *f)
 static void sfx_free_pool(struct sfx *f, struct pool *p)
 {
     pool_stop(p);
-    ASSERT_TRUE(sfx_run_until(f, pool_stopped, p, 3000));
+    ASSERT_TRUE(lf_run_until(f->loop, pool_stopped, p, 3000));
     pool_destroy(p);
 }
 
@@ -198,50 +177,20 @@ static const char *node_addr(struct sfx *f, int i, char *buf, size_t size)
 
 /* ---- requests ------------------------------------------------------------------ */
 
-struct rec {
-    int calls;         /* callbacks seen */
-    int err;           /* last err */
-    int type;          /* last reply type, 0 without a reply */
-    long long integer; /* last integer reply */
-    char str[512];     /* last string/status/error */
-};
-
-static void rec_cb(void *arg, const redisReply *r, int err)
+static struct pf_rec cmd_on(struct sfx *f, struct pool *p, int argc, const char *const *argv)
 {
-    struct rec *x = arg;
-    size_t n;
-
-    x->calls++;
-    x->err = err;
-    x->type = r ? r->type : 0;
-    x->integer = r ? r->integer : 0;
-    x->str[0] = '\0';
-    if (r && r->str) {
-        n = LP_MIN(r->len, sizeof(x->str) - 1);
-        memcpy(x->str, r->str, n);
-        x->str[n] = '\0';
-    }
-}
-
-static bool rec_done(void *arg)
-{
-    return ((struct rec *)arg)->calls > 0;
-}
-
-static struct rec cmd_on(struct sfx *f, struct pool *p, int argc, const char *const *argv)
-{
-    struct rec r;
+    struct pf_rec r;
 
     memset(&r, 0, sizeof(r));
-    ASSERT_OK(pool_command(p, 0, argc, argv, NULL, rec_cb, &r));
-    ASSERT_TRUE(sfx_run_until(f, rec_done, &r, 10000));
+    ASSERT_OK(pool_command(p, 0, argc, argv, NULL, pf_rec_cb, &r));
+    ASSERT_TRUE(lf_run_until(f->loop, pf_rec_done, &r, 10000));
     return r;
 }
 
 static void set_on(struct sfx *f, struct pool *p, const char *key, const char *val)
 {
     const char *argv[] = {"SET", key, val};
-    struct rec r = cmd_on(f, p, 3, argv);
+    struct pf_rec r = cmd_on(f, p, 3, argv);
 
     if (r.err != 0 || strcmp(r.str, "OK") != 0)
         TEST_FAIL("SET %s: err %d, reply '%s'", key, r.err, r.str);
@@ -250,11 +199,11 @@ static void set_on(struct sfx *f, struct pool *p, const char *key, const char *v
 static long long eval_incr(struct sfx *f, struct pool *p, const char *key)
 {
     const char *argv[] = {key, "1"};
-    struct rec r;
+    struct pf_rec r;
 
     memset(&r, 0, sizeof(r));
-    ASSERT_OK(pool_eval(p, 0, 1, 1, 2, argv, NULL, rec_cb, &r));
-    ASSERT_TRUE(sfx_run_until(f, rec_done, &r, 10000));
+    ASSERT_OK(pool_eval(p, 0, 1, 1, 2, argv, NULL, pf_rec_cb, &r));
+    ASSERT_TRUE(lf_run_until(f->loop, pf_rec_done, &r, 10000));
     if (r.err != 0 || r.type != REDIS_REPLY_INTEGER)
         TEST_FAIL("EVALSHA incrby %s: err %d, reply '%s'", key, r.err, r.str);
     return r.integer;
@@ -272,66 +221,15 @@ static void get_on_node(struct sfx *f, int i, const char *key, char *out, size_t
         freeReplyObject(rep);
 }
 
-/* ---- pub/sub listener -------------------------------------------------------- */
-
-struct lsn {
-    struct pool_sub sub; /* registered with the pool */
-    int ready;           /* READY events */
-    int lost;            /* LOST events */
-    int msgs;            /* MESSAGE events */
-    int order_bad;       /* a LOST not preceded by READY, or READY twice without LOST */
-    char last[64];       /* last message */
-};
-
-static void lsn_cb(struct pool_sub *s, enum pool_sub_event ev, const char *msg, size_t len)
-{
-    struct lsn *l = LP_CONTAINER_OF(s, struct lsn, sub);
-
-    if (ev == POOL_SUB_READY) {
-        l->order_bad += l->ready != l->lost;
-        l->ready++;
-    } else if (ev == POOL_SUB_LOST) {
-        l->order_bad += l->ready != l->lost + 1;
-        l->lost++;
-    } else {
-        l->msgs++;
-        len = LP_MIN(len, sizeof(l->last) - 1);
-        memcpy(l->last, msg, len);
-        l->last[len] = '\0';
-    }
-}
-
-struct lsn_wait {
-    struct lsn *l;
-    int ready, lost, msgs;
-};
-
-static bool lsn_reached(void *arg)
-{
-    const struct lsn_wait *w = arg;
-
-    return w->l->ready >= w->ready && w->l->lost >= w->lost && w->l->msgs >= w->msgs;
-}
-
-static void wait_lsn(struct sfx *f, struct lsn *l, int ready, int lost, int msgs, int ms)
-{
-    struct lsn_wait w = {l, ready, lost, msgs};
-
-    if (!sfx_run_until(f, lsn_reached, &w, ms))
-        TEST_FAIL("listener: ready %d lost %d msgs %d, wanted %d %d %d", l->ready, l->lost, l->msgs,
-                  ready, lost, msgs);
-    ASSERT_EQ(l->order_bad, 0);
-}
-
 /* PUBLISH ch msg on data node i until the listener has n messages (a
  * subscription confirmed on the node may be a moment ahead of READY). */
-static void publish_until(struct sfx *f, int i, const char *ch, struct lsn *l, int n)
+static void publish_until(struct sfx *f, int i, const char *ch, struct pf_lsn *l, int n)
 {
     int k;
 
     for (k = 0; k < 200 && l->msgs < n; k++) {
         ASSERT_TRUE(rsentinel_int(&f->s, i, "PUBLISH %s hello-from-%d", ch, i) >= 0);
-        sfx_run_for(f, 20);
+        lf_run_for(f->loop, 20);
     }
     if (l->msgs < n)
         TEST_FAIL("no message from node %d on %s", i, ch);
@@ -456,7 +354,7 @@ static void load_report(const char *what, const struct load *l, uint64_t ms)
  * a caller, and nothing failed in a way the pool does not promise. */
 static void load_finish(struct load *l)
 {
-    ASSERT_TRUE(sfx_run_until(l->f, load_drained, l, 15000));
+    ASSERT_TRUE(lf_run_until(l->f->loop, load_drained, l, 15000));
     if (l->err_replies)
         TEST_FAIL("%llu error replies reached callers, the first: %s",
                   (unsigned long long)l->err_replies, l->first_err);
@@ -499,10 +397,10 @@ static void expect_clear_failure(struct sfx *f, const struct pool_opts *o, const
     struct pool *p = sfx_start_pool(f, o);
     struct err_wait w = {p, needle};
 
-    if (!sfx_run_until(f, error_mentions, &w, 5000))
+    if (!lf_run_until(f->loop, error_mentions, &w, 5000))
         TEST_FAIL("last error never mentioned '%s': %s", needle, stats_of(p).last_error);
     ASSERT_TRUE(!pool_is_ready(p));
-    ASSERT_EQ(pool_command(p, 0, 3, argv, NULL, rec_cb, NULL), -ENOTCONN);
+    ASSERT_EQ(pool_command(p, 0, 3, argv, NULL, pf_rec_cb, NULL), -ENOTCONN);
     sfx_free_pool(f, p);
 }
 
@@ -538,7 +436,7 @@ static void check_discovered(struct sfx *f, int m)
     ASSERT_EQ(ns[0].slots, POOL_SLOTS);
     /* The first map is reported from a 0 ms timer: connections that are
      * ready within the same millisecond can be seen up before it fires. */
-    ASSERT_TRUE(sfx_run_until(f, topo_initial_seen, &f->topo, 1000));
+    ASSERT_TRUE(lf_run_until(f->loop, topo_initial_seen, &f->topo, 1000));
     ASSERT_EQ(f->topo.initial, 1);
     ASSERT_EQ(f->topo.last_nchanged, POOL_SLOTS);
 }
@@ -639,18 +537,18 @@ static void role_stale(struct sfx *f, int m, int replica)
     p = sfx_start_pool(f, &o);
     w.p = p;
     w.needle = "not the master";
-    if (!sfx_run_until(f, error_mentions, &w, 5000))
+    if (!lf_run_until(f->loop, error_mentions, &w, 5000))
         TEST_FAIL("no ROLE error: %s", stats_of(p).last_error);
-    sfx_run_for(f, 300);
+    lf_run_for(f->loop, 300);
     ASSERT_TRUE(!pool_is_ready(p));
     ASSERT_TRUE(stats_of(p).role_mismatches >= 1);
-    ASSERT_EQ(pool_command(p, 0, 3, argv, NULL, rec_cb, NULL), -ENOTCONN);
+    ASSERT_EQ(pool_command(p, 0, 3, argv, NULL, pf_rec_cb, NULL), -ENOTCONN);
     ASSERT_EQ(rsentinel_int(&f->s, replica, "EXISTS stale-key"), 0);
     for (k = 0; k < RSENT_SENTINELS; k++) {
         rsentinel_sok(&f->s, k, "SENTINEL REMOVE stale");
         rsentinel_sok(&f->s, k, "SENTINEL MONITOR stale 127.0.0.1 %d 2", f->s.node[m].port);
     }
-    if (!sfx_run_until(f, pool_all_up, p, 10000))
+    if (!lf_run_until(f->loop, pool_all_up, p, 10000))
         TEST_FAIL("no recovery from the stale answer: %s", stats_of(p).last_error);
     set_on(f, p, "stale-key", "1");
     ASSERT_EQ(rsentinel_int(&f->s, m, "EXISTS stale-key"), 1);
@@ -665,14 +563,14 @@ static void role_readonly(struct sfx *f, int m, int other)
 {
     char addr[32], val[32];
     struct pool_stats st;
-    struct lsn l;
+    struct pf_lsn l;
     int k;
 
     memset(&l, 0, sizeof(l));
     f->opts.cluster_refresh_ms = 60000; /* only on-demand asks */
     sfx_pool(f);
-    ASSERT_OK(pool_sub_start(f->pool, &l.sub, "ro-ch", 5, lsn_cb));
-    wait_lsn(f, &l, 1, 0, 0, 5000);
+    ASSERT_OK(pool_sub_start(f->pool, &l.sub, "ro-ch", 5, pf_lsn_cb));
+    pf_wait_lsn(f->loop, &l, 1, 0, 0, 5000);
     set_on(f, f->pool, "ro-before", "1");
     rsentinel_ok(&f->s, other, "REPLICAOF NO ONE");
     for (k = 0; k < RSENT_SENTINELS; k++) {
@@ -691,7 +589,7 @@ static void role_readonly(struct sfx *f, int m, int other)
     get_on_node(f, other, "ro-after", val, sizeof(val));
     ASSERT_STREQ(val, "2");
     ASSERT_TRUE(f->topo.switches >= 1);
-    wait_lsn(f, &l, 2, 1, 0, 5000);
+    pf_wait_lsn(f->loop, &l, 2, 1, 0, 5000);
     publish_until(f, other, "ro-ch", &l, 1);
     pool_sub_stop(f->pool, &l.sub);
 }
@@ -712,7 +610,7 @@ static void run_role(enum sched_io io)
 
 /* The stream of scripts, the listener and the topology callback across
  * a switch from old to the new master nm. */
-static void check_switched(struct sfx *f, struct load *ld, struct lsn *l, int nm)
+static void check_switched(struct sfx *f, struct load *ld, struct pf_lsn *l, int nm)
 {
     char addr[32];
     struct pool_stats st;
@@ -723,7 +621,7 @@ static void check_switched(struct sfx *f, struct load *ld, struct lsn *l, int nm
     ASSERT_TRUE(st.master_switches >= 1);
     ASSERT_TRUE(f->topo.switches >= 1);
     ASSERT_EQ(f->topo.last_masters, 1);
-    wait_lsn(f, l, 2, 1, 0, 5000);
+    pf_wait_lsn(f->loop, l, 2, 1, 0, 5000);
     publish_until(f, nm, "sw-ch", l, 1);
     /* the new master's connections loaded the scripts in their handshake */
     ASSERT_EQ(st.noscript_retries, 0);
@@ -739,7 +637,7 @@ static void run_failover(enum sched_io io)
 {
     char from[32];
     struct load ld;
-    struct lsn l;
+    struct pf_lsn l;
     struct sfx f;
     uint64_t ms;
     int m, nm;
@@ -751,8 +649,8 @@ static void run_failover(enum sched_io io)
     ld.f = &f;
     m = rsentinel_wait_master(&f.s, -1);
     node_addr(&f, m, from, sizeof(from));
-    ASSERT_OK(pool_sub_start(f.pool, &l.sub, "sw-ch", 5, lsn_cb));
-    wait_lsn(&f, &l, 1, 0, 0, 5000);
+    ASSERT_OK(pool_sub_start(f.pool, &l.sub, "sw-ch", 5, pf_lsn_cb));
+    pf_wait_lsn(f.loop, &l, 1, 0, 0, 5000);
     load_run(&ld, 300);
     ASSERT_TRUE(ld.ok > 0);
     rsentinel_sok(&f.s, 0, "SENTINEL FAILOVER %s", RSENT_NAME);
@@ -772,9 +670,9 @@ static void run_kill(enum sched_io io)
 {
     const char *incr[] = {"INCR", "kill:inflight"};
     char from[32];
-    struct rec inflight;
+    struct pf_rec inflight;
     struct load ld;
-    struct lsn l;
+    struct pf_lsn l;
     struct sfx f;
     uint64_t ms;
     int m, nm;
@@ -787,12 +685,12 @@ static void run_kill(enum sched_io io)
     ld.f = &f;
     m = rsentinel_wait_master(&f.s, -1);
     node_addr(&f, m, from, sizeof(from));
-    ASSERT_OK(pool_sub_start(f.pool, &l.sub, "sw-ch", 5, lsn_cb));
-    wait_lsn(&f, &l, 1, 0, 0, 5000);
+    ASSERT_OK(pool_sub_start(f.pool, &l.sub, "sw-ch", 5, pf_lsn_cb));
+    pf_wait_lsn(f.loop, &l, 1, 0, 0, 5000);
     load_run(&ld, 300);
     rsentinel_signal_node(&f.s, m, SIGSTOP);
-    ASSERT_OK(pool_command(f.pool, 0, 2, incr, NULL, rec_cb, &inflight));
-    sfx_run_for(&f, 50);
+    ASSERT_OK(pool_command(f.pool, 0, 2, incr, NULL, pf_rec_cb, &inflight));
+    lf_run_for(f.loop, 50);
     ASSERT_EQ(inflight.calls, 0);
     rsentinel_kill_node(&f.s, m);
     ms = load_until_switched(&ld, from, KILL_BOUND_MS);
@@ -837,8 +735,8 @@ static void run_sentinels_down(enum sched_io io)
         rsentinel_kill_sentinel(&f.s, k);
     w.p = f.pool;
     w.connected = false;
-    ASSERT_TRUE(sfx_run_until(&f, sentinel_connected_is, &w, 5000));
-    sfx_run_for(&f, 500);
+    ASSERT_TRUE(lf_run_until(f.loop, sentinel_connected_is, &w, 5000));
+    lf_run_for(f.loop, 500);
     set_on(&f, f.pool, "while-down", "1");
     ASSERT_EQ(eval_incr(&f, f.pool, "while-down:n"), 1);
     ASSERT_STREQ(stats_of(f.pool).state, "up");
@@ -849,19 +747,19 @@ static void run_sentinels_down(enum sched_io io)
     {
         struct err_wait ew = {late, "no sentinel answers for master 'mymaster'"};
 
-        if (!sfx_run_until(&f, error_mentions, &ew, 5000))
+        if (!lf_run_until(f.loop, error_mentions, &ew, 5000))
             TEST_FAIL("no clear error: %s", stats_of(late).last_error);
     }
-    ASSERT_EQ(pool_command(late, 0, 3, argv, NULL, rec_cb, NULL), -ENOTCONN);
+    ASSERT_EQ(pool_command(late, 0, 3, argv, NULL, pf_rec_cb, NULL), -ENOTCONN);
     for (k = 0; k < RSENT_SENTINELS; k++)
         rsentinel_start_sentinel(&f.s, k);
     w.connected = true;
-    if (!sfx_run_until(&f, sentinel_connected_is, &w, 10000))
+    if (!lf_run_until(f.loop, sentinel_connected_is, &w, 10000))
         TEST_FAIL("late pool did not recover: %s", stats_of(late).last_error);
     set_on(&f, late, "down", "1");
     ASSERT_EQ(rsentinel_int(&f.s, m, "EXISTS down"), 1);
     w.p = f.pool;
-    ASSERT_TRUE(sfx_run_until(&f, sentinel_connected_is, &w, 10000));
+    ASSERT_TRUE(lf_run_until(f.loop, sentinel_connected_is, &w, 10000));
     sfx_free_pool(&f, late);
     sfx_done(&f);
 }

@@ -47,19 +47,18 @@ static void scenario_sigterm(struct pu_env *e)
     pu_redis_kill(&e->redis);
 }
 
+static void sigterm_run(const char *backend, void *arg)
+{
+    struct pu_env e = {0};
+
+    (void)arg;
+    ou_env_start(&e, backend, NULL);
+    scenario_sigterm(&e);
+}
+
 TEST(signals_sigterm_releases_locks)
 {
-    static const char *const backends[] = {"epoll", "uring"};
-
-    for (size_t i = 0; i < 2; i++) {
-        struct pu_env e = {0};
-
-        if (i == 1 && !pu_uring_available())
-            continue;
-        fprintf(stderr, "-- io backend %s\n", backends[i]);
-        ou_env_start(&e, backends[i], NULL);
-        scenario_sigterm(&e);
-    }
+    pu_for_each_backend(sigterm_run, NULL);
 }
 
 /* SIGTERM while Redis is down (kill -9; it keeps its data in an AOF

@@ -29,7 +29,7 @@ slow_build() {
 }
 # shellcheck disable=SC2317 # run through lp_progress_run
 broken_build() {
-    sleep 1.5
+    sleep 2.5
     echo "error: it broke"
     return 3
 }

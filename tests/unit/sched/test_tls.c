@@ -1,6 +1,6 @@
 /* TLS transform tests (sched/tls.c): a TLS server and a TLS client on one
  * loop over loopback TCP, on epoll and then io_uring (skipped where
- * io_uring is refused), with throw-away certificates (tests/tls_certs.c).
+ * io_uring is refused), with throw-away certificates (tests/support/tls_certs.c).
  * Covers the round trip of small and large payloads, close_notify, pause
  * and resume, every verification failure with its reason (expired, wrong
  * host, unknown CA, client certificate missing or from another CA), the
@@ -25,6 +25,7 @@
 #include "common/clock.h"
 #include "common/compiler.h"
 #include "harness.h"
+#include "loop_fixture.h"
 #include "sched/loop.h"
 #include "sched/tls.h"
 #include "tls_certs.h"
@@ -201,15 +202,10 @@ static void server_stop(struct server *s)
 
 /* ---- running ----------------------------------------------------------- */
 
-static void run_until(struct sched_loop *l, bool (*cond)(void *), void *arg, const char *what)
+static void run_until(struct sched_loop *l, lf_cond *cond, void *arg, const char *what)
 {
-    uint64_t deadline = clock_mono_ms() + RUN_MAX_MS;
-
-    while (!cond(arg)) {
-        ASSERT_OK(sched_loop_run_once(l, 5));
-        if (clock_mono_ms() > deadline)
-            TEST_FAIL("timed out waiting for %s", what);
-    }
+    if (!lf_run_until(l, cond, arg, RUN_MAX_MS))
+        TEST_FAIL("timed out waiting for %s", what);
 }
 
 static bool is_released(void *arg)

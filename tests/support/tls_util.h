@@ -1,7 +1,7 @@
 /* TLS helpers for the integration tests: a blocking RESP client over
  * OpenSSL (Debian's hiredis 0.14 has no hiredis_ssl), a TLS-only
  * redis-server (--port 0 --tls-port P), and the throw-away certificates of
- * tests/tls_certs.h made once per test process in its temp dir. */
+ * tls_certs.h made once per test process in its temp dir. */
 #ifndef LP_TESTS_INTEGRATION_TLS_UTIL_H
 #define LP_TESTS_INTEGRATION_TLS_UTIL_H
 
