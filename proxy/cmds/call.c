@@ -76,9 +76,11 @@ void px_call_script(struct px_req *req, uint64_t hint, unsigned script, int numk
     call_start(req, hint, script, numkeys, argc, argv, lens, c);
 }
 
-void px_call_script_arg(struct px_req *req, uint64_t hint, unsigned script, int numkeys, int argc,
-                        const char *const *argv, const size_t *lens, px_call_result_fn *fn,
-                        void *arg)
+/* px_call_script_arg and _own: fn gets the result; own_failures: it also
+ * answers Redis's failures itself. */
+static void call_script_fn(struct px_req *req, uint64_t hint, unsigned script, int numkeys,
+                           int argc, const char *const *argv, const size_t *lens,
+                           px_call_result_fn *fn, void *arg, bool own_failures)
 {
     struct call *c = calloc(1, sizeof(*c));
 
@@ -89,24 +91,22 @@ void px_call_script_arg(struct px_req *req, uint64_t hint, unsigned script, int 
     }
     c->fn = fn;
     c->arg = arg;
+    c->own_failures = own_failures;
     call_start(req, hint, script, numkeys, argc, argv, lens, c);
+}
+
+void px_call_script_arg(struct px_req *req, uint64_t hint, unsigned script, int numkeys, int argc,
+                        const char *const *argv, const size_t *lens, px_call_result_fn *fn,
+                        void *arg)
+{
+    call_script_fn(req, hint, script, numkeys, argc, argv, lens, fn, arg, false);
 }
 
 void px_call_script_own(struct px_req *req, uint64_t hint, unsigned script, int numkeys, int argc,
                         const char *const *argv, const size_t *lens, px_call_result_fn *fn,
                         void *arg)
 {
-    struct call *c = calloc(1, sizeof(*c));
-
-    if (!c) {
-        px_reply_error(px_req_out(req), "ERR out of memory");
-        fn(req, arg, NULL, -ENOMEM);
-        return px_req_done(req);
-    }
-    c->fn = fn;
-    c->arg = arg;
-    c->own_failures = true;
-    call_start(req, hint, script, numkeys, argc, argv, lens, c);
+    call_script_fn(req, hint, script, numkeys, argc, argv, lens, fn, arg, true);
 }
 
 void px_call_reply_int(struct px_req *req, const redisReply *r)
