@@ -129,9 +129,13 @@ static void print_redis(const struct lg_result *res)
            res->redis_reads ? (double)res->redis_client_cmds / (double)res->redis_reads : 0.0);
     printf("  %-17s %.0f scripts/s (EVALSHA + EVAL)\n", "Redis scripts",
            lg_result_scripts_per_sec(res));
-    printf("  %-17s %ld connections, %ld of them subscribed, %ld channels (at the end of the "
-           "measured phase)\n",
-           "Redis clients", res->redis_clients, res->redis_pubsub_conns, res->redis_pubsub_chans);
+    if (res->redis_clients >= 0 && res->redis_pubsub_conns >= 0)
+        printf("  %-17s %ld connections, %ld of them subscribed, %ld channels (at the end of "
+               "the measured phase)\n",
+               "Redis clients", res->redis_clients, res->redis_pubsub_conns,
+               res->redis_pubsub_chans);
+    else
+        printf("  %-17s n/a (INFO clients or CLIENT LIST refused)\n", "Redis clients");
     print_cpu("Redis CPU", true, res->redis_cpu_s, res->seconds);
     printf("  %-17s %.2f us of Redis CPU per acquisition", "Redis CPU/acq",
            lg_result_redis_us_per_acq(res));
