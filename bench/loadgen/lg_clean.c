@@ -11,7 +11,7 @@
  * 64 per command, pipelined, on:
  *   - the target's endpoint for the Redisson targets (Redis, or twemproxy,
  *     which splits a multi-key DEL by server);
- *   - --redis for the proxy target, when the bench may use it (the lock
+ *   - --redis for the proxy and passthrough targets, when the bench may use it (the lock
  *     owner keys of lockproxy's read locks carry the proxy's uuid, and
  *     lockproxy deletes them itself on unlock or disconnect);
  *   - with --cluster, the master of each key's slot (lg_cluster.c).
@@ -122,9 +122,9 @@ static int add_all(struct clean *cl)
 /* Where to delete, or NULL (with the reason in note). */
 static const struct lg_endpoint *clean_endpoint(const struct lg_run *r, char *note, size_t cap)
 {
-    if (r->redisson)
+    if (r->redisson && r->target != LG_TGT_PASSTHROUGH)
         return r->cmd_ep;
-    if (r->o->redis_stats)
+    if (r->o->redis_stats) /* proxy, passthrough: a multi-key DEL goes to Redis */
         return &r->o->redis;
     snprintf(note, cap,
              "through lockproxy only: its locks are released by UNLOCK or on "

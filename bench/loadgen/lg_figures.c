@@ -49,6 +49,9 @@ static void redis_figures(struct lg_run *r, const struct lg_redis_snap *end)
 
     res->redis_cpu_s = end->cpu_s - r->snap0->cpu_s;
     res->redis_reads = end->reads - r->snap0->reads;
+    res->redis_clients = end->clients;
+    res->redis_pubsub_conns = end->pubsub_conns;
+    res->redis_pubsub_chans = end->pubsub_chans;
     lg_redis_delta(r->snap0, end, &res->redis_client_cmds, &res->redis_all_calls);
     res->ndelta = 0;
     for (unsigned i = 0; i < end->n; i++) {

@@ -36,6 +36,11 @@ static void kv_redis(FILE *f, const char *t, const struct lg_result *res)
     kv_num(f, t, "redis_cmds_per_acq", res->redis_ok, (double)res->redis_client_cmds / acq);
     kv_num(f, t, "redis_calls_per_acq", res->redis_ok, (double)res->redis_all_calls / acq);
     kv_num(f, t, "redis_cpu_s", res->redis_ok, res->redis_cpu_s);
+    kv_num(f, t, "redis_clients", res->redis_ok && res->redis_clients >= 0,
+           (double)res->redis_clients);
+    kv_num(f, t, "redis_pubsub_conns", res->redis_ok && res->redis_pubsub_conns >= 0,
+           (double)res->redis_pubsub_conns);
+    kv_num(f, t, "redis_pubsub_channels", res->redis_ok, (double)res->redis_pubsub_chans);
     kv_num(f, t, "redis_cpu_us_per_acq", res->redis_ok, lg_result_redis_us_per_acq(res));
     kv_num(f, t, "redis_cmds_per_read", res->redis_ok && res->redis_reads > 0,
            (double)res->redis_client_cmds / (double)(res->redis_reads ? res->redis_reads : 1));

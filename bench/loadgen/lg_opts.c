@@ -93,6 +93,10 @@ static const char help_text[] =
     "                 after --poll-ms (drawn uniformly from 0.5x to 1.5x, never\n"
     "                 later than the holder's PTTL); a semaphore retries after\n"
     "                 --poll-ms likewise.\n"
+    "  passthrough    direct's client (RLock scripts, its own pub/sub connection per\n"
+    "                 bench connection) pointed at --proxy: lockproxy's pass-through\n"
+    "                 mode forwards SCRIPT LOAD/EVALSHA over its pool and shares one\n"
+    "                 upstream subscription per channel. Lock workloads only.\n"
     "\n"
     "Where (the defaults are a local test set-up):\n"
     "  --proxy HOST:PORT  lockproxy (default 127.0.0.1:7379); unix:PATH for a Unix\n"
@@ -170,7 +174,8 @@ static const char help_text[] =
     "                     'send lag' (up to the 1 ms timer tick when it is idle)\n"
     "  --duration S       measured seconds per target (default 10; decimals ok)\n"
     "  --warmup S         unmeasured seconds before that (default 2)\n"
-    "  --targets LIST     proxy,direct,direct-shared,twemproxy (default proxy,direct)\n"
+    "  --targets LIST     proxy,direct,direct-shared,twemproxy,passthrough\n"
+    "                     (default proxy,direct)\n"
     "  --poll-ms MS       twemproxy: mean retry delay of a waiting client (default\n"
     "                     100, redis-py Lock's sleep)\n"
     "  --direct-shared-sub  make 'direct' behave as 'direct-shared'\n"
@@ -261,14 +266,15 @@ const char *lg_workload_name(enum lg_workload w)
 
 const char *lg_target_name(enum lg_target t)
 {
-    static const char *const names[] = {"proxy", "direct", "direct-shared", "twemproxy"};
+    static const char *const names[] = {"proxy", "direct", "direct-shared", "twemproxy",
+                                        "passthrough"};
 
     return names[t];
 }
 
 const struct lg_endpoint *lg_target_endpoint(const struct lg_opts *o, enum lg_target t)
 {
-    if (t == LG_TGT_PROXY)
+    if (t == LG_TGT_PROXY || t == LG_TGT_PASSTHROUGH)
         return &o->proxy;
     if (t == LG_TGT_TWEMPROXY)
         return &o->twemproxy;
@@ -282,7 +288,7 @@ bool lg_target_redisson(enum lg_target t)
 
 int lg_target_pid(const struct lg_opts *o, enum lg_target t)
 {
-    if (t == LG_TGT_PROXY)
+    if (t == LG_TGT_PROXY || t == LG_TGT_PASSTHROUGH)
         return o->proxy_pid;
     if (t == LG_TGT_TWEMPROXY)
         return o->twemproxy_pid;
@@ -437,7 +443,7 @@ static int parse_targets(const char *s, struct lg_opts *o)
         if (o->ntargets == LG_MAX_TARGETS)
             return bad("--targets", s, "too many targets");
         if (parse_target(p, n, &o->targets[o->ntargets]) < 0)
-            return bad("--targets", s, "expected proxy, direct, direct-shared or twemproxy");
+            return bad("--targets", s, "expected proxy, direct, direct-shared, twemproxy or passthrough");
         o->ntargets++;
         p += n;
         if (*p == ',')
@@ -753,6 +759,11 @@ static int check(struct lg_opts *o, struct cli_extra *cli)
     }
     if (o->cluster && (rc = check_cluster(o)) < 0)
         return rc;
+    if (runs_kind(o, LG_TGT_PASSTHROUGH) &&
+        (o->pipeline > 0 || o->idle > 0 || o->cluster || o->workload == LG_WL_RWLOCK ||
+         o->workload == LG_WL_SEMAPHORE))
+        return fail("passthrough runs the uncontended, contended and reentrant workloads "
+                    "without --pipeline, --idle or --cluster");
     if (o->direct_shared_sub) {
         for (unsigned i = 0; i < o->ntargets; i++) {
             if (o->targets[i] == LG_TGT_DIRECT)

@@ -34,9 +34,10 @@ enum lg_target {
     LG_TGT_DIRECT = 1,        /* Redisson-style scripts straight to Redis */
     LG_TGT_DIRECT_SHARED = 2, /* direct, one subscription per key for all clients */
     LG_TGT_TWEMPROXY = 3,     /* Redisson's scripts through twemproxy, waiting by polling */
+    LG_TGT_PASSTHROUGH = 4,   /* direct's protocol through lockproxy's pass-through mode */
 };
 
-#define LG_NTARGET_KINDS 4
+#define LG_NTARGET_KINDS 5
 #define LG_MAX_TARGETS   4
 
 struct lg_endpoint {

@@ -83,6 +83,9 @@ static const char *target_desc(enum lg_workload w, enum lg_target t)
                "bench connections (one JVM)";
     case LG_TGT_TWEMPROXY:
         return "Redisson's scripts through twemproxy; waiting clients poll (no pub/sub)";
+    case LG_TGT_PASSTHROUGH:
+        return "Redisson protocol through lockproxy's pass-through mode; each bench "
+               "connection models its own client process (own pub/sub connection)";
     }
     return "";
 }
@@ -126,6 +129,13 @@ static void print_redis(const struct lg_result *res)
            res->redis_reads ? (double)res->redis_client_cmds / (double)res->redis_reads : 0.0);
     printf("  %-17s %.0f scripts/s (EVALSHA + EVAL)\n", "Redis scripts",
            lg_result_scripts_per_sec(res));
+    if (res->redis_clients >= 0 && res->redis_pubsub_conns >= 0)
+        printf("  %-17s %ld connections, %ld of them subscribed, %ld channels (at the end of "
+               "the measured phase)\n",
+               "Redis clients", res->redis_clients, res->redis_pubsub_conns,
+               res->redis_pubsub_chans);
+    else
+        printf("  %-17s n/a (INFO clients or CLIENT LIST refused)\n", "Redis clients");
     print_cpu("Redis CPU", true, res->redis_cpu_s, res->seconds);
     printf("  %-17s %.2f us of Redis CPU per acquisition", "Redis CPU/acq",
            lg_result_redis_us_per_acq(res));
@@ -218,7 +228,8 @@ void lg_report_target(const struct lg_opts *o, const struct lg_result *res)
         print_rw_split(res);
     print_latency(res);
     print_redis(res);
-    if (res->target == LG_TGT_PROXY || res->target == LG_TGT_TWEMPROXY)
+    if (res->target == LG_TGT_PROXY || res->target == LG_TGT_TWEMPROXY ||
+        res->target == LG_TGT_PASSTHROUGH)
         print_cpu("proxy CPU", res->proxy_cpu_ok, res->proxy_cpu_s, res->seconds);
     print_cpu("bench CPU", true, res->bench_cpu_s, res->seconds);
     print_other_cpu(res);

@@ -56,6 +56,9 @@ struct lg_result {
     uint64_t redis_client_cmds;               /* commands clients sent to Redis */
     uint64_t redis_all_calls;                 /* all commandstats calls, incl. inside scripts */
     uint64_t redis_reads;                     /* reads Redis made from client sockets */
+    long redis_clients;                       /* at the end of the measured phase: */
+    long redis_pubsub_conns;                  /*   connections, subscribed ones, and */
+    long redis_pubsub_chans;                  /*   channels (lg_redis_snap) */
     unsigned ndelta;                          /* entries in delta */
     struct lg_cmdstat delta[LG_MAX_CMDSTATS]; /* per-command call deltas */
     bool proxy_cpu_ok;                        /* proxy_cpu_s is valid */

@@ -729,6 +729,7 @@ static void run_init(struct lg_run *r, struct sched_loop *l, const struct lg_opt
     r->redisson = lg_target_redisson(t);
     r->polling = t == LG_TGT_TWEMPROXY;
     r->cmd_ep = lg_target_endpoint(o, t);
+    r->sub_ep = t == LG_TGT_PASSTHROUGH ? r->cmd_ep : &o->redis;
     r->acq_per_cycle = o->workload == LG_WL_REENTRANT ? 2 : 1;
     r->chan_prefix = o->workload == LG_WL_RWLOCK      ? "redisson_rwlock:{"
                      : o->workload == LG_WL_SEMAPHORE ? "redisson_sc:{"
@@ -750,7 +751,7 @@ static int resolve_all(struct lg_run *r)
         return -EINVAL;
     if (!r->redisson || r->polling)
         return 0;
-    return lg_run_resolve(&r->o->redis, &r->sub_addr, err, len);
+    return lg_run_resolve(r->sub_ep, &r->sub_addr, err, len);
 }
 
 /* The proxy target with --tls-ca-cert-file: a client context that

@@ -226,7 +226,8 @@ struct lg_run {
     unsigned nkeys;                        /* keys of the workload */
     struct lg_addr cmd_addr;               /* proxy or Redis, for the clients */
     struct sched_tls_ctx *tls;             /* owned reference: TLS to the proxy, or NULL */
-    struct lg_addr sub_addr;               /* Redis, for the pub/sub connections */
+    const struct lg_endpoint *sub_ep;      /* borrowed: where pub/sub connections go */
+    struct lg_addr sub_addr;               /* sub_ep resolved */
     char uuid[37];                         /* redisson: owner prefix */
     const char *chan_prefix;               /* redisson: wake channel up to the key ("...:{") */
     struct lg_script scripts[LG_NSCRIPTS]; /* redisson: the scripts, by enum lg_script_id */

@@ -45,7 +45,8 @@ static int load_on(struct lg_run *r, const struct lg_endpoint *ep, const struct 
 
 int lg_scripts_prepare(struct lg_run *r)
 {
-    bool load = r->target == LG_TGT_DIRECT || r->target == LG_TGT_DIRECT_SHARED;
+    bool load = r->target == LG_TGT_DIRECT || r->target == LG_TGT_DIRECT_SHARED ||
+                r->target == LG_TGT_PASSTHROUGH;
     int rc = 0;
 
     for (unsigned i = 0; i < LG_NSCRIPTS && rc == 0; i++) {
@@ -57,7 +58,7 @@ int lg_scripts_prepare(struct lg_run *r)
         if (!load)
             continue;
         if (!r->cluster) {
-            rc = load_on(r, &r->o->redis, s);
+            rc = load_on(r, r->target == LG_TGT_PASSTHROUGH ? r->cmd_ep : &r->o->redis, s);
             continue;
         }
         for (unsigned m = 0; m < r->cluster->nmasters && rc == 0; m++)

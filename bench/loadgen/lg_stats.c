@@ -114,6 +114,45 @@ static double info_double(const char *info, const char *field)
     return p ? strtod(p + strlen(field), NULL) : 0.0;
 }
 
+/* Connections of a CLIENT LIST reply in subscribed mode (any of sub=,
+ * psub=, ssub= above 0). */
+static long count_subscribed(const char *list)
+{
+    static const char *const fields[] = {" sub=", " psub=", " ssub="};
+    long n = 0;
+
+    for (const char *line = list; line && *line;) {
+        const char *eol = strchr(line, '\n');
+        size_t len = eol ? (size_t)(eol - line) : strlen(line);
+        bool sub = false;
+
+        for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]) && !sub; i++) {
+            const char *f = memmem(line, len, fields[i], strlen(fields[i]));
+
+            sub = f && f[strlen(fields[i])] != '0';
+        }
+        n += sub;
+        line = eol ? eol + 1 : NULL;
+    }
+    return n;
+}
+
+/* Connections and pub/sub state: connected_clients, pubsub_channels and
+ * the subscribed connections; -1 for what Redis refused (a --redis user
+ * without CLIENT LIST keeps every other figure). */
+static void snapshot_clients(redisContext *rc, const char *misc, struct lg_redis_snap *out)
+{
+    char ignored[128];
+    char *clients = command_str(rc, "INFO clients", ignored, sizeof(ignored));
+    char *list = command_str(rc, "CLIENT LIST", ignored, sizeof(ignored));
+
+    out->clients = clients ? (long)info_double(clients, "connected_clients:") - 1 : -1;
+    out->pubsub_chans = (long)info_double(misc, "pubsub_channels:");
+    out->pubsub_conns = list ? count_subscribed(list) : -1;
+    free(clients);
+    free(list);
+}
+
 int lg_redis_snapshot(const struct lg_endpoint *ep, struct lg_redis_snap *out, char *err,
                       size_t errlen)
 {
@@ -128,6 +167,7 @@ int lg_redis_snapshot(const struct lg_endpoint *ep, struct lg_redis_snap *out, c
     cpu = stats ? command_str(rc, "INFO cpu", err, errlen) : NULL;
     misc = cpu ? command_str(rc, "INFO stats", err, errlen) : NULL;
     if (stats && cpu && misc) {
+        snapshot_clients(rc, misc, out);
         parse_cmdstats(stats, out);
         out->cpu_s = info_double(cpu, "used_cpu_sys:") + info_double(cpu, "used_cpu_user:");
         out->reads = (uint64_t)info_double(misc, "total_reads_processed:");
@@ -165,7 +205,8 @@ bool lg_cmd_is_script_internal(const char *name)
 
 bool lg_cmd_is_bench_own(const char *name)
 {
-    return strcmp(name, "info") == 0 || strcmp(name, "auth") == 0;
+    return strcmp(name, "info") == 0 || strcmp(name, "auth") == 0 ||
+           strcmp(name, "client|list") == 0;
 }
 
 void lg_redis_delta(const struct lg_redis_snap *a, const struct lg_redis_snap *b,

@@ -29,6 +29,9 @@ struct lg_redis_snap {
     bool ok;                                /* the snapshot was read */
     double cpu_s;                           /* used_cpu_sys + used_cpu_user */
     uint64_t reads;                         /* total_reads_processed (INFO stats) */
+    long clients;        /* connected_clients (INFO clients) less the bench's own; -1: n/a */
+    long pubsub_conns;   /* CLIENT LIST entries with sub, psub or ssub > 0; -1: n/a */
+    long pubsub_chans;   /* pubsub_channels (INFO stats) */
     unsigned n;                             /* entries in cmd */
     struct lg_cmdstat cmd[LG_MAX_CMDSTATS]; /* per-command call counters */
 };
@@ -45,7 +48,8 @@ redisContext *lg_redis_connect(const struct lg_endpoint *ep, int timeout_s, char
  * with a password. */
 int lg_redis_auth(redisContext *rc, const struct lg_endpoint *ep, char *err, size_t errlen);
 
-/* Reads INFO commandstats, INFO cpu and INFO stats from ep. Returns 0 (out->ok set) or
+/* Reads INFO commandstats, INFO cpu, INFO stats, INFO clients and CLIENT
+ * LIST (counted, not kept) from ep. Returns 0 (out->ok set) or
  * -errno (-ECONNREFUSED, -EPROTO...); err gets a message on failure. */
 int lg_redis_snapshot(const struct lg_endpoint *ep, struct lg_redis_snap *out, char *err,
                       size_t errlen);
@@ -60,7 +64,7 @@ uint64_t lg_redis_calls(const struct lg_redis_snap *s, const char *name);
 bool lg_cmd_is_script_internal(const char *name);
 
 /* True for the commands of the bench's own statistics connections (INFO,
- * and the AUTH before it), left out of every figure. */
+ * CLIENT LIST, and the AUTH before it), left out of every figure. */
 bool lg_cmd_is_bench_own(const char *name);
 
 /* Delta of the commands clients sent (not script-internal, not the bench's

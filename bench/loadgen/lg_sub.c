@@ -297,8 +297,8 @@ static void on_greet(struct lg_sub *s, const redisReply *rep)
         lg_run_conn_done(s->run, 0);
         return;
     }
-    snprintf(why, sizeof(why), "pub/sub connection to %.60s: %s: %.100s", s->run->o->redis.name,
-             s->run->o->redis.pass[0] ? "AUTH" : "PING", err);
+    snprintf(why, sizeof(why), "pub/sub connection to %.60s: %s: %.100s", s->run->sub_ep->name,
+             s->run->sub_ep->pass[0] ? "AUTH" : "PING", err);
     lg_run_conn_failed(s->run, why);
 }
 
@@ -366,7 +366,7 @@ static void sub_on_connect(struct sched_conn *conn, int err)
     struct lg_sub *s = LP_CONTAINER_OF(conn, struct lg_sub, conn);
 
     if (err == 0) {
-        err = lg_greet_send(conn, &s->run->o->redis);
+        err = lg_greet_send(conn, s->run->sub_ep);
         s->greeting = err == 0;
         if (err == 0)
             return;

@@ -13,7 +13,11 @@
  * created and deleted through twemproxy), skipped only when nutcracker is
  * not installed; the open loop (--rate: achieved rate near the asked one,
  * and a rate nobody can reach marked short); and a running deployment
- * reached with --target and AUTH (Redis figures only with --redis).
+ * reached with --target and AUTH (Redis figures only with --redis); and
+ * the passthrough target (Redisson-style clients through lockproxy's
+ * pass-through mode) against direct on one contended name: through the
+ * proxy Redis sees the pool's connections and one subscription, directly
+ * one connection per client and a subscriber per waiter.
  * One io backend (epoll) is enough: the bench is under test here. */
 #include <sys/wait.h>
 
@@ -521,6 +525,49 @@ TEST(bench_target_auth)
     pu_redis_kill(&redis);
 }
 
+/* Issue 21: 50 Redisson-style clients (own command and pub/sub connection
+ * each) on one name, direct and through the proxy (pool of 2). Figures
+ * taken at the end of the measured phase, while every client is
+ * connected. */
+TEST(bench_passthrough_contended)
+{
+    static const char *const extra[] = {"--pool-size", "2", NULL};
+    static char kv[KV_BYTES];
+    struct bench_cmd b;
+    struct pu_env e;
+
+    bench_bin();
+    setenv("LP_IT_LOG_LEVEL", "warn", 0);
+    pu_raise_nofile(4096);
+    pu_env_start(&e, "epoll", extra);
+    cmd_init(&b, "contended", "passthrough");
+    cmd_set(&b, "--keys", "1");
+    cmd_env(&b, &e);
+    arg(&b, "--targets");
+    arg(&b, "direct,passthrough");
+    cmd_run_ok(&b, kv);
+    check_clean(kv, "direct");
+    check_clean(kv, "passthrough");
+    check_redis_cpu(kv, "direct");
+    check_redis_cpu(kv, "passthrough");
+    fprintf(stderr, "Redis connections: direct %.0f (%.0f subscribed), passthrough %.0f (%.0f)\n",
+            kv_get(kv, "direct", "redis_clients"), kv_get(kv, "direct", "redis_pubsub_conns"),
+            kv_get(kv, "passthrough", "redis_clients"),
+            kv_get(kv, "passthrough", "redis_pubsub_conns"));
+    /* Direct: every client's command connection, and its waiters each
+     * subscribed on their own connection. */
+    ASSERT_TRUE(kv_get(kv, "direct", "redis_clients") >= CLIENTS);
+    ASSERT_TRUE(kv_get(kv, "direct", "redis_pubsub_conns") >= 2);
+    /* Through the proxy: the pool, its pub/sub connection (and at most one
+     * more of its own); one upstream subscription for the one name. */
+    ASSERT_TRUE(kv_get(kv, "passthrough", "redis_clients") <= 4);
+    ASSERT_TRUE(kv_get(kv, "passthrough", "redis_pubsub_conns") <= 1);
+    ASSERT_TRUE(kv_get(kv, "passthrough", "redis_pubsub_channels") <= 1);
+    ASSERT_EQ(kv_get(kv, "passthrough", "keys_deleted"), 0);
+    stop_env(&e);
+}
+
 TEST_MAIN(TEST_CASE(bench_rwlock_all_targets), TEST_CASE(bench_semaphore_all_targets),
           TEST_CASE(bench_twemproxy_lock), TEST_CASE(bench_twemproxy_semaphore),
-          TEST_CASE(bench_open_loop), TEST_CASE(bench_target_auth))
+          TEST_CASE(bench_open_loop), TEST_CASE(bench_target_auth),
+          TEST_CASE(bench_passthrough_contended))
