@@ -4,7 +4,8 @@
  * a direct connection to redis-server frames them (RESP2 and RESP3);
  * subscribed mode; the bounds; a Redisson-style client beside LOCK
  * clients; and, on a 3-master cluster with --cluster-pubsub auto, a LOCK
- * waiter woken by a classic PUBLISH of Redisson's unlock. */
+ * waiter woken by a classic PUBLISH of Redisson's unlock, and a mixed
+ * fleet of both kinds across a slot migration and a failover. */
 #include <sys/socket.h>
 
 #include <pthread.h>
