@@ -4,7 +4,8 @@
  * a direct connection to redis-server frames them (RESP2 and RESP3);
  * subscribed mode; the bounds; a Redisson-style client beside LOCK
  * clients; and, on a 3-master cluster with --cluster-pubsub auto, a LOCK
- * waiter woken by a classic PUBLISH of Redisson's unlock. */
+ * waiter woken by a classic PUBLISH of Redisson's unlock, and a mixed
+ * fleet of both kinds across a slot migration and a failover. */
 #include <sys/socket.h>
 
 #include <pthread.h>
@@ -761,9 +762,286 @@ TEST(passsub_cluster_auto_classic_publisher)
     rcluster_cleanup(&cl);
 }
 
+/* ---- a cluster that changes under a mixed fleet ------------------------------ */
+
+/* One client of the churn run: it retries on errors (a cluster moving
+ * under it answers some commands with an error, as a real client sees)
+ * and counts its critical sections. */
+struct churn {
+    int proxy_port;
+    const char *name;
+    long long stop_at; /* pu_now_ms() deadline */
+    struct su_excl x;
+    atomic_int errors;      /* failed commands, retried */
+    atomic_int wake_misses; /* waits no message ended within CHURN_WAIT_MS */
+    atomic_int max_wake_ms; /* longest wait for a message that came */
+    atomic_int lost;        /* UNLOCKs answered LOCKLOST */
+    atomic_int next_id;
+    atomic_int rounds[8]; /* critical sections per client */
+};
+
+#define CHURN_WAIT_MS  3000 /* Redisson waits the holder's TTL (30 s here) */
+#define CHURN_THINK_MS 20   /* between a release and the next acquire */
+#define CHURN_LEASE_MS 30000 /* rl_try's lease */
+
+static bool churn_over(const struct churn *ch)
+{
+    return pu_now_ms() >= ch->stop_at;
+}
+
+/* c, reconnected when it broke (a timeout or a closed socket). */
+static redisContext *churn_fix(struct churn *ch, redisContext *c)
+{
+    if (c && !c->err)
+        return c;
+    if (c)
+        redisFree(c);
+    pu_sleep_ms(20);
+    return mix_connect(ch->proxy_port);
+}
+
+/* RedissonLock.lock(): try, subscribe, wait for the unlock message (or the
+ * wait's end), try again; errors retried. false when the run is over. */
+static bool churn_rl_lock(struct churn *ch, redisContext **rc, redisContext **sub,
+                          const char *chan, const char *owner)
+{
+    bool subscribed = false;
+
+    while (!churn_over(ch)) {
+        int got = (*rc = churn_fix(ch, *rc)) ? rl_try(*rc, ch->name, owner) : -1;
+        long long t0;
+
+        if (got == 1)
+            break;
+        if (got < 0) {
+            atomic_fetch_add(&ch->errors, 1);
+            pu_sleep_ms(20);
+            continue;
+        }
+        if (!subscribed) {
+            *sub = churn_fix(ch, *sub);
+            if (!*sub)
+                continue;
+            redisAppendCommand(*sub, "SUBSCRIBE %s", chan);
+            subscribed = sub_until(*sub, "subscribe");
+            if (!subscribed)
+                atomic_fetch_add(&ch->errors, 1);
+            continue;
+        }
+        t0 = pu_now_ms();
+        if (sub_until(*sub, "message")) {
+            su_atomic_max(&ch->max_wake_ms, (int)(pu_now_ms() - t0));
+        } else {
+            atomic_fetch_add(&ch->wake_misses, 1); /* the context is dead: resubscribe */
+            subscribed = false;
+        }
+    }
+    if (churn_over(ch)) {
+        return false; /* may hold it: the lease (30 s) outlives the test */
+    }
+    if (subscribed) {
+        redisAppendCommand(*sub, "UNSUBSCRIBE %s", chan);
+        if (!sub_until(*sub, "unsubscribe"))
+            redisFree(*sub), *sub = NULL;
+    }
+    return true;
+}
+
+static void *churn_redisson(void *arg)
+{
+    struct churn *ch = arg;
+    int id = atomic_fetch_add(&ch->next_id, 1);
+    redisContext *rc = NULL, *sub = NULL;
+    char owner[80], chan[64];
+
+    snprintf(owner, sizeof(owner), "%s:%d", JAVA_UUID, id + 1);
+    pu_channel(ch->name, chan, sizeof(chan));
+    while (churn_rl_lock(ch, &rc, &sub, chan, owner)) {
+        su_excl_enter(&ch->x);
+        su_excl_leave(&ch->x, 300);
+        atomic_fetch_add(&ch->rounds[id], 1);
+        /* Released or not, the section is over; retry errors until the
+         * script answers (1, or nil if an answered-late retry found it
+         * already released). */
+        for (;;) {
+            redisReply *r;
+
+            rc = churn_fix(ch, rc);
+            r = rc ? redisCommand(rc, "EVAL %s 2 %s %s 0 30000 %s", su_rlock_unlock_lua,
+                                  ch->name, chan, owner)
+                   : NULL;
+            if (r && r->type != REDIS_REPLY_ERROR) {
+                freeReplyObject(r);
+                break;
+            }
+            if (r)
+                freeReplyObject(r);
+            atomic_fetch_add(&ch->errors, 1);
+            pu_sleep_ms(20);
+        }
+        pu_sleep_ms(CHURN_THINK_MS);
+    }
+    if (rc)
+        redisFree(rc);
+    if (sub)
+        redisFree(sub);
+    return NULL;
+}
+
+static void *churn_lockproxy(void *arg)
+{
+    struct churn *ch = arg;
+    int id = atomic_fetch_add(&ch->next_id, 1);
+    redisContext *c = NULL;
+
+    while (!churn_over(ch)) {
+        c = churn_fix(ch, c);
+        if (!c || !su_cmd_ok(c, SU_OK, "LOCK %s WAIT %d", ch->name, CHURN_WAIT_MS)) {
+            atomic_fetch_add(&ch->errors, 1);
+            pu_sleep_ms(20);
+            continue;
+        }
+        su_excl_enter(&ch->x);
+        su_excl_leave(&ch->x, 300);
+        atomic_fetch_add(&ch->rounds[id], 1);
+        /* Retry errors until UNLOCK answers 1, or LOCKLOST: the proxy
+         * says the hold is gone, nothing left to release. */
+        for (;;) {
+            redisReply *r;
+            bool done;
+
+            c = churn_fix(ch, c);
+            r = c ? redisCommand(c, "UNLOCK %s", ch->name) : NULL;
+            done = r && (r->type == REDIS_REPLY_INTEGER ||
+                         (r->type == REDIS_REPLY_ERROR && strncmp(r->str, "LOCKLOST", 8) == 0));
+            if (r && r->type == REDIS_REPLY_ERROR && done)
+                atomic_fetch_add(&ch->lost, 1);
+            if (r)
+                freeReplyObject(r);
+            if (done)
+                break;
+            atomic_fetch_add(&ch->errors, 1);
+            pu_sleep_ms(20);
+        }
+        pu_sleep_ms(CHURN_THINK_MS);
+    }
+    if (c)
+        redisFree(c);
+    return NULL;
+}
+
+/* Sum of the clients' rounds into each[]; returns the total. */
+static long churn_rounds(struct churn *ch, int n, int each[])
+{
+    long sum = 0;
+    int i;
+
+    for (i = 0; i < n; i++)
+        sum += each[i] = atomic_load(&ch->rounds[i]);
+    return sum;
+}
+
+/* Cluster-unaware Redisson-style clients (EVAL and SUBSCRIBE through the
+ * proxy only) and LOCK clients on one name of a 3-master cluster, while
+ * the name's slot migrates to another master and that master is then
+ * failed over to its replica: never two holders, no lost update, every
+ * client acquiring, wake-ups far under the 30 s lease; strict: also no
+ * hold reported lost and every client acquiring after both. */
+static void churn_run(bool strict)
+{
+    enum { NRED = 3, NLOCK = 3, N = NRED + NLOCK };
+    struct rcluster cl;
+    struct pu_proxy p;
+    static struct churn ch;
+    pthread_t t[N];
+    int before[N], after[N], i, slot, from, to, r;
+    char a[32], b[32];
+    redisContext *c;
+
+    if (!rcluster_available())
+        TEST_SKIP("redis-server or redis-cli not installed");
+    rcluster_start(&cl);
+    memset(&p, 0, sizeof(p));
+    snprintf(p.upstream, sizeof(p.upstream), "redis-cluster://%s,%s",
+             rcluster_addr(&cl, 0, a, sizeof(a)), rcluster_addr(&cl, 5, b, sizeof(b)));
+    pu_proxy_start(&p);
+    c = pu_connect(p.port);
+    PU_EVENTUALLY(info_is(c, "cluster_slots_served", "16384"), 15000);
+    memset(&ch, 0, sizeof(ch));
+    ch.proxy_port = p.port;
+    ch.name = "churn";
+    ch.stop_at = pu_now_ms() + 60000; /* set for real below */
+    slot = (int)rcluster_int(&cl, 0, "CLUSTER KEYSLOT %s", ch.name);
+    from = rcluster_owner(&cl, slot);
+    to = rcluster_other_master(&cl, from);
+    ASSERT_TRUE(from >= 0 && to >= 0);
+    for (i = 0; i < N; i++)
+        ASSERT_OK(pthread_create(&t[i], NULL, i < NRED ? churn_redisson : churn_lockproxy, &ch));
+    pu_sleep_ms(1500);
+    rcluster_migrate(&cl, slot, to);
+    pu_sleep_ms(1500);
+    r = rcluster_replica_of(&cl, to);
+    ASSERT_TRUE(r >= 0);
+    rcluster_failover(&cl, r);
+    churn_rounds(&ch, N, before);
+    ch.stop_at = pu_now_ms() + 4000;
+    for (i = 0; i < N; i++)
+        pthread_join(t[i], NULL);
+    fprintf(stderr,
+            "churn: %ld sections, %d errors retried, %d waits with no message, "
+            "longest wake-up %d ms, %d violations, %d LOCKLOST, %lld+%lld leases lost, "
+            "%lld ghost holds removed\n",
+            churn_rounds(&ch, N, after), atomic_load(&ch.errors), atomic_load(&ch.wake_misses),
+            atomic_load(&ch.max_wake_ms), atomic_load(&ch.x.violations), atomic_load(&ch.lost),
+            pu_info_int(c, "topology_leases_lost"), pu_info_int(c, "leases_lost"),
+            pu_info_int(c, "ghost_holds_removed"));
+    for (i = 0; i < N; i++) {
+        fprintf(stderr, "  client %d (%s): %d sections, %d after the failover\n", i,
+                i < NRED ? "Redisson" : "LOCK", after[i], after[i] - before[i]);
+    }
+    for (i = 0; i < N; i++)
+        ASSERT_TRUE(after[i] > 0);
+    if (strict) {
+        /* Known to fail about 1 run in 5 (issue 21 report): a LOCK
+         * client's hold found lost after the graceful migration/failover
+         * (LOCKLOST), and some clients with no section after it. */
+        ASSERT_EQ(pu_info_int(c, "topology_leases_lost"), 0);
+        for (i = 0; i < N; i++)
+            ASSERT_TRUE(after[i] > before[i]);
+    }
+    ASSERT_EQ(atomic_load(&ch.x.violations), 0);
+    ASSERT_EQ(ch.x.counter, churn_rounds(&ch, N, after));
+    /* A message can be lost while the channel's subscription moves with
+     * its slot (measured: woken after ~3 s, i.e. by a later release, where
+     * the same run without the migration and failover wakes in < 30 ms);
+     * still far under the 30 s lease a real Redisson would wait. Waits
+     * no message ends at all happen without the churn too: LOCK clients
+     * hand the lock to each other without a release, so nothing is
+     * published; this client gives up waiting after CHURN_WAIT_MS and
+     * tries again, as Redisson does after the holder's TTL. */
+    ASSERT_LE(atomic_load(&ch.max_wake_ms), CHURN_LEASE_MS / 6);
+    redisFree(c);
+    pu_proxy_assert_alive(&p);
+    pu_proxy_stop(&p);
+    rcluster_cleanup(&cl);
+}
+
+TEST(passsub_cluster_churn)
+{
+    churn_run(false);
+}
+
+/* The same, also requiring what a graceful migration and failover should
+ * keep: no hold reported lost, every client acquiring after both. */
+TEST(long_passsub_cluster_churn_strict)
+{
+    churn_run(true);
+}
+
 TEST_MAIN(TEST_CASE(passsub_framing_resp2), TEST_CASE(passsub_framing_resp3),
           TEST_CASE(passsub_unsubscribe), TEST_CASE(passsub_subscribed_mode),
           TEST_CASE(passsub_lock_waiter_shares), TEST_CASE(passsub_redisson_mixed),
           TEST_CASE(passsub_slow_subscriber), TEST_CASE(passsub_bounds),
           TEST_CASE(passsub_thousand_subscribers), TEST_CASE(passsub_timeout_spares_subscribers),
-          TEST_CASE(passsub_acl), TEST_CASE(passsub_cluster_auto_classic_publisher))
+          TEST_CASE(passsub_acl), TEST_CASE(passsub_cluster_auto_classic_publisher),
+          TEST_CASE(passsub_cluster_churn), TEST_CASE(long_passsub_cluster_churn_strict))

@@ -8,7 +8,8 @@
  * client loaded surviving a Redis restart and SCRIPT FLUSH leaving the
  * proxy's own scripts working; --passthrough off; and on a Redis Cluster:
  * routing by slot, CROSSSLOT, MOVED after a slot migration, ASK in the
- * middle of one, EVALSHA on every master. */
+ * middle of one, EVALSHA on every master; redis-py's Lock (SET NX PX and its
+ * release script by EVALSHA) across a slot migration and a failover. */
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
@@ -534,8 +535,123 @@ TEST(passthrough_cluster)
     rcluster_cleanup(&rc);
 }
 
+/* redis-py's Lock.LUA_RELEASE_SCRIPT, byte for byte (redis/lock.py). */
+static const char py_release_lua[] = "\n        local token = redis.call('get', KEYS[1])\n"
+                                     "        if not token or token ~= ARGV[1] then\n"
+                                     "            return 0\n"
+                                     "        end\n"
+                                     "        redis.call('del', KEYS[1])\n"
+                                     "        return 1\n    ";
+
+/* redis-py's Script.__call__: EVALSHA of the SHA it computed itself; on
+ * NOSCRIPT, SCRIPT LOAD and EVALSHA again. Returns the reply (free it);
+ * *noscript counts the NOSCRIPTs the client saw. */
+static redisReply *py_release(redisContext *c, const char *sha, const char *name, const char *token,
+                              int *noscript)
+{
+    redisReply *r = pu_cmd(c, "EVALSHA %s 1 %s %s", sha, name, token);
+
+    if (r->type != REDIS_REPLY_ERROR || strncmp(r->str, "NOSCRIPT", 8) != 0)
+        return r;
+    freeReplyObject(r);
+    (*noscript)++;
+    r = pu_cmd(c, "SCRIPT LOAD %s", py_release_lua);
+    PU_CHECK(r, PU_K_STR, 0, sha);
+    freeReplyObject(r);
+    return pu_cmd(c, "EVALSHA %s 1 %s %s", sha, name, token);
+}
+
+/* py_release that retries errors for up to 10 s (redis-py raises them; a
+ * caller retries, as a cluster settles) and expects the integer want. */
+static void py_release_expect(redisContext *c, const char *sha, const char *name,
+                              const char *token, long long want, int *noscript)
+{
+    long long t0 = pu_now_ms();
+    redisReply *r;
+
+    while ((r = py_release(c, sha, name, token, noscript))->type == REDIS_REPLY_ERROR &&
+           pu_now_ms() - t0 < 10000) {
+        fprintf(stderr, "redis-py release: %s (retried)\n", r->str);
+        freeReplyObject(r);
+        pu_sleep_ms(100);
+    }
+    PU_CHECK(r, PU_K_INT, want, NULL);
+    freeReplyObject(r);
+}
+
+/* redis-py's r.lock(): SET name token NX PX to acquire, its release script
+ * by EVALSHA, through the proxy against a cluster, cluster-unaware: a
+ * second holder refused; the lock's slot migrates and then its master
+ * fails over to a replica (measured: it never saw the script) while held,
+ * and the release still works, NOSCRIPT seen by the client once at most
+ * (its first use, as against Redis). */
+TEST(passthrough_cluster_redis_py_lock)
+{
+    struct rcluster rc;
+    struct pu_proxy p;
+    redisContext *a, *b;
+    redisReply *r;
+    char name[64], sha[48];
+    int m, to, rep, noscript = 0;
+
+    memset(&rc, 0, sizeof(rc));
+    if (!rcluster_available())
+        TEST_SKIP("redis-server or %s not installed", RCLUSTER_CLI);
+    rcluster_start(&rc);
+    cluster_proxy(&rc, &p);
+    a = pu_connect(p.port);
+    b = pu_connect(p.port);
+    /* The SHA redis-py computes (sha1 of the text), asked of Redis. */
+    r = rcluster_cmd(&rc, 0, "EVAL %s 0 %s", "return redis.sha1hex(ARGV[1])", py_release_lua);
+    ASSERT_TRUE(r && r->type == REDIS_REPLY_STRING);
+    snprintf(sha, sizeof(sha), "%s", r->str);
+    freeReplyObject(r);
+    for (m = 0; m < RCLUSTER_NODES && !rcluster_is_master(&rc, m); m++)
+        ;
+    key_on(&rc, m, "pylock", name, sizeof(name));
+    PU_OK(a, "SET %s tok-a NX PX %d", name, 20000);
+    PU_NIL(b, "SET %s tok-b NX PX %d", name, 20000);
+    py_release_expect(b, sha, name, "tok-b", 0, &noscript); /* not its lock */
+    py_release_expect(a, sha, name, "tok-a", 1, &noscript);
+    ASSERT_EQ(noscript, 1);
+    /* Held while its slot moves to another master. */
+    PU_OK(b, "SET %s tok-b NX PX %d", name, 20000);
+    to = rcluster_other_master(&rc, m);
+    rcluster_migrate(&rc, pool_slot(name, strlen(name)), to);
+    PU_NIL(a, "SET %s tok-a NX PX %d", name, 20000);
+    py_release_expect(b, sha, name, "tok-b", 1, &noscript);
+    ASSERT_EQ(noscript, 1);
+    /* Held while its master fails over to a replica. */
+    PU_OK(a, "SET %s tok-a NX PX %d", name, 20000);
+    ASSERT_EQ(rcluster_int(&rc, to, "WAIT 1 2000"), 1);
+    rep = rcluster_replica_of(&rc, to);
+    ASSERT_TRUE(rep >= 0);
+    rcluster_failover(&rc, rep);
+    r = rcluster_cmd(&rc, rep, "GET %s", name);
+    PU_CHECK(r, PU_K_STR, 0, "tok-a");
+    freeReplyObject(r);
+    r = rcluster_cmd(&rc, rep, "SCRIPT EXISTS %s", sha);
+    ASSERT_TRUE(r && r->type == REDIS_REPLY_ARRAY && r->elements == 1);
+    fprintf(stderr, "the new master had the script before the release: %lld\n",
+            r->element[0]->integer);
+    freeReplyObject(r);
+    PU_NIL(b, "SET %s tok-b NX PX %d", name, 20000);
+    py_release_expect(a, sha, name, "tok-a", 1, &noscript);
+    ASSERT_EQ(rcluster_int(&rc, rep, "EXISTS %s", name), 0);
+    PU_OK(b, "SET %s tok-b NX PX %d", name, 20000);
+    py_release_expect(b, sha, name, "tok-b", 1, &noscript);
+    fprintf(stderr, "redis-py lock on the cluster: NOSCRIPT seen %d time(s)\n", noscript);
+    ASSERT_EQ(noscript, 1);
+    redisFree(a);
+    redisFree(b);
+    pu_proxy_assert_alive(&p);
+    pu_proxy_stop(&p);
+    rcluster_cleanup(&rc);
+}
+
 TEST_MAIN(TEST_CASE(passthrough_forward), TEST_CASE(passthrough_resp3),
           TEST_CASE(passthrough_refused), TEST_CASE(passthrough_acl),
           TEST_CASE(passthrough_scripts_survive_restart),
           TEST_CASE(passthrough_script_memory_bounded), TEST_CASE(passthrough_off),
-          TEST_CASE(passthrough_redisson_mixed), TEST_CASE(passthrough_cluster))
+          TEST_CASE(passthrough_redisson_mixed), TEST_CASE(passthrough_cluster),
+          TEST_CASE(passthrough_cluster_redis_py_lock))
