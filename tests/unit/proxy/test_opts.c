@@ -297,6 +297,7 @@ TEST(enum_errors_list_the_values)
         {"cluster-pubsub", "(one of: auto, sharded, classic)"},
         {"tls-auth-clients", "(one of: no, optional, yes)"},
         {"protected-mode", "(one of: no, yes)"},
+        {"passthrough", "(one of: off, on)"},
     };
     const char *bad = "foo";
     char why[256], flag[64];
