@@ -1,8 +1,8 @@
 // Microbenchmarks of the lookups on every lock request: the holds table
 // (by lock name and owner), and the command table.
+#include "engine/hold.h"
 #include "proxy/client.h"
 #include "proxy/cmd.h"
-#include "engine/hold.h"
 #include "proxy/metrics.h"
 #include "proxy/server.h"
 #include "sched/loop.h"

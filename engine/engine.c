@@ -6,7 +6,6 @@
 #include <stdlib.h>
 
 #include "common/util.h"
-
 #include "engine/fence.h"
 #include "engine/hold.h"
 #include "engine/jobs.h"

@@ -96,7 +96,7 @@ struct px_ratelog {
     uint64_t quiet;   /* events not logged since */
 };
 
-#define LK_WAIT_STATS  4u   /* wait.h's enum px_wait_stat values */
+#define LK_WAIT_STATS      4u   /* wait.h's enum px_wait_stat values */
 #define LK_SCRIPTS_MAX     128u /* the pool's script table: capacity */
 #define LK_SCRIPT_SETS_MAX 16u  /* script sets registered (px_scripts_register) */
 

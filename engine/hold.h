@@ -29,9 +29,9 @@
 
 #include "common/hmap.h"
 #include "common/list.h"
-#include "pool/pool.h"
-#include "engine/jobs.h"
 #include "engine/engine.h"
+#include "engine/jobs.h"
+#include "pool/pool.h"
 #include "sched/timer-t.h"
 
 #ifdef __cplusplus
@@ -53,7 +53,7 @@ struct px_settle {
      * acquire being rolled back may have run its PEXPIRE with a shorter
      * LEASE; 0 leaves the TTL alone. */
     uint64_t ttl_ms;
-    bool dequeue;     /* fair lock: also leave the queue (Redisson's acquireFailed) */
+    bool dequeue; /* fair lock: also leave the queue (Redisson's acquireFailed) */
 };
 
 /* How one kind of hold is kept alive and settled in Redis. Static, one per
@@ -131,14 +131,14 @@ struct px_hold {
                                         answered "not held" after a change is not proof */
     uint32_t nlen;                   /* name length */
     uint32_t olen;                   /* owner length */
-    bool in_table;                   /* in srv->engine->holds (a newer hold may replace a RELEASING one) */
-    bool watchdog;                   /* renewed by this proxy */
-    bool verify;                     /* a check after a topology change is due (watchdog.c) */
-    bool lost_early;                 /* LOST before its lease's own end (renewed, or a fixed
-                                        lease found gone): its holder must be told */
-    bool settle_again;               /* settle once more when the one in flight is answered */
-    char *owner;                     /* borrowed: points into key */
-    char key[];                      /* owned: name NUL owner NUL */
+    bool in_table;     /* in srv->engine->holds (a newer hold may replace a RELEASING one) */
+    bool watchdog;     /* renewed by this proxy */
+    bool verify;       /* a check after a topology change is due (watchdog.c) */
+    bool lost_early;   /* LOST before its lease's own end (renewed, or a fixed
+                          lease found gone): its holder must be told */
+    bool settle_again; /* settle once more when the one in flight is answered */
+    char *owner;       /* borrowed: points into key */
+    char key[];        /* owned: name NUL owner NUL */
 };
 
 int px_hold_init(struct px_server *srv);

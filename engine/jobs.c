@@ -14,8 +14,8 @@
 
 #include "common/log.h"
 #include "common/util.h"
-#include "pool/pool.h"
 #include "engine/engine.h"
+#include "pool/pool.h"
 #include "proxy/server.h"
 #include "sched/loop.h"
 

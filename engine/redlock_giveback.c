@@ -39,9 +39,9 @@
 
 #include "common/log.h"
 #include "common/util.h"
-#include "proxy/cmds/redlock-int.h"
 #include "engine/scripts.h"
 #include "engine/wait.h"
+#include "proxy/cmds/redlock-int.h"
 #include "proxy/server.h"
 #include "sched/loop.h"
 

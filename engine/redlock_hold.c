@@ -12,11 +12,11 @@
 
 #include "common/log.h"
 #include "common/util.h"
-#include "proxy/client.h"
 #include "engine/hold.h"
-#include "proxy/cmds/redlock-int.h"
 #include "engine/scripts.h"
 #include "engine/wait.h"
+#include "proxy/client.h"
+#include "proxy/cmds/redlock-int.h"
 #include "proxy/server.h"
 #include "sched/loop.h"
 

@@ -11,11 +11,11 @@
 #include "common/buf.h"
 #include "common/log.h"
 #include "common/util.h"
-#include "proxy/cmds/lock-int.h"
-#include "proxy/cmds/redlock-int.h"
 #include "engine/scripts.h"
 #include "engine/wait.h"
 #include "engine/waitset.h"
+#include "proxy/cmds/lock-int.h"
+#include "proxy/cmds/redlock-int.h"
 #include "proxy/server.h"
 
 /* ---- masters ----------------------------------------------------------------- */

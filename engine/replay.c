@@ -6,10 +6,10 @@
 
 #include "common/log.h"
 #include "common/util.h"
-#include "pool/pool.h"
+#include "engine/engine.h"
 #include "engine/hold.h"
 #include "engine/jobs.h"
-#include "engine/engine.h"
+#include "pool/pool.h"
 #include "proxy/server.h"
 #include "sched/loop.h"
 

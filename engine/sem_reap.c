@@ -7,10 +7,10 @@
 
 #include "common/log.h"
 #include "common/util.h"
-#include "pool/pool.h"
 #include "engine/scripts.h"
-#include "proxy/cmds/sem-int.h"
 #include "engine/wait.h"
+#include "pool/pool.h"
+#include "proxy/cmds/sem-int.h"
 #include "proxy/server.h"
 #include "sched/loop.h"
 

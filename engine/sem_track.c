@@ -62,14 +62,14 @@
 
 #include "common/hmap.h"
 #include "common/log.h"
+#include "engine/engine.h"
+#include "engine/jobs.h"
+#include "engine/scripts.h"
+#include "engine/wait.h"
 #include "pool/pool.h"
 #include "proxy/client.h"
-#include "engine/jobs.h"
-#include "engine/engine.h"
-#include "engine/scripts.h"
 #include "proxy/cmds/sem-int.h"
 #include "proxy/cmds/semaphore.h"
-#include "engine/wait.h"
 #include "proxy/server.h"
 #include "sched/loop.h"
 

@@ -153,7 +153,8 @@ static void wait_end(struct px_wait_op *op, bool granted, enum lk_end end,
                      const struct lk_end_info *info)
 {
     static const struct lk_end_info none = {NULL, 0, -1};
-    lk_wait_finish_fn *finish = op->kind->finish ? op->kind->finish : op->srv->engine->front.wait_finish;
+    lk_wait_finish_fn *finish =
+        op->kind->finish ? op->kind->finish : op->srv->engine->front.wait_finish;
 
     op->state = PX_WAIT_DONE;
     sched_loop_timer_del(op->srv->loop, &op->timer);

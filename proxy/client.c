@@ -53,17 +53,17 @@
 #include <unistd.h>
 
 #include "common/log.h"
+#include "engine/engine.h"
 #include "proxy/auth.h"
 #include "proxy/climem.h"
-#include "proxy/subs.h"
 #include "proxy/cmd.h"
-#include "engine/engine.h"
 #include "proxy/metrics.h"
-#include "proxy/tx.h"
 #include "proxy/push.h"
 #include "proxy/reply.h"
 #include "proxy/server.h"
+#include "proxy/subs.h"
 #include "proxy/tls.h"
+#include "proxy/tx.h"
 #include "sched/loop.h"
 #include "sched/tls.h"
 
@@ -620,7 +620,7 @@ void px_client_close(struct px_client *cl)
     client_set_input(cl, PX_INPUT_DONE);
     sched_loop_timer_del(srv->loop, &cl->timer);
     client_drop_queued(cl);
-    px_multi_client_gone(cl);        /* closing: its memory leaves the sum */
+    px_multi_client_gone(cl); /* closing: its memory leaves the sum */
     px_subs_client_gone(cl);
     list_del_init(&cl->client_node); /* px_locks_client_gone may link it to srv->releasing */
     srv->nclients--;

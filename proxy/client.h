@@ -30,8 +30,8 @@
 #include "common/buf.h"
 #include "common/list.h"
 #include "engine/engine.h"
-#include "proxy/tx.h"
 #include "proxy/request.h"
+#include "proxy/tx.h"
 #include "sched/conn-t.h"
 #include "sched/timer-t.h"
 

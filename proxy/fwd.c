@@ -9,17 +9,17 @@
 #include <string.h>
 
 #include "common/util.h"
+#include "engine/wait.h"
 #include "pool/pool.h"
 #include "proxy/args.h"
 #include "proxy/auth.h"
 #include "proxy/client.h"
-#include "proxy/fwd_keys.h"
-#include "engine/wait.h"
 #include "proxy/cmds/wait_end.h"
-#include "proxy/tx.h"
+#include "proxy/fwd_keys.h"
 #include "proxy/reply.h"
 #include "proxy/server.h"
 #include "proxy/stats.h"
+#include "proxy/tx.h"
 
 /* Keys under these hash tags are the proxy's own (sem_reap.h). */
 #define FWD_OWN_PREFIX "{lp-"

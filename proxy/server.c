@@ -3,7 +3,6 @@
  * and the orderly stop (stop accepting, close clients so their locks are
  * released, let those releases reach Redis, then close the pool). */
 #include "proxy/server.h"
-#include "proxy/subs.h"
 
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -37,6 +36,7 @@
 #include "proxy/protect.h"
 #include "proxy/push.h"
 #include "proxy/ready.h"
+#include "proxy/subs.h"
 
 #define PX_DRAIN_MS        2000u  /* how long the stop waits for requests in flight and closes */
 #define PX_STOP_RELEASE_MS 10000u /* and for releases Redis has not confirmed yet */

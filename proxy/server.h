@@ -59,10 +59,10 @@ struct px_server {
     char uuid[37];                               /* this process's owner prefix */
     struct list clients;                         /* struct px_client, by client_node */
     unsigned nclients;                           /* connected clients */
-    unsigned nclients_out_paused;    /* clients whose reading waits for their replies to go */
-    uint64_t next_client_id;         /* CLIENT ID of the next connection */
-    struct lk_engine *engine;        /* owned: every lock's state (engine/engine.h) */
-    uint64_t start_ms;               /* monotonic start time */
+    unsigned nclients_out_paused; /* clients whose reading waits for their replies to go */
+    uint64_t next_client_id;      /* CLIENT ID of the next connection */
+    struct lk_engine *engine;     /* owned: every lock's state (engine/engine.h) */
+    uint64_t start_ms;            /* monotonic start time */
     unsigned ready; /* ready.c: 0 starting, 1 waiting for the upstream, 2 "ready" announced */
     struct sched_timer sdwd;         /* ready.c: WATCHDOG=1 to systemd every sdwd_ms */
     uint64_t sdwd_ms;                /* half of $WATCHDOG_USEC, 0: no systemd watchdog */

@@ -6,10 +6,10 @@
 
 #include "common/compiler.h"
 #include "common/list.h"
+#include "engine/engine.h"
 #include "pool/pool.h"
 #include "proxy/client.h"
 #include "proxy/fwd.h"
-#include "engine/engine.h"
 #include "proxy/server.h"
 #include "proxy/stats.def"
 #include "proxy/subs.h"

@@ -94,8 +94,8 @@
 #define URING_BUF_SIZE 1024u
 /* Buffers handed to the kernel at first (see the design block). */
 #define URING_BUF_START 64u
-#define URING_SEND_MAX (1u << 30)
-#define URING_BATCH    64u
+#define URING_SEND_MAX  (1u << 30)
+#define URING_BATCH     64u
 /* Silent sends: issued inline, failed (CQE posted) rather than queued for
  * room, short ones failed too. */
 #define URING_SILENT_MSG   (MSG_NOSIGNAL | MSG_DONTWAIT | MSG_WAITALL)
@@ -337,7 +337,8 @@ static void uring_deinit(struct sched_loop *l)
     io_uring_queue_exit(&u->ring);
     uring_bufs_unmap(u);
     if (u->enobufs)
-        log_msg(LOG_LVL_DEBUG, "io_uring: %llu recvs hit an empty buffer ring (%u of %u buffers used)",
+        log_msg(LOG_LVL_DEBUG,
+                "io_uring: %llu recvs hit an empty buffer ring (%u of %u buffers used)",
                 (unsigned long long)u->enobufs, u->nprovided, u->nbufs);
     free(u);
     l->io = NULL;

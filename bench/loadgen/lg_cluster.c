@@ -207,9 +207,8 @@ static void snap_add(struct lg_redis_snap *sum, const struct lg_redis_snap *one)
 {
     sum->cpu_s += one->cpu_s;
     sum->clients = sum->clients < 0 || one->clients < 0 ? -1 : sum->clients + one->clients;
-    sum->pubsub_conns = sum->pubsub_conns < 0 || one->pubsub_conns < 0
-                            ? -1
-                            : sum->pubsub_conns + one->pubsub_conns;
+    sum->pubsub_conns =
+        sum->pubsub_conns < 0 || one->pubsub_conns < 0 ? -1 : sum->pubsub_conns + one->pubsub_conns;
     sum->pubsub_chans += one->pubsub_chans;
     for (unsigned i = 0; i < one->n; i++) {
         unsigned j = 0;

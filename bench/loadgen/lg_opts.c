@@ -443,7 +443,8 @@ static int parse_targets(const char *s, struct lg_opts *o)
         if (o->ntargets == LG_MAX_TARGETS)
             return bad("--targets", s, "too many targets");
         if (parse_target(p, n, &o->targets[o->ntargets]) < 0)
-            return bad("--targets", s, "expected proxy, direct, direct-shared, twemproxy or passthrough");
+            return bad("--targets", s,
+                       "expected proxy, direct, direct-shared, twemproxy or passthrough");
         o->ntargets++;
         p += n;
         if (*p == ',')

@@ -26,13 +26,13 @@ struct lg_cmdstat {
 };
 
 struct lg_redis_snap {
-    bool ok;                                /* the snapshot was read */
-    double cpu_s;                           /* used_cpu_sys + used_cpu_user */
-    uint64_t reads;                         /* total_reads_processed (INFO stats) */
-    long clients;        /* connected_clients (INFO clients) less the bench's own; -1: n/a */
-    long pubsub_conns;   /* CLIENT LIST entries with sub, psub or ssub > 0; -1: n/a */
-    long pubsub_chans;   /* pubsub_channels (INFO stats) */
-    unsigned n;                             /* entries in cmd */
+    bool ok;           /* the snapshot was read */
+    double cpu_s;      /* used_cpu_sys + used_cpu_user */
+    uint64_t reads;    /* total_reads_processed (INFO stats) */
+    long clients;      /* connected_clients (INFO clients) less the bench's own; -1: n/a */
+    long pubsub_conns; /* CLIENT LIST entries with sub, psub or ssub > 0; -1: n/a */
+    long pubsub_chans; /* pubsub_channels (INFO stats) */
+    unsigned n;        /* entries in cmd */
     struct lg_cmdstat cmd[LG_MAX_CMDSTATS]; /* per-command call counters */
 };
 

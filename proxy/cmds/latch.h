@@ -6,8 +6,8 @@
 #ifndef LP_PROXY_LOCKS_LATCH_H
 #define LP_PROXY_LOCKS_LATCH_H
 
-#include "proxy/cmd.h"
 #include "engine/scripts.h"
+#include "proxy/cmd.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -12,8 +12,8 @@
 
 #include <hiredis/hiredis.h>
 
-#include "proxy/cmds/lock.h"
 #include "engine/wait.h"
+#include "proxy/cmds/lock.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -13,13 +13,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "engine/engine.h"
+#include "engine/hold.h"
+#include "engine/scripts.h"
 #include "pool/pool.h"
 #include "proxy/cmd.h"
 #include "proxy/cmds/fairlock.h" /* the family's other kinds: their command and script sets */
-#include "engine/hold.h"
-#include "engine/engine.h"
 #include "proxy/cmds/rwlock.h"
-#include "engine/scripts.h"
 
 #ifdef __cplusplus
 extern "C" {

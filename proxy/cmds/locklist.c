@@ -18,17 +18,16 @@
  * closed under --on-disconnect expire are not listed (nobody holds them
  * here any more; they run out in Redis). Only this proxy's view: other
  * proxies and Redisson clients on the same Redis are not seen. */
-#include "common/list.h"
-
 #include <stdint.h>
 #include <string.h>
 
 #include "common/buf.h"
+#include "common/list.h"
+#include "engine/hold.h"
 #include "proxy/auth.h"
 #include "proxy/client.h"
 #include "proxy/client_cmd.h"
 #include "proxy/cmd.h"
-#include "engine/hold.h"
 #include "proxy/cmds/lock-int.h"
 #include "proxy/reply.h"
 #include "proxy/request.h"

@@ -46,15 +46,15 @@
 #include <string.h>
 
 #include "common/util.h"
+#include "engine/hold.h"
+#include "engine/lua_scripts.h"
+#include "engine/wait.h"
 #include "pool/pool.h"
 #include "proxy/args.h"
 #include "proxy/auth.h"
 #include "proxy/client.h"
-#include "engine/hold.h"
 #include "proxy/cmds/lock-int.h"
-#include "engine/lua_scripts.h"
 #include "proxy/cmds/multilock-int.h"
-#include "engine/wait.h"
 #include "proxy/metrics.h"
 #include "proxy/opts.h"
 #include "proxy/reply.h"

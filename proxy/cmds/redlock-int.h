@@ -13,9 +13,9 @@
 
 #include "common/hmap.h"
 #include "common/list.h"
+#include "engine/engine.h"
 #include "pool/pool.h"
 #include "pool/pubsub-t.h"
-#include "engine/engine.h"
 #include "proxy/cmds/redlock.h"
 #include "proxy/opts.h"
 #include "sched/timer-t.h"

@@ -7,8 +7,8 @@
 #ifndef LP_PROXY_LOCKS_RWLOCK_H
 #define LP_PROXY_LOCKS_RWLOCK_H
 
-#include "proxy/cmd.h"
 #include "engine/scripts.h"
+#include "proxy/cmd.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -9,8 +9,8 @@
 #define LP_PROXY_LOCKS_SEMAPHORE_H
 
 #include "common/buf.h"
-#include "proxy/cmd.h"
 #include "engine/scripts.h"
+#include "proxy/cmd.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -19,9 +19,9 @@
 #include <hiredis/hiredis.h>
 
 #include "common/compiler.h"
+#include "engine/shape.h"
 #include "pool/resp.h"
 #include "proxy/cmds/sem-int.h"
-#include "engine/shape.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -18,9 +18,9 @@
 #include <hiredis/hiredis.h>
 
 #include "cluster_util.h"
+#include "engine/engine.h"
 #include "harness.h"
 #include "pool/pool.h"
-#include "engine/engine.h"
 #include "proxy/cmds/multilock.h"
 #include "proxy_util.h"
 

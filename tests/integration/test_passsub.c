@@ -780,8 +780,8 @@ struct churn {
     atomic_int rounds[8]; /* critical sections per client */
 };
 
-#define CHURN_WAIT_MS  3000 /* Redisson waits the holder's TTL (30 s here) */
-#define CHURN_THINK_MS 20   /* between a release and the next acquire */
+#define CHURN_WAIT_MS  3000  /* Redisson waits the holder's TTL (30 s here) */
+#define CHURN_THINK_MS 20    /* between a release and the next acquire */
 #define CHURN_LEASE_MS 30000 /* rl_try's lease */
 
 static bool churn_over(const struct churn *ch)
@@ -802,8 +802,8 @@ static redisContext *churn_fix(struct churn *ch, redisContext *c)
 
 /* RedissonLock.lock(): try, subscribe, wait for the unlock message (or the
  * wait's end), try again; errors retried. false when the run is over. */
-static bool churn_rl_lock(struct churn *ch, redisContext **rc, redisContext **sub,
-                          const char *chan, const char *owner)
+static bool churn_rl_lock(struct churn *ch, redisContext **rc, redisContext **sub, const char *chan,
+                          const char *owner)
 {
     bool subscribed = false;
 
@@ -867,8 +867,8 @@ static void *churn_redisson(void *arg)
             redisReply *r;
 
             rc = churn_fix(ch, rc);
-            r = rc ? redisCommand(rc, "EVAL %s 2 %s %s 0 30000 %s", su_rlock_unlock_lua,
-                                  ch->name, chan, owner)
+            r = rc ? redisCommand(rc, "EVAL %s 2 %s %s 0 30000 %s", su_rlock_unlock_lua, ch->name,
+                                  chan, owner)
                    : NULL;
             if (r && r->type != REDIS_REPLY_ERROR) {
                 freeReplyObject(r);

@@ -563,8 +563,8 @@ static redisReply *py_release(redisContext *c, const char *sha, const char *name
 
 /* py_release that retries errors for up to 10 s (redis-py raises them; a
  * caller retries, as a cluster settles) and expects the integer want. */
-static void py_release_expect(redisContext *c, const char *sha, const char *name,
-                              const char *token, long long want, int *noscript)
+static void py_release_expect(redisContext *c, const char *sha, const char *name, const char *token,
+                              long long want, int *noscript)
 {
     long long t0 = pu_now_ms();
     redisReply *r;

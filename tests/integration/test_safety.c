@@ -561,8 +561,7 @@ TEST(safety_owner_token_per_user)
 }
 
 TEST_MAIN(TEST_CASE(safety_late_grant_refused), TEST_CASE(safety_late_grant_rolled_back),
-          TEST_CASE(safety_late_reentry_keeps_lease),
-          TEST_CASE(safety_reentry_not_queued), TEST_CASE(safety_pipelined_acquire_release),
-          TEST_CASE(safety_disconnect_release_retried),
+          TEST_CASE(safety_late_reentry_keeps_lease), TEST_CASE(safety_reentry_not_queued),
+          TEST_CASE(safety_pipelined_acquire_release), TEST_CASE(safety_disconnect_release_retried),
           TEST_CASE(safety_unknown_outcome_rolled_back), TEST_CASE(safety_sem_release_by_other),
           TEST_CASE(safety_owner_token_per_user))

@@ -37,8 +37,8 @@
 
 #include "common/clock.h"
 #include "common/log.h"
-#include "proxy/client.h"
 #include "engine/jobs.h"
+#include "proxy/client.h"
 #include "proxy/opts.h"
 #include "proxy/server.h"
 #include "sched/loop.h"

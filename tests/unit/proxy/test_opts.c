@@ -4,8 +4,8 @@
 #include <string.h>
 
 #include "common/util.h"
-#include "harness.h"
 #include "engine/scripts.h"
+#include "harness.h"
 #include "proxy/opts.h"
 
 TEST(addr_forms)

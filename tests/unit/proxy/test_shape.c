@@ -6,9 +6,9 @@
 
 #include <hiredis/hiredis.h>
 
+#include "engine/shape.h"
 #include "harness.h"
 #include "pool/resp.h"
-#include "engine/shape.h"
 
 /* Parses one reply from wire; the caller frees it. */
 static redisReply *parse(const char *wire)
