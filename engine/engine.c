@@ -96,6 +96,7 @@ struct lk_engine *px_engine_alloc(struct px_server *srv)
     if (!eng)
         return NULL;
     eng->srv = srv;
+    list_init(&eng->sem_carries);
     px_scripts_init(eng);
     return eng;
 }

@@ -181,6 +181,8 @@ struct lk_engine {
     unsigned sem_nlingering;   /* names in sem_lingering */
     struct hmap psem_held;     /* struct psem_held by (name, permit id) */
     struct px__sem_stats sem_stats;
+    struct list sem_carries;  /* SEM.RELEASEs carried out in hand (sem.c), oldest first */
+    uint64_t sem_release_seq; /* the last SEM.RELEASE number handed out (sem.c) */
     /* REDLOCK's masters (redlock_master.c) and the fencing-token floors
      * (fence.c): owned, or NULL. */
     struct px_redlock *redlock;

@@ -107,7 +107,7 @@ struct sem_rel {
  * if that earlier one had not run, the numbering then skips it. */
 struct sem_carry {
     struct px_job job; /* the retried release */
-    struct list node;  /* in carries, oldest (lowest number) first */
+    struct list node;  /* in engine->sem_carries, oldest (lowest number) first */
     uint64_t conn;     /* the releasing connection (its ledger field) */
     uint64_t seq;      /* the release's number */
     int64_t n;         /* permits released */
@@ -116,20 +116,19 @@ struct sem_carry {
     char name[];       /* owned: the semaphore name */
 };
 
-static uint64_t release_seq;                       /* numbers of releases */
-static struct list carries = {&carries, &carries}; /* pending struct sem_carry */
-
 static bool carry_same(const struct sem_carry *c, uint64_t conn, const char *name, size_t len)
 {
     return c->conn == conn && c->nlen == len && memcmp(c->name, name, len) == 0;
 }
 
-/* The oldest pending carried-out release of (conn, name), or NULL. */
-static struct sem_carry *carry_first(uint64_t conn, const char *name, size_t len)
+/* The oldest pending carried-out release of (conn, name) (in
+ * eng->sem_carries), or NULL. */
+static struct sem_carry *carry_first(const struct lk_engine *eng, uint64_t conn, const char *name,
+                                     size_t len)
 {
-    struct list *n;
+    const struct list *n;
 
-    for (n = carries.next; n != &carries; n = n->next) {
+    for (n = eng->sem_carries.next; n != &eng->sem_carries; n = n->next) {
         struct sem_carry *c = LP_CONTAINER_OF(n, struct sem_carry, node);
 
         if (carry_same(c, conn, name, len))
@@ -144,7 +143,7 @@ static bool carry_ready(const struct px_job *j)
 {
     const struct sem_carry *c = LP_CONTAINER_OF(j, struct sem_carry, job);
 
-    return carry_first(c->conn, c->name, c->nlen) == c;
+    return carry_first(j->srv->engine, c->conn, c->name, c->nlen) == c;
 }
 
 static int carry_send(struct px_job *j, pool_reply_fn *cb, void *arg);
@@ -205,7 +204,7 @@ static void carry_finish(struct sem_carry *c)
     struct sem_carry *next;
 
     list_del_init(&c->node);
-    next = carry_first(c->conn, c->name, c->nlen);
+    next = carry_first(c->job.srv->engine, c->conn, c->name, c->nlen);
     if (next)
         px_job_soon(&next->job);
     free(c);
@@ -248,7 +247,7 @@ static bool carry_submit(struct px_req *req, const struct sem_rel *x)
     c->own = x->own.own;
     c->nlen = name->len;
     memcpy(c->name, name->p, name->len);
-    list_add_tail(&carries, &c->node);
+    list_add_tail(&srv->engine->sem_carries, &c->node);
     px_job_init(&c->job, srv, &sem_carry_ops);
     px_job_submit(&c->job, sched_loop_now_ms(srv->loop) + PX__SEM_RETURN_WINDOW_MS);
     srv->engine->stats.unlocks_in_hand++;
@@ -331,9 +330,9 @@ void px__sem_cmd_release(struct px_req *req)
         return px_req_done(req);
     }
     x->n = n;
-    x->seq = ++release_seq;
+    x->seq = ++req->cl->srv->engine->sem_release_seq;
     px__sem_release_begin(req->cl, name->p, name->len, n, &x->own);
-    if (carry_first(req->cl->id, name->p, name->len)) {
+    if (carry_first(req->cl->srv->engine, req->cl->id, name->p, name->len)) {
         /* An earlier release of this connection is carried out: this one
          * goes behind it, so the two run in number order. */
         release_done(req, x, NULL, -ENOTCONN);
