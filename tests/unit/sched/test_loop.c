@@ -1352,6 +1352,68 @@ TEST(loop_accept_backoff_on_emfile)
     run_both(accept_backoff);
 }
 
+/* ---- accept bursts past the CQ, after idle ----------------------------- */
+
+/* Issue 23's stall: new connections after an idle spell went unanswered.
+ * ACCEPT_BURST connections wait in the backlog when the loop wakes: more
+ * than the small ring's CQ (512), so io_uring's multishot accept cannot
+ * post them all; it ends (no F_MORE, the last fd in an overflowed CQE)
+ * and must be re-armed; epoll drains EP_ACCEPT_CAP a pass. Every one must
+ * be accepted, in ACCEPT_ROUNDS bursts, each after an idle wait longer
+ * than a tick, so a listener left disarmed after a burst shows. */
+#define ACCEPT_BURST  900 /* < tcp_listen's backlog of 1024 */
+#define ACCEPT_ROUNDS 3
+
+struct burst_ctx {
+    struct sched_listener ls;
+    unsigned accepted; /* so far */
+    unsigned want;     /* by the end of this round */
+};
+
+static void burst_accept(struct sched_listener *ls, int fd)
+{
+    LP_CONTAINER_OF(ls, struct burst_ctx, ls)->accepted++;
+    close(fd);
+}
+
+static bool burst_all_accepted(void *arg)
+{
+    const struct burst_ctx *x = arg;
+
+    return x->accepted >= x->want;
+}
+
+static void accept_burst(struct sched_loop *l)
+{
+    struct burst_ctx x = {.accepted = 0};
+    uint16_t port = 0;
+    int lfd = tcp_listen(&port), *cli = calloc(ACCEPT_BURST, sizeof(*cli)), i, r;
+    struct sockaddr_in sa = loopback(port);
+
+    ASSERT_NOTNULL(cli);
+    ASSERT_OK(sched_listener_start(l, &x.ls, lfd, burst_accept));
+    for (r = 1; r <= ACCEPT_ROUNDS; r++) {
+        ASSERT_OK(sched_loop_run_once(l, 50)); /* idle: nothing to accept */
+        for (i = 0; i < ACCEPT_BURST; i++) {
+            cli[i] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+            ASSERT_OK(connect(cli[i], (struct sockaddr *)&sa, sizeof(sa)) < 0 ? -errno : 0);
+        }
+        x.want = (unsigned)r * ACCEPT_BURST;
+        run_until(l, burst_all_accepted, &x);
+        ASSERT_EQ(x.accepted, x.want);
+        for (i = 0; i < ACCEPT_BURST; i++)
+            close(cli[i]);
+    }
+    sched_listener_stop(&x.ls);
+    run_n(l, 2);
+    free(cli);
+}
+
+TEST(loop_accept_burst_past_cq)
+{
+    run_both(accept_burst);
+}
+
 /* ---- stop -------------------------------------------------------------- */
 
 static void stop_from_timer(struct sched_loop *l)
@@ -1409,5 +1471,5 @@ TEST_MAIN(TEST_CASE(loop_backend_select), TEST_CASE(loop_echo_many_clients),
           TEST_CASE(loop_hooks_run_each_iteration), TEST_CASE(loop_pause_resume),
           TEST_CASE(loop_connect_unix_immediate), TEST_CASE(loop_connect_close_while_connecting),
           TEST_CASE(loop_peer_reset_hangup_error), TEST_CASE(loop_recv_buffer_exhaustion),
-          TEST_CASE(loop_accept_backoff_on_emfile), TEST_CASE(loop_stop_from_timer),
-          TEST_CASE(loop_stop_from_signal))
+          TEST_CASE(loop_accept_backoff_on_emfile), TEST_CASE(loop_accept_burst_past_cq),
+          TEST_CASE(loop_stop_from_timer), TEST_CASE(loop_stop_from_signal))
