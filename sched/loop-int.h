@@ -5,6 +5,8 @@
 #ifndef LP_SCHED_LOOP_INT_H
 #define LP_SCHED_LOOP_INT_H
 
+#include <sys/resource.h>
+
 #include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -82,6 +84,7 @@ struct sched_loop {
     uint64_t lat_log_ms;             /* when a slow iteration or late timer was last logged */
     uint64_t lat_logged_slow;        /* lat.slow at that line */
     uint64_t lat_logged_late;        /* late timers at that line */
+    struct rusage lat_ru;            /* the process's usage at that line (0: none yet) */
 };
 
 extern const struct sched__backend sched__uring_backend;

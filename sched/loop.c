@@ -87,6 +87,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -351,10 +352,39 @@ void sched_loop_latency(const struct sched_loop *l, struct sched_loop_latency *o
     out->max_late_ms = l->wheel.late_max_ms;
 }
 
+static uint64_t loop_tv_ms(const struct timeval *tv)
+{
+    return (uint64_t)tv->tv_sec * 1000u + (uint64_t)tv->tv_usec / 1000u;
+}
+
+/* Where the time since the last latency line went, read only when a line
+ * is logged (never on the hot path): CPU used, major page faults, blocking
+ * waits and preemptions. A stall with little CPU and many involuntary
+ * switches was the scheduler (or the host); with major faults, paging;
+ * with voluntary switches, a blocking call. */
+static void loop_usage_since(struct sched_loop *l, char *out, size_t n)
+{
+    struct rusage ru;
+    const struct rusage *o = &l->lat_ru;
+
+    if (getrusage(RUSAGE_SELF, &ru) < 0) {
+        snprintf(out, n, "no usage figures");
+        return;
+    }
+    snprintf(out, n,
+             "since the previous line or the start: %llu ms CPU, %ld major faults, %ld waits, "
+             "%ld preemptions",
+             (unsigned long long)(loop_tv_ms(&ru.ru_utime) + loop_tv_ms(&ru.ru_stime) -
+                                  loop_tv_ms(&o->ru_utime) - loop_tv_ms(&o->ru_stime)),
+             ru.ru_majflt - o->ru_majflt, ru.ru_nvcsw - o->ru_nvcsw, ru.ru_nivcsw - o->ru_nivcsw);
+    l->lat_ru = ru;
+}
+
 /* An iteration worked work_us: counts it, and logs what passed the
  * threshold since the last line (at most a line a second). */
 static void loop_note_work(struct sched_loop *l, uint64_t work_us)
 {
+    char usage[160];
     uint64_t slow, late;
 
     l->lat.iterations++;
@@ -369,13 +399,14 @@ static void loop_note_work(struct sched_loop *l, uint64_t work_us)
     if ((slow == 0 && late == 0) ||
         (l->lat_log_ms != 0 && l->now_ms - l->lat_log_ms < LAT_LOG_EVERY_MS))
         return;
+    loop_usage_since(l, usage, sizeof(usage));
     log_msg(LOG_LVL_WARN,
             "event loop latency over --latency-monitor-threshold %llu ms: %llu iteration(s) "
             "worked longer (this one %llu ms, longest %llu ms), %llu timer(s) fired late "
-            "(latest %llu ms after its deadline)",
+            "(latest %llu ms after its deadline); %s",
             (unsigned long long)l->lat.threshold_ms, (unsigned long long)slow,
             (unsigned long long)(work_us / 1000u), (unsigned long long)(l->lat.max_work_us / 1000u),
-            (unsigned long long)late, (unsigned long long)l->wheel.late_max_ms);
+            (unsigned long long)late, (unsigned long long)l->wheel.late_max_ms, usage);
     l->lat_log_ms = l->now_ms;
     l->lat_logged_slow = l->lat.slow;
     l->lat_logged_late = l->wheel.late;
