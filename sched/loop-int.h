@@ -85,6 +85,7 @@ struct sched_loop {
     uint64_t lat_logged_slow;        /* lat.slow at that line */
     uint64_t lat_logged_late;        /* late timers at that line */
     struct rusage lat_ru;            /* the process's usage at that line (0: none yet) */
+    uint64_t lat_run_delay_ns;       /* the loop thread's wait for a CPU at that line */
 };
 
 extern const struct sched__backend sched__uring_backend;

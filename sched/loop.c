@@ -357,27 +357,46 @@ static uint64_t loop_tv_ms(const struct timeval *tv)
     return (uint64_t)tv->tv_sec * 1000u + (uint64_t)tv->tv_usec / 1000u;
 }
 
+/* The loop thread's time spent runnable but waiting for a CPU, in ns
+ * (/proc/thread-self/schedstat, second field), or 0 where there is none. */
+static uint64_t loop_run_delay_ns(void)
+{
+    unsigned long long on_cpu = 0, delay = 0;
+    FILE *f = fopen("/proc/thread-self/schedstat", "re");
+
+    if (!f)
+        return 0;
+    if (fscanf(f, "%llu %llu", &on_cpu, &delay) != 2)
+        delay = 0;
+    fclose(f);
+    return delay;
+}
+
 /* Where the time since the last latency line went, read only when a line
- * is logged (never on the hot path): CPU used, major page faults, blocking
- * waits and preemptions. A stall with little CPU and many involuntary
- * switches was the scheduler (or the host); with major faults, paging;
- * with voluntary switches, a blocking call. */
+ * is logged (never on the hot path): CPU used, time spent waiting for a
+ * CPU, major page faults, blocking waits and preemptions. A stall with
+ * little CPU and a long wait for a CPU was the scheduler (or the host
+ * stalling a vCPU); with major faults, paging; with neither, a blocking
+ * call or a stopped process. */
 static void loop_usage_since(struct sched_loop *l, char *out, size_t n)
 {
     struct rusage ru;
     const struct rusage *o = &l->lat_ru;
+    uint64_t delay_ns = loop_run_delay_ns();
 
     if (getrusage(RUSAGE_SELF, &ru) < 0) {
         snprintf(out, n, "no usage figures");
         return;
     }
     snprintf(out, n,
-             "since the previous line or the start: %llu ms CPU, %ld major faults, %ld waits, "
-             "%ld preemptions",
+             "since the previous line or the start: %llu ms CPU, %llu ms waiting for a CPU, "
+             "%ld major faults, %ld waits, %ld preemptions",
              (unsigned long long)(loop_tv_ms(&ru.ru_utime) + loop_tv_ms(&ru.ru_stime) -
                                   loop_tv_ms(&o->ru_utime) - loop_tv_ms(&o->ru_stime)),
+             (unsigned long long)((delay_ns - l->lat_run_delay_ns) / 1000000u),
              ru.ru_majflt - o->ru_majflt, ru.ru_nvcsw - o->ru_nvcsw, ru.ru_nivcsw - o->ru_nivcsw);
     l->lat_ru = ru;
+    l->lat_run_delay_ns = delay_ns;
 }
 
 /* An iteration worked work_us: counts it, and logs what passed the

@@ -97,9 +97,10 @@ static void scenario_stall_seen(struct pu_env *e)
     ASSERT_TRUE(pu_info_int(o, "loop_late_timers") > before);
     ASSERT_TRUE(late >= 300 && late < 5000);
     PU_EVENTUALLY(ou_file_contains(e->proxy.log_path, "timer(s) fired late"), 2000);
-    /* The line says where the time went (CPU, faults, waits, preemptions). */
+    /* The line says where the time went (CPU, run queue, faults, waits...). */
     ASSERT_TRUE(ou_file_contains(e->proxy.log_path,
                                  "after its deadline); since the previous line or the start: "));
+    ASSERT_TRUE(ou_file_contains(e->proxy.log_path, " ms waiting for a CPU, "));
     ASSERT_TRUE(ou_file_contains(e->proxy.log_path, " major faults, "));
     ASSERT_TRUE(ou_file_contains(e->proxy.log_path, " preemptions"));
     ASSERT_EQ(ou_http_get(metrics_port, "/metrics", body, sizeof(body)), 200);
