@@ -191,7 +191,7 @@ def main():
                 print("proxy exited %s" % proxy.returncode, flush=True)
                 break
     finally:
-        for p in procs:
+        for p in reversed(procs):  # the proxy before its Redis
             if p.poll() is None:
                 p.terminate()
                 try:
