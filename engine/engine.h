@@ -165,6 +165,7 @@ struct lk_engine {
     uint64_t set_next_gen; /* last px_waitset.gen handed out */
     /* Holds and the watchdog (hold.c, watchdog.c). */
     struct hmap holds;               /* struct px_hold by (name, owner) */
+    struct hmap hold_owners;         /* hold.c's owner records, shared by the holds */
     unsigned nholds;                 /* holds tracked */
     struct list renew_due;           /* struct px_hold whose renewal is due */
     struct sched_hook renew_hook;    /* sends renew_due in batches */

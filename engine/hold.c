@@ -63,7 +63,7 @@
  * Shared owners: connections naming one OWNER token share its holds (one
  * hold per pair). h->cl is the connection that took it first, with its
  * part cl_count; every other connection that acquired some of it has a
- * px_hold_share (on h->shares and on its cl->locks.shares). While HELD,
+ * px_hold_share (in h->side and on its cl->locks.shares). While HELD,
  * count = cl_count + the shares' counts, every part > 0. A grant adds to
  * the granting connection's part; an unlock takes from the unlocking
  * connection's part, else from the oldest; a count Redis lowered trims
@@ -75,8 +75,20 @@
  *
  * Who frees what: the table owns its holds; references (ops in progress,
  * renewal batches) keep the memory of a hold that left the table; the
- * settle job lives in the hold. hold_maybe_free() frees a hold once it is
- * PENDING or DEAD, with no reference, nothing in flight and no settle. */
+ * settle job lives in the hold's side part. hold_maybe_free() frees a hold
+ * once it is PENDING or DEAD, with no reference, nothing in flight and no
+ * settle.
+ *
+ * Memory (issue 23: a held lock's cost): a HELD hold is one block, its
+ * name inline (HOLD_BLOCK); the owner string is a counted record shared by
+ * every hold naming it (hold_owner_get), not a copy per hold. What only
+ * settles and shared owners use (the job, its arguments, gone,
+ * unknown_unlocks, settle_again, the other connections' parts) is the
+ * side part (struct px_hold_side), allocated when first needed and freed
+ * once all of it is back to its defaults (hold_side_trim, from
+ * hold_maybe_free). Without memory for it, a settle is given up as one
+ * the job queue had no room for (hold_settle_nomem), and a share's count
+ * goes to h->cl's part as when the share itself cannot be allocated. */
 #include "engine/hold.h"
 
 #include <errno.h>
@@ -98,16 +110,18 @@
 
 static const struct px_job_ops settle_ops, release_ops;
 static void hold_want_settle(struct px_hold *h, uint64_t until);
+static void hold_settle_nomem(struct px_hold *h);
 
-/* name_hash: px_route_hint(name), which acquires and unlocks have anyway. */
-static uint64_t hold_hash_hinted(uint64_t name_hash, const char *owner, size_t olen)
+/* name_hash: px_route_hint(name), which acquires and unlocks have anyway;
+ * owner_hash: hash_bytes(owner), the owner record's (hold_owner_get). */
+static uint64_t hold_hash_hinted(uint64_t name_hash, uint64_t owner_hash)
 {
-    return name_hash ^ (hash_bytes(owner, olen) * 31u);
+    return name_hash ^ (owner_hash * 31u);
 }
 
 static uint64_t hold_hash(const char *name, size_t nlen, const char *owner, size_t olen)
 {
-    return hold_hash_hinted(px_route_hint(name, nlen), owner, olen);
+    return hold_hash_hinted(px_route_hint(name, nlen), hash_bytes(owner, olen));
 }
 
 _Static_assert(sizeof(((struct px_server *)0)->uuid) == 37, "util_uuid4's 36 characters and NUL");
@@ -196,64 +210,205 @@ bool px_hold_is_held(const struct px_hold *h)
     return h->state == PX_HOLD_HELD;
 }
 
-/* Holds whose name and owner fit HOLD_SPARE_KEY bytes are blocks of one
- * size, kept as per-thread spares when freed (an acquire and its unlock
- * otherwise cost a calloc and a free). The block is a jemalloc size class
- * (HOLD_BLOCK): with 128 key bytes it was 440 bytes, a 448 class, for a
- * key of about 50 (a short name, the connection's 40-byte owner). */
-#define HOLD_BLOCK     384u
-#define HOLD_SPARE_KEY (HOLD_BLOCK - sizeof(struct px_hold))
-_Static_assert(sizeof(struct px_hold) + 64 <= HOLD_BLOCK, "a hold block keeps 64 key bytes");
+/* ---- owners ------------------------------------------------------------------- */
+
+/* One owner string, shared by every hold naming it (a connection's
+ * "<uuid>:<id>" by each lock it holds): a copy per hold was 40-odd bytes
+ * of each. Counted; freed with the last hold that names it. Records of
+ * a connection's owner are blocks of one size (OWNER_BLOCK), kept as
+ * spares: an acquire and its unlock otherwise cost a malloc and a free. */
+struct hold_owner {
+    struct hmap_node node; /* in srv->engine->hold_owners */
+    unsigned refs;         /* holds naming it */
+    uint32_t len;          /* length of str */
+    char str[];            /* owned: the owner, NUL-terminated */
+};
+
+#define OWNER_BLOCK 80u /* a jemalloc size class: "<uuid>:" and an id of up to 18 digits */
+_Static_assert(sizeof(struct hold_owner) + 37 + 18 + 1 <= OWNER_BLOCK, "owner block");
+_Static_assert(PX_OWNER_MAX <= UINT16_MAX, "px_hold.olen");
+
+static _Thread_local struct spares owner_spares;
+
+static size_t owner_size(size_t olen)
+{
+    return LP_MAX(sizeof(struct hold_owner) + olen + 1, OWNER_BLOCK);
+}
+
+/* The record of owner (hash: hash_bytes(owner)), counted once more; its
+ * string, or NULL when out of memory. */
+static const char *hold_owner_get(struct px_server *srv, const char *owner, size_t olen,
+                                  uint64_t hash)
+{
+    struct hmap_node *n = hmap_first(&srv->engine->hold_owners, hash);
+    struct hold_owner *o;
+
+    for (; n; n = hmap_next(n)) {
+        o = LP_CONTAINER_OF(n, struct hold_owner, node);
+        if (o->len == olen && memcmp(o->str, owner, olen) == 0) {
+            o->refs++;
+            return o->str;
+        }
+    }
+    o = owner_size(olen) == OWNER_BLOCK ? spares_get(&owner_spares) : NULL;
+    if (!o && !(o = malloc(owner_size(olen))))
+        return NULL;
+    o->refs = 1;
+    o->len = (uint32_t)olen;
+    memcpy(o->str, owner, olen);
+    o->str[olen] = '\0';
+    (void)hmap_insert(&srv->engine->hold_owners, &o->node, hash); /* in, even if not grown */
+    return o->str;
+}
+
+static void hold_owner_put(struct px_server *srv, const char *str)
+{
+    struct hold_owner *o = LP_CONTAINER_OF(str, struct hold_owner, str);
+    struct hmap *m = &srv->engine->hold_owners;
+
+    LP_BUG_ON(o->refs == 0);
+    if (--o->refs > 0)
+        return;
+    hmap_remove(m, &o->node);
+    if (owner_size(o->len) != OWNER_BLOCK || !spares_put(&owner_spares, o))
+        free(o);
+    if (m->count == 0 && !srv->engine->holds.buckets)
+        hmap_deinit(m); /* the last hold outlived px_hold_deinit() */
+}
+
+/* ---- the side part ----------------------------------------------------------------- */
+
+/* What only settles and shared owners use; see the design block. */
+struct px_hold_side {
+    struct px_job job;        /* the settle, when one is due or in flight */
+    struct px_hold *h;        /* borrowed: the hold it is part of */
+    struct px_settle settle;  /* what the next (or the in-flight) settle asks */
+    uint64_t gone;            /* parts of closed connections the next settle gives back */
+    struct list shares;       /* struct px_hold_share: the parts of other connections */
+    unsigned unknown_unlocks; /* unlocks with a lost reply since the last settle */
+    bool settle_again;        /* settle once more when the one in flight is answered */
+};
+
+/* The side part of h, allocated now if it has none; NULL when out of
+ * memory. */
+static struct px_hold_side *hold_side_get(struct px_hold *h)
+{
+    struct px_hold_side *s = h->side;
+
+    if (s)
+        return s;
+    s = calloc(1, sizeof(*s));
+    if (!s)
+        return NULL;
+    s->h = h;
+    px_job_init(&s->job, h->srv, &settle_ops);
+    list_init(&s->shares);
+    h->side = s;
+    return s;
+}
+
+/* Frees h's side part once nothing in it differs from its defaults (its
+ * settle arguments other than dequeue are set by each send). */
+static void hold_side_trim(struct px_hold *h)
+{
+    struct px_hold_side *s = h->side;
+
+    if (!s || s->job.state != PX_JOB_IDLE || s->settle_again || s->settle.dequeue || s->gone > 0 ||
+        s->unknown_unlocks > 0 || !list_empty(&s->shares))
+        return;
+    h->side = NULL;
+    free(s);
+}
+
+static enum px_job_state hold_job_state(const struct px_hold *h)
+{
+    return h->side ? h->side->job.state : PX_JOB_IDLE;
+}
+
+static void hold_job_kick(struct px_hold *h)
+{
+    if (h->side)
+        px_job_kick(&h->side->job);
+}
+
+/* The other connections' parts (an empty list without a side part). */
+static struct list hold_no_shares = {&hold_no_shares, &hold_no_shares};
+
+static struct list *hold_shares(const struct px_hold *h)
+{
+    return h->side ? &h->side->shares : &hold_no_shares;
+}
+
+/* ---- hold blocks ----------------------------------------------------------------- */
+
+/* Holds whose name fits HOLD_SPARE_KEY bytes are blocks of one size,
+ * kept as per-thread spares when freed (an acquire and its unlock
+ * otherwise cost a malloc and a free). The block is a jemalloc size class
+ * (HOLD_BLOCK): 384 bytes with the owner copied in and the settle job
+ * inline, 224 since (issue 23). */
+#define HOLD_BLOCK     224u
+#define HOLD_KEY_AT    offsetof(struct px_hold, key)
+#define HOLD_SPARE_KEY (HOLD_BLOCK - HOLD_KEY_AT)
+_Static_assert(HOLD_KEY_AT + 28 <= HOLD_BLOCK, "a hold block keeps a 27-byte name");
 
 static _Thread_local struct spares hold_spares;
 
-static size_t hold_size(size_t nlen, size_t olen)
+static size_t hold_size(size_t nlen)
 {
-    size_t key = nlen + olen + 2;
+    size_t key = nlen + 1;
 
-    return sizeof(struct px_hold) + (key <= HOLD_SPARE_KEY ? HOLD_SPARE_KEY : key);
+    return HOLD_KEY_AT + (key <= HOLD_SPARE_KEY ? HOLD_SPARE_KEY : key);
 }
 
-static struct px_hold *hold_alloc(size_t nlen, size_t olen)
+static struct px_hold *hold_alloc(size_t nlen)
 {
-    size_t size = hold_size(nlen, olen);
-    struct px_hold *h = size == hold_size(0, 0) ? spares_get(&hold_spares) : NULL;
+    size_t size = hold_size(nlen);
+    struct px_hold *h = size == HOLD_BLOCK ? spares_get(&hold_spares) : NULL;
 
     if (!h && !(h = malloc(size)))
         return NULL;
-    memset(h, 0, sizeof(*h));
+    memset(h, 0, HOLD_KEY_AT);
     return h;
+}
+
+static void hold_free_block(struct px_hold *h)
+{
+    if (hold_size(h->nlen) != HOLD_BLOCK || !spares_put(&hold_spares, h))
+        free(h);
 }
 
 static void hold_free(struct px_hold *h)
 {
-    if (hold_size(h->nlen, h->olen) != hold_size(0, 0) || !spares_put(&hold_spares, h))
-        free(h);
+    free(h->side);
+    hold_owner_put(h->srv, h->owner);
+    hold_free_block(h);
 }
 
 static struct px_hold *hold_create(struct px_server *srv, const struct px_hold_kind *kind,
                                    const char *name, size_t nlen, const char *owner, size_t olen,
-                                   uint64_t hash)
+                                   uint64_t owner_hash, uint64_t hash)
 {
-    struct px_hold *h = hold_alloc(nlen, olen);
+    struct px_hold *h;
 
+    LP_BUG_ON(olen > UINT16_MAX); /* owners are formatted into PX_OWNER_MAX bytes */
+    h = hold_alloc(nlen);
     if (!h)
         return NULL;
+    h->nlen = (uint32_t)nlen; /* under --max-request-bytes' 512 MiB ceiling */
+    h->owner = hold_owner_get(srv, owner, olen, owner_hash);
+    if (!h->owner) {
+        hold_free_block(h);
+        return NULL;
+    }
+    h->olen = (uint16_t)olen;
     h->srv = srv;
     h->kind = kind;
     h->state = PX_HOLD_PENDING;
     h->token = -1;
-    h->nlen = (uint32_t)nlen; /* under --max-request-bytes' 512 MiB ceiling */
-    h->olen = (uint32_t)olen;
     memcpy(h->key, name, nlen);
     h->key[nlen] = '\0';
-    h->owner = h->key + nlen + 1;
-    memcpy(h->owner, owner, olen);
-    h->owner[olen] = '\0';
     list_init(&h->client_node);
     list_init(&h->due_node);
-    list_init(&h->shares);
-    px_job_init(&h->job, srv, &settle_ops);
     sched_timer_init(&h->timer, px_watchdog_on_timer);
     hmap_insert(&srv->engine->holds, &h->node, hash);
     h->in_table = true;
@@ -271,7 +426,8 @@ static void hold_remove(struct px_hold *h)
 
 static void hold_maybe_free(struct px_hold *h)
 {
-    if (h->refs > 0 || h->inflight > 0 || h->job.state != PX_JOB_IDLE)
+    hold_side_trim(h);
+    if (h->refs > 0 || h->inflight > 0 || hold_job_state(h) != PX_JOB_IDLE)
         return;
     if (h->state != PX_HOLD_PENDING && h->state != PX_HOLD_DEAD)
         return;
@@ -294,12 +450,13 @@ struct px_hold *px_hold_use_hinted(struct px_server *srv, const struct px_hold_k
                                    const char *name, size_t nlen, uint64_t hint, const char *owner,
                                    size_t olen, bool create)
 {
-    uint64_t hash = hold_hash_hinted(hint, owner, olen);
+    uint64_t owner_hash = hash_bytes(owner, olen);
+    uint64_t hash = hold_hash_hinted(hint, owner_hash);
     struct px_hold *h = hold_lookup(srv, name, nlen, owner, olen, hash);
 
     if (h && h->state == PX_HOLD_RELEASING) {
-        px_job_kick(&h->job); /* the release goes before the new request */
-        if (h->job.state != PX_JOB_IDLE) {
+        hold_job_kick(h); /* the release goes before the new request */
+        if (hold_job_state(h) != PX_JOB_IDLE) {
             /* Until its release is answered (or given up) it stays the
              * pair's hold: a new acquire waits while it is due
              * (px_hold_ready()) and goes after it while it is in flight,
@@ -312,7 +469,7 @@ struct px_hold *px_hold_use_hinted(struct px_server *srv, const struct px_hold_k
         h = NULL;
     }
     if (!h && create)
-        h = hold_create(srv, kind, name, nlen, owner, olen, hash);
+        h = hold_create(srv, kind, name, nlen, owner, olen, owner_hash, hash);
     return px_hold_get(h);
 }
 
@@ -345,15 +502,15 @@ static void hold_drop_shares(struct px_hold *h)
 {
     struct list *n;
 
-    while ((n = list_first(&h->shares)) != NULL)
+    while ((n = list_first(hold_shares(h))) != NULL)
         share_free(LP_CONTAINER_OF(n, struct px_hold_share, hold_node));
 }
 
 static struct px_hold_share *share_find(const struct px_hold *h, const struct px_client *cl)
 {
-    const struct list *n;
+    const struct list *head = hold_shares(h), *n;
 
-    for (n = h->shares.next; n != &h->shares; n = n->next) {
+    for (n = head->next; n != head; n = n->next) {
         struct px_hold_share *sh = LP_CONTAINER_OF(n, struct px_hold_share, hold_node);
 
         if (sh->cl == cl)
@@ -366,7 +523,7 @@ static struct px_hold_share *share_find(const struct px_hold *h, const struct px
  * closed); false when there is none. */
 static bool hold_promote_share(struct px_hold *h)
 {
-    struct list *n = list_first(&h->shares);
+    struct list *n = list_first(hold_shares(h));
     struct px_hold_share *sh;
 
     if (!n)
@@ -391,10 +548,10 @@ static void hold_part_add(struct px_hold *h, struct px_client *cl)
         return;
     }
     sh = share_find(h, cl);
-    if (!sh && (sh = calloc(1, sizeof(*sh))) != NULL) {
+    if (!sh && hold_side_get(h) && (sh = calloc(1, sizeof(*sh))) != NULL) {
         sh->h = h;
         sh->cl = cl;
-        list_add_tail(&h->shares, &sh->hold_node);
+        list_add_tail(&h->side->shares, &sh->hold_node);
         list_add_tail(&cl->locks.shares, &sh->client_node);
     }
     if (sh)
@@ -422,14 +579,14 @@ static void hold_part_take(struct px_hold *h, struct px_hold_share *sh, uint64_t
 static void hold_parts_fit(struct px_hold *h)
 {
     uint64_t sum = h->cl_count;
-    struct list *n;
+    struct list *head = hold_shares(h), *n;
 
-    for (n = h->shares.next; n != &h->shares; n = n->next)
+    for (n = head->next; n != head; n = n->next)
         sum += LP_CONTAINER_OF(n, struct px_hold_share, hold_node)->count;
     while (sum > h->count) {
-        struct list *last = h->shares.prev;
+        struct list *last = head->prev;
         struct px_hold_share *sh =
-            last == &h->shares ? NULL : LP_CONTAINER_OF(last, struct px_hold_share, hold_node);
+            last == head ? NULL : LP_CONTAINER_OF(last, struct px_hold_share, hold_node);
         uint64_t take = LP_MIN(sum - h->count, sh ? sh->count : h->cl_count);
 
         hold_part_take(h, sh, take);
@@ -513,8 +670,9 @@ void px_hold_granted(struct px_hold *h, const struct px_hold_kind *kind, struct 
     h->watchdog = watchdog;
     h->expires_ms = sent_ms + lease_ms;
     h->vouch_cap_ms = 0;
-    if (h->job.state == PX_JOB_DUE)
-        h->job.until = PX_JOB_NO_END; /* a held count keeps the extra alive: settle however late */
+    if (hold_job_state(h) ==
+        PX_JOB_DUE) /* a held count keeps the extra alive: settle however late */
+        h->side->job.until = PX_JOB_NO_END;
     list_del_init(&h->due_node);
     px_hold_arm(h);
     if (extra)
@@ -554,7 +712,7 @@ void px_hold_released(struct px_hold *h)
 /* True if a connection other than cl has a part of h. */
 static bool hold_shared_beyond(const struct px_hold *h, const struct px_client *cl)
 {
-    return h->cl != cl || list_first(&h->shares) != NULL;
+    return h->cl != cl || list_first(hold_shares(h)) != NULL;
 }
 
 static void hold_mark_lost_except(struct px_hold *h, const struct px_client *skip);
@@ -602,9 +760,9 @@ static void hold_mark_lost_except(struct px_hold *h, const struct px_client *ski
     sched_loop_timer_in(srv->loop, &h->timer, PX_HOLD_TOMBSTONE_MS);
     if (h->cl != skip)
         hold_tell_lost(h, h->cl);
-    while (!list_empty(&h->shares)) { /* every connection with a part is told */
+    while (!list_empty(hold_shares(h))) { /* every connection with a part is told */
         struct px_hold_share *sh =
-            LP_CONTAINER_OF(list_first(&h->shares), struct px_hold_share, hold_node);
+            LP_CONTAINER_OF(list_first(hold_shares(h)), struct px_hold_share, hold_node);
 
         if (sh->cl != skip)
             hold_tell_lost(h, sh->cl);
@@ -665,16 +823,24 @@ enum px_unlock_failed px_hold_unlock_failed(struct px_hold *h, const struct px_c
 
 void px_hold_begin(struct px_hold *h)
 {
-    px_job_kick(&h->job); /* a due settle goes first, if nothing is in flight */
+    hold_job_kick(h); /* a due settle goes first, if nothing is in flight */
     h->inflight++;
 }
 
 int px_hold_ready(struct px_hold *h)
 {
-    px_job_kick(&h->job);
-    if (h->job.state == PX_JOB_DUE && h->inflight == 0)
+    hold_job_kick(h);
+    if (hold_job_state(h) == PX_JOB_DUE && h->inflight == 0)
         return -ENOTCONN;
     return 0;
+}
+
+bool px_hold_settle_idle(struct px_hold *h)
+{
+    if (hold_job_state(h) == PX_JOB_IDLE)
+        return true;
+    hold_job_kick(h);
+    return false;
 }
 
 /* A settle that became ready is sent from the jobs' timer, not from here:
@@ -683,23 +849,46 @@ void px_hold_end(struct px_hold *h)
 {
     LP_BUG_ON(h->inflight == 0);
     h->inflight--;
-    if (h->inflight == 0)
-        px_job_soon(&h->job);
+    if (h->inflight == 0 && h->side)
+        px_job_soon(&h->side->job);
+    hold_maybe_free(h);
+}
+
+/* No memory for h's side part: the settle asked for is given up, as one
+ * the job queue has no room for (jobs.c: counted and logged alike). */
+static void hold_settle_nomem(struct px_hold *h)
+{
+    struct px_server *srv = h->srv;
+    const struct px_job_ops *ops = h->state == PX_HOLD_RELEASING ? &release_ops : &settle_ops;
+    uint64_t quiet;
+
+    srv->engine->jobs.dropped[ops->group]++;
+    if (px_ratelog_allow(&srv->engine->drop_log, sched_loop_now_ms(srv->loop), &quiet))
+        log_msg(LOG_LVL_WARN, "%s given up: out of memory (%llu similar not logged)", ops->what,
+                (unsigned long long)quiet);
+    if (h->state == PX_HOLD_RELEASING) {
+        h->state = PX_HOLD_DEAD;
+        hold_remove(h);
+    }
     hold_maybe_free(h);
 }
 
 /* Asks for a settle (to the confirmed count, or 0 when RELEASING). */
 static void hold_want_settle(struct px_hold *h, uint64_t until)
 {
-    if (h->job.state == PX_JOB_INFLIGHT) {
-        h->settle_again = true;
-    } else if (h->job.state == PX_JOB_DUE) {
-        h->job.ops = h->state == PX_HOLD_RELEASING ? &release_ops : &settle_ops;
-        if (h->job.until != PX_JOB_NO_END && (until == PX_JOB_NO_END || until > h->job.until))
-            h->job.until = until;
+    struct px_hold_side *s = hold_side_get(h);
+
+    if (!s) {
+        hold_settle_nomem(h);
+    } else if (s->job.state == PX_JOB_INFLIGHT) {
+        s->settle_again = true;
+    } else if (s->job.state == PX_JOB_DUE) {
+        s->job.ops = h->state == PX_HOLD_RELEASING ? &release_ops : &settle_ops;
+        if (s->job.until != PX_JOB_NO_END && (until == PX_JOB_NO_END || until > s->job.until))
+            s->job.until = until;
     } else {
-        h->job.ops = h->state == PX_HOLD_RELEASING ? &release_ops : &settle_ops;
-        px_job_submit(&h->job, until);
+        s->job.ops = h->state == PX_HOLD_RELEASING ? &release_ops : &settle_ops;
+        px_job_submit(&s->job, until);
     }
 }
 
@@ -726,7 +915,11 @@ void px_hold_settle(struct px_hold *h, uint64_t until)
 
 void px_hold_unlock_unknown(struct px_hold *h)
 {
-    h->unknown_unlocks++;
+    if (!hold_side_get(h)) {
+        hold_settle_nomem(h);
+        return;
+    }
+    h->side->unknown_unlocks++;
     px_hold_settle(h, PX_JOB_NO_END);
 }
 
@@ -734,8 +927,12 @@ void px_hold_dequeue(struct px_hold *h, uint64_t wait_ms)
 {
     if (h->state == PX_HOLD_DEAD)
         return;
-    h->settle.dequeue = true;
-    h->settle.wait_ms = wait_ms;
+    if (!hold_side_get(h)) {
+        hold_settle_nomem(h);
+        return;
+    }
+    h->side->settle.dequeue = true;
+    h->side->settle.wait_ms = wait_ms;
     hold_want_settle(h, sched_loop_now_ms(h->srv->loop) + wait_ms);
 }
 
@@ -751,22 +948,23 @@ void px_hold_release(struct px_hold *h, uint64_t until)
 
 static bool settle_ready(const struct px_job *j)
 {
-    const struct px_hold *h = LP_CONTAINER_OF(j, struct px_hold, job);
+    const struct px_hold *h = LP_CONTAINER_OF(j, struct px_hold_side, job)->h;
 
     return h->inflight == 0 || h->state == PX_HOLD_RELEASING || h->state == PX_HOLD_DEAD;
 }
 
 static int settle_send(struct px_job *j, pool_reply_fn *cb, void *arg)
 {
-    struct px_hold *h = LP_CONTAINER_OF(j, struct px_hold, job);
+    struct px_hold_side *s = LP_CONTAINER_OF(j, struct px_hold_side, job);
+    struct px_hold *h = s->h;
     uint64_t now = sched_loop_now_ms(h->srv->loop);
     int rc;
 
-    h->settle.keep = h->state == PX_HOLD_HELD ? h->count : 0;
-    h->settle.ttl_ms = h->state == PX_HOLD_HELD && h->expires_ms > now ? h->expires_ms - now : 0;
-    rc = h->kind->settle(h->srv, h->key, h->nlen, h->owner, h->olen, &h->settle, cb, arg);
+    s->settle.keep = h->state == PX_HOLD_HELD ? h->count : 0;
+    s->settle.ttl_ms = h->state == PX_HOLD_HELD && h->expires_ms > now ? h->expires_ms - now : 0;
+    rc = h->kind->settle(h->srv, h->key, h->nlen, h->owner, h->olen, &s->settle, cb, arg);
     if (rc == 0)
-        h->settle.dequeue = false; /* asked for; a later give-up asks again */
+        s->settle.dequeue = false; /* asked for; a later give-up asks again */
     return rc;
 }
 
@@ -796,7 +994,7 @@ static void hold_settled(struct px_hold *h, uint64_t keep, uint64_t had)
         return;
     }
     if (had > keep) {
-        uint64_t gone = LP_MIN(h->gone, had - keep); /* closed connections' parts */
+        uint64_t gone = LP_MIN(h->side->gone, had - keep); /* closed connections' parts */
 
         if (gone > 0)
             srv->engine->stats.disc_releases++;
@@ -811,21 +1009,21 @@ static void hold_settled(struct px_hold *h, uint64_t keep, uint64_t had)
         if (had > 0) {
             h->count = had; /* unlocks whose reply was lost did run */
             hold_parts_fit(h);
-        } else if (h->unknown_unlocks > 0)
+        } else if (h->side->unknown_unlocks > 0)
             hold_unhold(h); /* released by an unlock whose reply was lost */
         else
             px_hold_mark_lost(h);
     }
-    h->unknown_unlocks = 0;
-    h->gone = 0;
+    h->side->unknown_unlocks = 0;
+    h->side->gone = 0;
 }
 
 /* A RELEASING hold whose release (keep 0) was answered or given up is
  * DEAD; an earlier settle that kept a count is followed by the release. */
 static void settle_done(struct px_job *j, const redisReply *r)
 {
-    struct px_hold *h = LP_CONTAINER_OF(j, struct px_hold, job);
-    uint64_t keep = h->settle.keep;
+    struct px_hold *h = LP_CONTAINER_OF(j, struct px_hold_side, job)->h;
+    uint64_t keep = h->side->settle.keep;
 
     if (r->type == REDIS_REPLY_INTEGER && r->integer >= 0)
         hold_settled(h, keep, (uint64_t)r->integer);
@@ -838,8 +1036,8 @@ static void settle_done(struct px_job *j, const redisReply *r)
             px_replay_note(h->srv, h);
         h->state = PX_HOLD_DEAD;
         hold_remove(h);
-    } else if (h->settle_again || h->state == PX_HOLD_RELEASING) {
-        h->settle_again = false;
+    } else if (h->side->settle_again || h->state == PX_HOLD_RELEASING) {
+        h->side->settle_again = false;
         hold_want_settle(h, h->state == PX_HOLD_RELEASING
                                 ? h->expires_ms + h->srv->opts.upstream_timeout_ms
                                 : PX_JOB_NO_END);
@@ -849,10 +1047,10 @@ static void settle_done(struct px_job *j, const redisReply *r)
 
 static void settle_dropped(struct px_job *j, enum px_job_drop why)
 {
-    struct px_hold *h = LP_CONTAINER_OF(j, struct px_hold, job);
+    struct px_hold *h = LP_CONTAINER_OF(j, struct px_hold_side, job)->h;
 
     (void)why;
-    h->settle_again = false;
+    h->side->settle_again = false;
     if (h->state == PX_HOLD_RELEASING) {
         h->state = PX_HOLD_DEAD;
         hold_remove(h);
@@ -895,7 +1093,8 @@ static void hold_give_back_part(struct px_hold *h, uint64_t n)
         return;
     }
     h->count -= n;
-    h->gone += n;
+    if (hold_side_get(h))
+        h->side->gone += n;
     h->epoch++;
     hold_want_settle(h, PX_JOB_NO_END); /* sent once nothing is in flight */
 }
@@ -938,9 +1137,10 @@ bool px_hold_client_gone(struct px_client *cl, unsigned *budget)
             continue;
         }
         /* Left to expire: a due settle would now keep 0 and release early. */
-        if (h->state == PX_HOLD_HELD)
-            px_job_cancel(&h->job);
-        h->settle_again = false;
+        if (h->state == PX_HOLD_HELD && h->side)
+            px_job_cancel(&h->side->job);
+        if (h->side)
+            h->side->settle_again = false;
         hold_unhold(h);
         h->cl = NULL;
         hold_maybe_free(h);
@@ -954,9 +1154,17 @@ int px_hold_init(struct px_server *srv)
 
     if (rc < 0)
         return rc;
+    rc = hmap_init(&srv->engine->hold_owners, 64);
+    if (rc < 0)
+        goto err_holds;
     rc = px_watchdog_init(srv);
     if (rc < 0)
-        hmap_deinit(&srv->engine->holds);
+        goto err_owners;
+    return 0;
+err_owners:
+    hmap_deinit(&srv->engine->hold_owners);
+err_holds:
+    hmap_deinit(&srv->engine->holds);
     return rc;
 }
 
@@ -971,7 +1179,8 @@ void px_hold_deinit(struct px_server *srv)
                 LP_CONTAINER_OF(srv->engine->holds.buckets[i], struct px_hold, node);
 
             hold_unhold(h);
-            px_job_cancel(&h->job);
+            if (h->side)
+                px_job_cancel(&h->side->job);
             hold_remove(h);
             h->state = PX_HOLD_DEAD;
             h->refs = 0;
@@ -980,4 +1189,6 @@ void px_hold_deinit(struct px_server *srv)
         }
     }
     hmap_deinit(&srv->engine->holds);
+    if (srv->engine->hold_owners.count == 0) /* else the last hold's free does (hold_owner_put) */
+        hmap_deinit(&srv->engine->hold_owners);
 }

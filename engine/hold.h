@@ -92,27 +92,35 @@ enum px_hold_state {
  * one owner (an OWNER token) holding through several connections. Its
  * close gives back its part only (hold.c). */
 struct px_hold_share {
-    struct list hold_node;   /* in h->shares */
+    struct list hold_node;   /* in the shares of h's side part (hold.c) */
     struct list client_node; /* in cl->locks.shares */
     struct px_hold *h;       /* borrowed: the hold it is part of */
     struct px_client *cl;    /* borrowed: the connection that acquired it */
     uint64_t count;          /* its part of h->count, > 0 */
 };
 
+/* The parts of a hold that only settles and owners shared by several
+ * connections use (the settle job, its arguments, the other connections'
+ * parts): allocated when first needed, freed once back to their defaults,
+ * so a plain held lock carries one pointer for them (hold.c). */
+struct px_hold_side;
+
+/* Laid out for the memory of a held lock (BENCHMARKS.md): with a name of
+ * up to 27 bytes a hold is one 224-byte block (hold.c, HOLD_BLOCK); the
+ * owner string is shared by the holds naming it. */
 struct px_hold {
     struct hmap_node node;           /* in srv->engine->holds while in_table */
     struct list client_node;         /* in cl->locks.holds while HELD or LOST */
     struct list due_node;            /* in srv->engine->renew_due while a renewal is due */
-    struct px_job job;               /* the settle, when one is due or in flight */
+    struct px_hold_side *side;       /* owned: the settle job and shared parts, or NULL */
     struct px_server *srv;           /* borrowed */
     struct px_client *cl;            /* borrowed: acquiring connection, NULL when none */
     struct sched_timer timer;        /* next renewal, lease end, or tombstone end */
     const struct px_hold_kind *kind; /* borrowed: static; set by the first request */
     int64_t token;                   /* last fencing token issued to this holder, or -1 */
     uint64_t count;                  /* reentrancy count confirmed to clients (0 unless HELD) */
-    uint64_t cl_count;               /* the part of count cl acquired (> 0 while HELD) */
-    uint64_t gone;                   /* parts of closed connections the next settle gives back */
-    struct list shares;              /* struct px_hold_share: the parts of other connections;
+    uint64_t cl_count;               /* the part of count cl acquired (> 0 while HELD); the
+                                        other connections' parts are in side's shares:
                                         count = cl_count + their counts while HELD */
     uint64_t lease_ms;               /* lease set at every acquire/renewal */
     uint64_t held_ms;                /* monotonic ms it became HELD (LOCK.LIST's age) */
@@ -122,23 +130,20 @@ struct px_hold {
                                         (its PEXPIRE may have shortened the key): the lease
                                         is vouched for up to min(expires_ms, this) until a
                                         settle puts the TTL back and finds the hold */
-    struct px_settle settle;         /* what the next (or the in-flight) settle asks */
-    enum px_hold_state state;        /* see enum */
+    const char *owner;               /* borrowed: the owner's shared record (hold.c), counted */
     unsigned inflight;               /* requests about the pair in flight (acquire, unlock) */
     unsigned refs;                   /* references (ops, renewal batches) */
-    unsigned unknown_unlocks;        /* unlocks with a lost reply since the last settle */
     unsigned epoch;                  /* bumped by every grant and unlock: a renewal or check
                                         answered "not held" after a change is not proof */
     uint32_t nlen;                   /* name length */
-    uint32_t olen;                   /* owner length */
-    bool in_table;     /* in srv->engine->holds (a newer hold may replace a RELEASING one) */
-    bool watchdog;     /* renewed by this proxy */
-    bool verify;       /* a check after a topology change is due (watchdog.c) */
-    bool lost_early;   /* LOST before its lease's own end (renewed, or a fixed
-                          lease found gone): its holder must be told */
-    bool settle_again; /* settle once more when the one in flight is answered */
-    char *owner;       /* borrowed: points into key */
-    char key[];        /* owned: name NUL owner NUL */
+    uint16_t olen;                   /* owner length (at most PX_OWNER_MAX) */
+    uint8_t state;                   /* enum px_hold_state */
+    bool in_table : 1;   /* in srv->engine->holds (a newer hold may replace a RELEASING one) */
+    bool watchdog : 1;   /* renewed by this proxy */
+    bool verify : 1;     /* a check after a topology change is due (watchdog.c) */
+    bool lost_early : 1; /* LOST before its lease's own end (renewed, or a fixed
+                            lease found gone): its holder must be told */
+    char key[];          /* owned: name NUL */
 };
 
 int px_hold_init(struct px_server *srv);
@@ -185,6 +190,10 @@ void px_hold_begin(struct px_hold *h);
  * request refused while Redis is down). 0: go ahead (px_hold_begin). */
 int px_hold_ready(struct px_hold *h);
 void px_hold_end(struct px_hold *h);
+
+/* True when no settle of h is due or in flight; false when one is (a
+ * due one is sent now if it may be: px_job_kick). */
+bool px_hold_settle_idle(struct px_hold *h);
 
 /* An acquire of kind for cl was granted with count, lease_ms (renewed if
  * watchdog) from an attempt sent at sent_ms: HELD. */

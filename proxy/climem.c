@@ -114,6 +114,7 @@ static void climem_on_timer(struct sched_timer *t)
     /* After a mass release the hold table's buckets are mostly empty. */
     if (hmap_shrink(&srv->engine->holds))
         log_msg(LOG_LVL_DEBUG, "hold table down to %zu buckets", srv->engine->holds.nbuckets);
+    (void)hmap_shrink(&srv->engine->hold_owners); /* as many as holds with OWNER tokens */
     if (!climem_bg && climem_stats(&dirty, &allocated) && dirty > PX_CLIMEM_DIRTY_MAX &&
         dirty > allocated / 4) {
         uint64_t t0 = clock_mono_ns();

@@ -138,10 +138,8 @@ bool px__multi_settles_idle(struct multi_name *names, unsigned from, unsigned to
     for (i = from; i < to; i++) {
         struct px_hold *h = names[i].hold;
 
-        if (h && h->job.state != PX_JOB_IDLE) {
-            px_job_kick(&h->job);
+        if (h && !px_hold_settle_idle(h))
             idle = false;
-        }
     }
     return idle;
 }
