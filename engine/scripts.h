@@ -46,7 +46,7 @@ extern "C" {
 
 struct lk_engine;
 struct px_req;
-struct px_server;
+struct lk_engine;
 
 /* One embedded script (generated: lua_scripts.h). */
 struct px_lua {
@@ -102,7 +102,7 @@ size_t px_scripts_build(struct lk_engine *eng, const struct pool_script **out);
  * --sync-replicas, followed by WAIT when the script writes (repl.h: the
  * callback then runs after WAIT answered, px_repl_short() telling whether
  * enough replicas acknowledged). Same contract as pool_eval. */
-int px_script_eval(struct px_server *srv, uint64_t hint, unsigned script, int numkeys, int argc,
+int px_script_eval(struct lk_engine *eng, uint64_t hint, unsigned script, int numkeys, int argc,
                    const char *const *argv, const size_t *lens, pool_reply_fn *cb, void *arg);
 
 /* Writes Redisson's "{name}" form of name for aux keys and channels:
@@ -119,7 +119,7 @@ enum px_name_rule {
 
 /* True when, with rule, every side key and channel of name hashes to the
  * slot of name itself (always true for a single Redis). */
-bool px_name_slot_ok(const struct px_server *srv, const char *name, size_t len,
+bool px_name_slot_ok(const struct lk_engine *eng, const char *name, size_t len,
                      enum px_name_rule rule);
 
 /* The check of a command's name, which replies to it, is the front end's:

@@ -190,8 +190,8 @@ static void latch_cmd_await(struct px_req *req)
         px_reply_error(px_req_out(req), "ERR out of memory");
         return px_req_done(req);
     }
-    px_wait_init(&l->wait, &latchop_kind, req, wait_ms);
-    px_wait_start(&l->wait);
+    px_cmd_wait_init(&l->wait, &latchop_kind, req, wait_ms);
+    px_cmd_wait_start(&l->wait);
 }
 
 static bool latch_may_block(const struct px_req *req)

@@ -119,7 +119,7 @@ static int send_read_keys(struct px_server *srv, uint64_t hint, unsigned script,
     lens[3] = k.klen;
     argv[4] = reader;
     lens[4] = rlen;
-    return px_script_eval(srv, hint, rw_script_base + script, 4, 5, argv, lens, cb, arg);
+    return px_script_eval(srv->engine, hint, rw_script_base + script, 4, 5, argv, lens, cb, arg);
 }
 
 /* ---- hold kinds ------------------------------------------------------------------ */
@@ -134,7 +134,7 @@ static unsigned write_renew_script(void)
     return PX_SCRIPT_RENEW; /* HEXISTS <owner>:write -> PEXPIRE, as RLock */
 }
 
-static int read_settle(struct px_server *srv, const char *name, size_t nlen, const char *owner,
+static int read_settle(struct lk_engine *eng, const char *name, size_t nlen, const char *owner,
                        size_t olen, const struct px_settle *st, pool_reply_fn *cb, void *arg)
 {
     struct rw_keys k;
@@ -147,11 +147,11 @@ static int read_settle(struct px_server *srv, const char *name, size_t nlen, con
     lens[2] = k.tlen;
     lens[3] = k.klen;
     lens[5] = util_u64_to_str(st->keep, keep);
-    return px_script_eval(srv, px_route_hint(name, nlen), rw_script_base + RW_READ_SETTLE, 4, 6,
+    return px_script_eval(eng, px_route_hint(name, nlen), rw_script_base + RW_READ_SETTLE, 4, 6,
                           argv, lens, cb, arg);
 }
 
-static int write_settle(struct px_server *srv, const char *name, size_t nlen, const char *owner,
+static int write_settle(struct lk_engine *eng, const char *name, size_t nlen, const char *owner,
                         size_t olen, const struct px_settle *st, pool_reply_fn *cb, void *arg)
 {
     char chan[PX_CHANNEL_MAX], keep[24];
@@ -160,7 +160,7 @@ static int write_settle(struct px_server *srv, const char *name, size_t nlen, co
 
     lens[1] = px_channel_name(chan, sizeof(chan), RW_CHANNEL_PREFIX, name, nlen);
     lens[3] = util_u64_to_str(st->keep, keep);
-    return px_script_eval(srv, px_route_hint(name, nlen), rw_script_base + RW_WRITE_SETTLE, 2, 4,
+    return px_script_eval(eng, px_route_hint(name, nlen), rw_script_base + RW_WRITE_SETTLE, 2, 4,
                           argv, lens, cb, arg);
 }
 
@@ -183,8 +183,8 @@ static int read_acquire(struct px_server *srv, const struct px_acq *a, pool_repl
     lens[2] = util_u64_to_str(a->lease_ms, lease);
     lens[4] =
         (size_t)snprintf(writer, sizeof(writer), "%.*s" RW_WRITE_SUFFIX, (int)a->olen, a->owner);
-    return px_script_eval(srv, a->hint, rw_script_base + RW_READ_ACQUIRE, 2, 5, argv, lens, cb,
-                          arg);
+    return px_script_eval(srv->engine, a->hint, rw_script_base + RW_READ_ACQUIRE, 2, 5, argv, lens,
+                          cb, arg);
 }
 
 static int write_acquire(struct px_server *srv, const struct px_acq *a, pool_reply_fn *cb,
@@ -195,8 +195,8 @@ static int write_acquire(struct px_server *srv, const struct px_acq *a, pool_rep
     size_t lens[4] = {a->nlen, 0, a->olen, a->base_olen}; /* the reader: owner minus ":write" */
 
     lens[1] = util_u64_to_str(a->lease_ms, lease);
-    return px_script_eval(srv, a->hint, rw_script_base + RW_WRITE_ACQUIRE, 1, 4, argv, lens, cb,
-                          arg);
+    return px_script_eval(srv->engine, a->hint, rw_script_base + RW_WRITE_ACQUIRE, 1, 4, argv, lens,
+                          cb, arg);
 }
 
 static int read_unlock(struct px_server *srv, const struct px_acq *a, pool_reply_fn *cb, void *arg)

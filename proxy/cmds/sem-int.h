@@ -17,7 +17,8 @@
 extern "C" {
 #endif
 
-struct px_client;
+struct lk_caller;
+struct lk_engine;
 struct px_req;
 struct px_server;
 
@@ -75,7 +76,7 @@ int px__sem_keys_fill(struct px__sem_keys *k, const char *name, size_t len, bool
  * {name}:lp-permits:<proxy uuid>, connection id -> permits that connection
  * took through this proxy (not with KEEP), written by the acquire, release
  * and return scripts together with the count. */
-void px__sem_keys_ledger(struct px__sem_keys *k, int i, const struct px_server *srv,
+void px__sem_keys_ledger(struct px__sem_keys *k, int i, const struct lk_engine *eng,
                          const char *name, size_t len);
 
 /* Sets argument i of k. */
@@ -111,7 +112,7 @@ bool px__sem_may_block(const struct px_req *req);
  * permit's lease end, or PX_JOB_NO_END). rollback: it undoes an
  * acquisition no client was told of (counted as rolled back when Redis had
  * it), not a closed connection's permit. */
-void px__sem_return(struct px_server *srv, const char *name, size_t nlen, const unsigned char *id,
+void px__sem_return(struct lk_engine *eng, const char *name, size_t nlen, const unsigned char *id,
                     uint64_t until, bool rollback);
 
 /* Gives back the SEM permits connection conn took of name: what the
@@ -120,7 +121,7 @@ void px__sem_return(struct px_server *srv, const char *name, size_t nlen, const 
  * connections released for it). The same script clears what it gives
  * back, so resending is harmless: a retried job, for
  * PX__SEM_RETURN_WINDOW_MS at most. */
-void px__sem_return_taken(struct px_server *srv, const char *name, size_t nlen, uint64_t conn,
+void px__sem_return_taken(struct lk_engine *eng, const char *name, size_t nlen, uint64_t conn,
                           int64_t forgiven, int64_t exact);
 
 /* SEM permit tracking (sem_track.c). */
@@ -141,17 +142,17 @@ enum px__sem_outcome {
 
 /* cl took n permits of name; unsure: it may have taken more (an outcome
  * never learnt). On -ENOMEM they are simply not tracked. */
-void px__sem_track_add(struct px_client *cl, const char *name, size_t len, int64_t n, bool unsure);
+void px__sem_track_add(struct lk_caller *cl, const char *name, size_t len, int64_t n, bool unsure);
 
 /* cl sends a release of n permits of name: fills *o (its own among them
  * are releasing until px__sem_release_end). */
-void px__sem_release_begin(struct px_client *cl, const char *name, size_t len, int64_t n,
+void px__sem_release_begin(struct lk_caller *cl, const char *name, size_t len, int64_t n,
                            struct px__sem_own *o);
 
 /* The release ended (out; left: what cl's record still has, when
  * applied): n come off the tracking, cl's own first, then other takers',
  * oldest first. */
-void px__sem_release_end(struct px_client *cl, const char *name, size_t len, int64_t n,
+void px__sem_release_end(struct lk_caller *cl, const char *name, size_t len, int64_t n,
                          const struct px__sem_own *o, enum px__sem_outcome out, long long left);
 
 /* Figures for INFO "sync": struct px__sem_stats, srv->engine->sem_stats

@@ -84,12 +84,12 @@ void px__sem_keys_arg(struct px__sem_keys *k, int i, const char *p, size_t len)
     k->lens[i] = len;
 }
 
-void px__sem_keys_ledger(struct px__sem_keys *k, int i, const struct px_server *srv,
+void px__sem_keys_ledger(struct px__sem_keys *k, int i, const struct lk_engine *eng,
                          const char *name, size_t len)
 {
     size_t n = px_channel_name(k->ledger, PX_CHANNEL_MAX, "", name, len);
 
-    n += (size_t)snprintf(k->ledger + n, sizeof(k->ledger) - n, ":lp-permits:%s", srv->uuid);
+    n += (size_t)snprintf(k->ledger + n, sizeof(k->ledger) - n, ":lp-permits:%s", eng->uuid);
     px__sem_keys_arg(k, i, k->ledger, n);
 }
 
@@ -120,15 +120,15 @@ static int return_send(struct px_job *j, pool_reply_fn *cb, void *arg)
         px__sem_keys_arg(
             &k, nk + 1, a2,
             (size_t)snprintf(a2, sizeof(a2), "%llu", (unsigned long long)clock_wall_ms()));
-        return px_script_eval(j->srv, hint, px__sem_script(PX__PSEM_RELEASE), nk, nk + 2, k.argv,
+        return px_script_eval(j->eng, hint, px__sem_script(PX__PSEM_RELEASE), nk, nk + 2, k.argv,
                               k.lens, cb, arg);
     }
-    px__sem_keys_ledger(&k, 2, j->srv, t->name, t->nlen);
+    px__sem_keys_ledger(&k, 2, j->eng, t->name, t->nlen);
     px__sem_keys_arg(&k, 3, a1,
                      (size_t)snprintf(a1, sizeof(a1), "%llu", (unsigned long long)t->conn));
     px__sem_keys_arg(&k, 4, a2, (size_t)snprintf(a2, sizeof(a2), "%lld", (long long)t->forgiven));
     px__sem_keys_arg(&k, 5, a3, (size_t)snprintf(a3, sizeof(a3), "%lld", (long long)t->exact));
-    return px_script_eval(j->srv, hint, px__sem_script(PX__SEM_RETURN), 3, 6, k.argv, k.lens, cb,
+    return px_script_eval(j->eng, hint, px__sem_script(PX__SEM_RETURN), 3, 6, k.argv, k.lens, cb,
                           arg);
 }
 
@@ -145,17 +145,17 @@ static void return_done(struct px_job *j, const redisReply *r)
         log_msg(LOG_LVL_WARN, "returning permits of '%.*s' failed: %.*s",
                 (int)LP_MIN(t->nlen, 200u), t->name, (int)LP_MIN(r->len, 200u), r->str);
     else if (t->psem && r->type == REDIS_REPLY_INTEGER && r->integer >= 0 && t->rollback)
-        j->srv->engine->stats.rolled_back++;
+        j->eng->stats.rolled_back++;
     else if (t->psem && r->type == REDIS_REPLY_INTEGER && r->integer >= 0)
-        j->srv->engine->sem_stats.psem_returned++;
+        j->eng->sem_stats.psem_returned++;
     else if (!t->psem && px__sem_triple_reply(r, v) && v[0] == 1 && v[2] > 0 && t->exact > 0) {
-        j->srv->engine->sem_stats.sem_restored += (uint64_t)v[2];
+        j->eng->sem_stats.sem_restored += (uint64_t)v[2];
         log_msg(LOG_LVL_WARN,
                 "gave back %lld permits of '%.*s' the new master recorded for connection %llu, "
                 "closed (a release or a return the topology change lost)",
                 v[2], (int)LP_MIN(t->nlen, 200u), t->name, (unsigned long long)t->conn);
     } else if (!t->psem && px__sem_triple_reply(r, v) && v[0] == 1 && v[2] > 0)
-        j->srv->engine->sem_stats.sem_returned += (uint64_t)v[2];
+        j->eng->sem_stats.sem_returned += (uint64_t)v[2];
     free(t);
 }
 
@@ -209,7 +209,7 @@ static struct sem_return *return_new(const char *name, size_t nlen)
     return t;
 }
 
-void px__sem_return(struct px_server *srv, const char *name, size_t nlen, const unsigned char *id,
+void px__sem_return(struct lk_engine *eng, const char *name, size_t nlen, const unsigned char *id,
                     uint64_t until, bool rollback)
 {
     struct sem_return *t = return_new(name, nlen);
@@ -219,11 +219,11 @@ void px__sem_return(struct px_server *srv, const char *name, size_t nlen, const 
     t->psem = true;
     t->rollback = rollback;
     memcpy(t->id, id, PX__PSEM_ID_LEN);
-    px_job_init(&t->job, srv, rollback ? &psem_rollback_ops : &psem_return_ops);
+    px_job_init(&t->job, eng, rollback ? &psem_rollback_ops : &psem_return_ops);
     px_job_submit(&t->job, until);
 }
 
-void px__sem_return_taken(struct px_server *srv, const char *name, size_t nlen, uint64_t conn,
+void px__sem_return_taken(struct lk_engine *eng, const char *name, size_t nlen, uint64_t conn,
                           int64_t forgiven, int64_t exact)
 {
     struct sem_return *t = return_new(name, nlen);
@@ -233,8 +233,8 @@ void px__sem_return_taken(struct px_server *srv, const char *name, size_t nlen, 
     t->conn = conn;
     t->forgiven = forgiven;
     t->exact = exact;
-    px_job_init(&t->job, srv, &sem_return_ops);
-    px_job_submit(&t->job, sched_loop_now_ms(srv->loop) + PX__SEM_RETURN_WINDOW_MS);
+    px_job_init(&t->job, eng, &sem_return_ops);
+    px_job_submit(&t->job, sched_loop_now_ms(eng->loop) + PX__SEM_RETURN_WINDOW_MS);
 }
 
 /* ---- replies and arguments ------------------------------------------------ */
@@ -358,9 +358,9 @@ void px_sync_info(struct px_server *srv, struct buf *o)
                 "sem_permits_tracked:%lld\r\nsem_permits_returned:%llu\r\n"
                 "sem_unknown_outcomes:%llu\r\nsem_permits_released_for_others:%llu\r\n"
                 "sem_permits_lost:%llu\r\nsem_permits_restored:%llu\r\n",
-                (unsigned long long)px_wait_waiting(srv, PX_WAIT_STAT_SEM),
+                (unsigned long long)px_wait_waiting(srv->engine, PX_WAIT_STAT_SEM),
                 (unsigned long long)s->sem_acquired,
-                (unsigned long long)px_wait_timeouts(srv, PX_WAIT_STAT_SEM),
+                (unsigned long long)px_wait_timeouts(srv->engine, PX_WAIT_STAT_SEM),
                 (long long)s->sem_tracked, (unsigned long long)s->sem_returned,
                 (unsigned long long)s->sem_unknown, (unsigned long long)s->sem_released_for_others,
                 (unsigned long long)s->sem_lost, (unsigned long long)s->sem_restored);
@@ -371,10 +371,10 @@ void px_sync_info(struct px_server *srv, struct buf *o)
                 "psem_waiters:%llu\r\npsem_acquired:%llu\r\npsem_wait_timeouts:%llu\r\n"
                 "psem_permits_tracked:%lld\r\npsem_permits_returned:%llu\r\n"
                 "latch_waiters:%llu\r\nlatch_wait_timeouts:%llu\r\n\r\n",
-                (unsigned long long)px_wait_waiting(srv, PX_WAIT_STAT_PSEM),
+                (unsigned long long)px_wait_waiting(srv->engine, PX_WAIT_STAT_PSEM),
                 (unsigned long long)s->psem_acquired,
-                (unsigned long long)px_wait_timeouts(srv, PX_WAIT_STAT_PSEM),
+                (unsigned long long)px_wait_timeouts(srv->engine, PX_WAIT_STAT_PSEM),
                 (long long)s->psem_tracked, (unsigned long long)s->psem_returned,
-                (unsigned long long)px_wait_waiting(srv, PX_WAIT_STAT_LATCH),
-                (unsigned long long)px_wait_timeouts(srv, PX_WAIT_STAT_LATCH));
+                (unsigned long long)px_wait_waiting(srv->engine, PX_WAIT_STAT_LATCH),
+                (unsigned long long)px_wait_timeouts(srv->engine, PX_WAIT_STAT_LATCH));
 }
