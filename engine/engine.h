@@ -21,6 +21,7 @@
 #include "engine/config.h"
 #include "engine/jobs.h"
 #include "engine/replay.h"
+#include "engine/scripts.h"
 #include "engine/sem_reap.h"
 #include "engine/stats.def"
 #include "engine/sub_lsn.h"
@@ -231,7 +232,7 @@ struct lk_engine {
     bool script_publishes[LK_SCRIPTS_MAX];
     bool script_writes[LK_SCRIPTS_MAX];
     const char *script_names[LK_SCRIPTS_MAX];
-    unsigned script_base;        /* scripts.c's own set (0: it comes first) */
+    unsigned script_bases[LK_SCRIPT_SLOTS]; /* each set's base pool id (enum lk_script_slot) */
     struct lk_repl_cur repl_cur; /* repl.c */
     /* Log lines that could flood: at most one a second each. */
     struct px_ratelog settle_log;      /* hold.c: roll-backs */

@@ -133,8 +133,9 @@ size_t px_owner_format(const struct lk_engine *eng, uint64_t id, const char *use
 
 /* ---- the plain kind --------------------------------------------------------- */
 
-static unsigned plain_renew_script(void)
+static unsigned plain_renew_script(const struct lk_engine *eng)
 {
+    (void)eng;
     return PX_SCRIPT_RENEW;
 }
 

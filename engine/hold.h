@@ -63,7 +63,7 @@ struct px_hold_kind {
     const char *cmd;  /* the command that takes it, in lease-lost pushes: "LOCK", ... */
     /* Pool id of the batched renew script: KEYS n1..nN; ARGV lease,
      * o1..oN -> {1 renewed | 0 not held, ...}. */
-    unsigned (*renew_script)(void);
+    unsigned (*renew_script)(const struct lk_engine *eng);
     /* Settles owner on name, as pool_eval (hint: px_route_hint(name)): if
      * the owner's count is above s->keep, it becomes s->keep (at 0 the
      * owner's hold goes and waiters are woken, as an unlock would). Reply:

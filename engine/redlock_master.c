@@ -15,7 +15,6 @@
 #include "engine/scripts.h"
 #include "engine/wait.h"
 #include "engine/waitset.h"
-#include "proxy/cmds/lock-int.h"
 
 /* ---- masters ----------------------------------------------------------------- */
 
@@ -27,9 +26,7 @@ int px__rl_eval(struct px_redlock *rl, unsigned i, uint64_t hint, unsigned scrip
 
 size_t px__rl_lock_channel(const char *name, size_t nlen, char *out, size_t cap)
 {
-    struct px_acq a = {.name = name, .nlen = nlen};
-
-    return px__lock_plain_channel(&a, out, cap);
+    return px_channel_name(out, cap, PX_LOCK_CHANNEL_PREFIX, name, nlen);
 }
 
 /* ---- channels ------------------------------------------------------------------ */

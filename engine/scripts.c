@@ -20,8 +20,9 @@ static const struct px_lua *const lock_scripts[PX_SCRIPT_COUNT] = {
     &px_lua_verify,
 };
 
-/* Its base is 0 (it comes first); engine->script_base records it. */
-static const struct px_script_set lock_script_set = {lock_scripts, PX_SCRIPT_COUNT, NULL};
+/* Its base is 0 (it comes first). */
+static const struct px_script_set lock_script_set = {lock_scripts, PX_SCRIPT_COUNT,
+                                                     LK_SCRIPTS_ENGINE};
 
 void px_scripts_init(struct lk_engine *eng)
 {
@@ -70,10 +71,8 @@ size_t px_scripts_build(struct lk_engine *eng, const struct pool_script **out)
         const struct px_script_set *set = eng->script_sets[i];
 
         LP_BUG_ON(n + set->n > LK_SCRIPTS_MAX);
-        if (set->base)
-            *set->base = (unsigned)n;
-        else
-            eng->script_base = (unsigned)n;
+        LP_BUG_ON(set->slot >= LK_SCRIPT_SLOTS);
+        eng->script_bases[set->slot] = (unsigned)n;
         for (k = 0; k < set->n; k++) {
             table[n].name = set->scripts[k]->name;
             table[n].text = set->scripts[k]->text;

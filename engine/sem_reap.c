@@ -8,9 +8,9 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "engine/scripts.h"
+#include "engine/sem.h"
 #include "engine/wait.h"
 #include "pool/pool.h"
-#include "proxy/cmds/sem-int.h"
 #include "sched/loop.h"
 
 #define REAP_PREFIX "{lp-proxies}:"
@@ -88,7 +88,7 @@ void px_sem_reap_register(struct lk_engine *eng, const char *name, size_t len)
     lens[3] = len;
     lens[4] = strlen(eng->uuid);
     lens[5] = util_u64_to_str(eng->cfg.watchdog_ms, ttl);
-    if (px_script_eval(eng, reap_hint(), px__sem_script(PX__SEM_REGISTER), 3, 6, argv, lens,
+    if (px_script_eval(eng, reap_hint(), px__sem_script(eng, PX__SEM_REGISTER), 3, 6, argv, lens,
                        register_on_reply, eng) < 0)
         return; /* not remembered: the next acquire tries again */
     if (!eng->sem_reap.alive_armed) {
@@ -138,7 +138,7 @@ static void alive_on_timer(struct sched_timer *t)
     lens[2] = reap_key(reaped, "reaped", eng->uuid);
     lens[3] = strlen(eng->uuid);
     lens[4] = util_u64_to_str(eng->cfg.watchdog_ms, ttl);
-    if (px_script_eval(eng, reap_hint(), px__sem_script(PX__SEM_ALIVE), 3, 5, argv, lens,
+    if (px_script_eval(eng, reap_hint(), px__sem_script(eng, PX__SEM_ALIVE), 3, 5, argv, lens,
                        alive_on_reply, eng) == 0)
         eng->sem_reap.alive_inflight = true;
 }
@@ -179,7 +179,7 @@ static void reap_one_on_reply(void *arg, const redisReply *r, int err)
      * tries again). */
     if (err < 0 || r->type != REDIS_REPLY_INTEGER ||
         px_script_eval(eng, px_route_hint(REAP_PREFIX, sizeof(REAP_PREFIX) - 1),
-                       px__sem_script(PX__SEM_REAP_DONE), 1, 2, argv, lens, reap_done_on_reply,
+                       px__sem_script(eng, PX__SEM_REAP_DONE), 1, 2, argv, lens, reap_done_on_reply,
                        eng) < 0)
         reap_done_on_reply(eng, NULL, -1);
     free(c);
@@ -203,8 +203,8 @@ static void reap_send_one(struct lk_engine *eng, const char *name, size_t len)
     n = px_channel_name(k.ledger, PX_CHANNEL_MAX, "", name, len);
     n += (size_t)snprintf(k.ledger + n, sizeof(k.ledger) - n, ":lp-permits:%s", eng->sem_reap.dead);
     px__sem_keys_arg(&k, 2, k.ledger, n);
-    if (px_script_eval(eng, px_route_hint(name, len), px__sem_script(PX__SEM_REAP), 3, 3, k.argv,
-                       k.lens, reap_one_on_reply, c) < 0) {
+    if (px_script_eval(eng, px_route_hint(name, len), px__sem_script(eng, PX__SEM_REAP), 3, 3,
+                       k.argv, k.lens, reap_one_on_reply, c) < 0) {
         free(c);
         reap_done_on_reply(eng, NULL, -1);
     }
@@ -246,7 +246,7 @@ static void reap_on_timer(struct sched_timer *t)
     lens[2] = strlen(eng->uuid);
     lens[3] = util_u64_to_str(PX_SEM_REAP_NAMES, max);
     eng->sem_reap.reaping = true;
-    if (px_script_eval(eng, reap_hint(), px__sem_script(PX__SEM_REAP_FIND), 1, 4, argv, lens,
+    if (px_script_eval(eng, reap_hint(), px__sem_script(eng, PX__SEM_REAP_FIND), 1, 4, argv, lens,
                        reap_find_on_reply, eng) < 0)
         reap_round_end(eng, false);
 }

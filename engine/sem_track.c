@@ -65,10 +65,9 @@
 #include "engine/engine.h"
 #include "engine/jobs.h"
 #include "engine/scripts.h"
+#include "engine/sem.h"
 #include "engine/wait.h"
 #include "pool/pool.h"
-#include "proxy/cmds/sem-int.h"
-#include "proxy/cmds/semaphore.h"
 #include "sched/loop.h"
 
 #define SEM_LINGER_MS  60000u /* a sem_name without takers is kept this long */
@@ -321,8 +320,8 @@ static int reconcile_send(struct px_job *j, pool_reply_fn *cb, void *arg)
     struct px__sem_keys k;
 
     px__sem_keys_ledger(&k, 0, j->eng, r->name, r->nlen);
-    return px_script_eval(j->eng, px_route_hint(r->name, r->nlen), px__sem_script(PX__SEM_LEDGER),
-                          1, 1, k.argv, k.lens, cb, arg);
+    return px_script_eval(j->eng, px_route_hint(r->name, r->nlen),
+                          px__sem_script(j->eng, PX__SEM_LEDGER), 1, 1, k.argv, k.lens, cb, arg);
 }
 
 static struct lk_caller *client_open(struct lk_engine *eng, uint64_t id)

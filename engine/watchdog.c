@@ -38,9 +38,9 @@
 #include "engine/hold.h"
 #include "engine/replay.h"
 #include "engine/scripts.h"
+#include "engine/sem.h"
 #include "engine/shape.h"
 #include "pool/pool.h"
-#include "proxy/cmds/semaphore.h"
 #include "sched/loop.h"
 
 #define RENEW_GROUPS    16u  /* batches open at once in one hook run (distinct script, slot) */
@@ -263,7 +263,7 @@ static int batch_find(struct lk_engine *eng, struct renew_batch **open, unsigned
  * watchdog renews it, else (a check after a topology change) verify. */
 static unsigned hold_script(const struct px_hold *h)
 {
-    return h->watchdog ? h->kind->renew_script() : PX_SCRIPT_VERIFY;
+    return h->watchdog ? h->kind->renew_script(h->eng) : PX_SCRIPT_VERIFY;
 }
 
 static int hold_slot(const struct lk_engine *eng, const struct px_hold *h)

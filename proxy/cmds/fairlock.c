@@ -72,8 +72,7 @@ static const struct px_lua *const fair_scripts[FAIR_COUNT] = {
     &px_lua_fair_settle,
 };
 
-static unsigned fair_script_base;
-const struct px_script_set px_fairlock_script_set = {fair_scripts, FAIR_COUNT, &fair_script_base};
+const struct px_script_set px_fairlock_script_set = {fair_scripts, FAIR_COUNT, LK_SCRIPTS_FAIR};
 
 /* ---- script arguments ---------------------------------------------------------- */
 
@@ -124,8 +123,8 @@ static void fair_args_init(struct fair_args *f, const char *name, size_t nlen, c
 static int fair_send(struct px_server *srv, uint64_t hint, unsigned script,
                      const struct fair_args *f, pool_reply_fn *cb, void *arg)
 {
-    return px_script_eval(srv->engine, hint, fair_script_base + script, 3, f->argc, f->argv,
-                          f->lens, cb, arg);
+    return px_script_eval(srv->engine, hint, srv->engine->script_bases[LK_SCRIPTS_FAIR] + script, 3,
+                          f->argc, f->argv, f->lens, cb, arg);
 }
 
 /* threadWaitTime: WAIT when given (and not 0), else fairLockWaitTimeout. */
@@ -136,8 +135,9 @@ static uint64_t fair_wait_time(const struct px_acq *a)
 
 /* ---- hold kind ------------------------------------------------------------------- */
 
-static unsigned fair_renew_script(void)
+static unsigned fair_renew_script(const struct lk_engine *eng)
 {
+    (void)eng;
     return PX_SCRIPT_RENEW; /* the hash is an RLock hash: HEXISTS -> PEXPIRE */
 }
 

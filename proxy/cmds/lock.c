@@ -58,12 +58,11 @@ static const struct px_lua *const lock_scripts[PX__LK_COUNT] = {
     &px_lua_lock_force,   &px_lua_lock_unlock_grant,
 };
 
-static unsigned lock_script_base;
-const struct px_script_set px_lock_script_set = {lock_scripts, PX__LK_COUNT, &lock_script_base};
+const struct px_script_set px_lock_script_set = {lock_scripts, PX__LK_COUNT, LK_SCRIPTS_LOCK};
 
-unsigned px__lock_script(enum px__lock_script s)
+unsigned px__lock_script(const struct lk_engine *eng, enum px__lock_script s)
 {
-    return lock_script_base + (unsigned)s;
+    return eng->script_bases[LK_SCRIPTS_LOCK] + (unsigned)s;
 }
 
 /* ---- the plain and fenced kinds ---------------------------------------------- */
@@ -81,8 +80,8 @@ static int plain_acquire(struct px_server *srv, const struct px_acq *a, pool_rep
     size_t lens[3] = {a->nlen, 0, a->olen};
 
     lens[1] = util_u64_to_str(a->lease_ms, lease);
-    return px_script_eval(srv->engine, a->hint, lock_script_base + PX__LK_ACQUIRE, 1, 3, argv, lens,
-                          cb, arg);
+    return px_script_eval(srv->engine, a->hint, px__lock_script(srv->engine, PX__LK_ACQUIRE), 1, 3,
+                          argv, lens, cb, arg);
 }
 
 /* The floor (fence.h) is read at every attempt: one sent after a grant
@@ -101,8 +100,8 @@ static int fenced_acquire(struct px_server *srv, const struct px_acq *a, pool_re
     lens[1] = px_channel_name(token, sizeof(token), "redisson_lock_token:", a->name, a->nlen);
     lens[2] = util_u64_to_str(a->lease_ms, lease);
     lens[4] = util_u64_to_str(floor, floor_s);
-    return px_script_eval(srv->engine, a->hint, lock_script_base + PX__LK_FENCED, 2, 5, argv, lens,
-                          cb, arg);
+    return px_script_eval(srv->engine, a->hint, px__lock_script(srv->engine, PX__LK_FENCED), 2, 5,
+                          argv, lens, cb, arg);
 }
 
 int px_lock_eval_unlock(struct px_server *srv, const struct px_acq *a, unsigned script,
@@ -119,8 +118,8 @@ int px_lock_eval_unlock(struct px_server *srv, const struct px_acq *a, unsigned 
 
 static int plain_unlock(struct px_server *srv, const struct px_acq *a, pool_reply_fn *cb, void *arg)
 {
-    return px_lock_eval_unlock(srv, a, lock_script_base + PX__LK_UNLOCK, px__lock_plain_channel, cb,
-                               arg);
+    return px_lock_eval_unlock(srv, a, px__lock_script(srv->engine, PX__LK_UNLOCK),
+                               px__lock_plain_channel, cb, arg);
 }
 
 const struct px_lock_kind px__lock_plain_kind = {

@@ -69,13 +69,12 @@ static const struct px_lua *const multi_scripts[PX__MULTI_COUNT] = {
     &px_lua_multi_unlock,
 };
 
-static unsigned multi_script_base;
 const struct px_script_set px_multilock_script_set = {multi_scripts, PX__MULTI_COUNT,
-                                                      &multi_script_base};
+                                                      LK_SCRIPTS_MULTI};
 
-unsigned px__multi_script(enum px__multi_script s)
+unsigned px__multi_script(const struct lk_engine *eng, enum px__multi_script s)
 {
-    return multi_script_base + (unsigned)s;
+    return eng->script_bases[LK_SCRIPTS_MULTI] + (unsigned)s;
 }
 
 /* ---- the acquire op ----------------------------------------------------------- */
@@ -172,8 +171,8 @@ static int multi_send_group(struct multiop *op)
     for (i = from; i < to; i++)
         px_hold_begin(op->names[i].hold);
     rc = px_script_eval(srv->engine, px_route_hint(argv[0], lens[0]),
-                        px__multi_script(PX__MULTI_ACQUIRE), (int)(to - from), (int)k, argv, lens,
-                        multi_on_group, op);
+                        px__multi_script(op->wait.eng, PX__MULTI_ACQUIRE), (int)(to - from), (int)k,
+                        argv, lens, multi_on_group, op);
     if (rc < 0) {
         for (i = from; i < to; i++)
             px_hold_end(op->names[i].hold);

@@ -268,8 +268,8 @@ static int unlock_send_group(struct multiunlock *u)
     }
     u->sent_ms = sched_loop_now_ms(srv->loop);
     rc = px_script_eval(srv->engine, px_route_hint(argv[0], lens[0]),
-                        px__multi_script(PX__MULTI_UNLOCK), (int)(2 * nk), (int)(3 * nk + 1), argv,
-                        lens, unlock_on_group, u);
+                        px__multi_script(srv->engine, PX__MULTI_UNLOCK), (int)(2 * nk),
+                        (int)(3 * nk + 1), argv, lens, unlock_on_group, u);
     free(chans);
     if (rc < 0) {
         for (i = from; i < to; i++) {

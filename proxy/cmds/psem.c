@@ -204,8 +204,8 @@ static int psemop_send(struct px_wait_op *w)
                                           (unsigned long long)(now + (uint64_t)p->lease_ms)));
     px__sem_keys_arg(&k, nk + 2, (const char *)p->id, PX__PSEM_ID_LEN);
     px__sem_keys_arg(&k, nk + 3, PX__PSEM_SENTINEL, strlen(PX__PSEM_SENTINEL));
-    return px_wait_eval(w, px_route_hint(name->p, name->len), px__sem_script(PX__PSEM_ACQUIRE), nk,
-                        nk + 4, k.argv, k.lens);
+    return px_wait_eval(w, px_route_hint(name->p, name->len),
+                        px__sem_script(w->eng, PX__PSEM_ACQUIRE), nk, nk + 4, k.argv, k.lens);
 }
 
 /* When the permit asked for by the attempt in flight runs out: its lease,
@@ -339,8 +339,8 @@ static void psem_simple(struct px_req *req, enum px__sem_script s, const char *a
         px__sem_keys_arg(&k, argc++, a1, l1);
     if (a2)
         px__sem_keys_arg(&k, argc++, a2, l2);
-    px_call_script(req, px_route_hint(req->argv[1].p, req->argv[1].len), px__sem_script(s), nk,
-                   argc, k.argv, k.lens, fmt);
+    px_call_script(req, px_route_hint(req->argv[1].p, req->argv[1].len),
+                   px__sem_script(req->cl->srv->engine, s), nk, argc, k.argv, k.lens, fmt);
 }
 
 void px__psem_cmd_trysetpermits(struct px_req *req)
@@ -440,8 +440,9 @@ void px__psem_cmd_release(struct px_req *req)
     nk = px__sem_keys_fill(&k, name->p, name->len, true);
     px__sem_keys_arg(&k, nk, (const char *)x->id, PX__PSEM_ID_LEN);
     px__sem_keys_arg(&k, nk + 1, now, nlen);
-    px_call_script_own(req, px_route_hint(name->p, name->len), px__sem_script(PX__PSEM_RELEASE), nk,
-                       nk + 2, k.argv, k.lens, psem_release_done, x);
+    px_call_script_own(req, px_route_hint(name->p, name->len),
+                       px__sem_script(req->cl->srv->engine, PX__PSEM_RELEASE), nk, nk + 2, k.argv,
+                       k.lens, psem_release_done, x);
 }
 
 void px__psem_cmd_available(struct px_req *req)

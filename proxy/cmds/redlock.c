@@ -249,8 +249,9 @@ static int rl_send(struct px_wait_op *w)
         att->calls[i].i = i;
         if (!px__rl_giveback_before(rl, op->name, op->nlen, op->owner, op->olen, i))
             continue; /* a give-back there must run first and cannot be sent */
-        if (px__rl_eval(rl, i, px_route_hint(op->name, op->nlen), px__lock_script(PX__LK_ACQUIRE),
-                        1, 3, argv, lens, rl_on_master, &att->calls[i]) == 0)
+        if (px__rl_eval(rl, i, px_route_hint(op->name, op->nlen),
+                        px__lock_script(w->eng, PX__LK_ACQUIRE), 1, 3, argv, lens, rl_on_master,
+                        &att->calls[i]) == 0)
             att->pending++; /* replies are never synchronous */
     }
     if (att->pending == 0) {
@@ -556,8 +557,8 @@ static void rl_cmd_unlock(struct px_req *req)
             u->pending++;
             if (px__rl_giveback_before(srv->engine->redlock, name->p, name->len, owner, olen, i) &&
                 px__rl_eval(srv->engine->redlock, i, px_route_hint(name->p, name->len),
-                            px__lock_script(PX__LK_UNLOCK), 2, 5, argv, lens, rl_on_unlock,
-                            &u->calls[i]) == 0) {
+                            px__lock_script(srv->engine, PX__LK_UNLOCK), 2, 5, argv, lens,
+                            rl_on_unlock, &u->calls[i]) == 0) {
                 sent++;
             } else {
                 u->pending--;

@@ -50,8 +50,8 @@ static void sem_simple(struct px_req *req, enum px__sem_script s, int nkeys, con
         px__sem_keys_arg(&k, argc++, a1, l1);
     if (a2)
         px__sem_keys_arg(&k, argc++, a2, l2);
-    px_call_script(req, px_route_hint(req->argv[1].p, req->argv[1].len), px__sem_script(s), nk,
-                   argc, k.argv, k.lens, fmt);
+    px_call_script(req, px_route_hint(req->argv[1].p, req->argv[1].len),
+                   px__sem_script(req->cl->srv->engine, s), nk, argc, k.argv, k.lens, fmt);
 }
 
 void px__sem_cmd_trysetpermits(struct px_req *req)
@@ -195,8 +195,9 @@ static int carry_send(struct px_job *j, pool_reply_fn *cb, void *arg)
     int argc =
         release_keys(&k, &b, px_server_of(j->eng), c->name, c->nlen, c->conn, c->n, c->own, c->seq);
 
-    return px_script_eval(j->eng, px_route_hint(c->name, c->nlen), px__sem_script(PX__SEM_RELEASE),
-                          4, argc, k.argv, k.lens, cb, arg);
+    return px_script_eval(j->eng, px_route_hint(c->name, c->nlen),
+                          px__sem_script(j->eng, PX__SEM_RELEASE), 4, argc, k.argv, k.lens, cb,
+                          arg);
 }
 
 /* The next pending one of the same connection and name may go now. */
@@ -340,8 +341,9 @@ void px__sem_cmd_release(struct px_req *req)
         return px_req_done(req);
     }
     argc = release_keys(&k, &b, srv, name->p, name->len, req->cl->id, n, x->own.own, x->seq);
-    px_call_script_own(req, px_route_hint(name->p, name->len), px__sem_script(PX__SEM_RELEASE), 4,
-                       argc, k.argv, k.lens, release_done, x);
+    px_call_script_own(req, px_route_hint(name->p, name->len),
+                       px__sem_script(req->cl->srv->engine, PX__SEM_RELEASE), 4, argc, k.argv,
+                       k.lens, release_done, x);
 }
 
 void px__sem_cmd_available(struct px_req *req)
@@ -390,14 +392,14 @@ static int semop_send(struct px_wait_op *w)
     px__sem_keys_arg(&k, 0, name->p, name->len);
     if (s->keep) {
         px__sem_keys_arg(&k, 1, n, nlen);
-        return px_wait_eval(w, hint, px__sem_script(PX__SEM_ACQUIRE), 1, 2, k.argv, k.lens);
+        return px_wait_eval(w, hint, px__sem_script(w->eng, PX__SEM_ACQUIRE), 1, 2, k.argv, k.lens);
     }
     px_sem_reap_register(w->eng, name->p, name->len); /* before its first ledger entry */
     px__sem_keys_ledger(&k, 1, w->eng, name->p, name->len);
     px__sem_keys_arg(&k, 2, n, nlen);
     px__sem_keys_arg(&k, 3, conn,
                      (size_t)snprintf(conn, sizeof(conn), "%llu", (unsigned long long)s->conn));
-    return px_wait_eval(w, hint, px__sem_script(PX__SEM_ACQUIRE), 2, 4, k.argv, k.lens);
+    return px_wait_eval(w, hint, px__sem_script(w->eng, PX__SEM_ACQUIRE), 2, 4, k.argv, k.lens);
 }
 
 static enum px_wait_res semop_reply(struct px_wait_op *w, const redisReply *r, uint64_t *repoll)

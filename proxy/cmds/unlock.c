@@ -256,8 +256,8 @@ static int grant_send(struct px_server *srv, const struct px_acq *a, struct unlo
 
     lens[1] = util_u64_to_str(a->lease_ms, lease);
     lens[3] = util_u64_to_str(b->lease_ms, next_lease);
-    return px_script_eval(srv->engine, a->hint, px__lock_script(PX__LK_GRANT), 1, 5, argv, lens,
-                          grant_on_reply, u);
+    return px_script_eval(srv->engine, a->hint, px__lock_script(srv->engine, PX__LK_GRANT), 1, 5,
+                          argv, lens, grant_on_reply, u);
 }
 
 /* One reply, two answers: the UNLOCK gets :1 when the lock was handed
@@ -401,7 +401,8 @@ void px__lock_cmd_forceunlock(struct px_req *req)
     }
     force_args_fill(f, a.name);
     rc = px_script_eval(req->cl->srv->engine, px_route_hint(f->argv[0], f->lens[0]),
-                        px__lock_script(PX__LK_FORCE), 5, 7, f->argv, f->lens, force_on_reply, req);
+                        px__lock_script(req->cl->srv->engine, PX__LK_FORCE), 5, 7, f->argv, f->lens,
+                        force_on_reply, req);
     free(f);
     px__lock_script_sent(req, rc);
 }
