@@ -1,13 +1,16 @@
 /* The lock engine: the one object that owns the state of every lock
- * (struct lk_engine), its start-up and shut-down, what a connection holds
- * or waits for (struct px_cl_locks, embedded in struct lk_caller), and the
- * one clean-up path when a connection goes.
+ * (struct lk_engine), its start-up and shut-down, the record of a
+ * connection (struct lk_caller, embedded in the front end's client: what
+ * it holds or waits for), the hooks through which the engine calls the
+ * front end (struct lk_front), and the one clean-up path when a
+ * connection goes. engine/ includes and links no proxy/ code (lp_engine;
+ * scripts/layering.sh, scripts/link_layers.sh).
  *
  * Also the limits every lock module shares (name, owner and channel
  * sizes) and a rate limit for log lines that could flood.
  *
  * State: everything the engine keeps lives in struct lk_engine (one per
- * server, eng), none in file globals, so two engines could live in
+ * server, srv->engine), none in file globals, so two engines could live in
  * one process; the only file-scope objects of engine/ are constant tables
  * and the _Thread_local free lists (common/spares.h). */
 #ifndef LP_PROXY_LOCKS_LOCKS_H
@@ -87,7 +90,7 @@ void px_locks_client_init(struct lk_caller *cl, struct lk_engine *eng, uint64_t 
  * flight when their reply comes), its holds are released or left to
  * expire (--on-disconnect), its permits go back. The one clean-up path.
  * Holds beyond PX_RELEASE_STEP are released in later loop passes: cl is
- * kept (a reference) until they are; its client_node must be unlinked. */
+ * kept (a reference: front.caller_get) until they are. */
 void px_locks_client_gone(struct lk_caller *cl);
 
 #define PX_RELEASE_STEP     256u  /* holds a closed connection releases per loop pass */
