@@ -193,6 +193,28 @@ static void fx_start(void)
     px_locks_client_init(&fx.caller, fx.eng, 7);
 }
 
+static void fx_pump(void);
+
+/* The connection goes (if it has not), what it left is settled, and
+ * everything is torn down as the server does (px_server_destroy); no
+ * reference to the connection may be left. */
+static void fx_stop(void)
+{
+    if (!fx.caller.closing) {
+        fx.caller.closing = true;
+        px_locks_client_gone(&fx.caller);
+    }
+    fx_pump();
+    ASSERT_EQ(fx.refs, 0);
+    pool_stop(fx.pool);
+    sched_loop_run_once(fx.loop, 0);
+    px_locks_deinit(fx.eng);
+    pool_destroy(fx.pool);
+    sched_loop_destroy(fx.loop);
+    px_engine_free(fx.eng);
+    fr_destroy(fx.redis);
+}
+
 /* Redis runs and answers everything queued, and the loop runs what came
  * due, until nothing moves. */
 static void fx_pump(void)
@@ -304,6 +326,7 @@ TEST(hold_armed_and_renewed)
     ASSERT_TRUE(px_hold_is_held(h));
     ASSERT_EQ(fx.lost, 0u);
     ASSERT_EQ(fx.eng->stats.leases_lost, 0u);
+    fx_stop();
 }
 
 TEST(hold_renewal_finds_it_lost_once)
@@ -327,6 +350,7 @@ TEST(hold_renewal_finds_it_lost_once)
     fx_advance(3 * WATCHDOG_MS);
     ASSERT_EQ(fx.lost, 1u);
     ASSERT_EQ(fr_pttl(fx.redis, fx_now_ms(), "a"), -2);
+    fx_stop();
 }
 
 TEST(hold_released_when_its_connection_goes)
@@ -351,6 +375,7 @@ TEST(hold_released_when_its_connection_goes)
     ASSERT_TRUE(!px_locks_releasing(fx.eng));
     ASSERT_EQ(fx.refs, 0);
     ASSERT_EQ(fx.lost, 0u);
+    fx_stop();
 }
 
 TEST(hold_left_to_expire_when_its_connection_goes)
@@ -370,6 +395,7 @@ TEST(hold_left_to_expire_when_its_connection_goes)
     ASSERT_EQ(fr_pttl(fx.redis, fx_now_ms(), "a"), -2);
     ASSERT_EQ(fx.lost, 0u);
     ASSERT_EQ(fx.refs, 0);
+    fx_stop();
 }
 
 /* ---- waits -------------------------------------------------------------- */
@@ -450,6 +476,7 @@ TEST(wait_granted_at_once)
     ASSERT_EQ(fx.end, LK_END_REPLIED);
     ASSERT_EQ(fx.refs, 0);
     ASSERT_TRUE(fr_pttl(fx.redis, fx_now_ms(), "a") > 0);
+    fx_stop();
 }
 
 TEST(wait_granted_after_the_holder_lease_ends)
@@ -472,6 +499,7 @@ TEST(wait_granted_after_the_holder_lease_ends)
     ASSERT_EQ(fx.end, LK_END_REPLIED);
     ASSERT_EQ(px_wait_waiting(fx.eng, PX_WAIT_STAT_LOCK), 0u);
     ASSERT_EQ(fx.refs, 0);
+    fx_stop();
 }
 
 TEST(wait_times_out)
@@ -492,6 +520,7 @@ TEST(wait_times_out)
     ASSERT_EQ(px_wait_timeouts(fx.eng, PX_WAIT_STAT_LOCK), 1u);
     ASSERT_EQ(px_wait_waiting(fx.eng, PX_WAIT_STAT_LOCK), 0u);
     ASSERT_EQ(fx.refs, 0);
+    fx_stop();
 }
 
 /* ---- jobs --------------------------------------------------------------- */
@@ -553,6 +582,7 @@ TEST(job_retried_after_a_lost_reply)
     ASSERT_EQ(f.dropped, 0u);
     ASSERT_TRUE(fx.eng->jobs.retried[PX_JOB_RELEASE] >= 1u);
     ASSERT_TRUE(!px_jobs_busy(fx.eng));
+    fx_stop();
 }
 
 TEST(job_dropped_when_its_time_ran_out)
@@ -568,6 +598,7 @@ TEST(job_dropped_when_its_time_ran_out)
     ASSERT_EQ(f.done, 0u);
     ASSERT_EQ(f.dropped, 1u);
     ASSERT_TRUE(!px_jobs_busy(fx.eng));
+    fx_stop();
 }
 
 TEST_MAIN(TEST_CASE(hold_armed_and_renewed), TEST_CASE(hold_renewal_finds_it_lost_once),
