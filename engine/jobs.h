@@ -80,7 +80,7 @@ struct px_job {
     unsigned failures;            /* sends refused, and replies lost, so far */
 };
 
-/* The server's queue (embedded in struct px_server). */
+/* The engine's queue (embedded in struct lk_engine: eng->jobs). */
 struct px_jobs {
     struct list due;                          /* struct px_job, oldest first */
     unsigned ndue;                            /* jobs in due */

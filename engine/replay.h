@@ -45,7 +45,7 @@ struct pool_topology_event;
 
 #define PX_REPLAY_MAX 65536u /* releases remembered at once */
 
-/* The server's records (embedded in struct px_server). */
+/* The engine's records (embedded in struct lk_engine: eng->replays). */
 struct px_replays {
     struct list list;     /* struct px_replay, oldest first */
     unsigned n;           /* records in list */

@@ -45,8 +45,6 @@ extern "C" {
 #endif
 
 struct lk_engine;
-struct px_req;
-struct lk_engine;
 
 /* One embedded script (generated: lua_scripts.h). */
 struct px_lua {

@@ -71,7 +71,7 @@ size_t px__sem_channel(const char *name, size_t len, char *out, size_t cap);
  * zset, chan} (returns 3). */
 int px__sem_keys_fill(struct px__sem_keys *k, const char *name, size_t len, bool psem);
 
-/* Sets key i of k to the ledger of srv's SEM permits of name: a hash
+/* Sets key i of k to the ledger of eng's SEM permits of name: a hash
  * {name}:lp-permits:<proxy uuid>, connection id -> permits that connection
  * took through this proxy (not with KEEP), written by the acquire, release
  * and return scripts together with the count. */
