@@ -14,16 +14,18 @@
 #include "engine/sem_reap.h"
 #include "engine/wait.h"
 #include "engine/waitset.h"
-#include "proxy/client.h"
-#include "proxy/server.h"
 #include "sched/loop.h"
 
-void px_locks_client_init(struct px_cl_locks *l)
+void px_locks_client_init(struct lk_caller *cl, struct lk_engine *eng, uint64_t id)
 {
-    list_init(&l->waits);
-    list_init(&l->holds);
-    list_init(&l->shares);
-    list_init(&l->claims);
+    cl->eng = eng;
+    cl->id = id;
+    cl->closing = false;
+    list_init(&cl->locks.waits);
+    list_init(&cl->locks.holds);
+    list_init(&cl->locks.shares);
+    list_init(&cl->locks.claims);
+    list_init(&cl->release_node);
 }
 
 /* Release on disconnect, a step a pass. A connection that held a million
@@ -47,39 +49,39 @@ static void locks_release_step(struct sched_timer *t)
     struct list *n;
 
     if (eng->jobs.ninflight >= PX_RELEASE_INFLIGHT) {
-        sched_loop_timer_in(eng->srv->loop, t, 1);
+        sched_loop_timer_in(eng->loop, t, 1);
         return;
     }
     while (budget > 0 && (n = list_first(&eng->releasing)) != NULL) {
-        struct px_client *cl = LP_CONTAINER_OF(n, struct px_client, client_node);
+        struct lk_caller *cl = LP_CONTAINER_OF(n, struct lk_caller, release_node);
 
         if (!px_hold_client_gone(cl, &budget))
             break;
-        list_del_init(&cl->client_node);
-        px_client_put(cl);
+        list_del_init(&cl->release_node);
+        eng->front.caller_put(cl);
     }
     if (!list_empty(&eng->releasing))
-        sched_loop_timer_in(eng->srv->loop, t, 0);
+        sched_loop_timer_in(eng->loop, t, 0);
 }
 
-bool px_locks_releasing(const struct px_server *srv)
+bool px_locks_releasing(const struct lk_engine *eng)
 {
-    return !list_empty(&srv->engine->releasing);
+    return !list_empty(&eng->releasing);
 }
 
-void px_locks_client_gone(struct px_client *cl)
+void px_locks_client_gone(struct lk_caller *cl)
 {
-    struct lk_engine *eng = cl->srv->engine;
+    struct lk_engine *eng = cl->eng;
     unsigned budget = PX_RELEASE_STEP;
     struct list *n;
 
     px_wait_client_gone(cl);
     if (!px_hold_client_gone(cl, &budget)) {
-        LP_BUG_ON(list_is_linked(&cl->client_node));
-        px_client_get(cl);
-        list_add_tail(&eng->releasing, &cl->client_node);
+        LP_BUG_ON(list_is_linked(&cl->release_node));
+        eng->front.caller_get(cl);
+        list_add_tail(&eng->releasing, &cl->release_node);
         if (!sched_timer_is_pending(&eng->rel_timer))
-            sched_loop_timer_in(cl->srv->loop, &eng->rel_timer, 0);
+            sched_loop_timer_in(cl->eng->loop, &eng->rel_timer, 0);
     }
     while ((n = list_first(&cl->locks.claims)) != NULL) {
         struct px_claim *c = LP_CONTAINER_OF(n, struct px_claim, node);
@@ -89,13 +91,13 @@ void px_locks_client_gone(struct px_client *cl)
     }
 }
 
-struct lk_engine *px_engine_alloc(struct px_server *srv)
+struct lk_engine *px_engine_alloc(void *owner)
 {
     struct lk_engine *eng = calloc(1, sizeof(*eng));
 
     if (!eng)
         return NULL;
-    eng->srv = srv;
+    eng->owner = owner;
     list_init(&eng->sem_carries);
     px_scripts_init(eng);
     return eng;
@@ -106,18 +108,17 @@ void px_engine_free(struct lk_engine *eng)
     free(eng);
 }
 
-int px_locks_init(struct px_server *srv)
+int px_locks_init(struct lk_engine *eng)
 {
-    struct lk_engine *eng = srv->engine;
-    int rc = px_waitset_init(srv);
+    int rc = px_waitset_init(eng);
 
     list_init(&eng->releasing);
     sched_timer_init(&eng->rel_timer, locks_release_step);
     if (rc < 0)
         return rc;
-    px_jobs_init(srv);
-    px_replay_init(srv);
-    rc = px_hold_init(srv);
+    px_jobs_init(eng);
+    px_replay_init(eng);
+    rc = px_hold_init(eng);
     if (rc < 0)
         goto err_waitset;
     rc = px_sem_track_init(eng);
@@ -126,7 +127,7 @@ int px_locks_init(struct px_server *srv)
     rc = hmap_init(&eng->psem_held, 64);
     if (rc < 0)
         goto err_track;
-    rc = px_sem_reap_init(srv);
+    rc = px_sem_reap_init(eng);
     if (rc < 0)
         goto err_psem;
     return 0;
@@ -135,35 +136,34 @@ err_psem:
 err_track:
     px_sem_track_deinit(eng);
 err_hold:
-    px_hold_deinit(srv);
+    px_hold_deinit(eng);
 err_waitset:
-    px_waitset_deinit(srv);
+    px_waitset_deinit(eng);
     return rc;
 }
 
-void px_locks_deinit(struct px_server *srv)
+void px_locks_deinit(struct lk_engine *eng)
 {
-    struct lk_engine *eng = srv->engine;
     struct list *n;
 
-    sched_loop_timer_del(srv->loop, &eng->rel_timer);
+    sched_loop_timer_del(eng->loop, &eng->rel_timer);
     while ((n = list_first(&eng->releasing)) != NULL) { /* what the drain left: at once */
-        struct px_client *cl = LP_CONTAINER_OF(n, struct px_client, client_node);
+        struct lk_caller *cl = LP_CONTAINER_OF(n, struct lk_caller, release_node);
         unsigned budget = UINT_MAX;
 
         px_hold_client_gone(cl, &budget);
-        list_del_init(&cl->client_node);
-        px_client_put(cl);
+        list_del_init(&cl->release_node);
+        eng->front.caller_put(cl);
     }
-    px_jobs_deinit(srv); /* what still waits for Redis is given up (logged) */
-    px_replay_deinit(srv);
-    px_sem_reap_deinit(srv);
-    if (srv->engine->psem_held.count == 0) /* else connections still open at exit keep theirs */
-        hmap_deinit(&srv->engine->psem_held);
-    px_sem_track_deinit(srv->engine);
-    px_hold_deinit(srv);
-    px_waitset_deinit(srv);
-    px_fence_free(srv);
+    px_jobs_deinit(eng); /* what still waits for Redis is given up (logged) */
+    px_replay_deinit(eng);
+    px_sem_reap_deinit(eng);
+    if (eng->psem_held.count == 0) /* else connections still open at exit keep theirs */
+        hmap_deinit(&eng->psem_held);
+    px_sem_track_deinit(eng);
+    px_hold_deinit(eng);
+    px_waitset_deinit(eng);
+    px_fence_free(eng);
 }
 
 bool px_ratelog_allow(struct px_ratelog *rl, uint64_t now_ms, uint64_t *quiet)

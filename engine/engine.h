@@ -1,7 +1,10 @@
 /* The lock engine: the one object that owns the state of every lock
- * (struct lk_engine), its start-up and shut-down, what a connection holds
- * or waits for (struct px_cl_locks, embedded in struct px_client), and the
- * one clean-up path when a connection goes.
+ * (struct lk_engine), its start-up and shut-down, the record of a
+ * connection (struct lk_caller, embedded in the front end's client: what
+ * it holds or waits for), the hooks through which the engine calls the
+ * front end (struct lk_front), and the one clean-up path when a
+ * connection goes. engine/ includes and links no proxy/ code (lp_engine;
+ * scripts/layering.sh, scripts/link_layers.sh).
  *
  * Also the limits every lock module shares (name, owner and channel
  * sizes) and a rate limit for log lines that could flood.
@@ -18,10 +21,13 @@
 
 #include "common/hmap.h"
 #include "common/list.h"
+#include "engine/config.h"
 #include "engine/jobs.h"
 #include "engine/replay.h"
+#include "engine/scripts.h"
 #include "engine/sem_reap.h"
 #include "engine/stats.def"
+#include "engine/sub_lsn.h"
 #include "engine/wait.h"
 #include "pool/pool.h"
 #include "sched/loop.h"
@@ -30,9 +36,10 @@
 extern "C" {
 #endif
 
-struct px_client;
-struct px_server;
+struct lk_caller;
+struct lk_engine;
 
+#define LK_UUID_LEN    36u /* a process uuid's characters (util_uuid4) */
 #define PX_NAME_MAX    4096u                             /* longest object name accepted */
 #define PX_OWNER_MAX   256u                              /* owner field capacity (with ":write") */
 #define PX_CHANNEL_MAX (PX_NAME_MAX + PX_OWNER_MAX + 64) /* channel and aux key capacity */
@@ -43,7 +50,7 @@ struct px_claim {
     struct list node; /* in cl->locks.claims while registered */
     /* The connection closed: give back, then free the claim. Called once,
      * after the claim was unlinked. */
-    void (*gone)(struct px_claim *c, struct px_client *cl);
+    void (*gone)(struct px_claim *c, struct lk_caller *cl);
 };
 
 /* What one connection waits for and holds. */
@@ -55,6 +62,19 @@ struct px_cl_locks {
     struct list claims; /* struct px_claim: permits to give back */
 };
 
+/* The engine's view of a connection (its caller record), embedded in
+ * the front end's client (struct lk_caller: caller), which it gets back
+ * with container_of in its hooks (struct lk_front). The front end fills
+ * eng and id at accept and sets closing when the connection starts to go;
+ * the engine owns the lists. */
+struct lk_caller {
+    struct lk_engine *eng;    /* borrowed: the engine it talks to */
+    uint64_t id;              /* the connection's id: owner fields, the SEM ledger */
+    bool closing;             /* the connection is going away: replies are dropped */
+    struct px_cl_locks locks; /* what it waits for and holds */
+    struct list release_node; /* in eng->releasing while its holds are released (engine.c) */
+};
+
 /* True while the connection holds or waits for a lock, or holds permits
  * (such a connection is never idle: --timeout). */
 static inline bool px_locks_client_busy(const struct px_cl_locks *l)
@@ -63,23 +83,23 @@ static inline bool px_locks_client_busy(const struct px_cl_locks *l)
            !list_empty(&l->claims);
 }
 
-/* Empty lists for a new connection. */
-void px_locks_client_init(struct px_cl_locks *l);
+/* A new connection's caller record: its id, empty lists. */
+void px_locks_client_init(struct lk_caller *cl, struct lk_engine *eng, uint64_t id);
 
 /* The connection is closing: its waits end (replies dropped; those in
  * flight when their reply comes), its holds are released or left to
  * expire (--on-disconnect), its permits go back. The one clean-up path.
  * Holds beyond PX_RELEASE_STEP are released in later loop passes: cl is
- * kept (a reference) until they are; its client_node must be unlinked. */
-void px_locks_client_gone(struct px_client *cl);
+ * kept (a reference: front.caller_get) until they are. */
+void px_locks_client_gone(struct lk_caller *cl);
 
 #define PX_RELEASE_STEP     256u  /* holds a closed connection releases per loop pass */
 #define PX_RELEASE_INFLIGHT 1024u /* no step while this many jobs wait for Redis */
 
 /* True while closed connections' holds are still being released. */
-bool px_locks_releasing(const struct px_server *srv);
+bool px_locks_releasing(const struct lk_engine *eng);
 
-/* The pool's topology callback (pool_topology_fn; arg is the server):
+/* The pool's topology callback (pool_topology_fn; arg is the engine):
  * the masters of some slots changed (a failover, a migration, a Sentinel
  * switch), so the holds of those slots are verified on their new master
  * at once (watchdog.c): one whose owner field is gone is marked lost. */
@@ -87,8 +107,8 @@ void px_locks_on_topology(void *arg, const struct pool_topology_event *ev);
 
 /* Sets up and tears down the lock modules' server state (waitsets, holds
  * and the watchdog, retried jobs). */
-int px_locks_init(struct px_server *srv);
-void px_locks_deinit(struct px_server *srv);
+int px_locks_init(struct lk_engine *eng);
+void px_locks_deinit(struct lk_engine *eng);
 
 /* At most one log line a second for one kind of event. */
 struct px_ratelog {
@@ -147,18 +167,38 @@ struct lk_front {
     lk_wait_finish_fn *wait_finish;
     /* A hold that became HELD at held_ms (monotonic) stops being held
      * (hold time). NULL: nothing. */
-    void (*hold_end)(struct px_server *srv, uint64_t held_ms);
+    void (*hold_end)(struct lk_engine *eng, uint64_t held_ms);
     /* cl's hold of name (the kind's command, kind) was found lost: tell
      * it (a push). NULL: nothing. */
-    void (*lease_lost)(struct px_client *cl, const char *kind, const char *name, size_t nlen);
+    void (*lease_lost)(struct lk_caller *cl, const char *kind, const char *name, size_t nlen);
+    /* Takes and drops a reference to cl's connection (its memory stays
+     * while a reply or a release step may still come for it). Required. */
+    void (*caller_get)(struct lk_caller *cl);
+    void (*caller_put)(struct lk_caller *cl);
+    /* The open connection whose id is id (not closing), or NULL. Required. */
+    struct lk_caller *(*caller_find)(struct lk_engine *eng, uint64_t id);
+    /* Listens on a channel through the front end's shared subscriptions
+     * (engine/sub_lsn.h; as px_subs_listen) and stops. Required. */
+    int (*sub_listen)(struct lk_engine *eng, struct px_sub_lsn *l, const char *name, size_t len,
+                      enum pool_sub_kind kind, px_sub_lsn_fn *cb);
+    void (*sub_unlisten)(struct px_sub_lsn *l);
+    /* pool_eval() (pool_eval_wait() when w is not NULL) on eng->pool that
+     * also times the round trip (the front end's metrics). Required. */
+    int (*eval)(struct lk_engine *eng, uint64_t hint, unsigned script, int numkeys, int argc,
+                const char *const *argv, const size_t *lens, struct pool_wait *w, pool_reply_fn *cb,
+                void *arg);
 };
 
-/* The engine's state: one per server (srv->engine), created before the
+/* The engine's state: one per server (eng), created before the
  * pool (the script table goes to pool_create), set up by px_locks_init()
  * and torn down by px_locks_deinit() and px_engine_free(). */
 struct lk_engine {
-    struct px_server *srv; /* borrowed: the server whose engine this is (its loop, pool,
-                              options; the front end until the engine's seams land) */
+    /* Given by the front end before px_locks_init() (engine/config.h). */
+    struct sched_loop *loop; /* borrowed: the loop everything runs on */
+    struct pool *pool;       /* borrowed: the upstream Redis */
+    const char *uuid;        /* borrowed: this process's owner prefix (LK_UUID_LEN) */
+    struct lk_config cfg;    /* the options the engine reads; reload refreshes it */
+    void *owner;             /* borrowed: the front end's object (the server), for its hooks */
     /* Waits (waitset.c, wait.c). */
     struct hmap locks;     /* struct px_waitset by channel: waiters, subscriptions */
     unsigned nwaiters;     /* LOCK calls currently waiting */
@@ -196,7 +236,7 @@ struct lk_engine {
     bool script_publishes[LK_SCRIPTS_MAX];
     bool script_writes[LK_SCRIPTS_MAX];
     const char *script_names[LK_SCRIPTS_MAX];
-    unsigned script_base;        /* scripts.c's own set (0: it comes first) */
+    unsigned script_bases[LK_SCRIPT_SLOTS]; /* each set's base pool id (enum lk_script_slot) */
     struct lk_repl_cur repl_cur; /* repl.c */
     /* Log lines that could flood: at most one a second each. */
     struct px_ratelog settle_log;      /* hold.c: roll-backs */
@@ -210,15 +250,16 @@ struct lk_engine {
     struct lk_stats stats;
     struct lk_front front; /* set by the front end before the first command */
     /* Closed connections whose holds are still being released, a step a
-     * loop pass (engine.c): struct px_client by client_node, each with a
+     * loop pass (engine.c): struct lk_caller by release_node, each with a
      * reference. */
     struct list releasing;
     struct sched_timer rel_timer;
 };
 
-/* Allocates srv's engine (its tables empty; px_locks_init() sets it up
- * once the pool exists). Returns NULL when out of memory. */
-struct lk_engine *px_engine_alloc(struct px_server *srv);
+/* Allocates an engine for the front end's owner (its tables empty; the
+ * front end sets loop, pool, uuid, cfg and front, then px_locks_init()
+ * sets it up once the pool exists). Returns NULL when out of memory. */
+struct lk_engine *px_engine_alloc(void *owner);
 
 /* Frees an engine px_locks_deinit() tore down (or never set up), after
  * the pools its script table was given to. */

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 
 #include "common/hmap.h"
-#include "proxy/server.h"
+#include "engine/engine.h"
 
 struct px_fence_entry {
     uint64_t hash; /* hash_bytes of the name */
@@ -42,18 +42,18 @@ static struct px_fence_entry *entry_of(struct px_fence_set *s, uint64_t hash)
     return NULL;
 }
 
-int px_fence_floor(struct px_server *srv, const char *name, size_t nlen, uint64_t *floor)
+int px_fence_floor(struct lk_engine *eng, const char *name, size_t nlen, uint64_t *floor)
 {
     uint64_t hash = hash_bytes(name, nlen);
     struct px_fence_set *s;
     struct px_fence_entry *e;
 
-    if (!srv->engine->fence) {
-        srv->engine->fence = calloc(1, sizeof(*srv->engine->fence));
-        if (!srv->engine->fence)
+    if (!eng->fence) {
+        eng->fence = calloc(1, sizeof(*eng->fence));
+        if (!eng->fence)
             return -ENOMEM;
     }
-    s = set_of(srv->engine->fence, hash);
+    s = set_of(eng->fence, hash);
     e = entry_of(s, hash);
     *floor = e ? e->top : s->floor;
     return 0;
@@ -76,15 +76,15 @@ static struct px_fence_entry *entry_take(struct px_fence_set *s)
     return low;
 }
 
-void px_fence_note(struct px_server *srv, const char *name, size_t nlen, int64_t token)
+void px_fence_note(struct lk_engine *eng, const char *name, size_t nlen, int64_t token)
 {
     uint64_t hash = hash_bytes(name, nlen), before;
     struct px_fence_set *s;
     struct px_fence_entry *e;
 
-    if (!srv->engine->fence || token <= 0)
+    if (!eng->fence || token <= 0)
         return; /* no floor was asked for: not a fenced acquire of ours */
-    s = set_of(srv->engine->fence, hash);
+    s = set_of(eng->fence, hash);
     e = entry_of(s, hash);
     if (e) {
         if ((uint64_t)token > e->top)
@@ -97,8 +97,8 @@ void px_fence_note(struct px_server *srv, const char *name, size_t nlen, int64_t
     e->top = (uint64_t)token > before ? (uint64_t)token : before;
 }
 
-void px_fence_free(struct px_server *srv)
+void px_fence_free(struct lk_engine *eng)
 {
-    free(srv->engine->fence);
-    srv->engine->fence = NULL;
+    free(eng->fence);
+    eng->fence = NULL;
 }

@@ -29,7 +29,7 @@
 extern "C" {
 #endif
 
-struct px_server;
+struct lk_engine;
 
 #define PX_FENCE_SETS 1024u /* sets of remembered names (a power of two) */
 #define PX_FENCE_WAYS 8u    /* names per set */
@@ -37,14 +37,14 @@ struct px_server;
 /* The floor of name's next fenced acquire into *floor (0: none known):
  * the token must exceed it. The table is allocated on the first call:
  * -ENOMEM if it cannot be, else 0. */
-int px_fence_floor(struct px_server *srv, const char *name, size_t nlen, uint64_t *floor);
+int px_fence_floor(struct lk_engine *eng, const char *name, size_t nlen, uint64_t *floor);
 
 /* Redis granted token for name (handed out or not: remembering more
  * only raises floors). */
-void px_fence_note(struct px_server *srv, const char *name, size_t nlen, int64_t token);
+void px_fence_note(struct lk_engine *eng, const char *name, size_t nlen, int64_t token);
 
 /* Frees the table. */
-void px_fence_free(struct px_server *srv);
+void px_fence_free(struct lk_engine *eng);
 
 #ifdef __cplusplus
 }

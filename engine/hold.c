@@ -41,7 +41,7 @@
  * Invariants:
  * - At most one hold per (name, owner) is in the table; DEAD holds and
  *   replaced RELEASING ones are out of it.
- * - count > 0 exactly in HELD; srv->engine->nholds counts HELD holds; a HELD or
+ * - count > 0 exactly in HELD; eng->nholds counts HELD holds; a HELD or
  *   LOST hold with a connection is on that connection's list.
  * - inflight counts the requests about the pair whose reply is pending
  *   (acquire attempts, hand-off grants, unlocks). Requests about one name
@@ -103,9 +103,6 @@
 #include "engine/scripts.h"
 #include "engine/wait.h"
 #include "pool/pool.h"
-#include "proxy/auth.h"
-#include "proxy/client.h"
-#include "proxy/server.h"
 #include "sched/loop.h"
 
 static const struct px_job_ops settle_ops, release_ops;
@@ -124,31 +121,24 @@ static uint64_t hold_hash(const char *name, size_t nlen, const char *owner, size
     return hold_hash_hinted(px_route_hint(name, nlen), hash_bytes(owner, olen));
 }
 
-_Static_assert(sizeof(((struct px_server *)0)->uuid) == 37, "util_uuid4's 36 characters and NUL");
-/* The longest owner field, a user token's with ":write", fits untruncated:
- * truncation would make two long user names one owner. */
-_Static_assert(36 + 1 + PX_USER_NAME_MAX + 1 + PX_OWNER_TOKEN_MAX + sizeof(":write") <=
-                   PX_OWNER_MAX,
-               "owner field capacity");
-
-size_t px_owner_format(const struct px_server *srv, uint64_t id, const char *user,
+size_t px_owner_format(const struct lk_engine *eng, uint64_t id, const char *user,
                        const char *token, size_t tlen, char *out)
 {
     int n;
 
     if (token && user && strcmp(user, PX_OWNER_DEFAULT_USER) != 0) {
-        n = snprintf(out, PX_OWNER_MAX, "%s:%s" PX_OWNER_USER_SEP "%.*s", srv->uuid, user,
+        n = snprintf(out, PX_OWNER_MAX, "%s:%s" PX_OWNER_USER_SEP "%.*s", eng->uuid, user,
                      (int)tlen, token);
         return (size_t)n;
     }
     if (token) {
-        n = snprintf(out, PX_OWNER_MAX, "%s:%.*s", srv->uuid, (int)tlen, token);
+        n = snprintf(out, PX_OWNER_MAX, "%s:%.*s", eng->uuid, (int)tlen, token);
         return (size_t)n;
     }
     /* The hot path: no printf per acquire, and the uuid's fixed length
      * (util_uuid4) makes its copy a few moves, without strlen. */
-    n = (int)sizeof(srv->uuid) - 1;
-    memcpy(out, srv->uuid, sizeof(srv->uuid) - 1);
+    n = (int)LK_UUID_LEN;
+    memcpy(out, eng->uuid, LK_UUID_LEN);
     out[n++] = ':';
     n += (int)util_u64_to_str(id, out + n);
     out[n] = '\0';
@@ -157,12 +147,13 @@ size_t px_owner_format(const struct px_server *srv, uint64_t id, const char *use
 
 /* ---- the plain kind --------------------------------------------------------- */
 
-static unsigned plain_renew_script(void)
+static unsigned plain_renew_script(const struct lk_engine *eng)
 {
+    (void)eng;
     return PX_SCRIPT_RENEW;
 }
 
-static int plain_settle(struct px_server *srv, const char *name, size_t nlen, const char *owner,
+static int plain_settle(struct lk_engine *eng, const char *name, size_t nlen, const char *owner,
                         size_t olen, const struct px_settle *s, pool_reply_fn *cb, void *arg)
 {
     char chan[PX_CHANNEL_MAX], keep[24], ttl[24];
@@ -172,7 +163,7 @@ static int plain_settle(struct px_server *srv, const char *name, size_t nlen, co
     lens[1] = px_channel_name(chan, sizeof(chan), "redisson_lock__channel:", name, nlen);
     lens[3] = util_u64_to_str(s->keep, keep);
     lens[4] = util_u64_to_str(s->keep > 0 ? s->ttl_ms : 0, ttl);
-    return px_script_eval(srv, px_route_hint(name, nlen), PX_SCRIPT_SETTLE, 2, 5, argv, lens, cb,
+    return px_script_eval(eng, px_route_hint(name, nlen), PX_SCRIPT_SETTLE, 2, 5, argv, lens, cb,
                           arg);
 }
 
@@ -181,10 +172,10 @@ const struct px_hold_kind px_hold_plain = {"lock", "LOCK", plain_renew_script, p
 /* ---- the table ---------------------------------------------------------------- */
 
 /* hash: hold_hash(name, owner), which the caller may reuse for a create. */
-static struct px_hold *hold_lookup(struct px_server *srv, const char *name, size_t nlen,
+static struct px_hold *hold_lookup(struct lk_engine *eng, const char *name, size_t nlen,
                                    const char *owner, size_t olen, uint64_t hash)
 {
-    struct hmap_node *n = hmap_first(&srv->engine->holds, hash);
+    struct hmap_node *n = hmap_first(&eng->holds, hash);
 
     for (; n; n = hmap_next(n)) {
         struct px_hold *h = LP_CONTAINER_OF(n, struct px_hold, node);
@@ -196,11 +187,11 @@ static struct px_hold *hold_lookup(struct px_server *srv, const char *name, size
     return NULL;
 }
 
-struct px_hold *px_hold_find(struct px_server *srv, const char *name, size_t nlen,
+struct px_hold *px_hold_find(struct lk_engine *eng, const char *name, size_t nlen,
                              const char *owner, size_t olen)
 {
     struct px_hold *h =
-        hold_lookup(srv, name, nlen, owner, olen, hold_hash(name, nlen, owner, olen));
+        hold_lookup(eng, name, nlen, owner, olen, hold_hash(name, nlen, owner, olen));
 
     return h && h->state != PX_HOLD_RELEASING ? h : NULL;
 }
@@ -218,7 +209,7 @@ bool px_hold_is_held(const struct px_hold *h)
  * a connection's owner are blocks of one size (OWNER_BLOCK), kept as
  * spares: an acquire and its unlock otherwise cost a malloc and a free. */
 struct hold_owner {
-    struct hmap_node node; /* in srv->engine->hold_owners */
+    struct hmap_node node; /* in eng->hold_owners */
     unsigned refs;         /* holds naming it */
     uint32_t len;          /* length of str */
     char str[];            /* owned: the owner, NUL-terminated */
@@ -237,10 +228,10 @@ static size_t owner_size(size_t olen)
 
 /* The record of owner (hash: hash_bytes(owner)), counted once more; its
  * string, or NULL when out of memory. */
-static const char *hold_owner_get(struct px_server *srv, const char *owner, size_t olen,
+static const char *hold_owner_get(struct lk_engine *eng, const char *owner, size_t olen,
                                   uint64_t hash)
 {
-    struct hmap_node *n = hmap_first(&srv->engine->hold_owners, hash);
+    struct hmap_node *n = hmap_first(&eng->hold_owners, hash);
     struct hold_owner *o;
 
     for (; n; n = hmap_next(n)) {
@@ -257,14 +248,14 @@ static const char *hold_owner_get(struct px_server *srv, const char *owner, size
     o->len = (uint32_t)olen;
     memcpy(o->str, owner, olen);
     o->str[olen] = '\0';
-    (void)hmap_insert(&srv->engine->hold_owners, &o->node, hash); /* in, even if not grown */
+    (void)hmap_insert(&eng->hold_owners, &o->node, hash); /* in, even if not grown */
     return o->str;
 }
 
-static void hold_owner_put(struct px_server *srv, const char *str)
+static void hold_owner_put(struct lk_engine *eng, const char *str)
 {
     struct hold_owner *o = LP_CONTAINER_OF(str, struct hold_owner, str);
-    struct hmap *m = &srv->engine->hold_owners;
+    struct hmap *m = &eng->hold_owners;
 
     LP_BUG_ON(o->refs == 0);
     if (--o->refs > 0)
@@ -272,7 +263,7 @@ static void hold_owner_put(struct px_server *srv, const char *str)
     hmap_remove(m, &o->node);
     if (owner_size(o->len) != OWNER_BLOCK || !spares_put(&owner_spares, o))
         free(o);
-    if (m->count == 0 && !srv->engine->holds.buckets)
+    if (m->count == 0 && !eng->holds.buckets)
         hmap_deinit(m); /* the last hold outlived px_hold_deinit() */
 }
 
@@ -301,7 +292,7 @@ static struct px_hold_side *hold_side_get(struct px_hold *h)
     if (!s)
         return NULL;
     s->h = h;
-    px_job_init(&s->job, h->srv, &settle_ops);
+    px_job_init(&s->job, h->eng, &settle_ops);
     list_init(&s->shares);
     h->side = s;
     return s;
@@ -380,11 +371,11 @@ static void hold_free_block(struct px_hold *h)
 static void hold_free(struct px_hold *h)
 {
     free(h->side);
-    hold_owner_put(h->srv, h->owner);
+    hold_owner_put(h->eng, h->owner);
     hold_free_block(h);
 }
 
-static struct px_hold *hold_create(struct px_server *srv, const struct px_hold_kind *kind,
+static struct px_hold *hold_create(struct lk_engine *eng, const struct px_hold_kind *kind,
                                    const char *name, size_t nlen, const char *owner, size_t olen,
                                    uint64_t owner_hash, uint64_t hash)
 {
@@ -395,13 +386,13 @@ static struct px_hold *hold_create(struct px_server *srv, const struct px_hold_k
     if (!h)
         return NULL;
     h->nlen = (uint32_t)nlen; /* under --max-request-bytes' 512 MiB ceiling */
-    h->owner = hold_owner_get(srv, owner, olen, owner_hash);
+    h->owner = hold_owner_get(eng, owner, olen, owner_hash);
     if (!h->owner) {
         hold_free_block(h);
         return NULL;
     }
     h->olen = (uint16_t)olen;
-    h->srv = srv;
+    h->eng = eng;
     h->kind = kind;
     h->state = PX_HOLD_PENDING;
     h->token = -1;
@@ -410,7 +401,7 @@ static struct px_hold *hold_create(struct px_server *srv, const struct px_hold_k
     list_init(&h->client_node);
     list_init(&h->due_node);
     sched_timer_init(&h->timer, px_watchdog_on_timer);
-    hmap_insert(&srv->engine->holds, &h->node, hash);
+    hmap_insert(&eng->holds, &h->node, hash);
     h->in_table = true;
     return h;
 }
@@ -420,7 +411,7 @@ static struct px_hold *hold_create(struct px_server *srv, const struct px_hold_k
 static void hold_remove(struct px_hold *h)
 {
     if (h->in_table)
-        hmap_remove(&h->srv->engine->holds, &h->node);
+        hmap_remove(&h->eng->holds, &h->node);
     h->in_table = false;
 }
 
@@ -432,27 +423,27 @@ static void hold_maybe_free(struct px_hold *h)
     if (h->state != PX_HOLD_PENDING && h->state != PX_HOLD_DEAD)
         return;
     hold_remove(h);
-    sched_loop_timer_del(h->srv->loop, &h->timer);
+    sched_loop_timer_del(h->eng->loop, &h->timer);
     list_del_init(&h->due_node);
     list_del_init(&h->client_node);
     hold_free(h);
 }
 
-struct px_hold *px_hold_use(struct px_server *srv, const struct px_hold_kind *kind,
+struct px_hold *px_hold_use(struct lk_engine *eng, const struct px_hold_kind *kind,
                             const char *name, size_t nlen, const char *owner, size_t olen,
                             bool create)
 {
-    return px_hold_use_hinted(srv, kind, name, nlen, px_route_hint(name, nlen), owner, olen,
+    return px_hold_use_hinted(eng, kind, name, nlen, px_route_hint(name, nlen), owner, olen,
                               create);
 }
 
-struct px_hold *px_hold_use_hinted(struct px_server *srv, const struct px_hold_kind *kind,
+struct px_hold *px_hold_use_hinted(struct lk_engine *eng, const struct px_hold_kind *kind,
                                    const char *name, size_t nlen, uint64_t hint, const char *owner,
                                    size_t olen, bool create)
 {
     uint64_t owner_hash = hash_bytes(owner, olen);
     uint64_t hash = hold_hash_hinted(hint, owner_hash);
-    struct px_hold *h = hold_lookup(srv, name, nlen, owner, olen, hash);
+    struct px_hold *h = hold_lookup(eng, name, nlen, owner, olen, hash);
 
     if (h && h->state == PX_HOLD_RELEASING) {
         hold_job_kick(h); /* the release goes before the new request */
@@ -469,7 +460,7 @@ struct px_hold *px_hold_use_hinted(struct px_server *srv, const struct px_hold_k
         h = NULL;
     }
     if (!h && create)
-        h = hold_create(srv, kind, name, nlen, owner, olen, owner_hash, hash);
+        h = hold_create(eng, kind, name, nlen, owner, olen, owner_hash, hash);
     return px_hold_get(h);
 }
 
@@ -506,7 +497,7 @@ static void hold_drop_shares(struct px_hold *h)
         share_free(LP_CONTAINER_OF(n, struct px_hold_share, hold_node));
 }
 
-static struct px_hold_share *share_find(const struct px_hold *h, const struct px_client *cl)
+static struct px_hold_share *share_find(const struct px_hold *h, const struct lk_caller *cl)
 {
     const struct list *head = hold_shares(h), *n;
 
@@ -539,7 +530,7 @@ static bool hold_promote_share(struct px_hold *h)
 
 /* A grant of one more to cl. Out of memory for a share: h->cl's part
  * takes it (then cl's close does not give it back; h->cl's does). */
-static void hold_part_add(struct px_hold *h, struct px_client *cl)
+static void hold_part_add(struct px_hold *h, struct lk_caller *cl)
 {
     struct px_hold_share *sh;
 
@@ -597,30 +588,30 @@ static void hold_parts_fit(struct px_hold *h)
 /* ---- HELD and back ---------------------------------------------------------------- */
 
 /* The front end's hooks (engine->front): hold time, lease-lost pushes. */
-static void hold_front_end(struct px_server *srv, const struct px_hold *h)
+static void hold_front_end(struct lk_engine *eng, const struct px_hold *h)
 {
-    if (srv->engine->front.hold_end)
-        srv->engine->front.hold_end(srv, h->held_ms);
+    if (eng->front.hold_end)
+        eng->front.hold_end(eng, h->held_ms);
 }
 
-static void hold_tell_lost(const struct px_hold *h, struct px_client *cl)
+static void hold_tell_lost(const struct px_hold *h, struct lk_caller *cl)
 {
-    if (h->srv->engine->front.lease_lost)
-        h->srv->engine->front.lease_lost(cl, h->kind->cmd, h->key, h->nlen);
+    if (h->eng->front.lease_lost)
+        h->eng->front.lease_lost(cl, h->kind->cmd, h->key, h->nlen);
 }
 
 /* Leaves HELD or LOST for PENDING: nothing confirmed any more. */
 static void hold_unhold(struct px_hold *h)
 {
-    struct px_server *srv = h->srv;
+    struct lk_engine *eng = h->eng;
 
     if (h->state == PX_HOLD_HELD) {
-        srv->engine->nholds--;
-        hold_front_end(srv, h);
+        eng->nholds--;
+        hold_front_end(eng, h);
     }
     if (h->state == PX_HOLD_HELD || h->state == PX_HOLD_LOST)
         h->state = PX_HOLD_PENDING;
-    sched_loop_timer_del(srv->loop, &h->timer);
+    sched_loop_timer_del(eng->loop, &h->timer);
     list_del_init(&h->client_node);
     list_del_init(&h->due_node);
     hold_drop_shares(h);
@@ -644,10 +635,10 @@ static uint64_t hold_told_count(const struct px_hold *h, uint64_t count, bool *e
     return *extra ? told : count;
 }
 
-void px_hold_granted(struct px_hold *h, const struct px_hold_kind *kind, struct px_client *cl,
+void px_hold_granted(struct px_hold *h, const struct px_hold_kind *kind, struct lk_caller *cl,
                      uint64_t count, uint64_t lease_ms, bool watchdog, uint64_t sent_ms)
 {
-    struct px_server *srv = h->srv;
+    struct lk_engine *eng = h->eng;
     bool extra;
 
     LP_BUG_ON(h->state == PX_HOLD_RELEASING || h->state == PX_HOLD_DEAD);
@@ -657,9 +648,9 @@ void px_hold_granted(struct px_hold *h, const struct px_hold_kind *kind, struct 
     if (h->state == PX_HOLD_PENDING) {
         h->state = PX_HOLD_HELD;
         h->cl = cl;
-        h->held_ms = sched_loop_now_ms(srv->loop);
+        h->held_ms = sched_loop_now_ms(eng->loop);
         list_add_tail(&cl->locks.holds, &h->client_node);
-        srv->engine->nholds++;
+        eng->nholds++;
     }
     h->kind = kind;
     h->epoch++;
@@ -679,7 +670,7 @@ void px_hold_granted(struct px_hold *h, const struct px_hold_kind *kind, struct 
         hold_want_settle(h, PX_JOB_NO_END); /* sent once nothing is in flight */
 }
 
-void px_hold_unlocked_one(struct px_hold *h, const struct px_client *cl, uint64_t sent_ms)
+void px_hold_unlocked_one(struct px_hold *h, const struct lk_caller *cl, uint64_t sent_ms)
 {
     struct px_hold_share *sh;
 
@@ -704,20 +695,20 @@ void px_hold_unlocked_one(struct px_hold *h, const struct px_client *cl, uint64_
 void px_hold_released(struct px_hold *h)
 {
     if (h->state == PX_HOLD_HELD)
-        px_replay_note(h->srv, h);
+        px_replay_note(h->eng, h);
     hold_unhold(h);
     hold_maybe_free(h);
 }
 
 /* True if a connection other than cl has a part of h. */
-static bool hold_shared_beyond(const struct px_hold *h, const struct px_client *cl)
+static bool hold_shared_beyond(const struct px_hold *h, const struct lk_caller *cl)
 {
     return h->cl != cl || list_first(hold_shares(h)) != NULL;
 }
 
-static void hold_mark_lost_except(struct px_hold *h, const struct px_client *skip);
+static void hold_mark_lost_except(struct px_hold *h, const struct lk_caller *skip);
 
-bool px_hold_not_held(struct px_hold *h, const struct px_client *cl)
+bool px_hold_not_held(struct px_hold *h, const struct lk_caller *cl)
 {
     bool told = h->state == PX_HOLD_HELD || h->state == PX_HOLD_LOST;
 
@@ -728,7 +719,7 @@ bool px_hold_not_held(struct px_hold *h, const struct px_client *cl)
         return true;
     }
     if (h->state == PX_HOLD_HELD)
-        h->srv->engine->stats.leases_lost++;
+        h->eng->stats.leases_lost++;
     hold_unhold(h);
     hold_maybe_free(h);
     return told;
@@ -740,24 +731,24 @@ void px_hold_mark_lost(struct px_hold *h)
 }
 
 /* px_hold_mark_lost() whose push skips skip (told by its reply). */
-static void hold_mark_lost_except(struct px_hold *h, const struct px_client *skip)
+static void hold_mark_lost_except(struct px_hold *h, const struct lk_caller *skip)
 {
-    struct px_server *srv = h->srv;
+    struct lk_engine *eng = h->eng;
 
     if (h->state != PX_HOLD_HELD)
         return;
     /* A fixed lease's own end is no surprise to its holder; anything else
      * (a renewed hold, a fixed lease found gone before its end) is. */
-    h->lost_early = h->watchdog || sched_loop_now_ms(srv->loop) < h->expires_ms;
-    srv->engine->stats.leases_lost++;
-    srv->engine->nholds--;
-    hold_front_end(srv, h); /* a tombstone is no longer held */
+    h->lost_early = h->watchdog || sched_loop_now_ms(eng->loop) < h->expires_ms;
+    eng->stats.leases_lost++;
+    eng->nholds--;
+    hold_front_end(eng, h); /* a tombstone is no longer held */
     h->state = PX_HOLD_LOST;
     h->count = 0;
     h->watchdog = false;
     h->verify = false;
     list_del_init(&h->due_node);
-    sched_loop_timer_in(srv->loop, &h->timer, PX_HOLD_TOMBSTONE_MS);
+    sched_loop_timer_in(eng->loop, &h->timer, PX_HOLD_TOMBSTONE_MS);
     if (h->cl != skip)
         hold_tell_lost(h, h->cl);
     while (!list_empty(hold_shares(h))) { /* every connection with a part is told */
@@ -788,18 +779,18 @@ void px_hold_report_lost(struct px_hold *h, bool give_back, uint64_t until)
 
 /* ---- an UNLOCK Redis did not answer -------------------------------------------------- */
 
-enum px_unlock_failed px_hold_unlock_failed(struct px_hold *h, const struct px_client *cl,
+enum px_unlock_failed px_hold_unlock_failed(struct px_hold *h, const struct lk_caller *cl,
                                             uint64_t asked_ms)
 {
     struct px_hold_share *sh;
 
-    struct px_server *srv = h->srv;
+    struct lk_engine *eng = h->eng;
     /* Any renewal was sent before now: Redis keeps the key no longer. */
-    uint64_t until = sched_loop_now_ms(srv->loop) + h->lease_ms + srv->opts.upstream_timeout_ms;
+    uint64_t until = sched_loop_now_ms(eng->loop) + h->lease_ms + eng->cfg.upstream_timeout_ms;
 
     if (h->state != PX_HOLD_HELD)
         return PX_UNLOCK_NOT_HELD;
-    srv->engine->stats.unlocks_in_hand++;
+    eng->stats.unlocks_in_hand++;
     if (asked_ms >= px_hold_vouched_until(h)) {
         px_hold_mark_lost(h);
         px_hold_release(h, until);
@@ -814,7 +805,7 @@ enum px_unlock_failed px_hold_unlock_failed(struct px_hold *h, const struct px_c
         hold_want_settle(h, PX_JOB_NO_END); /* HELD: down to the count left */
         return PX_UNLOCK_KEPT;
     }
-    srv->engine->stats.released++;
+    eng->stats.released++;
     px_hold_release(h, until);
     return PX_UNLOCK_RELEASED;
 }
@@ -858,12 +849,12 @@ void px_hold_end(struct px_hold *h)
  * the job queue has no room for (jobs.c: counted and logged alike). */
 static void hold_settle_nomem(struct px_hold *h)
 {
-    struct px_server *srv = h->srv;
+    struct lk_engine *eng = h->eng;
     const struct px_job_ops *ops = h->state == PX_HOLD_RELEASING ? &release_ops : &settle_ops;
     uint64_t quiet;
 
-    srv->engine->jobs.dropped[ops->group]++;
-    if (px_ratelog_allow(&srv->engine->drop_log, sched_loop_now_ms(srv->loop), &quiet))
+    eng->jobs.dropped[ops->group]++;
+    if (px_ratelog_allow(&eng->drop_log, sched_loop_now_ms(eng->loop), &quiet))
         log_msg(LOG_LVL_WARN, "%s given up: out of memory (%llu similar not logged)", ops->what,
                 (unsigned long long)quiet);
     if (h->state == PX_HOLD_RELEASING) {
@@ -933,7 +924,7 @@ void px_hold_dequeue(struct px_hold *h, uint64_t wait_ms)
     }
     h->side->settle.dequeue = true;
     h->side->settle.wait_ms = wait_ms;
-    hold_want_settle(h, sched_loop_now_ms(h->srv->loop) + wait_ms);
+    hold_want_settle(h, sched_loop_now_ms(h->eng->loop) + wait_ms);
 }
 
 void px_hold_release(struct px_hold *h, uint64_t until)
@@ -957,12 +948,12 @@ static int settle_send(struct px_job *j, pool_reply_fn *cb, void *arg)
 {
     struct px_hold_side *s = LP_CONTAINER_OF(j, struct px_hold_side, job);
     struct px_hold *h = s->h;
-    uint64_t now = sched_loop_now_ms(h->srv->loop);
+    uint64_t now = sched_loop_now_ms(h->eng->loop);
     int rc;
 
     s->settle.keep = h->state == PX_HOLD_HELD ? h->count : 0;
     s->settle.ttl_ms = h->state == PX_HOLD_HELD && h->expires_ms > now ? h->expires_ms - now : 0;
-    rc = h->kind->settle(h->srv, h->key, h->nlen, h->owner, h->olen, &s->settle, cb, arg);
+    rc = h->kind->settle(h->eng, h->key, h->nlen, h->owner, h->olen, &s->settle, cb, arg);
     if (rc == 0)
         s->settle.dequeue = false; /* asked for; a later give-up asks again */
     return rc;
@@ -974,7 +965,7 @@ static void settle_log_rollback(struct px_hold *h, uint64_t n)
 
     /* info, not warn: a client leaving with a LOCK in flight is routine;
      * unknown_outcomes_rolled_back counts every one. */
-    if (!px_ratelog_allow(&h->srv->engine->settle_log, sched_loop_now_ms(h->srv->loop), &quiet))
+    if (!px_ratelog_allow(&h->eng->settle_log, sched_loop_now_ms(h->eng->loop), &quiet))
         return;
     log_msg(LOG_LVL_INFO,
             "rolled back %llu acquisition(s) of %s '%.*s' by %.*s that no client was told of "
@@ -986,20 +977,20 @@ static void settle_log_rollback(struct px_hold *h, uint64_t n)
 /* Redis had `had` of the pair; it now has at most keep. Follow it. */
 static void hold_settled(struct px_hold *h, uint64_t keep, uint64_t had)
 {
-    struct px_server *srv = h->srv;
+    struct lk_engine *eng = h->eng;
 
     if (h->state == PX_HOLD_RELEASING) {
         if (keep == 0 && had > 0)
-            srv->engine->stats.disc_releases++;
+            eng->stats.disc_releases++;
         return;
     }
     if (had > keep) {
         uint64_t gone = LP_MIN(h->side->gone, had - keep); /* closed connections' parts */
 
         if (gone > 0)
-            srv->engine->stats.disc_releases++;
+            eng->stats.disc_releases++;
         if (had - keep > gone) {
-            srv->engine->stats.rolled_back += had - keep - gone;
+            eng->stats.rolled_back += had - keep - gone;
             settle_log_rollback(h, had - keep - gone);
         }
     }
@@ -1033,13 +1024,13 @@ static void settle_done(struct px_job *j, const redisReply *r)
                 r->type == REDIS_REPLY_ERROR ? r->str : "bad reply");
     if (h->state == PX_HOLD_RELEASING && keep == 0) {
         if (r->type == REDIS_REPLY_INTEGER)
-            px_replay_note(h->srv, h);
+            px_replay_note(h->eng, h);
         h->state = PX_HOLD_DEAD;
         hold_remove(h);
     } else if (h->side->settle_again || h->state == PX_HOLD_RELEASING) {
         h->side->settle_again = false;
         hold_want_settle(h, h->state == PX_HOLD_RELEASING
-                                ? h->expires_ms + h->srv->opts.upstream_timeout_ms
+                                ? h->expires_ms + h->eng->cfg.upstream_timeout_ms
                                 : PX_JOB_NO_END);
     }
     hold_maybe_free(h);
@@ -1088,7 +1079,7 @@ static const struct px_job_ops release_ops = {
  * release it, and their renewal keeps it alive). */
 static void hold_give_back_part(struct px_hold *h, uint64_t n)
 {
-    if (h->cl->srv->opts.on_disc != PX_DISCONNECT_RELEASE) {
+    if (h->cl->eng->cfg.on_disc != PX_DISCONNECT_RELEASE) {
         h->cl_count += n;
         return;
     }
@@ -1099,7 +1090,7 @@ static void hold_give_back_part(struct px_hold *h, uint64_t n)
     hold_want_settle(h, PX_JOB_NO_END); /* sent once nothing is in flight */
 }
 
-static void hold_client_gone_shares(struct px_client *cl, unsigned *budget)
+static void hold_client_gone_shares(struct lk_caller *cl, unsigned *budget)
 {
     struct list *n;
 
@@ -1114,9 +1105,9 @@ static void hold_client_gone_shares(struct px_client *cl, unsigned *budget)
     }
 }
 
-bool px_hold_client_gone(struct px_client *cl, unsigned *budget)
+bool px_hold_client_gone(struct lk_caller *cl, unsigned *budget)
 {
-    struct px_server *srv = cl->srv;
+    struct lk_engine *eng = cl->eng;
     struct list *n;
 
     hold_client_gone_shares(cl, budget);
@@ -1130,10 +1121,10 @@ bool px_hold_client_gone(struct px_client *cl, unsigned *budget)
             hold_give_back_part(h, part); /* others of the owner hold the rest */
             continue;
         }
-        if (h->state == PX_HOLD_HELD && srv->opts.on_disc == PX_DISCONNECT_RELEASE) {
+        if (h->state == PX_HOLD_HELD && eng->cfg.on_disc == PX_DISCONNECT_RELEASE) {
             /* expires_ms counts from the send; Redis started the lease when
              * it ran the request, up to an upstream timeout later. */
-            px_hold_release(h, h->expires_ms + srv->opts.upstream_timeout_ms);
+            px_hold_release(h, h->expires_ms + eng->cfg.upstream_timeout_ms);
             continue;
         }
         /* Left to expire: a due settle would now keep 0 and release early. */
@@ -1148,35 +1139,35 @@ bool px_hold_client_gone(struct px_client *cl, unsigned *budget)
     return list_empty(&cl->locks.holds) && list_empty(&cl->locks.shares);
 }
 
-int px_hold_init(struct px_server *srv)
+int px_hold_init(struct lk_engine *eng)
 {
-    int rc = hmap_init(&srv->engine->holds, 1024);
+    int rc = hmap_init(&eng->holds, 1024);
 
     if (rc < 0)
         return rc;
-    rc = hmap_init(&srv->engine->hold_owners, 64);
+    rc = hmap_init(&eng->hold_owners, 64);
     if (rc < 0)
         goto err_holds;
-    rc = px_watchdog_init(srv);
+    rc = px_watchdog_init(eng);
     if (rc < 0)
         goto err_owners;
     return 0;
 err_owners:
-    hmap_deinit(&srv->engine->hold_owners);
+    hmap_deinit(&eng->hold_owners);
 err_holds:
-    hmap_deinit(&srv->engine->holds);
+    hmap_deinit(&eng->holds);
     return rc;
 }
 
-void px_hold_deinit(struct px_server *srv)
+void px_hold_deinit(struct lk_engine *eng)
 {
     size_t i;
 
-    px_watchdog_deinit(srv);
-    for (i = 0; i < srv->engine->holds.nbuckets; i++) {
-        while (srv->engine->holds.buckets[i]) {
+    px_watchdog_deinit(eng);
+    for (i = 0; i < eng->holds.nbuckets; i++) {
+        while (eng->holds.buckets[i]) {
             struct px_hold *h =
-                LP_CONTAINER_OF(srv->engine->holds.buckets[i], struct px_hold, node);
+                LP_CONTAINER_OF(eng->holds.buckets[i], struct px_hold, node);
 
             hold_unhold(h);
             if (h->side)
@@ -1188,7 +1179,7 @@ void px_hold_deinit(struct px_server *srv)
             hold_maybe_free(h);
         }
     }
-    hmap_deinit(&srv->engine->holds);
-    if (srv->engine->hold_owners.count == 0) /* else the last hold's free does (hold_owner_put) */
-        hmap_deinit(&srv->engine->hold_owners);
+    hmap_deinit(&eng->holds);
+    if (eng->hold_owners.count == 0) /* else the last hold's free does (hold_owner_put) */
+        hmap_deinit(&eng->hold_owners);
 }

@@ -38,8 +38,8 @@
 extern "C" {
 #endif
 
-struct px_server;
-struct px_client;
+struct lk_engine;
+struct lk_caller;
 
 #define PX_HOLD_TOMBSTONE_MS 60000u /* how long UNLOCK can still report LOCKLOST */
 #define PX_RENEW_BATCH       100u   /* keys per renew script (Redisson's default) */
@@ -63,12 +63,12 @@ struct px_hold_kind {
     const char *cmd;  /* the command that takes it, in lease-lost pushes: "LOCK", ... */
     /* Pool id of the batched renew script: KEYS n1..nN; ARGV lease,
      * o1..oN -> {1 renewed | 0 not held, ...}. */
-    unsigned (*renew_script)(void);
+    unsigned (*renew_script)(const struct lk_engine *eng);
     /* Settles owner on name, as pool_eval (hint: px_route_hint(name)): if
      * the owner's count is above s->keep, it becomes s->keep (at 0 the
      * owner's hold goes and waiters are woken, as an unlock would). Reply:
      * the count before, or an error. */
-    int (*settle)(struct px_server *srv, const char *name, size_t nlen, const char *owner,
+    int (*settle)(struct lk_engine *eng, const char *name, size_t nlen, const char *owner,
                   size_t olen, const struct px_settle *s, pool_reply_fn *cb, void *arg);
     /* An unlock that leaves the hold resets its lease (RLock's PEXPIRE);
      * false for read holds, whose timeout keys keep theirs. */
@@ -95,7 +95,7 @@ struct px_hold_share {
     struct list hold_node;   /* in the shares of h's side part (hold.c) */
     struct list client_node; /* in cl->locks.shares */
     struct px_hold *h;       /* borrowed: the hold it is part of */
-    struct px_client *cl;    /* borrowed: the connection that acquired it */
+    struct lk_caller *cl;    /* borrowed: the connection that acquired it */
     uint64_t count;          /* its part of h->count, > 0 */
 };
 
@@ -109,12 +109,12 @@ struct px_hold_side;
  * up to 27 bytes a hold is one 224-byte block (hold.c, HOLD_BLOCK); the
  * owner string is shared by the holds naming it. */
 struct px_hold {
-    struct hmap_node node;           /* in srv->engine->holds while in_table */
+    struct hmap_node node;           /* in eng->holds while in_table */
     struct list client_node;         /* in cl->locks.holds while HELD or LOST */
-    struct list due_node;            /* in srv->engine->renew_due while a renewal is due */
+    struct list due_node;            /* in eng->renew_due while a renewal is due */
     struct px_hold_side *side;       /* owned: the settle job and shared parts, or NULL */
-    struct px_server *srv;           /* borrowed */
-    struct px_client *cl;            /* borrowed: acquiring connection, NULL when none */
+    struct lk_engine *eng;           /* borrowed */
+    struct lk_caller *cl;            /* borrowed: acquiring connection, NULL when none */
     struct sched_timer timer;        /* next renewal, lease end, or tombstone end */
     const struct px_hold_kind *kind; /* borrowed: static; set by the first request */
     int64_t token;                   /* last fencing token issued to this holder, or -1 */
@@ -138,7 +138,7 @@ struct px_hold {
     uint32_t nlen;                   /* name length */
     uint16_t olen;                   /* owner length (at most PX_OWNER_MAX) */
     uint8_t state;                   /* enum px_hold_state */
-    bool in_table : 1;   /* in srv->engine->holds (a newer hold may replace a RELEASING one) */
+    bool in_table : 1;   /* in eng->holds (a newer hold may replace a RELEASING one) */
     bool watchdog : 1;   /* renewed by this proxy */
     bool verify : 1;     /* a check after a topology change is due (watchdog.c) */
     bool lost_early : 1; /* LOST before its lease's own end (renewed, or a fixed
@@ -146,12 +146,12 @@ struct px_hold {
     char key[];          /* owned: name NUL */
 };
 
-int px_hold_init(struct px_server *srv);
-void px_hold_deinit(struct px_server *srv);
+int px_hold_init(struct lk_engine *eng);
+void px_hold_deinit(struct lk_engine *eng);
 
 /* The hold of (name, owner) that is PENDING, HELD or LOST, or NULL (no
  * reference taken). */
-struct px_hold *px_hold_find(struct px_server *srv, const char *name, size_t nlen,
+struct px_hold *px_hold_find(struct lk_engine *eng, const char *name, size_t nlen,
                              const char *owner, size_t olen);
 
 /* The hold a request about (name, owner) goes through, with a reference:
@@ -161,13 +161,13 @@ struct px_hold *px_hold_find(struct px_server *srv, const char *name, size_t nle
  * answered or given up: it is returned (create; NULL without), and a new
  * acquire through it waits (px_hold_ready()) or is tried again. Without
  * create, NULL when there is none; with it, NULL only on -ENOMEM. */
-struct px_hold *px_hold_use(struct px_server *srv, const struct px_hold_kind *kind,
+struct px_hold *px_hold_use(struct lk_engine *eng, const struct px_hold_kind *kind,
                             const char *name, size_t nlen, const char *owner, size_t olen,
                             bool create);
 
 /* px_hold_use() for a caller that has the name's px_route_hint() already
  * (the table hashes the name the same way, so it is not hashed twice). */
-struct px_hold *px_hold_use_hinted(struct px_server *srv, const struct px_hold_kind *kind,
+struct px_hold *px_hold_use_hinted(struct lk_engine *eng, const struct px_hold_kind *kind,
                                    const char *name, size_t nlen, uint64_t hint, const char *owner,
                                    size_t olen, bool create);
 
@@ -197,7 +197,7 @@ bool px_hold_settle_idle(struct px_hold *h);
 
 /* An acquire of kind for cl was granted with count, lease_ms (renewed if
  * watchdog) from an attempt sent at sent_ms: HELD. */
-void px_hold_granted(struct px_hold *h, const struct px_hold_kind *kind, struct px_client *cl,
+void px_hold_granted(struct px_hold *h, const struct px_hold_kind *kind, struct lk_caller *cl,
                      uint64_t count, uint64_t lease_ms, bool watchdog, uint64_t sent_ms);
 
 /* Redis may hold more of the pair than count: an acquisition nobody may
@@ -222,9 +222,9 @@ void px_hold_release(struct px_hold *h, uint64_t until);
  * the client is told LOCKLOST if h was HELD or LOST; returns true then;
  * other connections with a part of h, cl being the unlocking one, are
  * told as for a lease found lost: a push, and LOCKLOST at their UNLOCK). */
-void px_hold_unlocked_one(struct px_hold *h, const struct px_client *cl, uint64_t sent_ms);
+void px_hold_unlocked_one(struct px_hold *h, const struct lk_caller *cl, uint64_t sent_ms);
 void px_hold_released(struct px_hold *h);
-bool px_hold_not_held(struct px_hold *h, const struct px_client *cl);
+bool px_hold_not_held(struct px_hold *h, const struct lk_caller *cl);
 
 /* An UNLOCK of h, asked for at asked_ms, got no answer from Redis (its
  * reply was lost, or it could not be sent). What the client is told: */
@@ -242,7 +242,7 @@ enum px_unlock_failed {
  * lock was protected: the unlock counts as done. Asked later, the hold
  * may have lapsed before: it is marked lost (counted, pushed) and given
  * back all the same. */
-enum px_unlock_failed px_hold_unlock_failed(struct px_hold *h, const struct px_client *cl,
+enum px_unlock_failed px_hold_unlock_failed(struct px_hold *h, const struct lk_caller *cl,
                                             uint64_t asked_ms);
 
 /* A grant of count for h's pair, or an acquire about to be sent, finds
@@ -276,7 +276,7 @@ void px_hold_report_lost(struct px_hold *h, bool give_back, uint64_t until);
  * the renewal. At most *budget holds and shares are handled (*budget
  * goes down by as many); returns true once cl has none left, false when
  * the budget ran out first (call again: locks.c does, a step a pass). */
-bool px_hold_client_gone(struct px_client *cl, unsigned *budget);
+bool px_hold_client_gone(struct lk_caller *cl, unsigned *budget);
 
 /* True when h is HELD (a count confirmed to a client). */
 bool px_hold_is_held(const struct px_hold *h);
@@ -305,7 +305,7 @@ bool px_hold_is_held(const struct px_hold *h);
  *   a user "395": a user field's last part has an '@', so it does not end
  *   in ":write"; a connection or default field that does ("<uuid>:write")
  *   would be the bare uuid + ":write", and the uuid alone is no field. */
-size_t px_owner_format(const struct px_server *srv, uint64_t id, const char *user,
+size_t px_owner_format(const struct lk_engine *eng, uint64_t id, const char *user,
                        const char *token, size_t tlen, char *out);
 
 /* ---- watchdog (watchdog.c) ------------------------------------------------ */
@@ -325,10 +325,10 @@ void px_hold_mark_lost(struct px_hold *h);
 /* The holds of the slots set in ev->slots are checked on their (new)
  * master at once: watchdog holds by an immediate renewal, the others by a
  * check that changes nothing; "not held" marks them lost. */
-void px_watchdog_topology(struct px_server *srv, const struct pool_topology_event *ev);
+void px_watchdog_topology(struct lk_engine *eng, const struct pool_topology_event *ev);
 
-int px_watchdog_init(struct px_server *srv);
-void px_watchdog_deinit(struct px_server *srv);
+int px_watchdog_init(struct lk_engine *eng);
+void px_watchdog_deinit(struct lk_engine *eng);
 
 #ifdef __cplusplus
 }

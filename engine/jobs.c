@@ -16,33 +16,32 @@
 #include "common/util.h"
 #include "engine/engine.h"
 #include "pool/pool.h"
-#include "proxy/server.h"
 #include "sched/loop.h"
 
 #define JOBS_BACKOFF_MAX 1000u /* ms */
 
-void px_job_init(struct px_job *j, struct px_server *srv, const struct px_job_ops *ops)
+void px_job_init(struct px_job *j, struct lk_engine *eng, const struct px_job_ops *ops)
 {
     list_init(&j->node);
     j->ops = ops;
-    j->srv = srv;
+    j->eng = eng;
     j->state = PX_JOB_IDLE;
     j->until = PX_JOB_NO_END;
     j->failures = 0;
 }
 
-static void jobs_arm(struct px_server *srv)
+static void jobs_arm(struct lk_engine *eng)
 {
-    struct px_jobs *q = &srv->engine->jobs;
+    struct px_jobs *q = &eng->jobs;
 
     if (q->ndue > 0 && !sched_timer_is_pending(&q->timer))
-        sched_loop_timer_in(srv->loop, &q->timer, q->backoff_ms);
+        sched_loop_timer_in(eng->loop, &q->timer, q->backoff_ms);
 }
 
 static void job_unlink(struct px_job *j)
 {
     list_del_init(&j->node);
-    j->srv->engine->jobs.ndue--;
+    j->eng->jobs.ndue--;
     j->state = PX_JOB_IDLE;
 }
 
@@ -50,13 +49,13 @@ static void job_drop(struct px_job *j, enum px_job_drop why)
 {
     static const char *const whys[] = {"its lease ended first", "too many pending",
                                        "its outcome is unknown", "the proxy is stopping"};
-    struct px_server *srv = j->srv;
+    struct lk_engine *eng = j->eng;
     uint64_t quiet;
 
-    srv->engine->jobs.dropped[j->ops->group]++;
+    eng->jobs.dropped[j->ops->group]++;
     if (why == PX_JOB_UNKNOWN)
-        srv->engine->jobs.unknown_dropped[j->ops->group]++;
-    if (px_ratelog_allow(&srv->engine->drop_log, sched_loop_now_ms(srv->loop), &quiet))
+        eng->jobs.unknown_dropped[j->ops->group]++;
+    if (px_ratelog_allow(&eng->drop_log, sched_loop_now_ms(eng->loop), &quiet))
         log_msg(LOG_LVL_WARN, "%s given up: %s (%llu similar not logged)", j->ops->what, whys[why],
                 (unsigned long long)quiet);
     j->ops->dropped(j, why);
@@ -64,20 +63,20 @@ static void job_drop(struct px_job *j, enum px_job_drop why)
 
 static void job_enqueue(struct px_job *j)
 {
-    struct px_jobs *q = &j->srv->engine->jobs;
+    struct px_jobs *q = &j->eng->jobs;
 
     if (q->ndue >= PX_JOBS_MAX)
         return job_drop(j, PX_JOB_FULL);
     j->state = PX_JOB_DUE;
     list_add_tail(&q->due, &j->node);
     q->ndue++;
-    jobs_arm(j->srv);
+    jobs_arm(j->eng);
 }
 
 static void job_on_reply(void *arg, const redisReply *r, int err)
 {
     struct px_job *j = arg;
-    struct px_jobs *q = &j->srv->engine->jobs;
+    struct px_jobs *q = &j->eng->jobs;
 
     q->ninflight--;
     j->state = PX_JOB_IDLE;
@@ -101,9 +100,9 @@ static int job_send(struct px_job *j)
         return rc;
     }
     if (j->failures > 0)
-        j->srv->engine->jobs.retried[j->ops->group]++;
+        j->eng->jobs.retried[j->ops->group]++;
     j->state = PX_JOB_INFLIGHT;
-    j->srv->engine->jobs.ninflight++;
+    j->eng->jobs.ninflight++;
     return 0;
 }
 
@@ -133,23 +132,23 @@ void px_job_kick(struct px_job *j)
 
 void px_job_soon(struct px_job *j)
 {
-    struct px_jobs *q = &j->srv->engine->jobs;
+    struct px_jobs *q = &j->eng->jobs;
 
     if (j->state != PX_JOB_DUE)
         return;
-    sched_loop_timer_del(j->srv->loop, &q->timer);
-    sched_loop_timer_in(j->srv->loop, &q->timer, 0);
+    sched_loop_timer_del(j->eng->loop, &q->timer);
+    sched_loop_timer_in(j->eng->loop, &q->timer, 0);
 }
 
-void px_jobs_retry_now(struct px_server *srv)
+void px_jobs_retry_now(struct lk_engine *eng)
 {
-    struct px_jobs *q = &srv->engine->jobs;
+    struct px_jobs *q = &eng->jobs;
 
     q->backoff_ms = PX_JOB_BACKOFF;
     if (q->ndue == 0)
         return;
-    sched_loop_timer_del(srv->loop, &q->timer);
-    sched_loop_timer_in(srv->loop, &q->timer, 0);
+    sched_loop_timer_del(eng->loop, &q->timer);
+    sched_loop_timer_in(eng->loop, &q->timer, 0);
 }
 
 void px_job_cancel(struct px_job *j)
@@ -166,11 +165,11 @@ void px_job_cancel(struct px_job *j)
  * retry with the longer back-off. */
 static void jobs_on_timer(struct sched_timer *t)
 {
-    struct px_server *srv = LP_CONTAINER_OF(t, struct lk_engine, jobs.timer)->srv;
-    struct px_jobs *q = &srv->engine->jobs;
-    uint64_t now = sched_loop_now_ms(srv->loop);
+    struct lk_engine *eng = LP_CONTAINER_OF(t, struct lk_engine, jobs.timer);
+    struct px_jobs *q = &eng->jobs;
+    uint64_t now = sched_loop_now_ms(eng->loop);
     struct list *n = q->due.next, *last = q->due.prev; /* refused jobs go behind last */
-    bool refused = false, cluster = pool_is_cluster(srv->pool), done = n == &q->due;
+    bool refused = false, cluster = pool_is_cluster(eng->pool), done = n == &q->due;
 
     while (!done && (!refused || cluster)) {
         struct px_job *j = LP_CONTAINER_OF(n, struct px_job, node);
@@ -190,12 +189,12 @@ static void jobs_on_timer(struct sched_timer *t)
     }
     if (refused)
         q->backoff_ms = LP_MIN(q->backoff_ms * 2, JOBS_BACKOFF_MAX);
-    jobs_arm(srv);
+    jobs_arm(eng);
 }
 
-int px_jobs_init(struct px_server *srv)
+int px_jobs_init(struct lk_engine *eng)
 {
-    struct px_jobs *q = &srv->engine->jobs;
+    struct px_jobs *q = &eng->jobs;
 
     list_init(&q->due);
     q->ndue = 0;
@@ -205,12 +204,12 @@ int px_jobs_init(struct px_server *srv)
     return 0;
 }
 
-void px_jobs_deinit(struct px_server *srv)
+void px_jobs_deinit(struct lk_engine *eng)
 {
-    struct px_jobs *q = &srv->engine->jobs;
+    struct px_jobs *q = &eng->jobs;
     struct list *n;
 
-    sched_loop_timer_del(srv->loop, &q->timer);
+    sched_loop_timer_del(eng->loop, &q->timer);
     while ((n = list_first(&q->due)) != NULL) {
         struct px_job *j = LP_CONTAINER_OF(n, struct px_job, node);
 
@@ -219,7 +218,7 @@ void px_jobs_deinit(struct px_server *srv)
     }
 }
 
-bool px_jobs_busy(const struct px_server *srv)
+bool px_jobs_busy(const struct lk_engine *eng)
 {
-    return srv->engine->jobs.ndue > 0 || srv->engine->jobs.ninflight > 0;
+    return eng->jobs.ndue > 0 || eng->jobs.ninflight > 0;
 }

@@ -26,7 +26,7 @@
 extern "C" {
 #endif
 
-struct px_server;
+struct lk_engine;
 struct px_job;
 
 #define PX_JOBS_MAX    65536u     /* jobs waiting for Redis at once */
@@ -72,15 +72,15 @@ struct px_job_ops {
 };
 
 struct px_job {
-    struct list node;             /* in srv->engine->jobs.due while DUE */
+    struct list node;             /* in eng->jobs.due while DUE */
     const struct px_job_ops *ops; /* borrowed: static */
-    struct px_server *srv;        /* borrowed */
+    struct lk_engine *eng;        /* borrowed */
     uint64_t until;               /* monotonic ms after which it is pointless, or PX_JOB_NO_END */
     enum px_job_state state;      /* see enum */
     unsigned failures;            /* sends refused, and replies lost, so far */
 };
 
-/* The server's queue (embedded in struct px_server). */
+/* The engine's queue (embedded in struct lk_engine: eng->jobs). */
 struct px_jobs {
     struct list due;                          /* struct px_job, oldest first */
     unsigned ndue;                            /* jobs in due */
@@ -92,7 +92,7 @@ struct px_jobs {
     uint64_t unknown_dropped[PX_JOB_CLASSES]; /* of those, because their outcome was unknown */
 };
 
-void px_job_init(struct px_job *j, struct px_server *srv, const struct px_job_ops *ops);
+void px_job_init(struct px_job *j, struct lk_engine *eng, const struct px_job_ops *ops);
 
 /* Submits an IDLE job: sends it now if it is ready and Redis is up,
  * else queues it (or drops it at once when the queue is full). */
@@ -110,18 +110,18 @@ void px_job_soon(struct px_job *j);
  * again where it refused them, so every DUE job is looked at as soon as
  * the loop runs its timers and the back-off starts again from 20 ms,
  * rather than waiting out a back-off grown to 1 s during the failover. */
-void px_jobs_retry_now(struct px_server *srv);
+void px_jobs_retry_now(struct lk_engine *eng);
 
 /* Takes a DUE job out of the queue (IDLE, no callback). No-op otherwise. */
 void px_job_cancel(struct px_job *j);
 
-int px_jobs_init(struct px_server *srv);
+int px_jobs_init(struct lk_engine *eng);
 
 /* Shutdown: every DUE job is dropped (PX_JOB_STOPPED). */
-void px_jobs_deinit(struct px_server *srv);
+void px_jobs_deinit(struct lk_engine *eng);
 
 /* True while jobs wait or are in flight (the stop drains them). */
-bool px_jobs_busy(const struct px_server *srv);
+bool px_jobs_busy(const struct lk_engine *eng);
 
 #ifdef __cplusplus
 }

@@ -39,10 +39,9 @@
 
 #include "common/log.h"
 #include "common/util.h"
+#include "engine/redlock.h"
 #include "engine/scripts.h"
 #include "engine/wait.h"
-#include "proxy/cmds/redlock-int.h"
-#include "proxy/server.h"
 #include "sched/loop.h"
 
 #define GB_BACKOFF_MIN 20u   /* ms */
@@ -102,7 +101,7 @@ static bool gb_flying(const struct rl_giveback *gb)
 
 static void gb_free(struct rl_giveback *gb)
 {
-    sched_loop_timer_del(gb->rl->srv->loop, &gb->timer);
+    sched_loop_timer_del(gb->rl->eng->loop, &gb->timer);
     hmap_remove(&gb->rl->givebacks, &gb->node);
     list_del_init(&gb->link);
     free(gb);
@@ -144,7 +143,7 @@ static int gb_send(struct rl_giveback *gb, unsigned i)
 static void gb_arm(struct rl_giveback *gb)
 {
     struct px_redlock *rl = gb->rl;
-    uint64_t now = sched_loop_now_ms(rl->srv->loop);
+    uint64_t now = sched_loop_now_ms(rl->eng->loop);
 
     if (gb->due == 0 || sched_timer_is_pending(&gb->timer))
         return;
@@ -155,7 +154,7 @@ static void gb_arm(struct rl_giveback *gb)
         gb->due = 0;
         return;
     }
-    sched_loop_timer_in(rl->srv->loop, &gb->timer, LP_MIN(gb->backoff_ms, gb->until - now));
+    sched_loop_timer_in(rl->eng->loop, &gb->timer, LP_MIN(gb->backoff_ms, gb->until - now));
     gb->backoff_ms = LP_MIN(gb->backoff_ms * 2, GB_BACKOFF_MAX);
 }
 
@@ -181,7 +180,7 @@ static void gb_on_timer(struct sched_timer *t)
 {
     struct rl_giveback *gb = LP_CONTAINER_OF(t, struct rl_giveback, timer);
     struct px_redlock *rl = gb->rl;
-    uint64_t now = sched_loop_now_ms(rl->srv->loop);
+    uint64_t now = sched_loop_now_ms(rl->eng->loop);
     struct rl_hold *h = px__rl_hold_find(rl, gb->key, gb->nlen, gb->owner, gb->olen);
     unsigned i;
 
@@ -223,7 +222,7 @@ static struct rl_giveback *gb_new(struct px_redlock *rl, const char *name, size_
 void px__rl_settle(struct px_redlock *rl, const char *name, size_t nlen, const char *owner,
                    size_t olen, uint64_t keep, unsigned mask, uint64_t lease_ms)
 {
-    uint64_t now = sched_loop_now_ms(rl->srv->loop);
+    uint64_t now = sched_loop_now_ms(rl->eng->loop);
     struct rl_giveback *gb;
     unsigned i;
 
@@ -299,7 +298,7 @@ void px__rl_giveback_stop(struct px_redlock *rl)
     for (n = rl->giveback_list.next; n != &rl->giveback_list; n = n->next) {
         struct rl_giveback *gb = LP_CONTAINER_OF(n, struct rl_giveback, link);
 
-        sched_loop_timer_del(rl->srv->loop, &gb->timer);
+        sched_loop_timer_del(rl->eng->loop, &gb->timer);
         gb->due = 0;
     }
 }

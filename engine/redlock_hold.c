@@ -13,11 +13,9 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "engine/hold.h"
+#include "engine/redlock.h"
 #include "engine/scripts.h"
 #include "engine/wait.h"
-#include "proxy/client.h"
-#include "proxy/cmds/redlock-int.h"
-#include "proxy/server.h"
 #include "sched/loop.h"
 
 /* ---- holds ----------------------------------------------------------------------- */
@@ -55,7 +53,7 @@ void px__rl_hold_remove(struct rl_hold *h)
     if (h->claimed)
         list_del_init(&h->claim.node);
     h->claimed = false;
-    sched_loop_timer_del(h->rl->srv->loop, &h->timer);
+    sched_loop_timer_del(h->rl->eng->loop, &h->timer);
     if (h->in_table)
         hmap_remove(&h->rl->holds, &h->node);
     h->in_table = false;
@@ -76,7 +74,7 @@ void px__rl_hold_put(struct rl_hold *h)
  * re-take as a re-entry: an orphan count). */
 static void rl_hold_lost(struct rl_hold *h, bool renewal)
 {
-    struct px_server *srv = h->rl->srv;
+    struct lk_engine *eng = h->rl->eng;
     struct px_redlock *rl = h->rl;
 
     if (h->claimed)
@@ -84,13 +82,13 @@ static void rl_hold_lost(struct rl_hold *h, bool renewal)
     h->claimed = false;
     h->state = RL_LOST;
     if (renewal) {
-        srv->engine->stats.leases_lost++;
+        eng->stats.leases_lost++;
         log_msg(LOG_LVL_WARN,
                 "redlock: lease on '%.*s' lost: a renewal reached fewer than %u of %u masters",
                 (int)LP_MIN(h->nlen, 200u), h->key, h->rl->majority, h->rl->n);
     }
     px__rl_settle(rl, h->key, h->nlen, h->owner, h->olen, 0, (1u << rl->n) - 1, h->lease_ms);
-    sched_loop_timer_in(srv->loop, &h->timer, PX_HOLD_TOMBSTONE_MS);
+    sched_loop_timer_in(eng->loop, &h->timer, PX_HOLD_TOMBSTONE_MS);
 }
 
 /* A renewal's replies, folded. */
@@ -102,7 +100,7 @@ struct rl_renewal {
 
 void px__rl_hold_arm(struct rl_hold *h)
 {
-    sched_loop_timer_in(h->rl->srv->loop, &h->timer,
+    sched_loop_timer_in(h->rl->eng->loop, &h->timer,
                         h->watchdog ? LP_MAX(h->lease_ms / 3, 1u) : h->lease_ms);
 }
 
@@ -118,7 +116,7 @@ static void rl_on_renew(void *arg, const redisReply *r, int err)
         return;
     if (h->in_table && h->state == RL_HELD) {
         if (rn->renewed >= h->rl->majority) {
-            h->rl->srv->engine->stats.renewals++;
+            h->rl->eng->stats.renewals++;
             px__rl_hold_arm(h);
         } else {
             rl_hold_lost(h, true);
@@ -165,16 +163,16 @@ static void rl_on_timer(struct sched_timer *t)
 }
 
 /* The connection closed: release on every master (policy release). */
-static void rl_claim_gone(struct px_claim *c, struct px_client *cl)
+static void rl_claim_gone(struct px_claim *c, struct lk_caller *cl)
 {
     struct rl_hold *h = LP_CONTAINER_OF(c, struct rl_hold, claim);
     struct px_redlock *rl = h->rl;
 
     (void)cl;
     h->claimed = false;
-    if (rl->srv->opts.on_disc == PX_DISCONNECT_RELEASE) {
+    if (rl->eng->cfg.on_disc == PX_DISCONNECT_RELEASE) {
         px__rl_settle(rl, h->key, h->nlen, h->owner, h->olen, 0, (1u << rl->n) - 1, h->lease_ms);
-        rl->srv->engine->stats.disc_releases++;
+        rl->eng->stats.disc_releases++;
     }
     px__rl_hold_remove(h);
 }

@@ -11,12 +11,10 @@
 #include "common/buf.h"
 #include "common/log.h"
 #include "common/util.h"
+#include "engine/redlock.h"
 #include "engine/scripts.h"
 #include "engine/wait.h"
 #include "engine/waitset.h"
-#include "proxy/cmds/lock-int.h"
-#include "proxy/cmds/redlock-int.h"
-#include "proxy/server.h"
 
 /* ---- masters ----------------------------------------------------------------- */
 
@@ -28,9 +26,7 @@ int px__rl_eval(struct px_redlock *rl, unsigned i, uint64_t hint, unsigned scrip
 
 size_t px__rl_lock_channel(const char *name, size_t nlen, char *out, size_t cap)
 {
-    struct px_acq a = {.name = name, .nlen = nlen};
-
-    return px__lock_plain_channel(&a, out, cap);
+    return px_channel_name(out, cap, PX_LOCK_CHANNEL_PREFIX, name, nlen);
 }
 
 /* ---- channels ------------------------------------------------------------------ */
@@ -44,7 +40,7 @@ static void rl_on_sub(struct pool_sub *s, enum pool_sub_event ev, const char *ms
 
     if (ev != POOL_SUB_MESSAGE)
         return; /* a lost message costs a re-poll at the holder's lease end */
-    set = px_waitset_find(c->rl->srv, c->key, c->len);
+    set = px_waitset_find(c->rl->eng, c->key, c->len);
     if (set)
         px_waitset_deliver(set, msg, len);
 }
@@ -102,16 +98,15 @@ void px__rl_chan_put(struct px_redlock *rl, struct rl_chan *c)
 
 /* ---- start and stop --------------------------------------------------------------- */
 
-int px_redlock_start(struct px_server *srv)
+int px_redlock_start(struct lk_engine *eng)
 {
     const struct pool_script *scripts;
     struct px_redlock *rl;
-    struct pool_opts po;
-    size_t nscripts = px_scripts_build(srv->engine, &scripts);
+    size_t nscripts = px_scripts_build(eng, &scripts);
     unsigned i;
     int rc;
 
-    if (srv->opts.nredlock == 0)
+    if (eng->cfg.nredlock == 0)
         return 0;
     rl = calloc(1, sizeof(*rl));
     if (!rl || hmap_init(&rl->chans, 64) < 0 || hmap_init(&rl->holds, 64) < 0 ||
@@ -124,23 +119,13 @@ int px_redlock_start(struct px_server *srv)
         return -ENOMEM;
     }
     list_init(&rl->giveback_list);
-    rl->srv = srv;
-    rl->n = srv->opts.nredlock;
+    rl->eng = eng;
+    rl->n = eng->cfg.nredlock;
     rl->majority = rl->n / 2 + 1;
-    srv->engine->redlock = rl;
+    eng->redlock = rl;
     for (i = 0; i < rl->n; i++) {
-        const struct px_addr *u = &srv->opts.redlock[i];
-
-        pool_opts_default(&po);
-        po.host = u->host;
-        po.port = u->port;
-        po.user = u->user[0] ? u->user : NULL;
-        po.password = u->password[0] ? u->password : NULL;
-        po.db = u->db;
-        po.size = srv->opts.pool_size;
-        po.batch_max = srv->opts.script_batch;
-        po.request_timeout_ms = srv->opts.upstream_timeout_ms;
-        rc = pool_create(&rl->pools[i], srv->loop, &po, scripts, nscripts);
+        const struct pool_opts *u = &eng->cfg.redlock[i];
+        rc = pool_create(&rl->pools[i], eng->loop, u, scripts, nscripts);
         if (rc == 0)
             rc = pool_start(rl->pools[i]);
         if (rc < 0) {
@@ -152,9 +137,9 @@ int px_redlock_start(struct px_server *srv)
     return 0;
 }
 
-void px_redlock_info(struct px_server *srv, struct buf *out)
+void px_redlock_info(struct lk_engine *eng, struct buf *out)
 {
-    struct px_redlock *rl = srv->engine->redlock;
+    struct px_redlock *rl = eng->redlock;
     struct pool_stats st;
     unsigned i, up = 0;
 
@@ -172,64 +157,64 @@ void px_redlock_info(struct px_server *srv, struct buf *out)
                 rl->givebacks.count, (unsigned long long)rl->giveback_retries);
     for (i = 0; i < rl->n; i++) {
         pool_get_stats(rl->pools[i], &st);
-        buf_appendf(out, "redlock_master_%u:%s:%d,%s\r\n", i, srv->opts.redlock[i].host,
-                    srv->opts.redlock[i].port, st.state);
+        buf_appendf(out, "redlock_master_%u:%s:%d,%s\r\n", i, eng->cfg.redlock[i].host,
+                    eng->cfg.redlock[i].port, st.state);
     }
     buf_appendf(out, "\r\n");
 }
 
-bool px_redlock_connecting(const struct px_server *srv)
+bool px_redlock_connecting(const struct lk_engine *eng)
 {
     struct pool_stats st;
     unsigned i;
 
-    for (i = 0; srv->engine->redlock && i < srv->engine->redlock->n; i++) {
-        pool_get_stats(srv->engine->redlock->pools[i], &st);
+    for (i = 0; eng->redlock && i < eng->redlock->n; i++) {
+        pool_get_stats(eng->redlock->pools[i], &st);
         if (strcmp(st.state, "connecting") == 0)
             return true;
     }
     return false;
 }
 
-bool px_redlock_busy(const struct px_server *srv)
+bool px_redlock_busy(const struct lk_engine *eng)
 {
     struct pool_stats st;
     unsigned i;
 
-    if (srv->engine->redlock && px__rl_giveback_busy(srv->engine->redlock))
+    if (eng->redlock && px__rl_giveback_busy(eng->redlock))
         return true;
-    for (i = 0; srv->engine->redlock && i < srv->engine->redlock->n; i++) {
-        pool_get_stats(srv->engine->redlock->pools[i], &st);
+    for (i = 0; eng->redlock && i < eng->redlock->n; i++) {
+        pool_get_stats(eng->redlock->pools[i], &st);
         if (st.inflight > 0)
             return true;
     }
     return false;
 }
 
-void px_redlock_stop(struct px_server *srv)
+void px_redlock_stop(struct lk_engine *eng)
 {
     unsigned i;
 
-    if (srv->engine->redlock)
-        px__rl_giveback_stop(srv->engine->redlock);
-    for (i = 0; srv->engine->redlock && i < srv->engine->redlock->n; i++)
-        pool_stop(srv->engine->redlock->pools[i]);
+    if (eng->redlock)
+        px__rl_giveback_stop(eng->redlock);
+    for (i = 0; eng->redlock && i < eng->redlock->n; i++)
+        pool_stop(eng->redlock->pools[i]);
 }
 
-bool px_redlock_stopped(const struct px_server *srv)
+bool px_redlock_stopped(const struct lk_engine *eng)
 {
     unsigned i;
 
-    for (i = 0; srv->engine->redlock && i < srv->engine->redlock->n; i++) {
-        if (!pool_is_stopped(srv->engine->redlock->pools[i]))
+    for (i = 0; eng->redlock && i < eng->redlock->n; i++) {
+        if (!pool_is_stopped(eng->redlock->pools[i]))
             return false;
     }
     return true;
 }
 
-void px_redlock_destroy(struct px_server *srv)
+void px_redlock_destroy(struct lk_engine *eng)
 {
-    struct px_redlock *rl = srv->engine->redlock;
+    struct px_redlock *rl = eng->redlock;
     unsigned i;
 
     if (!rl)
@@ -243,5 +228,5 @@ void px_redlock_destroy(struct px_server *srv)
     hmap_deinit(&rl->holds);
     hmap_deinit(&rl->givebacks);
     free(rl);
-    srv->engine->redlock = NULL;
+    eng->redlock = NULL;
 }

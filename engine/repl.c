@@ -7,14 +7,12 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "engine/engine.h"
-#include "proxy/metrics.h"
-#include "proxy/server.h"
 #include "sched/loop.h"
 
 /* One script in flight with its WAIT. */
 struct repl_rec {
     struct pool_wait w;    /* the pool writes w.acked before the callback */
-    struct px_server *srv; /* borrowed */
+    struct lk_engine *eng; /* borrowed */
     const char *name;      /* borrowed: static script name */
     pool_reply_fn *cb;     /* borrowed: the caller's callback */
     void *arg;             /* borrowed: its argument */
@@ -24,7 +22,7 @@ static void repl_log_short(const struct repl_rec *rr)
 {
     uint64_t quiet;
 
-    if (!px_ratelog_allow(&rr->srv->engine->repl_log, sched_loop_now_ms(rr->srv->loop), &quiet))
+    if (!px_ratelog_allow(&rr->eng->repl_log, sched_loop_now_ms(rr->eng->loop), &quiet))
         return;
     log_msg(LOG_LVL_WARN,
             "write not replicated: %s reached %d of %u replicas within %u ms%s "
@@ -36,7 +34,7 @@ static void repl_log_short(const struct repl_rec *rr)
 static void repl_on_reply(void *arg, const redisReply *r, int err)
 {
     struct repl_rec *rr = arg;
-    struct lk_engine *eng = rr->srv->engine;
+    struct lk_engine *eng = rr->eng;
     struct lk_repl_cur saved = eng->repl_cur, *cur = &eng->repl_cur;
     pool_reply_fn *cb = rr->cb;
     void *cb_arg = rr->arg;
@@ -45,9 +43,9 @@ static void repl_on_reply(void *arg, const redisReply *r, int err)
     cur->acked = rr->w.acked;
     cur->short_ = cur->active && (rr->w.acked < 0 || (unsigned)rr->w.acked < rr->w.replicas);
     if (cur->active) {
-        rr->srv->engine->stats.sync_writes++;
+        rr->eng->stats.sync_writes++;
         if (cur->short_) {
-            rr->srv->engine->stats.sync_short++;
+            rr->eng->stats.sync_short++;
             repl_log_short(rr);
         }
     }
@@ -56,7 +54,7 @@ static void repl_on_reply(void *arg, const redisReply *r, int err)
     eng->repl_cur = saved;
 }
 
-int px_repl_eval(struct px_server *srv, uint64_t hint, unsigned script, const char *name,
+int px_repl_eval(struct lk_engine *eng, uint64_t hint, unsigned script, const char *name,
                  int numkeys, int argc, const char *const *argv, const size_t *lens,
                  pool_reply_fn *cb, void *arg)
 {
@@ -65,29 +63,29 @@ int px_repl_eval(struct px_server *srv, uint64_t hint, unsigned script, const ch
 
     if (!rr)
         return -ENOMEM;
-    rr->w.replicas = srv->opts.sync_replicas;
-    rr->w.timeout_ms = srv->opts.sync_timeout_ms;
+    rr->w.replicas = eng->cfg.sync_replicas;
+    rr->w.timeout_ms = eng->cfg.sync_timeout_ms;
     rr->w.acked = -1;
-    rr->srv = srv;
+    rr->eng = eng;
     rr->name = name ? name : "script";
     rr->cb = cb;
     rr->arg = arg;
-    rc = px_metrics_eval(srv, hint, script, numkeys, argc, argv, lens, &rr->w, repl_on_reply, rr);
+    rc = eng->front.eval(eng, hint, script, numkeys, argc, argv, lens, &rr->w, repl_on_reply, rr);
     if (rc < 0)
         free(rr);
     return rc;
 }
 
-bool px_repl_short(const struct px_server *srv)
+bool px_repl_short(const struct lk_engine *eng)
 {
-    const struct lk_repl_cur *cur = &srv->engine->repl_cur;
+    const struct lk_repl_cur *cur = &eng->repl_cur;
 
     return cur->active && cur->short_;
 }
 
-int px_repl_acked(const struct px_server *srv)
+int px_repl_acked(const struct lk_engine *eng)
 {
-    const struct lk_repl_cur *cur = &srv->engine->repl_cur;
+    const struct lk_repl_cur *cur = &eng->repl_cur;
 
     return cur->active ? cur->acked : -1;
 }

@@ -18,7 +18,7 @@
  * count as replicated was not applied somewhere (README, Guarantees).
  *
  * The outcome is handed to the callback through the engine's "current
- * reply" (srv->engine->repl_cur, saved and restored around each callback, so a nested callback
+ * reply" (eng->repl_cur, saved and restored around each callback, so a nested callback
  * cannot leak its outcome into the outer one) rather than through every
  * reply callback's signature: the lock kinds pass their callbacks through
  * px_script_eval() unchanged. */
@@ -35,22 +35,22 @@
 extern "C" {
 #endif
 
-struct px_server;
+struct lk_engine;
 
 /* EVALSHA of script (named name, for logs) followed by WAIT with
- * srv->opts.sync_replicas and sync_timeout_ms, through the metrics. Same
+ * eng->cfg.sync_replicas and sync_timeout_ms, through the metrics. Same
  * contract as pool_eval; cb runs after WAIT answered. */
-int px_repl_eval(struct px_server *srv, uint64_t hint, unsigned script, const char *name,
+int px_repl_eval(struct lk_engine *eng, uint64_t hint, unsigned script, const char *name,
                  int numkeys, int argc, const char *const *argv, const size_t *lens,
                  pool_reply_fn *cb, void *arg);
 
 /* During the callback of a px_repl_eval() script that Redis answered
  * (no error): true when fewer than --sync-replicas replicas acknowledged
  * it within --sync-timeout (or WAIT gave no answer). False anywhere else. */
-bool px_repl_short(const struct px_server *srv);
+bool px_repl_short(const struct lk_engine *eng);
 
 /* During such a callback: the replicas WAIT counted, -1 for no answer. */
-int px_repl_acked(const struct px_server *srv);
+int px_repl_acked(const struct lk_engine *eng);
 
 #ifdef __cplusplus
 }

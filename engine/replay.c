@@ -10,12 +10,11 @@
 #include "engine/hold.h"
 #include "engine/jobs.h"
 #include "pool/pool.h"
-#include "proxy/server.h"
 #include "sched/loop.h"
 
 /* One confirmed release, until its lease would have ended. */
 struct px_replay {
-    struct list node;                /* in srv->engine->replays.list while remembered */
+    struct list node;                /* in eng->replays.list while remembered */
     struct px_job job;               /* the re-send after a change of master */
     const struct px_hold_kind *kind; /* borrowed: static */
     uint64_t until_ms;               /* monotonic ms no ghost of it outlives */
@@ -27,73 +26,73 @@ struct px_replay {
 
 static const struct px_job_ops replay_ops;
 
-static bool replay_wanted(const struct px_server *srv)
+static bool replay_wanted(const struct lk_engine *eng)
 {
-    return srv->opts.upstream.cluster || srv->opts.upstream.sentinels[0] != '\0';
+    return eng->cfg.slots_move;
 }
 
-static void replay_free(struct px_server *srv, struct px_replay *r)
+static void replay_free(struct lk_engine *eng, struct px_replay *r)
 {
     if (list_is_linked(&r->node)) {
         list_del_init(&r->node);
-        srv->engine->replays.n--;
+        eng->replays.n--;
     }
     free(r);
 }
 
 /* Drops the oldest records whose lease is over (or, past the bound, the
  * oldest that is not being re-sent). */
-static void replay_prune(struct px_server *srv, uint64_t now)
+static void replay_prune(struct lk_engine *eng, uint64_t now)
 {
     struct list *n, *t;
 
-    list_for_each_safe(n, t, &srv->engine->replays.list)
+    list_for_each_safe(n, t, &eng->replays.list)
     {
         struct px_replay *r = LP_CONTAINER_OF(n, struct px_replay, node);
         bool over = r->until_ms <= now;
 
-        if (!over && srv->engine->replays.n < PX_REPLAY_MAX)
+        if (!over && eng->replays.n < PX_REPLAY_MAX)
             break;
         if (r->job.state != PX_JOB_IDLE)
             continue; /* freed by its job's end */
         if (!over)
-            srv->engine->replays.dropped++;
-        replay_free(srv, r);
+            eng->replays.dropped++;
+        replay_free(eng, r);
     }
 }
 
 /* Marks ev's slots as moved for --upstream-timeout (a later change adds
  * its slots to a window still open, and extends it). */
-static void replay_mark_moved(struct px_server *srv, const struct pool_topology_event *ev,
+static void replay_mark_moved(struct lk_engine *eng, const struct pool_topology_event *ev,
                               uint64_t now)
 {
-    struct px_replays *rs = &srv->engine->replays;
+    struct px_replays *rs = &eng->replays;
     size_t i;
 
     if (rs->moved_until <= now)
         memset(rs->moved, 0, sizeof(rs->moved));
     for (i = 0; i < sizeof(rs->moved); i++)
         rs->moved[i] |= ev->slots[i];
-    rs->moved_until = now + srv->opts.upstream_timeout_ms;
+    rs->moved_until = now + eng->cfg.upstream_timeout_ms;
 }
 
 /* A release confirmed in a moved slot shortly after the change may have
  * been applied by the old master only. */
-static bool replay_after_move(const struct px_server *srv, const struct px_replay *r, uint64_t now)
+static bool replay_after_move(const struct lk_engine *eng, const struct px_replay *r, uint64_t now)
 {
-    return now < srv->engine->replays.moved_until &&
-           pool_slot_bitmap_has(srv->engine->replays.moved, pool_slot(r->key, r->nlen));
+    return now < eng->replays.moved_until &&
+           pool_slot_bitmap_has(eng->replays.moved, pool_slot(r->key, r->nlen));
 }
 
-void px_replay_note(struct px_server *srv, const struct px_hold *h)
+void px_replay_note(struct lk_engine *eng, const struct px_hold *h)
 {
-    uint64_t now = sched_loop_now_ms(srv->loop);
-    uint64_t until = h->expires_ms + srv->opts.upstream_timeout_ms;
+    uint64_t now = sched_loop_now_ms(eng->loop);
+    uint64_t until = h->expires_ms + eng->cfg.upstream_timeout_ms;
     struct px_replay *r;
 
-    if (!replay_wanted(srv) || until <= now)
+    if (!replay_wanted(eng) || until <= now)
         return;
-    replay_prune(srv, now);
+    replay_prune(eng, now);
     r = malloc(sizeof(*r) + h->nlen + h->olen + 2);
     if (!r)
         return; /* best effort: the lease still ends */
@@ -105,24 +104,24 @@ void px_replay_note(struct px_server *srv, const struct px_hold *h)
     memcpy(r->key, h->key, h->nlen + 1);
     r->owner = r->key + h->nlen + 1;
     memcpy(r->owner, h->owner, h->olen + 1);
-    px_job_init(&r->job, srv, &replay_ops);
-    list_add_tail(&srv->engine->replays.list, &r->node);
-    srv->engine->replays.n++;
-    if (replay_after_move(srv, r, now)) {
+    px_job_init(&r->job, eng, &replay_ops);
+    list_add_tail(&eng->replays.list, &r->node);
+    eng->replays.n++;
+    if (replay_after_move(eng, r, now)) {
         px_job_submit(&r->job, r->until_ms);
         px_job_soon(&r->job); /* h is still there: ready once it is gone */
     }
 }
 
-void px_replay_topology(struct px_server *srv, const struct pool_topology_event *ev)
+void px_replay_topology(struct lk_engine *eng, const struct pool_topology_event *ev)
 {
-    uint64_t now = sched_loop_now_ms(srv->loop);
+    uint64_t now = sched_loop_now_ms(eng->loop);
     unsigned queued = 0;
     struct list *n, *t;
 
-    replay_mark_moved(srv, ev, now);
-    replay_prune(srv, now);
-    list_for_each_safe(n, t, &srv->engine->replays.list)
+    replay_mark_moved(eng, ev, now);
+    replay_prune(eng, now);
+    list_for_each_safe(n, t, &eng->replays.list)
     {
         struct px_replay *r = LP_CONTAINER_OF(n, struct px_replay, node);
 
@@ -144,7 +143,7 @@ static bool replay_ready(const struct px_job *j)
 {
     const struct px_replay *r = LP_CONTAINER_OF(j, struct px_replay, job);
 
-    return px_hold_find(j->srv, r->key, r->nlen, r->owner, r->olen) == NULL;
+    return px_hold_find(j->eng, r->key, r->nlen, r->owner, r->olen) == NULL;
 }
 
 static int replay_send(struct px_job *j, pool_reply_fn *cb, void *arg)
@@ -152,32 +151,32 @@ static int replay_send(struct px_job *j, pool_reply_fn *cb, void *arg)
     struct px_replay *r = LP_CONTAINER_OF(j, struct px_replay, job);
     const struct px_settle s = {.keep = 0};
 
-    j->srv->engine->replays.sent++;
-    return r->kind->settle(j->srv, r->key, r->nlen, r->owner, r->olen, &s, cb, arg);
+    j->eng->replays.sent++;
+    return r->kind->settle(j->eng, r->key, r->nlen, r->owner, r->olen, &s, cb, arg);
 }
 
 static void replay_done(struct px_job *j, const redisReply *rep)
 {
     struct px_replay *r = LP_CONTAINER_OF(j, struct px_replay, job);
-    struct px_server *srv = j->srv;
+    struct lk_engine *eng = j->eng;
     uint64_t quiet;
 
     if (rep->type == REDIS_REPLY_INTEGER && rep->integer > 0) {
-        srv->engine->replays.found++;
-        if (px_ratelog_allow(&srv->engine->replay_log, sched_loop_now_ms(srv->loop), &quiet))
+        eng->replays.found++;
+        if (px_ratelog_allow(&eng->replay_log, sched_loop_now_ms(eng->loop), &quiet))
             log_msg(LOG_LVL_WARN,
                     "removed a %s of '%.*s' by %.*s that the new master still had after its "
                     "release (a release the failover lost) (%llu similar not logged)",
                     r->kind->name, (int)LP_MIN(r->nlen, 200u), r->key, (int)r->olen, r->owner,
                     (unsigned long long)quiet);
     }
-    replay_free(srv, r);
+    replay_free(eng, r);
 }
 
 static void replay_dropped(struct px_job *j, enum px_job_drop why)
 {
     (void)why;
-    replay_free(j->srv, LP_CONTAINER_OF(j, struct px_replay, job));
+    replay_free(j->eng, LP_CONTAINER_OF(j, struct px_replay, job));
 }
 
 static const struct px_job_ops replay_ops = {
@@ -190,22 +189,22 @@ static const struct px_job_ops replay_ops = {
     .dropped = replay_dropped,
 };
 
-void px_replay_init(struct px_server *srv)
+void px_replay_init(struct lk_engine *eng)
 {
-    list_init(&srv->engine->replays.list);
+    list_init(&eng->replays.list);
 }
 
 /* After px_jobs_deinit(), which dropped (and so freed) the DUE ones: a
  * record whose job is in flight is freed by its reply's end. */
-void px_replay_deinit(struct px_server *srv)
+void px_replay_deinit(struct lk_engine *eng)
 {
     struct list *n, *t;
 
-    list_for_each_safe(n, t, &srv->engine->replays.list)
+    list_for_each_safe(n, t, &eng->replays.list)
     {
         struct px_replay *r = LP_CONTAINER_OF(n, struct px_replay, node);
 
         if (r->job.state == PX_JOB_IDLE)
-            replay_free(srv, r);
+            replay_free(eng, r);
     }
 }

@@ -39,13 +39,13 @@
 extern "C" {
 #endif
 
-struct px_server;
+struct lk_engine;
 struct px_hold;
 struct pool_topology_event;
 
 #define PX_REPLAY_MAX 65536u /* releases remembered at once */
 
-/* The server's records (embedded in struct px_server). */
+/* The engine's records (embedded in struct lk_engine: eng->replays). */
 struct px_replays {
     struct list list;     /* struct px_replay, oldest first */
     unsigned n;           /* records in list */
@@ -56,16 +56,16 @@ struct px_replays {
     uint8_t moved[POOL_SLOT_BITMAP_SIZE]; /* slots changes moved, up to moved_until */
 };
 
-void px_replay_init(struct px_server *srv);
-void px_replay_deinit(struct px_server *srv);
+void px_replay_init(struct lk_engine *eng);
+void px_replay_deinit(struct lk_engine *eng);
 
 /* Redis confirmed the release of h (HELD or RELEASING, its lease end
  * still set): remember it until that lease would have ended. */
-void px_replay_note(struct px_server *srv, const struct px_hold *h);
+void px_replay_note(struct lk_engine *eng, const struct px_hold *h);
 
 /* The masters of ev's slots changed: re-send the remembered releases of
  * those slots. */
-void px_replay_topology(struct px_server *srv, const struct pool_topology_event *ev);
+void px_replay_topology(struct lk_engine *eng, const struct pool_topology_event *ev);
 
 #ifdef __cplusplus
 }

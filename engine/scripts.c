@@ -12,8 +12,6 @@
 #include "engine/lua_scripts.h"
 #include "engine/repl.h"
 #include "pool/pool.h"
-#include "proxy/metrics.h"
-#include "proxy/server.h"
 
 static const struct px_lua *const lock_scripts[PX_SCRIPT_COUNT] = {
     &px_lua_settle,
@@ -22,8 +20,9 @@ static const struct px_lua *const lock_scripts[PX_SCRIPT_COUNT] = {
     &px_lua_verify,
 };
 
-/* Its base is 0 (it comes first); engine->script_base records it. */
-static const struct px_script_set lock_script_set = {lock_scripts, PX_SCRIPT_COUNT, NULL};
+/* Its base is 0 (it comes first). */
+static const struct px_script_set lock_script_set = {lock_scripts, PX_SCRIPT_COUNT,
+                                                     LK_SCRIPTS_ENGINE};
 
 void px_scripts_init(struct lk_engine *eng)
 {
@@ -72,10 +71,8 @@ size_t px_scripts_build(struct lk_engine *eng, const struct pool_script **out)
         const struct px_script_set *set = eng->script_sets[i];
 
         LP_BUG_ON(n + set->n > LK_SCRIPTS_MAX);
-        if (set->base)
-            *set->base = (unsigned)n;
-        else
-            eng->script_base = (unsigned)n;
+        LP_BUG_ON(set->slot >= LK_SCRIPT_SLOTS);
+        eng->script_bases[set->slot] = (unsigned)n;
         for (k = 0; k < set->n; k++) {
             table[n].name = set->scripts[k]->name;
             table[n].text = set->scripts[k]->text;
@@ -90,33 +87,32 @@ size_t px_scripts_build(struct lk_engine *eng, const struct pool_script **out)
 }
 
 /* Through px_repl_eval() when the script writes and --sync-replicas is on. */
-static int script_send(struct px_server *srv, uint64_t hint, unsigned script, int numkeys, int argc,
+static int script_send(struct lk_engine *eng, uint64_t hint, unsigned script, int numkeys, int argc,
                        const char *const *argv, const size_t *lens, pool_reply_fn *cb, void *arg)
 {
-    const struct lk_engine *eng = srv->engine;
 
-    if (srv->opts.sync_replicas > 0 && script < LK_SCRIPTS_MAX && eng->script_writes[script])
-        return px_repl_eval(srv, hint, script, eng->script_names[script], numkeys, argc, argv, lens,
+    if (eng->cfg.sync_replicas > 0 && script < LK_SCRIPTS_MAX && eng->script_writes[script])
+        return px_repl_eval(eng, hint, script, eng->script_names[script], numkeys, argc, argv, lens,
                             cb, arg);
-    return px_metrics_eval(srv, hint, script, numkeys, argc, argv, lens, NULL, cb, arg);
+    return eng->front.eval(eng, hint, script, numkeys, argc, argv, lens, NULL, cb, arg);
 }
 
-int px_script_eval(struct px_server *srv, uint64_t hint, unsigned script, int numkeys, int argc,
+int px_script_eval(struct lk_engine *eng, uint64_t hint, unsigned script, int numkeys, int argc,
                    const char *const *argv, const size_t *lens, pool_reply_fn *cb, void *arg)
 {
     const char *av[PX_SCRIPT_PUBLISH_ARGS + 1];
     size_t lv[PX_SCRIPT_PUBLISH_ARGS + 1];
     bool sharded;
 
-    if (script >= LK_SCRIPTS_MAX || !srv->engine->script_publishes[script])
-        return script_send(srv, hint, script, numkeys, argc, argv, lens, cb, arg);
+    if (script >= LK_SCRIPTS_MAX || !eng->script_publishes[script])
+        return script_send(eng, hint, script, numkeys, argc, argv, lens, cb, arg);
     LP_BUG_ON(argc < 0 || argc > (int)PX_SCRIPT_PUBLISH_ARGS);
     memcpy(av, argv, (size_t)argc * sizeof(*av));
     memcpy(lv, lens, (size_t)argc * sizeof(*lv));
-    sharded = pool_pubsub_sharded(srv->pool);
+    sharded = pool_pubsub_sharded(eng->pool);
     av[argc] = sharded ? "spublish" : "publish";
     lv[argc] = sharded ? 8 : 7;
-    return script_send(srv, hint, script, numkeys, argc + 1, av, lv, cb, arg);
+    return script_send(eng, hint, script, numkeys, argc + 1, av, lv, cb, arg);
 }
 
 size_t px_channel_name(char *dst, size_t cap, const char *prefix, const char *name, size_t len)
@@ -157,10 +153,10 @@ static uint16_t side_slot(const char *name, size_t len, enum px_name_rule rule)
     return pool_slot(buf, n);
 }
 
-bool px_name_slot_ok(const struct px_server *srv, const char *name, size_t len,
+bool px_name_slot_ok(const struct lk_engine *eng, const char *name, size_t len,
                      enum px_name_rule rule)
 {
-    if (!pool_is_cluster(srv->pool) || len > PX_NAME_MAX)
+    if (!pool_is_cluster(eng->pool) || len > PX_NAME_MAX)
         return true;
     return side_slot(name, len, rule) == pool_slot(name, len);
 }

@@ -45,8 +45,6 @@ extern "C" {
 #endif
 
 struct lk_engine;
-struct px_req;
-struct px_server;
 
 /* One embedded script (generated: lua_scripts.h). */
 struct px_lua {
@@ -73,12 +71,26 @@ enum px_script {
     PX_SCRIPT_COUNT = 4,
 };
 
+/* Where each set's base pool id is kept (eng->script_bases[]): one slot
+ * per module that registers scripts, so no module keeps its base in a
+ * file global. */
+enum lk_script_slot {
+    LK_SCRIPTS_ENGINE = 0, /* scripts.c's own set (base 0: it comes first) */
+    LK_SCRIPTS_LOCK = 1,   /* proxy/cmds/lock.c */
+    LK_SCRIPTS_FAIR = 2,   /* proxy/cmds/fairlock.c */
+    LK_SCRIPTS_RW = 3,     /* proxy/cmds/rwlock.c */
+    LK_SCRIPTS_MULTI = 4,  /* proxy/cmds/multilock.c */
+    LK_SCRIPTS_LATCH = 5,  /* proxy/cmds/latch.c */
+    LK_SCRIPTS_SEM = 6,    /* SEM and PSEM (engine/sem.c) */
+    LK_SCRIPT_SLOTS = 7,
+};
+
 /* A module's scripts. */
 struct px_script_set {
     const struct px_lua *const *scripts; /* borrowed: the module's scripts */
     size_t n;                            /* how many */
-    unsigned *base;                      /* out: pool id of scripts[0] (NULL: the
-                                            engine's own set, engine->script_base) */
+    unsigned slot;                       /* where px_scripts_build records the pool id
+                                            of scripts[0]: eng->script_bases[slot] */
 };
 
 /* Registers the engine's own set (first: PX_SCRIPT_* are pool ids). */
@@ -102,7 +114,7 @@ size_t px_scripts_build(struct lk_engine *eng, const struct pool_script **out);
  * --sync-replicas, followed by WAIT when the script writes (repl.h: the
  * callback then runs after WAIT answered, px_repl_short() telling whether
  * enough replicas acknowledged). Same contract as pool_eval. */
-int px_script_eval(struct px_server *srv, uint64_t hint, unsigned script, int numkeys, int argc,
+int px_script_eval(struct lk_engine *eng, uint64_t hint, unsigned script, int numkeys, int argc,
                    const char *const *argv, const size_t *lens, pool_reply_fn *cb, void *arg);
 
 /* Writes Redisson's "{name}" form of name for aux keys and channels:
@@ -110,6 +122,9 @@ int px_script_eval(struct px_server *srv, uint64_t hint, unsigned script, int nu
  * name goes in as-is. Returns the length written (always < cap), or 0 when
  * cap is too small. */
 size_t px_channel_name(char *dst, size_t cap, const char *prefix, const char *name, size_t len);
+
+/* The channel prefix of Redisson's RLock (LOCK, REDLOCK's masters). */
+#define PX_LOCK_CHANNEL_PREFIX "redisson_lock__channel:"
 
 /* How an object's channel is named from its name. */
 enum px_name_rule {
@@ -119,7 +134,7 @@ enum px_name_rule {
 
 /* True when, with rule, every side key and channel of name hashes to the
  * slot of name itself (always true for a single Redis). */
-bool px_name_slot_ok(const struct px_server *srv, const char *name, size_t len,
+bool px_name_slot_ok(const struct lk_engine *eng, const char *name, size_t len,
                      enum px_name_rule rule);
 
 /* The check of a command's name, which replies to it, is the front end's:

@@ -26,7 +26,7 @@
  * gone, so its clients' releases answer LOCKLOST for those permits (the
  * ledger's rule, sem_track.c), and it registers its names again.
  *
- * State lives in srv->engine->sem_reap; no file globals. */
+ * State lives in eng->sem_reap; no file globals. */
 #ifndef LP_PROXY_LOCKS_SEM_REAP_H
 #define LP_PROXY_LOCKS_SEM_REAP_H
 
@@ -41,7 +41,7 @@
 extern "C" {
 #endif
 
-struct px_server;
+struct lk_engine;
 
 #define PX_SEM_REAP_NAMES      64u    /* a dead proxy's names handled per round */
 #define PX_SEM_REAP_REGISTERED 65536u /* names remembered as registered (then forgotten) */
@@ -59,11 +59,11 @@ struct px_sem_reap {
     uint64_t reaped_self;      /* times this proxy learnt it had been reaped */
 };
 
-int px_sem_reap_init(struct px_server *srv);
-void px_sem_reap_deinit(struct px_server *srv);
+int px_sem_reap_init(struct lk_engine *eng);
+void px_sem_reap_deinit(struct lk_engine *eng);
 
 /* Before a tracked acquire of name is sent: registers name once. */
-void px_sem_reap_register(struct px_server *srv, const char *name, size_t len);
+void px_sem_reap_register(struct lk_engine *eng, const char *name, size_t len);
 
 #ifdef __cplusplus
 }

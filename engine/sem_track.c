@@ -65,12 +65,9 @@
 #include "engine/engine.h"
 #include "engine/jobs.h"
 #include "engine/scripts.h"
+#include "engine/sem.h"
 #include "engine/wait.h"
 #include "pool/pool.h"
-#include "proxy/client.h"
-#include "proxy/cmds/sem-int.h"
-#include "proxy/cmds/semaphore.h"
-#include "proxy/server.h"
 #include "sched/loop.h"
 
 #define SEM_LINGER_MS  60000u /* a sem_name without takers is kept this long */
@@ -91,8 +88,8 @@ struct sem_taker {
     struct list name_node; /* in sem->takers */
     struct px_claim claim; /* in cl->locks.claims: return the permits on close */
     struct sem_name *sem;  /* borrowed: lingers after its last taker */
-    struct px_server *srv; /* borrowed */
-    struct px_client *cl;  /* borrowed: the taking connection (the claim ends first) */
+    struct lk_engine *eng; /* borrowed */
+    struct lk_caller *cl;  /* borrowed: the taking connection (the claim ends first) */
     uint64_t conn;         /* cl->id: its field in the ledger */
     int64_t permits;       /* taken and not released since */
     int64_t forgiven;      /* released for it by other connections */
@@ -147,7 +144,7 @@ static struct sem_name *sem_name_find(struct lk_engine *eng, const char *name, s
     return sn;
 }
 
-static struct sem_taker *taker_find(struct sem_name *sn, const struct px_client *cl)
+static struct sem_taker *taker_find(struct sem_name *sn, const struct lk_caller *cl)
 {
     struct list *n;
 
@@ -160,9 +157,9 @@ static struct sem_taker *taker_find(struct sem_name *sn, const struct px_client 
     return NULL;
 }
 
-static struct sem_taker *taker_of(const struct px_client *cl, const char *name, size_t len)
+static struct sem_taker *taker_of(const struct lk_caller *cl, const char *name, size_t len)
 {
-    struct sem_name *sn = sem_name_find(cl->srv->engine, name, len, false);
+    struct sem_name *sn = sem_name_find(cl->eng, name, len, false);
 
     return sn ? taker_find(sn, cl) : NULL;
 }
@@ -170,10 +167,10 @@ static struct sem_taker *taker_of(const struct px_client *cl, const char *name, 
 static void taker_free(struct sem_taker *t)
 {
     struct sem_name *sn = t->sem;
-    struct lk_engine *eng = t->srv->engine;
-    uint64_t now = sched_loop_now_ms(t->srv->loop);
+    struct lk_engine *eng = t->eng;
+    uint64_t now = sched_loop_now_ms(t->eng->loop);
 
-    t->srv->engine->sem_stats.sem_tracked -= t->permits;
+    t->eng->sem_stats.sem_tracked -= t->permits;
     list_del_init(&t->name_node);
     list_del_init(&t->claim.node);
     free(t);
@@ -198,26 +195,26 @@ static int64_t taker_sub(struct sem_taker *t, int64_t n, bool forgive)
     int64_t k = LP_MIN(n, t->permits);
 
     t->permits -= k;
-    t->srv->engine->sem_stats.sem_tracked -= k;
+    t->eng->sem_stats.sem_tracked -= k;
     if (forgive)
         t->forgiven += k;
     taker_maybe_free(t);
     return k;
 }
 
-static void taker_gone(struct px_claim *c, struct px_client *cl)
+static void taker_gone(struct px_claim *c, struct lk_caller *cl)
 {
     struct sem_taker *t = LP_CONTAINER_OF(c, struct sem_taker, claim);
 
     (void)cl;
-    px__sem_return_taken(t->srv, t->sem->name, t->sem->nlen, t->conn, t->forgiven, 0);
+    px__sem_return_taken(t->eng, t->sem->name, t->sem->nlen, t->conn, t->forgiven, 0);
     taker_free(t);
 }
 
 /* cl's taker of name, created if need be; NULL on -ENOMEM. */
-static struct sem_taker *taker_get(struct px_client *cl, const char *name, size_t len)
+static struct sem_taker *taker_get(struct lk_caller *cl, const char *name, size_t len)
 {
-    struct lk_engine *eng = cl->srv->engine;
+    struct lk_engine *eng = cl->eng;
     struct sem_name *sn = sem_name_find(eng, name, len, true);
     struct sem_taker *t = sn ? taker_find(sn, cl) : NULL;
 
@@ -234,7 +231,7 @@ static struct sem_taker *taker_get(struct px_client *cl, const char *name, size_
         eng->sem_nlingering--;
     }
     t->sem = sn;
-    t->srv = cl->srv;
+    t->eng = cl->eng;
     t->cl = cl;
     t->conn = cl->id;
     t->claim.gone = taker_gone;
@@ -243,7 +240,7 @@ static struct sem_taker *taker_get(struct px_client *cl, const char *name, size_
     return t;
 }
 
-void px__sem_track_add(struct px_client *cl, const char *name, size_t len, int64_t n, bool unsure)
+void px__sem_track_add(struct lk_caller *cl, const char *name, size_t len, int64_t n, bool unsure)
 {
     struct sem_taker *t = taker_get(cl, name, len);
 
@@ -251,10 +248,10 @@ void px__sem_track_add(struct px_client *cl, const char *name, size_t len, int64
         return; /* -ENOMEM: simply not tracked */
     t->permits += n;
     t->unsure |= unsure;
-    cl->srv->engine->sem_stats.sem_tracked += n;
+    cl->eng->sem_stats.sem_tracked += n;
 }
 
-void px__sem_release_begin(struct px_client *cl, const char *name, size_t len, int64_t n,
+void px__sem_release_begin(struct lk_caller *cl, const char *name, size_t len, int64_t n,
                            struct px__sem_own *o)
 {
     struct sem_taker *t = taker_of(cl, name, len);
@@ -280,15 +277,15 @@ static void release_for_others(struct sem_name *sn, const struct sem_taker *self
         next = it->next; /* taker_sub may free t, never another taker */
         if (t == self || k <= 0)
             continue;
-        t->srv->engine->sem_stats.sem_released_for_others += (uint64_t)taker_sub(t, k, true);
+        t->eng->sem_stats.sem_released_for_others += (uint64_t)taker_sub(t, k, true);
         n -= k;
     }
 }
 
-void px__sem_release_end(struct px_client *cl, const char *name, size_t len, int64_t n,
+void px__sem_release_end(struct lk_caller *cl, const char *name, size_t len, int64_t n,
                          const struct px__sem_own *o, enum px__sem_outcome out, long long left)
 {
-    struct sem_name *sn = sem_name_find(cl->srv->engine, name, len, false);
+    struct sem_name *sn = sem_name_find(cl->eng, name, len, false);
     struct sem_taker *t = sn ? taker_find(sn, cl) : NULL;
 
     if (t)
@@ -322,35 +319,27 @@ static int reconcile_send(struct px_job *j, pool_reply_fn *cb, void *arg)
     struct sem_reconcile *r = LP_CONTAINER_OF(j, struct sem_reconcile, job);
     struct px__sem_keys k;
 
-    px__sem_keys_ledger(&k, 0, j->srv, r->name, r->nlen);
-    return px_script_eval(j->srv, px_route_hint(r->name, r->nlen), px__sem_script(PX__SEM_LEDGER),
-                          1, 1, k.argv, k.lens, cb, arg);
+    px__sem_keys_ledger(&k, 0, j->eng, r->name, r->nlen);
+    return px_script_eval(j->eng, px_route_hint(r->name, r->nlen),
+                          px__sem_script(j->eng, PX__SEM_LEDGER), 1, 1, k.argv, k.lens, cb, arg);
 }
 
-static struct px_client *client_open(struct px_server *srv, uint64_t id)
+static struct lk_caller *client_open(struct lk_engine *eng, uint64_t id)
 {
-    struct list *n;
-
-    for (n = srv->clients.next; n != &srv->clients; n = n->next) {
-        struct px_client *cl = LP_CONTAINER_OF(n, struct px_client, client_node);
-
-        if (cl->id == id)
-            return cl->closing ? NULL : cl;
-    }
-    return NULL;
+    return eng->front.caller_find(eng, id);
 }
 
 /* One record {conn, permits} of the new master: an open connection's
  * taker turns unsure (it settles the record at its release or close; a
  * give-back now could race its next acquire), a closed connection's
  * permits go back, exactly those read. */
-static void reconcile_record(struct px_server *srv, const struct sem_reconcile *r,
+static void reconcile_record(struct lk_engine *eng, const struct sem_reconcile *r,
                              const redisReply *conn, const redisReply *val)
 {
     char buf[24];
     unsigned long long id;
     long long n;
-    struct px_client *cl;
+    struct lk_caller *cl;
 
     if (conn->type != REDIS_REPLY_STRING || val->type != REDIS_REPLY_STRING || conn->len == 0 ||
         conn->len >= sizeof(buf) || val->len == 0 || val->len >= sizeof(buf))
@@ -363,11 +352,11 @@ static void reconcile_record(struct px_server *srv, const struct sem_reconcile *
     n = strtoll(buf, NULL, 10);
     if (n <= 0)
         return;
-    cl = client_open(srv, id);
+    cl = client_open(eng, id);
     if (cl)
         px__sem_track_add(cl, r->name, r->nlen, 0, true);
     else
-        px__sem_return_taken(srv, r->name, r->nlen, id, 0, n);
+        px__sem_return_taken(eng, r->name, r->nlen, id, 0, n);
 }
 
 static void reconcile_done(struct px_job *j, const redisReply *r)
@@ -377,7 +366,7 @@ static void reconcile_done(struct px_job *j, const redisReply *r)
 
     if (r->type == REDIS_REPLY_ARRAY && r->elements % 2 == 0) {
         for (i = 0; i < r->elements; i += 2)
-            reconcile_record(j->srv, s, r->element[i], r->element[i + 1]);
+            reconcile_record(j->eng, s, r->element[i], r->element[i + 1]);
     } else {
         log_msg(LOG_LVL_WARN, "reading the permit records of '%.*s' failed: %.*s",
                 (int)LP_MIN(s->nlen, 200u), s->name,
@@ -403,7 +392,7 @@ static const struct px_job_ops reconcile_ops = {
     .dropped = reconcile_dropped,
 };
 
-static void reconcile_submit(struct px_server *srv, const struct sem_name *sn)
+static void reconcile_submit(struct lk_engine *eng, const struct sem_name *sn)
 {
     struct sem_reconcile *r = calloc(1, sizeof(*r) + sn->nlen + 1);
 
@@ -414,17 +403,17 @@ static void reconcile_submit(struct px_server *srv, const struct sem_name *sn)
     }
     r->nlen = sn->nlen;
     memcpy(r->name, sn->name, sn->nlen);
-    px_job_init(&r->job, srv, &reconcile_ops);
-    px_job_submit(&r->job, sched_loop_now_ms(srv->loop) + PX__SEM_RETURN_WINDOW_MS);
+    px_job_init(&r->job, eng, &reconcile_ops);
+    px_job_submit(&r->job, sched_loop_now_ms(eng->loop) + PX__SEM_RETURN_WINDOW_MS);
 }
 
-void px_sem_on_topology(struct px_server *srv, const struct pool_topology_event *ev)
+void px_sem_on_topology(struct lk_engine *eng, const struct pool_topology_event *ev)
 {
-    struct hmap *m = &srv->engine->sem_names;
+    struct hmap *m = &eng->sem_names;
     unsigned checked = 0;
     size_t i;
 
-    linger_trim(srv->engine, sched_loop_now_ms(srv->loop));
+    linger_trim(eng, sched_loop_now_ms(eng->loop));
     for (i = 0; i < m->nbuckets; i++) {
         struct hmap_node *n;
 
@@ -436,7 +425,7 @@ void px_sem_on_topology(struct px_server *srv, const struct pool_topology_event 
                 continue;
             for (it = sn->takers.next; it != &sn->takers; it = it->next)
                 LP_CONTAINER_OF(it, struct sem_taker, name_node)->unsure = true;
-            reconcile_submit(srv, sn);
+            reconcile_submit(eng, sn);
             checked++;
         }
     }

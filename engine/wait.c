@@ -94,8 +94,6 @@
 #include "engine/engine.h"
 #include "engine/repl.h"
 #include "engine/scripts.h"
-#include "proxy/client.h"
-#include "proxy/server.h"
 #include "sched/loop.h"
 
 _Static_assert(PX_WAIT_STATS == LK_WAIT_STATS, "engine.h's LK_WAIT_STATS follows wait.h");
@@ -114,14 +112,14 @@ uint64_t px_wait_margin_ms(uint64_t lease_ms)
     return lease_ms / 100 + 2;
 }
 
-uint64_t px_wait_waiting(const struct px_server *srv, enum px_wait_stat stat)
+uint64_t px_wait_waiting(const struct lk_engine *eng, enum px_wait_stat stat)
 {
-    return srv->engine->stats.waiting[stat];
+    return eng->stats.waiting[stat];
 }
 
-uint64_t px_wait_timeouts(const struct px_server *srv, enum px_wait_stat stat)
+uint64_t px_wait_timeouts(const struct lk_engine *eng, enum px_wait_stat stat)
 {
-    return srv->engine->stats.wait_timeouts[stat];
+    return eng->stats.wait_timeouts[stat];
 }
 
 bool px_wait_may_wait(const struct px_wait_op *op)
@@ -131,7 +129,7 @@ bool px_wait_may_wait(const struct px_wait_op *op)
 
 static uint64_t now_ms(const struct px_wait_op *op)
 {
-    return sched_loop_now_ms(op->srv->loop);
+    return sched_loop_now_ms(op->eng->loop);
 }
 
 /* Time to the next re-check: repoll_ms, never past the deadline. */
@@ -153,19 +151,17 @@ static void wait_end(struct px_wait_op *op, bool granted, enum lk_end end,
                      const struct lk_end_info *info)
 {
     static const struct lk_end_info none = {NULL, 0, -1};
-    lk_wait_finish_fn *finish =
-        op->kind->finish ? op->kind->finish : op->srv->engine->front.wait_finish;
+    lk_wait_finish_fn *finish = op->kind->finish ? op->kind->finish : op->eng->front.wait_finish;
 
     op->state = PX_WAIT_DONE;
-    sched_loop_timer_del(op->srv->loop, &op->timer);
+    sched_loop_timer_del(op->eng->loop, &op->timer);
     if (op->set) {
         px_waitset_leave_passing_on(op->set, &op->member, granted);
-        op->srv->engine->stats.waiting[op->kind->stat]--;
+        op->eng->stats.waiting[op->kind->stat]--;
     }
     list_del_init(&op->client_node);
     if (!granted && op->kind->give_up)
         op->kind->give_up(op);
-    op->req->op = NULL;
     finish(op, end, info ? info : &none);
 }
 
@@ -186,9 +182,9 @@ static void wait_fail(struct px_wait_op *op, int err)
 static void wait_timeout(struct px_wait_op *op)
 {
     if (op->deadline != 0) {
-        op->srv->engine->stats.wait_timeouts[op->kind->stat]++;
+        op->eng->stats.wait_timeouts[op->kind->stat]++;
         if (op->kind->stat == PX_WAIT_STAT_LOCK)
-            op->srv->engine->stats.timeouts++;
+            op->eng->stats.timeouts++;
     }
     wait_end(op, false, LK_END_TIMEOUT, NULL);
 }
@@ -219,7 +215,7 @@ static void wait_on_wake(struct px_waitset_member *m)
         return;
     case PX_WAIT_JOINING:
     case PX_WAIT_ASLEEP:
-        sched_loop_timer_del(op->srv->loop, &op->timer);
+        sched_loop_timer_del(op->eng->loop, &op->timer);
         wait_try(op);
         return;
     case PX_WAIT_BACKOFF:
@@ -239,16 +235,16 @@ static void wait_sleep(struct px_wait_op *op, uint64_t repoll_ms, bool woken)
     if (!px_waitset_is_queued(&op->member) && px_waitset_sleep(op->set, &op->member))
         return wait_try(op);
     op->state = PX_WAIT_ASLEEP;
-    sched_loop_timer_in(op->srv->loop, &op->timer, wait_delay(op, repoll_ms));
+    sched_loop_timer_in(op->eng->loop, &op->timer, wait_delay(op, repoll_ms));
 }
 
 /* Joins the set of the op's channel (one shared subscription per channel). */
 static bool wait_join(struct px_wait_op *op, const char *chan, size_t chlen)
 {
-    op->set = px_waitset_join(op->srv, chan, chlen, &op->member, op->kind->wake);
+    op->set = px_waitset_join(op->eng, chan, chlen, &op->member, op->kind->wake);
     if (!op->set)
         return false;
-    op->srv->engine->stats.waiting[op->kind->stat]++;
+    op->eng->stats.waiting[op->kind->stat]++;
     return true;
 }
 
@@ -274,14 +270,14 @@ static void wait_follow_channel(struct px_wait_op *op)
     if (chlen == op->set->chlen && memcmp(chan, op->set->channel, chlen) == 0)
         return;
     px_waitset_leave_passing_on(op->set, &op->member, false);
-    op->srv->engine->stats.waiting[op->kind->stat]--;
+    op->eng->stats.waiting[op->kind->stat]--;
     op->set = NULL;
 }
 
 /* An attempt could not succeed yet. */
 static void wait_contended(struct px_wait_op *op, uint64_t repoll_ms, bool woken)
 {
-    if (op->req->cl->closing)
+    if (op->caller->closing)
         return wait_finish(op, false);
     if (op->deadline == 0 || now_ms(op) >= op->deadline)
         return wait_timeout(op);
@@ -301,7 +297,7 @@ static void wait_contended(struct px_wait_op *op, uint64_t repoll_ms, bool woken
         return wait_try(op); /* subscribed before this retry: no wake-up can be missed */
     /* READY triggers the retry; the timer covers a lost subscribe. */
     op->state = PX_WAIT_JOINING;
-    sched_loop_timer_in(op->srv->loop, &op->timer, wait_delay(op, repoll_ms));
+    sched_loop_timer_in(op->eng->loop, &op->timer, wait_delay(op, repoll_ms));
 }
 
 /* ---- attempts and grants ------------------------------------------------------ */
@@ -314,7 +310,7 @@ static void wait_try(struct px_wait_op *op)
     if (rc < 0)
         return wait_fail(op, rc);
     op->sent_ms = now_ms(op);
-    px_client_get(op->req->cl);
+    op->eng->front.caller_get(op->caller);
     if (!op->set) {
         op->state = PX_WAIT_TRYING;
         return;
@@ -334,15 +330,14 @@ static uint64_t wait_age(const struct px_wait_op *op)
 
 static void wait_log_late(struct px_wait_op *op, uint64_t age)
 {
-    const struct px_arg *name = &op->req->argv[1];
     uint64_t quiet;
 
-    if (!px_ratelog_allow(&op->srv->engine->late_log, now_ms(op), &quiet))
+    if (!px_ratelog_allow(&op->eng->late_log, now_ms(op), &quiet))
         return;
     log_msg(LOG_LVL_WARN,
             "late grant refused: %s '%.*s' was granted %llu ms after the request was sent, "
             "with a %llu ms lease; given back (%llu similar not logged)",
-            op->kind->name, (int)LP_MIN(name->len, 200u), name->p, (unsigned long long)age,
+            op->kind->name, (int)LP_MIN(op->nlen, 200u), op->name, (unsigned long long)age,
             (unsigned long long)op->lease_ms, (unsigned long long)quiet);
 }
 
@@ -365,7 +360,7 @@ static uint64_t wait_backoff_ms(unsigned n)
  * unconfirmed outcome. */
 static void wait_late(struct px_wait_op *op, uint64_t age)
 {
-    op->srv->engine->stats.late_grants++;
+    op->eng->stats.late_grants++;
     wait_log_late(op, age);
     op->kind->undo(op, PX_UNDO_LATE);
     op->late_age = age;
@@ -375,21 +370,20 @@ static void wait_late(struct px_wait_op *op, uint64_t age)
     op->state = PX_WAIT_BACKOFF;
     if (op->set)
         px_waitset_unqueue(op->set, &op->member); /* wake-ups go to the next ones meanwhile */
-    sched_loop_timer_in(op->srv->loop, &op->timer, wait_delay(op, wait_backoff_ms(op->late)));
+    sched_loop_timer_in(op->eng->loop, &op->timer, wait_delay(op, wait_backoff_ms(op->late)));
 }
 
 static void wait_log_unreplicated(struct px_wait_op *op, int acked)
 {
-    const struct px_arg *name = &op->req->argv[1];
     uint64_t quiet;
 
-    if (!px_ratelog_allow(&op->srv->engine->unrepl_log, now_ms(op), &quiet))
+    if (!px_ratelog_allow(&op->eng->unrepl_log, now_ms(op), &quiet))
         return;
     log_msg(LOG_LVL_WARN,
             "grant refused: %s '%.*s' reached %d of %u replicas within %u ms; undone "
             "(%llu similar not logged)",
-            op->kind->name, (int)LP_MIN(name->len, 200u), name->p, acked < 0 ? 0 : acked,
-            op->srv->opts.sync_replicas, op->srv->opts.sync_timeout_ms, (unsigned long long)quiet);
+            op->kind->name, (int)LP_MIN(op->nlen, 200u), op->name, acked < 0 ? 0 : acked,
+            op->eng->cfg.sync_replicas, op->eng->cfg.sync_timeout_ms, (unsigned long long)quiet);
 }
 
 /* A grant fewer replicas than --sync-replicas acknowledged: give it back
@@ -398,7 +392,7 @@ static void wait_unreplicated(struct px_wait_op *op, int acked)
 {
     struct lk_end_info info = {NULL, 0, acked};
 
-    op->srv->engine->stats.sync_refused++;
+    op->eng->stats.sync_refused++;
     wait_log_unreplicated(op, acked);
     if (op->kind->undo)
         op->kind->undo(op, PX_UNDO_UNREPLICATED);
@@ -410,7 +404,7 @@ static void wait_granted(struct px_wait_op *op, bool short_, int acked)
 {
     uint64_t age;
 
-    if (op->req->cl->closing) {
+    if (op->caller->closing) {
         op->kind->undo(op, PX_UNDO_GONE);
         return wait_finish(op, true);
     }
@@ -434,10 +428,11 @@ static bool wait_in_flight(const struct px_wait_op *op)
 void px_wait_on_reply(void *arg, const redisReply *r, int err)
 {
     struct px_wait_op *op = arg;
-    struct px_client *cl = op->req->cl;
+    struct lk_caller *cl = op->caller;
+    struct lk_engine *eng = op->eng; /* op may be freed below */
     bool woken = op->state == PX_WAIT_WOKEN;
-    bool short_ = px_repl_short(op->srv);
-    int acked = px_repl_acked(op->srv);
+    bool short_ = px_repl_short(op->eng);
+    int acked = px_repl_acked(op->eng);
     uint64_t repoll_ms = 0;
 
     LP_BUG_ON(!wait_in_flight(op));
@@ -445,7 +440,7 @@ void px_wait_on_reply(void *arg, const redisReply *r, int err)
         op->kind->attempt_done(op);
     if (err < 0) {
         if (op->kind->undo) {
-            op->srv->engine->stats.unknown_acqs++;
+            op->eng->stats.unknown_acqs++;
             op->kind->undo(op, PX_UNDO_UNKNOWN);
         }
         wait_fail(op, err);
@@ -466,37 +461,40 @@ void px_wait_on_reply(void *arg, const redisReply *r, int err)
             break;
         }
     }
-    px_client_put(cl);
+    eng->front.caller_put(cl);
 }
 
 int px_wait_eval(struct px_wait_op *op, uint64_t hint, unsigned script, int numkeys, int argc,
                  const char *const *argv, const size_t *lens)
 {
-    return px_script_eval(op->srv, hint, script, numkeys, argc, argv, lens, px_wait_on_reply, op);
+    return px_script_eval(op->eng, hint, script, numkeys, argc, argv, lens, px_wait_on_reply, op);
 }
 
 /* ---- start ------------------------------------------------------------------- */
 
-void px_wait_init(struct px_wait_op *op, const struct px_wait_kind *kind, struct px_req *req,
-                  int64_t wait_ms)
+void px_wait_init(struct px_wait_op *op, const struct px_wait_kind *kind, struct lk_caller *caller,
+                  struct px_req *req, const char *name, size_t nlen, int64_t wait_ms)
 {
-    struct px_server *srv = req->cl->srv;
+    struct lk_engine *eng = caller->eng;
 
     op->kind = kind;
     op->state = PX_WAIT_NEW;
+    op->caller = caller;
     op->req = req;
-    op->srv = srv;
-    op->start_ms = sched_loop_now_ms(srv->loop);
+    op->name = name;
+    op->nlen = nlen;
+    op->eng = eng;
+    op->start_ms = sched_loop_now_ms(eng->loop);
     op->set = NULL;
     px_waitset_member_init(&op->member, wait_on_wake);
     list_init(&op->client_node);
     sched_timer_init(&op->timer, wait_on_timer);
-    if (wait_ms == 0 || req->in_exec) /* inside EXEC: one attempt (multi.h) */
+    if (wait_ms == 0)
         op->deadline = 0;
     else if (wait_ms < 0)
         op->deadline = PX_WAIT_FOREVER;
     else
-        op->deadline = sched_loop_now_ms(srv->loop) + (uint64_t)wait_ms;
+        op->deadline = sched_loop_now_ms(eng->loop) + (uint64_t)wait_ms;
     op->sent_ms = 0;
     op->lease_ms = 0;
     op->snap.gen = 0;
@@ -519,10 +517,10 @@ static bool wait_queue_behind(struct px_wait_op *op)
 
     if (chlen == 0)
         return false;
-    px_waitset_snap(op->srv, chan, chlen, &op->snap);
+    px_waitset_snap(op->eng, chan, chlen, &op->snap);
     if (!op->kind->queue_behind || !op->kind->queue_behind(op))
         return false;
-    set = px_waitset_find(op->srv, chan, chlen);
+    set = px_waitset_find(op->eng, chan, chlen);
     if (!set || !set->ready || set->nmembers == 0 || !wait_join(op, chan, chlen))
         return false;
     wait_sleep(op, set->repoll_at > now ? set->repoll_at - now : 1, false);
@@ -531,9 +529,8 @@ static bool wait_queue_behind(struct px_wait_op *op)
 
 void px_wait_start(struct px_wait_op *op)
 {
-    op->req->op = op;
-    list_add_tail(&op->req->cl->locks.waits, &op->client_node);
-    if (op->deadline != 0 && op->srv->engine->locks.count > 0 && wait_queue_behind(op))
+    list_add_tail(&op->caller->locks.waits, &op->client_node);
+    if (op->deadline != 0 && op->eng->locks.count > 0 && wait_queue_behind(op))
         return;
     wait_try(op);
 }
@@ -559,15 +556,15 @@ struct px_wait_op *px_wait_grantee(struct px_waitset *set, const struct px_wait_
 void px_wait_grant_begin(struct px_wait_op *op, uint64_t sent_ms)
 {
     LP_BUG_ON(op->state != PX_WAIT_ASLEEP);
-    sched_loop_timer_del(op->srv->loop, &op->timer);
+    sched_loop_timer_del(op->eng->loop, &op->timer);
     op->state = PX_WAIT_GRANTING;
     op->sent_ms = sent_ms;
-    px_client_get(op->req->cl);
+    op->eng->front.caller_get(op->caller);
 }
 
 /* ---- the connection ------------------------------------------------------------ */
 
-void px_wait_client_gone(struct px_client *cl)
+void px_wait_client_gone(struct lk_caller *cl)
 {
     struct list *n, *t;
 

@@ -43,9 +43,9 @@
 extern "C" {
 #endif
 
-struct px_client;
+struct lk_caller;
 struct px_req;
-struct px_server;
+struct lk_engine;
 struct px_wait_op;
 
 #define PX_WAIT_FOREVER    UINT64_MAX /* deadline of a wait without WAIT */
@@ -162,8 +162,12 @@ struct px_wait_kind {
 struct px_wait_op {
     const struct px_wait_kind *kind; /* borrowed: static */
     enum px_wait_state state;        /* see enum */
-    struct px_req *req;              /* borrowed: the request being answered */
-    struct px_server *srv;           /* borrowed */
+    struct lk_caller *caller;        /* borrowed: the connection waiting */
+    struct px_req *req;              /* borrowed: the front end's request (the engine never
+                                        looks inside; kind and finish do) */
+    const char *name;                /* borrowed (from req): the name, for log lines */
+    size_t nlen;
+    struct lk_engine *eng;           /* borrowed */
     struct px_waitset *set;          /* borrowed: joined set, NULL before JOINING */
     struct px_waitset_member member; /* membership in set */
     struct list client_node;         /* in the connection's locks.waits */
@@ -177,11 +181,12 @@ struct px_wait_op {
     uint64_t late_age;               /* age (ms) of the last late grant, for the reply */
 };
 
-/* Prepares op for req of kind: wait_ms < 0 waits forever, 0 makes one
+/* Prepares op for caller's request req of kind, about name (for log
+ * lines; borrowed for op's life): wait_ms < 0 waits forever, 0 makes one
  * attempt. Sets lease_ms 0 and exclusive false; the kind may change them
  * before px_wait_start(). */
-void px_wait_init(struct px_wait_op *op, const struct px_wait_kind *kind, struct px_req *req,
-                  int64_t wait_ms);
+void px_wait_init(struct px_wait_op *op, const struct px_wait_kind *kind, struct lk_caller *caller,
+                  struct px_req *req, const char *name, size_t nlen, int64_t wait_ms);
 
 /* Runs op: the first attempt, or a sleep behind this proxy's waiters.
  * Ends with exactly one finish (kind->finish or engine->front.wait_finish),
@@ -227,11 +232,11 @@ void px_wait_grant_begin(struct px_wait_op *op, uint64_t sent_ms);
 
 /* The connection closed: waits that are not in flight end now (replies
  * dropped); those in flight end when their reply comes. */
-void px_wait_client_gone(struct px_client *cl);
+void px_wait_client_gone(struct lk_caller *cl);
 
 /* Waits in progress and waits whose WAIT ran out, per family. */
-uint64_t px_wait_waiting(const struct px_server *srv, enum px_wait_stat stat);
-uint64_t px_wait_timeouts(const struct px_server *srv, enum px_wait_stat stat);
+uint64_t px_wait_waiting(const struct lk_engine *eng, enum px_wait_stat stat);
+uint64_t px_wait_timeouts(const struct lk_engine *eng, enum px_wait_stat stat);
 
 #ifdef __cplusplus
 }

@@ -7,8 +7,8 @@
 
 #include "common/log.h"
 #include "common/util.h"
+#include "engine/engine.h"
 #include "pool/pool.h"
-#include "proxy/server.h"
 #include "sched/loop.h"
 
 static void member_on_wake(struct sched_waiter *sw)
@@ -77,7 +77,7 @@ static void set_on_sub(struct pool_sub *s, enum pool_sub_event ev, const char *m
         set_on_ready(set);
         break;
     case POOL_SUB_MESSAGE:
-        set->srv->engine->stats.wakeups++;
+        set->eng->stats.wakeups++;
         if (len == 1 && msg[0] == '1')
             set_wake_readers_and_a_writer(set);
         else
@@ -106,7 +106,7 @@ static void set_on_sub_count(struct pool_sub *s, enum pool_sub_event ev, const c
     if (ev != POOL_SUB_MESSAGE)
         return set_on_sub(s, ev, msg, len);
     set->events++;
-    set->srv->engine->stats.wakeups++;
+    set->eng->stats.wakeups++;
     if (util_parse_i64(msg, len, &n) < 0)
         n = 1;
     if (n > 0)
@@ -121,20 +121,20 @@ static void set_on_sub_all(struct pool_sub *s, enum pool_sub_event ev, const cha
     if (ev != POOL_SUB_MESSAGE)
         return set_on_sub(s, ev, msg, len);
     set->events++;
-    set->srv->engine->stats.wakeups++;
+    set->eng->stats.wakeups++;
     sched_sem_release(&set->sem, set->nmembers);
 }
 
 static void set_free(struct px_waitset *set)
 {
-    struct px_server *srv = set->srv;
+    struct lk_engine *eng = set->eng;
 
-    sched_loop_timer_del(srv->loop, &set->linger);
+    sched_loop_timer_del(eng->loop, &set->linger);
     if (set->subscribed)
-        px_subs_unlisten(&set->lsn);
+        eng->front.sub_unlisten(&set->lsn);
     if (set->dual)
-        px_subs_unlisten(&set->classic);
-    hmap_remove(&srv->engine->locks, &set->node);
+        eng->front.sub_unlisten(&set->classic);
+    hmap_remove(&eng->locks, &set->node);
     free(set);
 }
 
@@ -146,11 +146,11 @@ static void set_on_linger(struct sched_timer *t)
         set_free(set);
 }
 
-static struct px_waitset *set_find(struct px_server *srv, const char *ch, size_t len, uint64_t hash)
+static struct px_waitset *set_find(struct lk_engine *eng, const char *ch, size_t len, uint64_t hash)
 {
     struct hmap_node *n;
 
-    for (n = hmap_first(&srv->engine->locks, hash); n; n = hmap_next(n)) {
+    for (n = hmap_first(&eng->locks, hash); n; n = hmap_next(n)) {
         struct px_waitset *set = LP_CONTAINER_OF(n, struct px_waitset, node);
 
         if (set->chlen == len && memcmp(set->channel, ch, len) == 0)
@@ -184,13 +184,13 @@ static void set_on_classic(struct px_sub_lsn *l, enum pool_sub_event ev, const c
 }
 
 /* True when the set should hear classic publishers as well (subs.h). */
-static bool set_wants_classic(const struct px_server *srv)
+static bool set_wants_classic(const struct lk_engine *eng)
 {
-    return pool_is_cluster(srv->pool) && srv->opts.cluster_pubsub == POOL_PUBSUB_AUTO &&
-           pool_pubsub_sharded(srv->pool);
+    return pool_is_cluster(eng->pool) && eng->cfg.cluster_pubsub == POOL_PUBSUB_AUTO &&
+           pool_pubsub_sharded(eng->pool);
 }
 
-static struct px_waitset *set_create(struct px_server *srv, const char *ch, size_t len,
+static struct px_waitset *set_create(struct lk_engine *eng, const char *ch, size_t len,
                                      uint64_t hash, pool_sub_fn *cb)
 {
     struct px_waitset *set = calloc(1, sizeof(*set) + len + 1);
@@ -198,72 +198,72 @@ static struct px_waitset *set_create(struct px_server *srv, const char *ch, size
 
     if (!set)
         return NULL;
-    set->srv = srv;
-    set->gen = ++srv->engine->set_next_gen;
+    set->eng = eng;
+    set->gen = ++eng->set_next_gen;
     set->chlen = len;
     memcpy(set->channel, ch, len);
     list_init(&set->members);
     sched_sem_init(&set->sem, 0, 0);
     sched_timer_init(&set->linger, set_on_linger);
-    hmap_insert(&srv->engine->locks, &set->node, hash);
+    hmap_insert(&eng->locks, &set->node, hash);
     set->sub.cb = cb;
-    rc = px_subs_listen(srv, &set->lsn, set->channel, len, POOL_SUB_AUTO, set_on_lsn);
+    rc = eng->front.sub_listen(eng, &set->lsn, set->channel, len, POOL_SUB_AUTO, set_on_lsn);
     set->subscribed = rc >= 0;
     set->ready = rc == 1;
     if (rc < 0)
         log_msg(LOG_LVL_WARN, "cannot subscribe to %s; waiters poll at lease expiry", ch);
-    if (set->subscribed && set_wants_classic(srv))
-        set->dual = px_subs_listen(srv, &set->classic, set->channel, len, POOL_SUB_CLASSIC,
-                                   set_on_classic) >= 0;
+    if (set->subscribed && set_wants_classic(eng))
+        set->dual = eng->front.sub_listen(eng, &set->classic, set->channel, len, POOL_SUB_CLASSIC,
+                                          set_on_classic) >= 0;
     return set;
 }
 
 static pool_sub_fn *const set_mode_cb[3] = {set_on_sub, set_on_sub_count, set_on_sub_all};
 
-struct px_waitset *px_waitset_join(struct px_server *srv, const char *channel, size_t chlen,
+struct px_waitset *px_waitset_join(struct lk_engine *eng, const char *channel, size_t chlen,
                                    struct px_waitset_member *m, enum px_wake_mode mode)
 {
     uint64_t hash = hash_bytes(channel, chlen);
-    struct px_waitset *set = set_find(srv, channel, chlen, hash);
+    struct px_waitset *set = set_find(eng, channel, chlen, hash);
 
     if (!set)
-        set = set_create(srv, channel, chlen, hash, set_mode_cb[mode]);
+        set = set_create(eng, channel, chlen, hash, set_mode_cb[mode]);
     if (!set)
         return NULL;
-    sched_loop_timer_del(srv->loop, &set->linger);
+    sched_loop_timer_del(eng->loop, &set->linger);
     list_add_tail(&set->members, &m->node);
     set->nmembers++;
     set->sem.max_permits = set->nmembers;
-    srv->engine->nwaiters++;
+    eng->nwaiters++;
     return set;
 }
 
 void px_waitset_leave(struct px_waitset *set, struct px_waitset_member *m)
 {
-    struct px_server *srv = set->srv;
+    struct lk_engine *eng = set->eng;
 
     sched_sem_cancel(&set->sem, &m->sleep);
     list_del_init(&m->node);
     set->nmembers--;
-    srv->engine->nwaiters--;
+    eng->nwaiters--;
     set->sem.max_permits = set->nmembers;
     if (set->sem.permits > set->nmembers)
         set->sem.permits = set->nmembers;
     if (set->nmembers == 0)
-        sched_loop_timer_in(srv->loop, &set->linger, srv->opts.linger_ms);
+        sched_loop_timer_in(eng->loop, &set->linger, eng->cfg.linger_ms);
 }
 
-struct px_waitset *px_waitset_find(struct px_server *srv, const char *channel, size_t chlen)
+struct px_waitset *px_waitset_find(struct lk_engine *eng, const char *channel, size_t chlen)
 {
-    if (srv->engine->locks.count == 0)
+    if (eng->locks.count == 0)
         return NULL;
-    return set_find(srv, channel, chlen, hash_bytes(channel, chlen));
+    return set_find(eng, channel, chlen, hash_bytes(channel, chlen));
 }
 
-void px_waitset_snap(struct px_server *srv, const char *channel, size_t chlen,
+void px_waitset_snap(struct lk_engine *eng, const char *channel, size_t chlen,
                      struct px_wait_snap *snap)
 {
-    struct px_waitset *set = px_waitset_find(srv, channel, chlen);
+    struct px_waitset *set = px_waitset_find(eng, channel, chlen);
 
     snap->gen = set && set->ready ? set->gen : 0;
     snap->events = set ? set->events : 0;
@@ -302,18 +302,18 @@ bool px_waitset_is_queued(const struct px_waitset_member *m)
     return sched_waiter_is_queued(&m->sleep);
 }
 
-int px_waitset_init(struct px_server *srv)
+int px_waitset_init(struct lk_engine *eng)
 {
-    return hmap_init(&srv->engine->locks, 256);
+    return hmap_init(&eng->locks, 256);
 }
 
-void px_waitset_deinit(struct px_server *srv)
+void px_waitset_deinit(struct lk_engine *eng)
 {
     size_t i;
 
-    for (i = 0; i < srv->engine->locks.nbuckets; i++) {
-        while (srv->engine->locks.buckets[i])
-            set_free(LP_CONTAINER_OF(srv->engine->locks.buckets[i], struct px_waitset, node));
+    for (i = 0; i < eng->locks.nbuckets; i++) {
+        while (eng->locks.buckets[i])
+            set_free(LP_CONTAINER_OF(eng->locks.buckets[i], struct px_waitset, node));
     }
-    hmap_deinit(&srv->engine->locks);
+    hmap_deinit(&eng->locks);
 }

@@ -31,8 +31,8 @@
 
 #include "common/hmap.h"
 #include "common/list.h"
+#include "engine/sub_lsn.h"
 #include "pool/pubsub-t.h"
-#include "proxy/subs.h"
 #include "sched/timer-t.h"
 #include "sched/waitq.h"
 
@@ -40,7 +40,7 @@
 extern "C" {
 #endif
 
-struct px_server;
+struct lk_engine;
 struct px_waitset_member;
 
 /* Called when a member should try again (woken, or subscription ready).
@@ -65,8 +65,8 @@ struct px_waitset_member {
 };
 
 struct px_waitset {
-    struct hmap_node node;     /* in srv->engine->locks, by channel */
-    struct px_server *srv;     /* borrowed */
+    struct hmap_node node;     /* in eng->locks, by channel */
+    struct lk_engine *eng;     /* borrowed */
     struct pool_sub sub;       /* sub.cb: the mode's event handler (px_waitset_deliver) */
     struct px_sub_lsn lsn;     /* on the channel's hub: the shared upstream subscription */
     struct px_sub_lsn classic; /* --cluster-pubsub auto, sharded: the classic channel too */
@@ -96,10 +96,10 @@ struct px_wait_snap {
 void px_waitset_member_init(struct px_waitset_member *m, px_waitset_fn *retry);
 
 /* The set for channel, or NULL. */
-struct px_waitset *px_waitset_find(struct px_server *srv, const char *channel, size_t chlen);
+struct px_waitset *px_waitset_find(struct lk_engine *eng, const char *channel, size_t chlen);
 
 /* Records the state of channel's set before an attempt is sent. */
-void px_waitset_snap(struct px_server *srv, const char *channel, size_t chlen,
+void px_waitset_snap(struct lk_engine *eng, const char *channel, size_t chlen,
                      struct px_wait_snap *snap);
 
 /* True when set is the ready set snap saw and nothing happened on it since:
@@ -110,7 +110,7 @@ bool px_waitset_unchanged(const struct px_waitset *set, const struct px_wait_sna
 /* Joins m to the set for channel (created and subscribed on first use);
  * messages wake members per mode (every joiner of one channel passes the
  * same mode). Returns the set, or NULL on -ENOMEM. */
-struct px_waitset *px_waitset_join(struct px_server *srv, const char *channel, size_t chlen,
+struct px_waitset *px_waitset_join(struct lk_engine *eng, const char *channel, size_t chlen,
                                    struct px_waitset_member *m, enum px_wake_mode mode);
 
 /* Leaves the set (unqueues m). The set may linger, then go. */
@@ -140,8 +140,8 @@ void px_waitset_unqueue(struct px_waitset *set, struct px_waitset_member *m);
 /* True while m is queued on its set's semaphore. */
 bool px_waitset_is_queued(const struct px_waitset_member *m);
 
-int px_waitset_init(struct px_server *srv);
-void px_waitset_deinit(struct px_server *srv);
+int px_waitset_init(struct lk_engine *eng);
+void px_waitset_deinit(struct lk_engine *eng);
 
 #ifdef __cplusplus
 }

@@ -7,7 +7,7 @@
  * last renewal), never from its reply: a watchdog hold renews when a third
  * of its lease has passed since then, a fixed lease hold becomes a
  * tombstone at its end, and a tombstone is dropped after
- * PX_HOLD_TOMBSTONE_MS. A due renewal queues the hold on srv->engine->renew_due;
+ * PX_HOLD_TOMBSTONE_MS. A due renewal queues the hold on eng->renew_due;
  * the per-iteration hook turns the queue into scripts of up to
  * PX_RENEW_BATCH keys (one EVALSHA each), one batch per (script, cluster
  * slot): plain, fair and write locks share the renew script, read locks
@@ -38,18 +38,16 @@
 #include "engine/hold.h"
 #include "engine/replay.h"
 #include "engine/scripts.h"
+#include "engine/sem.h"
 #include "engine/shape.h"
 #include "pool/pool.h"
-#include "proxy/cmds/semaphore.h"
-#include "proxy/metrics.h"
-#include "proxy/server.h"
 #include "sched/loop.h"
 
 #define RENEW_GROUPS    16u  /* batches open at once in one hook run (distinct script, slot) */
 #define VERIFY_RETRY_MS 200u /* a check after a topology change that failed goes again */
 
 struct renew_batch {
-    struct px_server *srv;                 /* borrowed */
+    struct lk_engine *eng;                 /* borrowed */
     unsigned script;                       /* pool id of the renew (or verify) script */
     int slot;                              /* cluster slot of every key, 0 for a single node */
     unsigned n;                            /* holds in the batch */
@@ -61,14 +59,14 @@ struct renew_batch {
 
 void px_hold_arm(struct px_hold *h)
 {
-    uint64_t now = sched_loop_now_ms(h->srv->loop);
+    uint64_t now = sched_loop_now_ms(h->eng->loop);
     uint64_t at = h->expires_ms;
 
     if (h->state != PX_HOLD_HELD)
         return;
     if (h->watchdog) /* renew once a third of the lease has passed */
         at = h->expires_ms - (h->lease_ms - LP_MAX(h->lease_ms / 3, 1u));
-    sched_loop_timer_in(h->srv->loop, &h->timer, at > now ? at - now : 0);
+    sched_loop_timer_in(h->eng->loop, &h->timer, at > now ? at - now : 0);
 }
 
 void px_watchdog_on_timer(struct sched_timer *t)
@@ -80,7 +78,7 @@ void px_watchdog_on_timer(struct sched_timer *t)
     } else if (h->state == PX_HOLD_HELD && !h->watchdog) {
         px_hold_mark_lost(h); /* a fixed lease ran out */
     } else if (h->state == PX_HOLD_HELD && !list_is_linked(&h->due_node)) {
-        list_add_tail(&h->srv->engine->renew_due, &h->due_node);
+        list_add_tail(&h->eng->renew_due, &h->due_node);
     }
 }
 
@@ -104,21 +102,21 @@ static void batch_put_holds(struct renew_batch *b)
  * carry it. */
 static void verify_later(struct px_hold *h)
 {
-    struct px_server *srv = h->srv;
+    struct lk_engine *eng = h->eng;
 
-    list_add_tail(&srv->engine->verify_retry, &h->due_node);
-    if (!sched_timer_is_pending(&srv->engine->verify_timer))
-        sched_loop_timer_in(srv->loop, &srv->engine->verify_timer, VERIFY_RETRY_MS);
+    list_add_tail(&eng->verify_retry, &h->due_node);
+    if (!sched_timer_is_pending(&eng->verify_timer))
+        sched_loop_timer_in(eng->loop, &eng->verify_timer, VERIFY_RETRY_MS);
 }
 
 static void verify_on_timer(struct sched_timer *t)
 {
-    struct px_server *srv = LP_CONTAINER_OF(t, struct lk_engine, verify_timer)->srv;
+    struct lk_engine *eng = LP_CONTAINER_OF(t, struct lk_engine, verify_timer);
     struct list *n;
 
-    while ((n = list_first(&srv->engine->verify_retry)) != NULL) {
+    while ((n = list_first(&eng->verify_retry)) != NULL) {
         list_del_init(n);
-        list_add_tail(&srv->engine->renew_due, n);
+        list_add_tail(&eng->renew_due, n);
     }
 }
 
@@ -136,7 +134,7 @@ static void batch_retry(struct renew_batch *b)
         if (b->verifying[i])
             h->verify = true;
         if (h->watchdog)
-            sched_loop_timer_in(b->srv->loop, &h->timer, LP_MIN(h->lease_ms / 3, 1000u));
+            sched_loop_timer_in(b->eng->loop, &h->timer, LP_MIN(h->lease_ms / 3, 1000u));
         else if (b->verifying[i] && !list_is_linked(&h->due_node))
             verify_later(h);
     }
@@ -147,7 +145,7 @@ static void batch_lost(struct renew_batch *b, unsigned i)
     struct px_hold *h = b->holds[i];
 
     if (b->verifying[i]) {
-        b->srv->engine->stats.topology_leases_lost++;
+        b->eng->stats.topology_leases_lost++;
         log_msg(LOG_LVL_WARN,
                 "lease lost: %s '%.*s' owner %.*s is not held on its master after a "
                 "topology change (failover or migration)",
@@ -173,7 +171,7 @@ static void batch_apply(struct renew_batch *b, const redisReply *r)
             /* No proof either way: what changed it, or is in flight, tells
              * (an unlock answers nil: LOCKLOST); a renewal goes again. */
             if (h->watchdog)
-                sched_loop_timer_in(b->srv->loop, &h->timer, 10);
+                sched_loop_timer_in(b->eng->loop, &h->timer, 10);
             continue;
         }
         if (!held) {
@@ -182,7 +180,7 @@ static void batch_apply(struct renew_batch *b, const redisReply *r)
         }
         if (!batch_renews(b))
             continue; /* still held; its fixed lease runs on */
-        b->srv->engine->stats.renewals++;
+        b->eng->stats.renewals++;
         h->expires_ms = b->sent_ms + h->lease_ms;
         px_hold_arm(h);
     }
@@ -213,8 +211,8 @@ static void batch_send(struct renew_batch *b)
     unsigned i;
     int rc;
 
-    lens[b->n] = (size_t)snprintf(lease, sizeof(lease), "%llu",
-                                  (unsigned long long)b->srv->opts.watchdog_ms);
+    lens[b->n] =
+        (size_t)snprintf(lease, sizeof(lease), "%llu", (unsigned long long)b->eng->cfg.watchdog_ms);
     argv[b->n] = lease;
     for (i = 0; i < b->n; i++) {
         argv[i] = b->holds[i]->key;
@@ -223,9 +221,9 @@ static void batch_send(struct renew_batch *b)
         lens[b->n + 1 + i] = b->holds[i]->olen;
     }
     if (batch_renews(b))
-        b->srv->engine->stats.renew_batches++;
-    b->sent_ms = sched_loop_now_ms(b->srv->loop);
-    rc = px_script_eval(b->srv, (uint64_t)b->slot, b->script, (int)b->n, (int)(2 * b->n + 1), argv,
+        b->eng->stats.renew_batches++;
+    b->sent_ms = sched_loop_now_ms(b->eng->loop);
+    rc = px_script_eval(b->eng, (uint64_t)b->slot, b->script, (int)b->n, (int)(2 * b->n + 1), argv,
                         lens, batch_on_reply, b);
     if (rc < 0) {
         batch_retry(b);
@@ -237,7 +235,7 @@ static void batch_send(struct renew_batch *b)
 /* Index in open[] of the batch being filled for (script, slot): the open
  * one, or a new one (the oldest open batch is sent to make room). -ENOMEM
  * if none can be allocated. */
-static int batch_find(struct px_server *srv, struct renew_batch **open, unsigned script, int slot)
+static int batch_find(struct lk_engine *eng, struct renew_batch **open, unsigned script, int slot)
 {
     int i, free_at = -1;
 
@@ -254,7 +252,7 @@ static int batch_find(struct px_server *srv, struct renew_batch **open, unsigned
     open[free_at] = malloc(sizeof(*open[free_at]));
     if (!open[free_at])
         return -ENOMEM;
-    open[free_at]->srv = srv;
+    open[free_at]->eng = eng;
     open[free_at]->script = script;
     open[free_at]->slot = slot;
     open[free_at]->n = 0;
@@ -265,24 +263,24 @@ static int batch_find(struct px_server *srv, struct renew_batch **open, unsigned
  * watchdog renews it, else (a check after a topology change) verify. */
 static unsigned hold_script(const struct px_hold *h)
 {
-    return h->watchdog ? h->kind->renew_script() : PX_SCRIPT_VERIFY;
+    return h->watchdog ? h->kind->renew_script(h->eng) : PX_SCRIPT_VERIFY;
 }
 
-static int hold_slot(const struct px_server *srv, const struct px_hold *h)
+static int hold_slot(const struct lk_engine *eng, const struct px_hold *h)
 {
-    return pool_is_cluster(srv->pool) ? (int)pool_slot(h->key, h->nlen) : 0;
+    return pool_is_cluster(eng->pool) ? (int)pool_slot(h->key, h->nlen) : 0;
 }
 
 /* Turns the queue of due holds into batches and sends them. */
-static void renew_send_due(struct px_server *srv)
+static void renew_send_due(struct lk_engine *eng)
 {
     struct renew_batch *open[RENEW_GROUPS] = {NULL};
     struct list *n;
     unsigned i;
 
-    while ((n = list_first(&srv->engine->renew_due)) != NULL) {
+    while ((n = list_first(&eng->renew_due)) != NULL) {
         struct px_hold *h = LP_CONTAINER_OF(n, struct px_hold, due_node);
-        int at = batch_find(srv, open, hold_script(h), hold_slot(srv, h));
+        int at = batch_find(eng, open, hold_script(h), hold_slot(eng, h));
         struct renew_batch *b;
 
         if (at < 0)
@@ -308,23 +306,23 @@ static void renew_send_due(struct px_server *srv)
  * before setting anything up. */
 static void renew_hook(struct sched_hook *hook)
 {
-    struct px_server *srv = LP_CONTAINER_OF(hook, struct lk_engine, renew_hook)->srv;
+    struct lk_engine *eng = LP_CONTAINER_OF(hook, struct lk_engine, renew_hook);
 
-    if (!list_empty(&srv->engine->renew_due))
-        renew_send_due(srv);
+    if (!list_empty(&eng->renew_due))
+        renew_send_due(eng);
 }
 
 /* ---- topology changes ---------------------------------------------------------- */
 
-void px_watchdog_topology(struct px_server *srv, const struct pool_topology_event *ev)
+void px_watchdog_topology(struct lk_engine *eng, const struct pool_topology_event *ev)
 {
     unsigned queued = 0;
     size_t i;
 
-    for (i = 0; i < srv->engine->holds.nbuckets; i++) {
+    for (i = 0; i < eng->holds.nbuckets; i++) {
         struct hmap_node *n;
 
-        for (n = srv->engine->holds.buckets[i]; n; n = n->next) {
+        for (n = eng->holds.buckets[i]; n; n = n->next) {
             struct px_hold *h = LP_CONTAINER_OF(n, struct px_hold, node);
 
             if (h->state != PX_HOLD_HELD ||
@@ -333,10 +331,10 @@ void px_watchdog_topology(struct px_server *srv, const struct pool_topology_even
             h->verify = true;
             queued++;
             if (!list_is_linked(&h->due_node))
-                list_add_tail(&srv->engine->renew_due, &h->due_node);
+                list_add_tail(&eng->renew_due, &h->due_node);
         }
     }
-    srv->engine->stats.topology_verified += queued;
+    eng->stats.topology_verified += queued;
     log_msg(LOG_LVL_INFO,
             "upstream topology changed: %u slots moved (%u masters, %u slots served); "
             "checking %u holds of those slots",
@@ -345,29 +343,29 @@ void px_watchdog_topology(struct px_server *srv, const struct pool_topology_even
 
 void px_locks_on_topology(void *arg, const struct pool_topology_event *ev)
 {
-    struct px_server *srv = arg;
+    struct lk_engine *eng = arg;
 
     if (ev->initial || ev->nchanged == 0)
         return; /* the first map: nothing was held before it */
-    srv->engine->stats.topology_changes++;
-    px_watchdog_topology(srv, ev);
-    px_replay_topology(srv, ev);
-    px_sem_on_topology(srv, ev);
-    px_jobs_retry_now(srv); /* releases in hand, roll-backs: the new master takes them */
+    eng->stats.topology_changes++;
+    px_watchdog_topology(eng, ev);
+    px_replay_topology(eng, ev);
+    px_sem_on_topology(eng, ev);
+    px_jobs_retry_now(eng); /* releases in hand, roll-backs: the new master takes them */
 }
 
-int px_watchdog_init(struct px_server *srv)
+int px_watchdog_init(struct lk_engine *eng)
 {
-    list_init(&srv->engine->renew_due);
-    list_init(&srv->engine->verify_retry);
-    sched_timer_init(&srv->engine->verify_timer, verify_on_timer);
-    srv->engine->renew_hook.fn = renew_hook;
-    sched_loop_hook_add(srv->loop, &srv->engine->renew_hook);
+    list_init(&eng->renew_due);
+    list_init(&eng->verify_retry);
+    sched_timer_init(&eng->verify_timer, verify_on_timer);
+    eng->renew_hook.fn = renew_hook;
+    sched_loop_hook_add(eng->loop, &eng->renew_hook);
     return 0;
 }
 
-void px_watchdog_deinit(struct px_server *srv)
+void px_watchdog_deinit(struct lk_engine *eng)
 {
-    sched_loop_timer_del(srv->loop, &srv->engine->verify_timer);
-    sched_loop_hook_del(srv->loop, &srv->engine->renew_hook);
+    sched_loop_timer_del(eng->loop, &eng->verify_timer);
+    sched_loop_hook_del(eng->loop, &eng->renew_hook);
 }

@@ -202,7 +202,7 @@ int px_name_check(struct px_req *req, const char *what, enum px_name_rule rule)
 
     if (px_args_check_name(req, what) < 0)
         return -EINVAL;
-    if (px_name_slot_ok(req->cl->srv, name->p, name->len, rule))
+    if (px_name_slot_ok(req->cl->srv->engine, name->p, name->len, rule))
         return 0;
     if (rule == PX_NAME_BRACED)
         px_reply_error(px_req_out(req),

@@ -439,7 +439,7 @@ static bool client_auth_pending(const struct px_client *cl)
 /* Holding or waiting for a lock (or permits), or a request outstanding. */
 static bool client_is_busy(const struct px_client *cl)
 {
-    return cl->nreqs > 0 || px_locks_client_busy(&cl->locks) || px_subs_client_busy(cl);
+    return cl->nreqs > 0 || px_locks_client_busy(&cl->caller.locks) || px_subs_client_busy(cl);
 }
 
 /* When the deadline must look at cl next, or 0 for never. */
@@ -557,6 +557,31 @@ void px_client_put(struct px_client *cl)
     client_maybe_free(cl);
 }
 
+/* The engine's hooks on a connection (struct lk_front). */
+void px_client_caller_get(struct lk_caller *c)
+{
+    px_client_get(LP_CONTAINER_OF(c, struct px_client, caller));
+}
+
+void px_client_caller_put(struct lk_caller *c)
+{
+    px_client_put(LP_CONTAINER_OF(c, struct px_client, caller));
+}
+
+struct lk_caller *px_client_caller_find(struct lk_engine *eng, uint64_t id)
+{
+    struct px_server *srv = eng->owner;
+    struct list *n;
+
+    for (n = srv->clients.next; n != &srv->clients; n = n->next) {
+        struct px_client *cl = LP_CONTAINER_OF(n, struct px_client, client_node);
+
+        if (cl->id == id)
+            return cl->closing ? NULL : &cl->caller;
+    }
+    return NULL;
+}
+
 static void client_maybe_free(struct px_client *cl)
 {
     if (!cl->conn_released || cl->upstream_refs > 0)
@@ -617,14 +642,15 @@ void px_client_close(struct px_client *cl)
         return;
     px_client_get(cl);
     cl->closing = true;
+    cl->caller.closing = true;
     client_set_input(cl, PX_INPUT_DONE);
     sched_loop_timer_del(srv->loop, &cl->timer);
     client_drop_queued(cl);
     px_multi_client_gone(cl); /* closing: its memory leaves the sum */
     px_subs_client_gone(cl);
-    list_del_init(&cl->client_node); /* px_locks_client_gone may link it to srv->releasing */
+    list_del_init(&cl->client_node);
     srv->nclients--;
-    px_locks_client_gone(cl);
+    px_locks_client_gone(&cl->caller);
     sched_conn_close(&cl->conn, cl->quit || cl->flush_on_close);
     px_client_put(cl);
 }
@@ -664,7 +690,7 @@ static void client_init(struct px_server *srv, struct px_client *cl)
     list_init(&cl->queued);
     list_init(&cl->running);
     px_multi_init(&cl->multi);
-    px_locks_client_init(&cl->locks);
+    px_locks_client_init(&cl->caller, srv->engine, cl->id);
     sched_timer_init(&cl->timer, client_on_deadline);
     cl->input = PX_INPUT_READING;
     cl->accept_ms = now;
@@ -692,6 +718,7 @@ int px_client_accept(struct px_server *srv, int fd, struct sched_tls_ctx *tls)
     }
     if (tls && (rc = sched_conn_start_tls(&cl->conn, tls, NULL)) < 0) {
         cl->closing = true;
+        cl->caller.closing = true;
         sched_conn_close(&cl->conn, false); /* cl is freed at on_release */
         return rc;
     }

@@ -78,7 +78,7 @@ struct px_client {
     unsigned nreqs;                /* queued + running */
     unsigned preauth;              /* requests taken before AUTH since the last read */
     struct px_req *barrier;        /* running blocking request, or NULL */
-    struct px_cl_locks locks;      /* what it waits for and holds (engine/, proxy/cmds/) */
+    struct lk_caller caller;       /* the engine's record of it: id, closing, its locks */
     unsigned upstream_refs;        /* pool callbacks outstanding */
     bool closing;                  /* connection is going away */
     bool conn_released;            /* sched on_release delivered */
@@ -134,6 +134,13 @@ struct px_client_extra *px_client_extra(struct px_client *cl);
 /* Reference for an upstream callback; put may free a closing client. */
 void px_client_get(struct px_client *cl);
 void px_client_put(struct px_client *cl);
+
+/* The engine's hooks on a connection (struct lk_front): a reference
+ * through its caller record, and the open connection of an id (NULL:
+ * none, or closing). */
+void px_client_caller_get(struct lk_caller *c);
+void px_client_caller_put(struct lk_caller *c);
+struct lk_caller *px_client_caller_find(struct lk_engine *eng, uint64_t id);
 
 /* Starts closing (on error or hang-up): cancels waits, applies the
  * on-disconnect policy to held locks. Idempotent. */

@@ -135,9 +135,9 @@ static void client_line(const struct px_client *cl, struct buf *b)
                 cl->multi.active ? (int)cl->multi.n : -1, buf_size(&cl->in), unsent,
                 buf_size(&cl->in) + unsent, cmd, cl->user ? cl->user->name : PX_AUTH_DEFAULT_USER,
                 cl->proto, px_client_lib_name(cl), px_client_lib_ver(cl),
-                list_count(&cl->locks.holds) + list_count(&cl->locks.shares) +
-                    list_count(&cl->locks.claims),
-                list_count(&cl->locks.waits));
+                list_count(&cl->caller.locks.holds) + list_count(&cl->caller.locks.shares) +
+                    list_count(&cl->caller.locks.claims),
+                list_count(&cl->caller.locks.waits));
 }
 
 /* ---- subcommands ---------------------------------------------------------- */

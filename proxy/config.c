@@ -313,6 +313,7 @@ static void reload_apply(struct px_server *srv, struct px_opts *nw)
     if (nw->max_clients > o->max_clients)
         px_server_fit_nofile(nw->max_clients);
     o->max_clients = nw->max_clients;
+    px_server_engine_config(srv);
     reload_apply_tls(o, nw);
     o->auth = nw->auth;
     nw->auth = NULL;

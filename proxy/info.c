@@ -9,6 +9,7 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include "engine/redlock.h"
 #include "pool/pool.h"
 #include "proxy/client.h"
 #include "proxy/cmds/redlock.h"
@@ -164,6 +165,11 @@ static void info_sentinel(struct px_server *srv, struct buf *o)
 }
 
 /* Pass-through pub/sub (subs.h). */
+static void info_redlock(struct px_server *srv, struct buf *o)
+{
+    px_redlock_info(srv->engine, o);
+}
+
 static void info_pubsub(struct px_server *srv, struct buf *o)
 {
     info_group(srv, o, "Pubsub", PX_STATS_G_PUBSUB);
@@ -193,7 +199,7 @@ static const struct info_section sections[] = {
     {"upstream", info_upstream},
     {"cluster", px_upstream_nodes_info},
     {"sentinel", info_sentinel},
-    {"redlock", px_redlock_info},
+    {"redlock", info_redlock},
     {"pubsub", info_pubsub},
     {"stats", info_stats},
     {"latency", info_latency},

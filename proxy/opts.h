@@ -11,6 +11,7 @@
 #include <stdio.h>
 
 #include "common/log.h"
+#include "engine/config.h"
 #include "sched/loop.h"
 
 #ifdef __cplusplus
@@ -22,16 +23,10 @@ struct px_auth;
 #define PX_CONFIG_PATH_MAX 1024u /* longest --config path */
 #define PX_PATH_MAX        1024u /* longest certificate, key or CA file path */
 #define PX_LISTEN_MAX      8u    /* most --listen addresses */
-#define PX_REDLOCK_MAX     9u    /* most --redlock-upstream masters */
 /* The default --max-args: the longest request a command takes, MULTILOCK
  * with its 64 names (PX_MULTI_MAX), LEASE ms and WAIT ms (multilock.c
  * checks that the two agree). */
 #define PX_DEFAULT_MAX_ARGS 69u
-
-enum px_on_disconnect {
-    PX_DISCONNECT_RELEASE = 0, /* release a dead connection's locks at once */
-    PX_DISCONNECT_EXPIRE = 1,  /* stop renewing; locks expire at lease end */
-};
 
 /* Client certificates on TLS listeners (Redis's tls-auth-clients); the
  * values are those of enum sched_tls_verify. */

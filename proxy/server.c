@@ -20,7 +20,9 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "engine/engine.h"
+#include "engine/hold.h"
 #include "engine/jobs.h"
+#include "engine/redlock.h"
 #include "engine/scripts.h"
 #include "pool/pool.h"
 #include "proxy/auth.h"
@@ -221,7 +223,7 @@ static void server_pool_cluster(struct px_server *srv, struct pool_opts *po)
     const struct px_addr *u = &srv->opts.upstream;
 
     po->on_topology = px_locks_on_topology;
-    po->topology_arg = srv;
+    po->topology_arg = srv->engine;
     if (!u->cluster)
         return;
     po->cluster_seeds = u->seeds;
@@ -275,6 +277,72 @@ static int server_loop(struct px_server *srv)
     return rc;
 }
 
+_Static_assert(sizeof(((struct px_server *)0)->uuid) == LK_UUID_LEN + 1,
+               "util_uuid4's 36 characters and NUL (the engine's owner prefix)");
+/* The longest owner field, a user token's with ":write", fits untruncated:
+ * truncation would make two long user names one owner. */
+_Static_assert(36 + 1 + PX_USER_NAME_MAX + 1 + PX_OWNER_TOKEN_MAX + sizeof(":write") <=
+                   PX_OWNER_MAX,
+               "owner field capacity");
+
+/* The engine's hooks that need the front end's types (struct lk_front). */
+static void server_hold_end(struct lk_engine *eng, uint64_t held_ms)
+{
+    px_metrics_hold_end(eng->owner, held_ms);
+}
+
+static void server_lease_lost(struct lk_caller *c, const char *kind, const char *name, size_t nlen)
+{
+    px_push_lease_lost(LP_CONTAINER_OF(c, struct px_client, caller), kind, name, nlen);
+}
+
+static int server_sub_listen(struct lk_engine *eng, struct px_sub_lsn *l, const char *name,
+                             size_t len, enum pool_sub_kind kind, px_sub_lsn_fn *cb)
+{
+    return px_subs_listen(eng->owner, l, name, len, kind, cb);
+}
+
+static int server_eval(struct lk_engine *eng, uint64_t hint, unsigned script, int numkeys, int argc,
+                       const char *const *argv, const size_t *lens, struct pool_wait *w,
+                       pool_reply_fn *cb, void *arg)
+{
+    return px_metrics_eval(eng->owner, hint, script, numkeys, argc, argv, lens, w, cb, arg);
+}
+
+/* One RedLock master's pool options (its strings stay in srv->opts). */
+static void server_redlock_opts(const struct px_server *srv, const struct px_addr *u,
+                                struct pool_opts *po)
+{
+    pool_opts_default(po);
+    po->host = u->host;
+    po->port = u->port;
+    po->user = u->user[0] ? u->user : NULL;
+    po->password = u->password[0] ? u->password : NULL;
+    po->db = u->db;
+    po->size = srv->opts.pool_size;
+    po->batch_max = srv->opts.script_batch;
+    po->request_timeout_ms = srv->opts.upstream_timeout_ms;
+}
+
+void px_server_engine_config(struct px_server *srv)
+{
+    const struct px_opts *o = &srv->opts;
+    struct lk_config *c = &srv->engine->cfg;
+    unsigned i;
+
+    c->watchdog_ms = o->watchdog_ms;
+    c->upstream_timeout_ms = o->upstream_timeout_ms;
+    c->sync_replicas = o->sync_replicas;
+    c->sync_timeout_ms = o->sync_timeout_ms;
+    c->on_disc = o->on_disc;
+    c->linger_ms = o->linger_ms;
+    c->cluster_pubsub = o->cluster_pubsub;
+    c->slots_move = o->upstream.cluster || o->upstream.sentinels[0] != '\0';
+    c->nredlock = o->nredlock;
+    for (i = 0; i < o->nredlock; i++)
+        server_redlock_opts(srv, &o->redlock[i], &c->redlock[i]);
+}
+
 int px_server_create(struct px_server **out, const struct px_opts *opts)
 {
     struct px_server *srv = calloc(1, sizeof(*srv));
@@ -290,8 +358,15 @@ int px_server_create(struct px_server **out, const struct px_opts *opts)
         goto err_free;
     px_cmd_register_scripts(srv->engine);
     srv->engine->front = (struct lk_front){.wait_finish = px_wait_finish_resp,
-                                           .hold_end = px_metrics_hold_end,
-                                           .lease_lost = px_push_lease_lost};
+                                           .hold_end = server_hold_end,
+                                           .lease_lost = server_lease_lost,
+                                           .caller_get = px_client_caller_get,
+                                           .caller_put = px_client_caller_put,
+                                           .caller_find = px_client_caller_find,
+                                           .sub_listen = server_sub_listen,
+                                           .sub_unlisten = px_subs_unlisten,
+                                           .eval = server_eval};
+    srv->engine->uuid = srv->uuid;
     px_server_fit_nofile(opts->max_clients);
     rc = util_uuid4(srv->uuid);
     if (rc < 0)
@@ -301,12 +376,15 @@ int px_server_create(struct px_server **out, const struct px_opts *opts)
         goto err_free;
     srv->start_ms = sched_loop_now_ms(srv->loop);
     rc = server_pool(srv);
+    srv->engine->loop = srv->loop;
+    srv->engine->pool = srv->pool;
+    px_server_engine_config(srv);
     if (rc == 0)
-        rc = px_redlock_start(srv);
+        rc = px_redlock_start(srv->engine);
     if (rc < 0)
         goto err_loop;
-    if ((rc = px_cmd_init()) < 0 || (rc = px_subs_init(srv)) < 0 || (rc = px_locks_init(srv)) < 0 ||
-        (rc = px_fwd_create(srv)) < 0)
+    if ((rc = px_cmd_init()) < 0 || (rc = px_subs_init(srv)) < 0 ||
+        (rc = px_locks_init(srv->engine)) < 0 || (rc = px_fwd_create(srv)) < 0)
         goto err_loop;
     rc = server_listen(srv);
     if (rc < 0)
@@ -347,12 +425,13 @@ static void server_drain(struct px_server *srv)
         pool_get_stats(srv->pool, &st);
         now = clock_mono_ms();
         busy = st.inflight > 0 || srv->nclients > 0;
-        releases = px_jobs_busy(srv) || px_redlock_busy(srv) || px_locks_releasing(srv);
+        releases = px_jobs_busy(srv->engine) || px_redlock_busy(srv->engine) ||
+                   px_locks_releasing(srv->engine);
     } while ((busy && now < until) || (releases && now < start + PX_STOP_RELEASE_MS));
     until = LP_MAX(until, now);
     pool_stop(srv->pool);
-    px_redlock_stop(srv);
-    while ((!pool_is_stopped(srv->pool) || !px_redlock_stopped(srv)) &&
+    px_redlock_stop(srv->engine);
+    while ((!pool_is_stopped(srv->pool) || !px_redlock_stopped(srv->engine)) &&
            clock_mono_ms() < until + PX_DRAIN_MS)
         sched_loop_run_once(srv->loop, 10);
 }
@@ -371,7 +450,7 @@ static int server_accept_when_settled(struct px_server *srv)
     do {
         sched_loop_run_once(srv->loop, 10);
         pool_get_stats(srv->pool, &st);
-    } while ((strcmp(st.state, "connecting") == 0 || px_redlock_connecting(srv)) &&
+    } while ((strcmp(st.state, "connecting") == 0 || px_redlock_connecting(srv->engine)) &&
              clock_mono_ms() < until);
     for (i = 0; i < srv->nlisteners; i++) {
         struct px_listener *l = &srv->listeners[i];
@@ -435,14 +514,14 @@ void px_server_destroy(struct px_server *srv)
     sched_loop_hook_del(srv->loop, &srv->signal_hook);
     px_climem_stop(srv);
     px_http_destroy(srv);
-    px_locks_deinit(srv);
+    px_locks_deinit(srv->engine);
     px_subs_deinit(srv);
     px_cmd_deinit();
     px_fwd_destroy(srv);
     px_metrics_destroy(srv);
     if (pool_is_stopped(srv->pool))
         pool_destroy(srv->pool);
-    px_redlock_destroy(srv);
+    px_redlock_destroy(srv->engine);
     server_stop_listeners(srv);
     sched_loop_destroy(srv->loop);
     server_close_listen_fds(srv);

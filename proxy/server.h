@@ -84,6 +84,16 @@ struct px_server {
     struct px_subs *subs; /* owned: shared subscriptions' hubs (subs.c) */
 };
 
+/* The server whose engine eng is (the engine's owner). */
+static inline struct px_server *px_server_of(const struct lk_engine *eng)
+{
+    return (struct px_server *)eng->owner;
+}
+
+/* Copies into the engine the options it reads (struct lk_config): at
+ * start-up and after a config reload. */
+void px_server_engine_config(struct px_server *srv);
+
 /* Creates the loop, the pool, the listening socket and the metrics
  * listener. opts is copied (its auth gets one more reference). Returns 0
  * or -errno (a message has been logged). */

@@ -49,6 +49,7 @@
 #include <stdint.h>
 
 #include "common/list.h"
+#include "engine/sub_lsn.h"
 #include "pool/pubsub-t.h"
 
 #ifdef __cplusplus
@@ -67,19 +68,6 @@ struct px_sub_lsn;
 /* How long a SUBSCRIBE waits for the upstream confirmation before it
  * answers anyway (the subscription stays pending upstream). */
 #define PX_SUBS_CONFIRM_MS 2000u
-
-/* A hub event: READY, LOST, or MESSAGE with the channel it was published
- * on (a pattern's matching channel) and the payload; borrowed for the
- * call. */
-typedef void px_sub_lsn_fn(struct px_sub_lsn *l, enum pool_sub_event ev, const char *chan,
-                           size_t clen, const char *msg, size_t len);
-
-struct px_sub_lsn {
-    struct list node;   /* in hub->lsns while listening */
-    struct px_hub *hub; /* borrowed: the hub, NULL when not listening */
-    px_sub_lsn_fn *cb;  /* borrowed */
-    bool client;        /* a pass-through client's (counted in INFO) */
-};
 
 /* Pass-through counters (INFO pubsub, /metrics). */
 struct px_subs_stats {

@@ -53,7 +53,8 @@ static void call_start(struct px_req *req, uint64_t hint, unsigned script, int n
         return px_req_done(req);
     }
     c->req = req;
-    rc = px_script_eval(req->cl->srv, hint, script, numkeys, argc, argv, lens, call_on_reply, c);
+    rc = px_script_eval(req->cl->srv->engine, hint, script, numkeys, argc, argv, lens,
+                        call_on_reply, c);
     if (rc < 0) {
         if (!c->own_failures || rc == -ENOMEM)
             px_wait_reply_upstream(req, rc);

@@ -72,8 +72,7 @@ static const struct px_lua *const fair_scripts[FAIR_COUNT] = {
     &px_lua_fair_settle,
 };
 
-static unsigned fair_script_base;
-const struct px_script_set px_fairlock_script_set = {fair_scripts, FAIR_COUNT, &fair_script_base};
+const struct px_script_set px_fairlock_script_set = {fair_scripts, FAIR_COUNT, LK_SCRIPTS_FAIR};
 
 /* ---- script arguments ---------------------------------------------------------- */
 
@@ -124,8 +123,8 @@ static void fair_args_init(struct fair_args *f, const char *name, size_t nlen, c
 static int fair_send(struct px_server *srv, uint64_t hint, unsigned script,
                      const struct fair_args *f, pool_reply_fn *cb, void *arg)
 {
-    return px_script_eval(srv, hint, fair_script_base + script, 3, f->argc, f->argv, f->lens, cb,
-                          arg);
+    return px_script_eval(srv->engine, hint, srv->engine->script_bases[LK_SCRIPTS_FAIR] + script, 3,
+                          f->argc, f->argv, f->lens, cb, arg);
 }
 
 /* threadWaitTime: WAIT when given (and not 0), else fairLockWaitTimeout. */
@@ -136,12 +135,13 @@ static uint64_t fair_wait_time(const struct px_acq *a)
 
 /* ---- hold kind ------------------------------------------------------------------- */
 
-static unsigned fair_renew_script(void)
+static unsigned fair_renew_script(const struct lk_engine *eng)
 {
+    (void)eng;
     return PX_SCRIPT_RENEW; /* the hash is an RLock hash: HEXISTS -> PEXPIRE */
 }
 
-static int fair_settle(struct px_server *srv, const char *name, size_t nlen, const char *owner,
+static int fair_settle(struct lk_engine *eng, const char *name, size_t nlen, const char *owner,
                        size_t olen, const struct px_settle *st, pool_reply_fn *cb, void *arg)
 {
     struct fair_args f;
@@ -150,7 +150,7 @@ static int fair_settle(struct px_server *srv, const char *name, size_t nlen, con
     fair_push_num(&f, st->keep);
     fair_push(&f, st->dequeue ? "1" : "0", 1);
     fair_push_num(&f, st->wait_ms);
-    return fair_send(srv, px_route_hint(name, nlen), FAIR_SETTLE, &f, cb, arg);
+    return fair_send(px_server_of(eng), px_route_hint(name, nlen), FAIR_SETTLE, &f, cb, arg);
 }
 
 static const struct px_hold_kind fair_hold = {"fair lock", "FAIRLOCK", fair_renew_script,

@@ -29,6 +29,7 @@
 #include "proxy/cmds/wait_end.h"
 #include "proxy/reply.h"
 #include "proxy/request.h"
+#include "proxy/server.h"
 
 #define LATCH_CHANNEL_PREFIX "redisson_countdownlatch__channel__"
 
@@ -45,13 +46,11 @@ static const struct px_lua *const latch_scripts[LATCH_NSCRIPTS] = {
     &px_lua_latch_count,
 };
 
-static unsigned latch_script_base;
-const struct px_script_set px_latch_script_set = {latch_scripts, LATCH_NSCRIPTS,
-                                                  &latch_script_base};
+const struct px_script_set px_latch_script_set = {latch_scripts, LATCH_NSCRIPTS, LK_SCRIPTS_LATCH};
 
-static unsigned script_id(enum latch_script s)
+static unsigned script_id(const struct lk_engine *eng, enum latch_script s)
 {
-    return latch_script_base + (unsigned)s;
+    return eng->script_bases[LK_SCRIPTS_LATCH] + (unsigned)s;
 }
 
 /* "redisson_countdownlatch__channel__{" name "}": braces always. Returns
@@ -86,8 +85,8 @@ static void latch_simple(struct px_req *req, enum latch_script s, int nkeys, con
         argv[argc] = arg;
         lens[argc++] = alen;
     }
-    px_call_script(req, px_route_hint(name->p, name->len), script_id(s), nkeys, argc, argv, lens,
-                   px_call_reply_int);
+    px_call_script(req, px_route_hint(name->p, name->len), script_id(req->cl->srv->engine, s),
+                   nkeys, argc, argv, lens, px_call_reply_int);
 }
 
 static void latch_cmd_trysetcount(struct px_req *req)
@@ -133,8 +132,8 @@ static int latchop_send(struct px_wait_op *w)
     const char *argv[1] = {name->p};
     size_t lens[1] = {name->len};
 
-    return px_wait_eval(w, px_route_hint(name->p, name->len), script_id(LATCH_COUNT), 1, 1, argv,
-                        lens);
+    return px_wait_eval(w, px_route_hint(name->p, name->len), script_id(w->eng, LATCH_COUNT), 1, 1,
+                        argv, lens);
 }
 
 /* Count above 0: wait; else the latch is open (+OK). Never a grant. */
@@ -190,8 +189,8 @@ static void latch_cmd_await(struct px_req *req)
         px_reply_error(px_req_out(req), "ERR out of memory");
         return px_req_done(req);
     }
-    px_wait_init(&l->wait, &latchop_kind, req, wait_ms);
-    px_wait_start(&l->wait);
+    px_cmd_wait_init(&l->wait, &latchop_kind, req, wait_ms);
+    px_cmd_wait_start(&l->wait);
 }
 
 static bool latch_may_block(const struct px_req *req)

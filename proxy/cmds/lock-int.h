@@ -38,7 +38,7 @@ enum px__lock_script {
 };
 
 /* Pool id of one of lock.c's scripts. */
-unsigned px__lock_script(enum px__lock_script s);
+unsigned px__lock_script(const struct lk_engine *eng, enum px__lock_script s);
 
 /* A lock command's arguments. */
 struct px__lock_args {

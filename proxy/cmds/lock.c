@@ -39,6 +39,7 @@
 #include "proxy/auth.h"
 #include "proxy/client.h"
 #include "proxy/cmds/lock-int.h"
+#include "proxy/cmds/wait_end.h"
 #include "proxy/metrics.h"
 #include "proxy/reply.h"
 #include "proxy/server.h"
@@ -57,12 +58,11 @@ static const struct px_lua *const lock_scripts[PX__LK_COUNT] = {
     &px_lua_lock_force,   &px_lua_lock_unlock_grant,
 };
 
-static unsigned lock_script_base;
-const struct px_script_set px_lock_script_set = {lock_scripts, PX__LK_COUNT, &lock_script_base};
+const struct px_script_set px_lock_script_set = {lock_scripts, PX__LK_COUNT, LK_SCRIPTS_LOCK};
 
-unsigned px__lock_script(enum px__lock_script s)
+unsigned px__lock_script(const struct lk_engine *eng, enum px__lock_script s)
 {
-    return lock_script_base + (unsigned)s;
+    return eng->script_bases[LK_SCRIPTS_LOCK] + (unsigned)s;
 }
 
 /* ---- the plain and fenced kinds ---------------------------------------------- */
@@ -80,8 +80,8 @@ static int plain_acquire(struct px_server *srv, const struct px_acq *a, pool_rep
     size_t lens[3] = {a->nlen, 0, a->olen};
 
     lens[1] = util_u64_to_str(a->lease_ms, lease);
-    return px_script_eval(srv, a->hint, lock_script_base + PX__LK_ACQUIRE, 1, 3, argv, lens, cb,
-                          arg);
+    return px_script_eval(srv->engine, a->hint, px__lock_script(srv->engine, PX__LK_ACQUIRE), 1, 3,
+                          argv, lens, cb, arg);
 }
 
 /* The floor (fence.h) is read at every attempt: one sent after a grant
@@ -93,15 +93,15 @@ static int fenced_acquire(struct px_server *srv, const struct px_acq *a, pool_re
     const char *argv[5] = {a->name, token, lease, a->owner, floor_s};
     size_t lens[5] = {a->nlen, 0, 0, a->olen, 0};
     uint64_t floor;
-    int rc = px_fence_floor(srv, a->name, a->nlen, &floor);
+    int rc = px_fence_floor(srv->engine, a->name, a->nlen, &floor);
 
     if (rc < 0)
         return rc;
     lens[1] = px_channel_name(token, sizeof(token), "redisson_lock_token:", a->name, a->nlen);
     lens[2] = util_u64_to_str(a->lease_ms, lease);
     lens[4] = util_u64_to_str(floor, floor_s);
-    return px_script_eval(srv, a->hint, lock_script_base + PX__LK_FENCED, 2, 5, argv, lens, cb,
-                          arg);
+    return px_script_eval(srv->engine, a->hint, px__lock_script(srv->engine, PX__LK_FENCED), 2, 5,
+                          argv, lens, cb, arg);
 }
 
 int px_lock_eval_unlock(struct px_server *srv, const struct px_acq *a, unsigned script,
@@ -113,13 +113,13 @@ int px_lock_eval_unlock(struct px_server *srv, const struct px_acq *a, unsigned 
 
     lens[1] = channel(a, chan, sizeof(chan));
     lens[2] = util_u64_to_str(a->lease_ms, lease);
-    return px_script_eval(srv, a->hint, script, 2, 4, argv, lens, cb, arg);
+    return px_script_eval(srv->engine, a->hint, script, 2, 4, argv, lens, cb, arg);
 }
 
 static int plain_unlock(struct px_server *srv, const struct px_acq *a, pool_reply_fn *cb, void *arg)
 {
-    return px_lock_eval_unlock(srv, a, lock_script_base + PX__LK_UNLOCK, px__lock_plain_channel, cb,
-                               arg);
+    return px_lock_eval_unlock(srv, a, px__lock_script(srv->engine, PX__LK_UNLOCK),
+                               px__lock_plain_channel, cb, arg);
 }
 
 const struct px_lock_kind px__lock_plain_kind = {
@@ -222,8 +222,8 @@ size_t px__lock_owner(struct px_req *req, const struct px__lock_args *a,
                       const struct px_lock_kind *kind, char *out, size_t *base_len)
 {
     const char *user = req->cl->user ? req->cl->user->name : NULL;
-    size_t n = px_owner_format(req->cl->srv, req->cl->id, user, a->token ? a->token->p : NULL,
-                               a->token ? a->token->len : 0, out);
+    size_t n = px_owner_format(req->cl->srv->engine, req->cl->id, user,
+                               a->token ? a->token->p : NULL, a->token ? a->token->len : 0, out);
     size_t slen = strlen(kind->owner_suffix);
 
     *base_len = n;
@@ -277,7 +277,7 @@ static bool lockop_queue_behind(const struct px_wait_op *w)
 
     if (!op->kind->queue_behind)
         return false;
-    h = px_hold_find(w->srv, op->acq.name, op->acq.nlen, op->acq.owner, op->acq.olen);
+    h = px_hold_find(w->eng, op->acq.name, op->acq.nlen, op->acq.owner, op->acq.olen);
     return !h || !px_hold_is_held(h);
 }
 
@@ -291,7 +291,7 @@ static struct px_hold *lockop_hold(struct px__lockop *op)
 
     if (h->state != PX_HOLD_RELEASING && h->state != PX_HOLD_DEAD)
         return h;
-    h = px_hold_use(op->wait.srv, op->kind->hold, a->name, a->nlen, a->owner, a->olen, true);
+    h = px_hold_use(op->wait.eng, op->kind->hold, a->name, a->nlen, a->owner, a->olen, true);
     if (h) {
         px_hold_put(op->hold);
         op->hold = h;
@@ -308,7 +308,7 @@ static int lockop_send(struct px_wait_op *w)
     if (rc < 0)
         return rc;
     px_hold_begin(h);
-    rc = op->kind->acquire(w->srv, &op->acq, px_wait_on_reply, w);
+    rc = op->kind->acquire(px_server_of(w->eng), &op->acq, px_wait_on_reply, w);
     if (rc < 0) {
         px_hold_end(h);
         return rc;
@@ -353,18 +353,18 @@ static enum px_wait_res lockop_reply(struct px_wait_op *w, const redisReply *r, 
         return PX_WAIT_FINISHED;
     }
     if (!a.granted) {
-        *repoll = repoll_ms(w->srv, a.pttl);
+        *repoll = repoll_ms(px_server_of(w->eng), a.pttl);
         return PX_WAIT_CONTENDED;
     }
     op->queued = false; /* the acquire took the op out of any queue */
     op->count = a.count;
     op->token = a.token;
     if (a.token >= 0)
-        px_fence_note(w->srv, op->acq.name, op->acq.nlen, a.token);
+        px_fence_note(w->eng, op->acq.name, op->acq.nlen, a.token);
     if (px_hold_lost_before(op->hold, (uint64_t)a.count)) {
         /* Redis made a fresh acquisition: the hold this re-entry was to
          * add to is gone. Told, and this one given back. */
-        px_hold_report_lost(op->hold, true, sched_loop_now_ms(w->srv->loop) + op->acq.lease_ms);
+        px_hold_report_lost(op->hold, true, sched_loop_now_ms(w->eng->loop) + op->acq.lease_ms);
         lockop_reply_lost(w->req, &op->acq);
         return PX_WAIT_FINISHED;
     }
@@ -382,10 +382,10 @@ static void lockop_granted(struct px_wait_op *w)
     struct px__lockop *op = lockop_of(w);
     struct px_req *req = w->req;
 
-    w->srv->engine->stats.acquired++;
-    px_metrics_observe_wait(w->srv, req);
-    px_hold_granted(op->hold, op->kind->hold, req->cl, (uint64_t)op->count, op->acq.lease_ms,
-                    op->watchdog, w->sent_ms);
+    w->eng->stats.acquired++;
+    px_metrics_observe_wait(px_server_of(w->eng), req);
+    px_hold_granted(op->hold, op->kind->hold, &req->cl->caller, (uint64_t)op->count,
+                    op->acq.lease_ms, op->watchdog, w->sent_ms);
     if (op->token >= 0)
         op->hold->token = op->token;
     if (op->fenced)
@@ -407,9 +407,9 @@ static void lockop_granted(struct px_wait_op *w)
 static void lockop_undo(struct px_wait_op *w, enum px_undo_why why)
 {
     struct px__lockop *op = lockop_of(w);
-    uint64_t now = sched_loop_now_ms(w->srv->loop);
+    uint64_t now = sched_loop_now_ms(w->eng->loop);
 
-    if (why == PX_UNDO_GONE && w->srv->opts.on_disc != PX_DISCONNECT_RELEASE)
+    if (why == PX_UNDO_GONE && w->eng->cfg.on_disc != PX_DISCONNECT_RELEASE)
         return;
     /* A re-entry sent once the hold's lease could no longer be vouched for
      * (its renewals did not come back in time) may have been a fresh
@@ -490,7 +490,8 @@ static void acquire_start(struct px_req *req, const struct px_lock_kind *kind, u
     }
     op->kind = a.fenced ? &fenced_kind : kind;
     op->fenced = a.fenced;
-    px_wait_init(&op->wait, &px__lock_wait_kind, req, (allow & PX__LOCK_OPT_WAIT) ? a.wait_ms : 0);
+    px_cmd_wait_init(&op->wait, &px__lock_wait_kind, req,
+                     (allow & PX__LOCK_OPT_WAIT) ? a.wait_ms : 0);
     op->wait.member.exclusive = op->kind->exclusive;
     op->acq.name = a.name->p;
     op->acq.nlen = a.name->len;
@@ -502,7 +503,7 @@ static void acquire_start(struct px_req *req, const struct px_lock_kind *kind, u
     op->watchdog = a.lease_ms < 0;
     op->acq.lease_ms = op->watchdog ? srv->opts.watchdog_ms : (uint64_t)a.lease_ms;
     op->wait.lease_ms = op->acq.lease_ms; /* a grant with too little of it left is refused */
-    op->hold = px_hold_use_hinted(srv, op->kind->hold, a.name->p, a.name->len, op->acq.hint,
+    op->hold = px_hold_use_hinted(srv->engine, op->kind->hold, a.name->p, a.name->len, op->acq.hint,
                                   op->owner, op->acq.olen, true);
     if (!op->hold) {
         lockop_free(op);
@@ -516,7 +517,7 @@ static void acquire_start(struct px_req *req, const struct px_lock_kind *kind, u
         lockop_free(op);
         return px_req_done(req);
     }
-    px_wait_start(&op->wait);
+    px_cmd_wait_start(&op->wait);
 }
 
 void px_lock_cmd_acquire(struct px_req *req, const struct px_lock_kind *kind, bool trylock)

@@ -140,12 +140,12 @@ static size_t list_holds(const struct list_filter *f, const struct px_client *cl
     const struct list *n;
     size_t count = 0;
 
-    for (n = cl->locks.holds.next; n != &cl->locks.holds; n = n->next) {
+    for (n = cl->caller.locks.holds.next; n != &cl->caller.locks.holds; n = n->next) {
         const struct px_hold *h = list_entry(n, struct px_hold, client_node);
 
         count += hold_row(f, cl, h, h->state == PX_HOLD_HELD ? h->cl_count : 0, now, b);
     }
-    for (n = cl->locks.shares.next; n != &cl->locks.shares; n = n->next) {
+    for (n = cl->caller.locks.shares.next; n != &cl->caller.locks.shares; n = n->next) {
         const struct px_hold_share *sh = list_entry(n, struct px_hold_share, client_node);
 
         count += hold_row(f, cl, sh->h, sh->count, now, b);
@@ -160,7 +160,7 @@ static size_t list_waits(const struct list_filter *f, const struct px_client *cl
     const struct list *n;
     size_t count = 0;
 
-    for (n = cl->locks.waits.next; n != &cl->locks.waits; n = n->next) {
+    for (n = cl->caller.locks.waits.next; n != &cl->caller.locks.waits; n = n->next) {
         const struct px_wait_op *w = list_entry(n, struct px_wait_op, client_node);
         const struct px_req *req = w->req;
         struct lk_row e = {req->argv[1].p,

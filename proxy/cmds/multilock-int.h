@@ -29,7 +29,7 @@ enum px__multi_script {
 };
 
 /* Pool id of one of the scripts. */
-unsigned px__multi_script(enum px__multi_script s);
+unsigned px__multi_script(const struct lk_engine *eng, enum px__multi_script s);
 
 /* One name of a command, with its pair's hold. */
 struct multi_name {

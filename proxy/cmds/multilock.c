@@ -55,6 +55,7 @@
 #include "proxy/client.h"
 #include "proxy/cmds/lock-int.h"
 #include "proxy/cmds/multilock-int.h"
+#include "proxy/cmds/wait_end.h"
 #include "proxy/metrics.h"
 #include "proxy/opts.h"
 #include "proxy/reply.h"
@@ -68,13 +69,12 @@ static const struct px_lua *const multi_scripts[PX__MULTI_COUNT] = {
     &px_lua_multi_unlock,
 };
 
-static unsigned multi_script_base;
 const struct px_script_set px_multilock_script_set = {multi_scripts, PX__MULTI_COUNT,
-                                                      &multi_script_base};
+                                                      LK_SCRIPTS_MULTI};
 
-unsigned px__multi_script(enum px__multi_script s)
+unsigned px__multi_script(const struct lk_engine *eng, enum px__multi_script s)
 {
-    return multi_script_base + (unsigned)s;
+    return eng->script_bases[LK_SCRIPTS_MULTI] + (unsigned)s;
 }
 
 /* ---- the acquire op ----------------------------------------------------------- */
@@ -110,7 +110,7 @@ static size_t multi_channel(const struct px_wait_op *w, char *out, size_t cap)
 /* Gives back what this attempt took of the names before to. */
 static void multi_rollback(struct multiop *op, unsigned to)
 {
-    uint64_t until = sched_loop_now_ms(op->wait.srv->loop) + op->lease_ms;
+    uint64_t until = sched_loop_now_ms(op->wait.eng->loop) + op->lease_ms;
     unsigned i;
 
     for (i = 0; i < to; i++) {
@@ -127,7 +127,7 @@ static void multi_refresh_hold(struct multiop *op, struct multi_name *m)
 
     if (h->state != PX_HOLD_RELEASING && h->state != PX_HOLD_DEAD)
         return;
-    h = px_hold_use(op->wait.srv, &px_hold_plain, m->name, m->nlen, op->owner, op->olen, true);
+    h = px_hold_use(op->wait.eng, &px_hold_plain, m->name, m->nlen, op->owner, op->olen, true);
     if (h) {
         px_hold_put(m->hold);
         m->hold = h;
@@ -140,7 +140,7 @@ static void multi_on_group(void *arg, const redisReply *r, int err);
  * its names is due or in flight. Returns 0 or -errno (nothing sent). */
 static int multi_send_group(struct multiop *op)
 {
-    struct px_server *srv = op->wait.srv;
+    struct px_server *srv = px_server_of(op->wait.eng);
     unsigned from = op->group, to = px__multi_group_end(op->names, op->n, from), i, k = 0;
     const char *argv[PX_MULTI_MAX + 2];
     size_t lens[PX_MULTI_MAX + 2];
@@ -170,8 +170,9 @@ static int multi_send_group(struct multiop *op)
     lens[k++] = op->olen;
     for (i = from; i < to; i++)
         px_hold_begin(op->names[i].hold);
-    rc = px_script_eval(srv, px_route_hint(argv[0], lens[0]), px__multi_script(PX__MULTI_ACQUIRE),
-                        (int)(to - from), (int)k, argv, lens, multi_on_group, op);
+    rc = px_script_eval(srv->engine, px_route_hint(argv[0], lens[0]),
+                        px__multi_script(op->wait.eng, PX__MULTI_ACQUIRE), (int)(to - from), (int)k,
+                        argv, lens, multi_on_group, op);
     if (rc < 0) {
         for (i = from; i < to; i++)
             px_hold_end(op->names[i].hold);
@@ -264,7 +265,7 @@ static enum px_wait_res multi_reply(struct px_wait_op *w, const redisReply *r, u
     if (r->element[0]->integer != 1) {
         int64_t pttl = r->element[1]->integer;
 
-        *repoll = pttl >= 0 ? (uint64_t)LP_MAX(pttl, 1) : pttl == -1 ? w->srv->opts.watchdog_ms : 1;
+        *repoll = pttl >= 0 ? (uint64_t)LP_MAX(pttl, 1) : pttl == -1 ? w->eng->cfg.watchdog_ms : 1;
         return PX_WAIT_CONTENDED;
     }
     for (i = 0; i < op->n; i++) {
@@ -313,11 +314,11 @@ static void multi_granted(struct px_wait_op *w)
     struct px_req *req = w->req;
     unsigned i;
 
-    w->srv->engine->stats.acquired++;
-    px_metrics_observe_wait(w->srv, req);
+    w->eng->stats.acquired++;
+    px_metrics_observe_wait(px_server_of(w->eng), req);
     for (i = 0; i < op->n; i++)
-        px_hold_granted(op->names[i].hold, &px_hold_plain, req->cl, (uint64_t)op->names[i].count,
-                        op->lease_ms, op->watchdog, w->sent_ms);
+        px_hold_granted(op->names[i].hold, &px_hold_plain, &req->cl->caller,
+                        (uint64_t)op->names[i].count, op->lease_ms, op->watchdog, w->sent_ms);
     px_reply_status(px_req_out(req), "OK");
 }
 
@@ -326,10 +327,10 @@ static void multi_granted(struct px_wait_op *w)
 static void multi_undo(struct px_wait_op *w, enum px_undo_why why)
 {
     struct multiop *op = multiop_of(w);
-    uint64_t until = sched_loop_now_ms(w->srv->loop) + op->lease_ms;
+    uint64_t until = sched_loop_now_ms(w->eng->loop) + op->lease_ms;
     unsigned i;
 
-    if (why == PX_UNDO_GONE && w->srv->opts.on_disc != PX_DISCONNECT_RELEASE)
+    if (why == PX_UNDO_GONE && w->eng->cfg.on_disc != PX_DISCONNECT_RELEASE)
         return;
     for (i = 0; i < op->n; i++) {
         px_hold_settle(op->names[i].hold, why == PX_UNDO_UNKNOWN ? PX_JOB_NO_END : until);
@@ -342,7 +343,7 @@ static void multi_destroy(struct px_wait_op *w)
     struct multiop *op = multiop_of(w);
     unsigned i;
 
-    sched_loop_timer_del(w->srv->loop, &op->defer);
+    sched_loop_timer_del(w->eng->loop, &op->defer);
     for (i = 0; i < op->n; i++)
         px_hold_put(op->names[i].hold);
     free(op);
@@ -406,7 +407,7 @@ static void multi_cmd_lock(struct px_req *req)
         return px_req_done(req);
     }
     sched_timer_init(&op->defer, multi_on_defer);
-    px_wait_init(&op->wait, &multi_wait_kind, req, wait);
+    px_cmd_wait_init(&op->wait, &multi_wait_kind, req, wait);
     op->olen = px__multi_owner(req, op->owner);
     op->watchdog = lease < 0;
     op->lease_ms = op->watchdog ? srv->opts.watchdog_ms : (uint64_t)lease;
@@ -414,14 +415,15 @@ static void multi_cmd_lock(struct px_req *req)
     for (i = 0; i < n; i++) {
         struct multi_name *m = &op->names[i];
 
-        m->hold = px_hold_use(srv, &px_hold_plain, m->name, m->nlen, op->owner, op->olen, true);
+        m->hold =
+            px_hold_use(srv->engine, &px_hold_plain, m->name, m->nlen, op->owner, op->olen, true);
         if (!m->hold) {
             multi_destroy(&op->wait);
             px_reply_error(px_req_out(req), "ERR out of memory");
             return px_req_done(req);
         }
     }
-    px_wait_start(&op->wait);
+    px_cmd_wait_start(&op->wait);
 }
 
 static bool multi_may_block(const struct px_req *req)

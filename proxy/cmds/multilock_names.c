@@ -50,7 +50,7 @@ static int multi_check_name(struct px_req *req, const struct px_arg *n)
         px_reply_error(px_req_out(req), "ERR lock name must be 1-%u bytes", PX_NAME_MAX);
         return -EINVAL;
     }
-    if (!px_name_slot_ok(cl->srv, n->p, n->len, PX_NAME_PREFIXED)) {
+    if (!px_name_slot_ok(cl->srv->engine, n->p, n->len, PX_NAME_PREFIXED)) {
         px_reply_error(px_req_out(req),
                        "ERR name '%.*s' cannot be used with Redis Cluster: its channel would "
                        "hash to another slot than the name (CROSSSLOT)",

@@ -90,10 +90,10 @@ static void unlock_apply(struct multiunlock *u, struct multi_name *m, long long 
         m->result = 1;
     } else if (res == 0) {
         if (m->hold)
-            px_hold_unlocked_one(m->hold, u->req->cl, u->sent_ms);
+            px_hold_unlocked_one(m->hold, &u->req->cl->caller, u->sent_ms);
         m->result = 0;
     } else {
-        m->result = m->hold && px_hold_not_held(m->hold, u->req->cl) ? -2 : -1;
+        m->result = m->hold && px_hold_not_held(m->hold, &u->req->cl->caller) ? -2 : -1;
     }
 }
 
@@ -113,7 +113,7 @@ static bool group_in_hand(struct multiunlock *u, unsigned from, unsigned to)
             return false;
     }
     for (i = from; i < to; i++) {
-        switch (px_hold_unlock_failed(u->names[i].hold, u->req->cl, u->sent_ms)) {
+        switch (px_hold_unlock_failed(u->names[i].hold, &u->req->cl->caller, u->sent_ms)) {
         case PX_UNLOCK_KEPT:
             u->names[i].result = 0;
             break;
@@ -267,8 +267,9 @@ static int unlock_send_group(struct multiunlock *u)
             px_hold_begin(u->names[i].hold);
     }
     u->sent_ms = sched_loop_now_ms(srv->loop);
-    rc = px_script_eval(srv, px_route_hint(argv[0], lens[0]), px__multi_script(PX__MULTI_UNLOCK),
-                        (int)(2 * nk), (int)(3 * nk + 1), argv, lens, unlock_on_group, u);
+    rc = px_script_eval(srv->engine, px_route_hint(argv[0], lens[0]),
+                        px__multi_script(srv->engine, PX__MULTI_UNLOCK), (int)(2 * nk),
+                        (int)(3 * nk + 1), argv, lens, unlock_on_group, u);
     free(chans);
     if (rc < 0) {
         for (i = from; i < to; i++) {
@@ -303,7 +304,8 @@ void px__multi_cmd_unlock(struct px_req *req)
     for (i = 0; i < n; i++) {
         struct multi_name *m = &u->names[i];
 
-        m->hold = px_hold_use(srv, &px_hold_plain, m->name, m->nlen, u->owner, u->olen, false);
+        m->hold =
+            px_hold_use(srv->engine, &px_hold_plain, m->name, m->nlen, u->owner, u->olen, false);
     }
     px_client_get(req->cl);
     req->op = u;

@@ -41,12 +41,12 @@
 static void psem_send_return(struct px_server *srv, const char *name, size_t len,
                              const unsigned char *id, uint64_t until, bool rollback)
 {
-    px__sem_return(srv, name, len, id, until, rollback);
+    px__sem_return(srv->engine, name, len, id, until, rollback);
 }
 
 struct psem_held {
     struct hmap_node node;             /* in engine->psem_held, by (name, id) */
-    struct px_claim claim;             /* in cl->locks.claims: return the permit on close */
+    struct px_claim claim;             /* in cl->caller.locks.claims: return the permit on close */
     struct sched_timer lease_end;      /* leased permit: forget it once expired */
     struct px_server *srv;             /* borrowed */
     uint64_t until;                    /* monotonic ms its lease ends, or PX_JOB_NO_END */
@@ -84,7 +84,7 @@ static void psem_held_free(struct psem_held *h)
     free(h);
 }
 
-static void psem_held_gone(struct px_claim *o, struct px_client *cl)
+static void psem_held_gone(struct px_claim *o, struct lk_caller *cl)
 {
     struct psem_held *h = LP_CONTAINER_OF(o, struct psem_held, claim);
 
@@ -118,7 +118,7 @@ static void psem_held_add(struct px_client *cl, const char *name, size_t len,
     if (until != PX_JOB_NO_END)
         sched_loop_timer_in(cl->srv->loop, &h->lease_end, until > now ? until - now : 0);
     hmap_insert(&cl->srv->engine->psem_held, &h->node, psem_held_hash(name, len, id));
-    list_add_tail(&cl->locks.claims, &h->claim.node);
+    list_add_tail(&cl->caller.locks.claims, &h->claim.node);
     cl->srv->engine->sem_stats.psem_tracked++;
 }
 
@@ -204,8 +204,8 @@ static int psemop_send(struct px_wait_op *w)
                                           (unsigned long long)(now + (uint64_t)p->lease_ms)));
     px__sem_keys_arg(&k, nk + 2, (const char *)p->id, PX__PSEM_ID_LEN);
     px__sem_keys_arg(&k, nk + 3, PX__PSEM_SENTINEL, strlen(PX__PSEM_SENTINEL));
-    return px_wait_eval(w, px_route_hint(name->p, name->len), px__sem_script(PX__PSEM_ACQUIRE), nk,
-                        nk + 4, k.argv, k.lens);
+    return px_wait_eval(w, px_route_hint(name->p, name->len),
+                        px__sem_script(w->eng, PX__PSEM_ACQUIRE), nk, nk + 4, k.argv, k.lens);
 }
 
 /* When the permit asked for by the attempt in flight runs out: its lease,
@@ -218,7 +218,7 @@ static uint64_t psemop_until(const struct psemop *p)
 /* Whether a permit of p is returned when its connection closes. */
 static bool psem_returnable(const struct psemop *p)
 {
-    return !p->keep && (p->lease_ms < 0 || p->wait.srv->opts.on_disc == PX_DISCONNECT_RELEASE);
+    return !p->keep && (p->lease_ms < 0 || p->wait.eng->cfg.on_disc == PX_DISCONNECT_RELEASE);
 }
 
 static enum px_wait_res psemop_reply(struct px_wait_op *w, const redisReply *r, uint64_t *repoll)
@@ -235,7 +235,7 @@ static enum px_wait_res psemop_reply(struct px_wait_op *w, const redisReply *r, 
         return PX_WAIT_FINISHED;
     }
     if (status == 1) {
-        w->srv->engine->sem_stats.psem_acquired++;
+        w->eng->sem_stats.psem_acquired++;
         return PX_WAIT_GRANTED;
     }
     /* A leased permit frees up at its expiry: nobody publishes then. */
@@ -268,7 +268,8 @@ static void psemop_undo(struct px_wait_op *w, enum px_undo_why why)
 
     if (why == PX_UNDO_GONE && !psem_returnable(p))
         return; /* KEEP, or a leased permit under --on-disconnect expire */
-    psem_send_return(w->srv, name->p, name->len, p->id, psemop_until(p), why != PX_UNDO_GONE);
+    psem_send_return(px_server_of(w->eng), name->p, name->len, p->id, psemop_until(p),
+                     why != PX_UNDO_GONE);
     if (why == PX_UNDO_LATE && getrandom(p->id, PX__PSEM_ID_LEN, 0) != (ssize_t)PX__PSEM_ID_LEN)
         p->id[0] ^= 0x5a; /* never reuse the id given back */
 }
@@ -308,10 +309,10 @@ static void psem_acquire_start(struct px_req *req, bool wait_ok)
     }
     p->lease_ms = a.lease_ms;
     p->keep = a.keep;
-    px_wait_init(&p->wait, &psemop_kind, req, wait_ok ? a.wait_ms : 0);
+    px_cmd_wait_init(&p->wait, &psemop_kind, req, wait_ok ? a.wait_ms : 0);
     if (a.lease_ms > 0) /* a permit with too little of its lease left is refused */
         p->wait.lease_ms = (uint64_t)a.lease_ms;
-    px_wait_start(&p->wait);
+    px_cmd_wait_start(&p->wait);
 }
 
 void px__psem_cmd_acquire(struct px_req *req)
@@ -338,8 +339,8 @@ static void psem_simple(struct px_req *req, enum px__sem_script s, const char *a
         px__sem_keys_arg(&k, argc++, a1, l1);
     if (a2)
         px__sem_keys_arg(&k, argc++, a2, l2);
-    px_call_script(req, px_route_hint(req->argv[1].p, req->argv[1].len), px__sem_script(s), nk,
-                   argc, k.argv, k.lens, fmt);
+    px_call_script(req, px_route_hint(req->argv[1].p, req->argv[1].len),
+                   px__sem_script(req->cl->srv->engine, s), nk, argc, k.argv, k.lens, fmt);
 }
 
 void px__psem_cmd_trysetpermits(struct px_req *req)
@@ -439,8 +440,9 @@ void px__psem_cmd_release(struct px_req *req)
     nk = px__sem_keys_fill(&k, name->p, name->len, true);
     px__sem_keys_arg(&k, nk, (const char *)x->id, PX__PSEM_ID_LEN);
     px__sem_keys_arg(&k, nk + 1, now, nlen);
-    px_call_script_own(req, px_route_hint(name->p, name->len), px__sem_script(PX__PSEM_RELEASE), nk,
-                       nk + 2, k.argv, k.lens, psem_release_done, x);
+    px_call_script_own(req, px_route_hint(name->p, name->len),
+                       px__sem_script(req->cl->srv->engine, PX__PSEM_RELEASE), nk, nk + 2, k.argv,
+                       k.lens, psem_release_done, x);
 }
 
 void px__psem_cmd_available(struct px_req *req)

@@ -62,6 +62,7 @@
 
 #include "common/clock.h"
 #include "common/util.h"
+#include "engine/redlock.h"
 #include "engine/scripts.h"
 #include "engine/shape.h"
 #include "engine/wait.h"
@@ -69,7 +70,7 @@
 #include "proxy/args.h"
 #include "proxy/client.h"
 #include "proxy/cmds/lock-int.h"
-#include "proxy/cmds/redlock-int.h"
+#include "proxy/cmds/wait_end.h"
 #include "proxy/metrics.h"
 #include "proxy/reply.h"
 #include "proxy/server.h"
@@ -248,8 +249,9 @@ static int rl_send(struct px_wait_op *w)
         att->calls[i].i = i;
         if (!px__rl_giveback_before(rl, op->name, op->nlen, op->owner, op->olen, i))
             continue; /* a give-back there must run first and cannot be sent */
-        if (px__rl_eval(rl, i, px_route_hint(op->name, op->nlen), px__lock_script(PX__LK_ACQUIRE),
-                        1, 3, argv, lens, rl_on_master, &att->calls[i]) == 0)
+        if (px__rl_eval(rl, i, px_route_hint(op->name, op->nlen),
+                        px__lock_script(w->eng, PX__LK_ACQUIRE), 1, 3, argv, lens, rl_on_master,
+                        &att->calls[i]) == 0)
             att->pending++; /* replies are never synchronous */
     }
     if (att->pending == 0) {
@@ -265,7 +267,7 @@ static enum px_wait_res rl_reply(struct px_wait_op *w, const redisReply *r, uint
     int64_t pttl;
 
     if (r->type == REDIS_REPLY_NIL) {
-        w->srv->stats.upstream_errs++;
+        px_server_of(w->eng)->stats.upstream_errs++;
         px_reply_error(px_req_out(w->req),
                        "UPSTREAM REDLOCK reached fewer than %u of %u masters (a majority is "
                        "needed): not acquired",
@@ -277,7 +279,7 @@ static enum px_wait_res rl_reply(struct px_wait_op *w, const redisReply *r, uint
         return PX_WAIT_GRANTED;
     }
     pttl = r->element[1]->integer;
-    *repoll = pttl >= 0 ? (uint64_t)LP_MAX(pttl, 1) : pttl == -1 ? w->srv->opts.watchdog_ms : 1;
+    *repoll = pttl >= 0 ? (uint64_t)LP_MAX(pttl, 1) : pttl == -1 ? w->eng->cfg.watchdog_ms : 1;
     return PX_WAIT_CONTENDED;
 }
 
@@ -307,12 +309,12 @@ static void rl_granted(struct px_wait_op *w)
     h->lease_ms = op->lease_ms;
     h->watchdog = op->watchdog;
     if (!h->claimed) {
-        list_add_tail(&req->cl->locks.claims, &h->claim.node);
+        list_add_tail(&req->cl->caller.locks.claims, &h->claim.node);
         h->claimed = true;
     }
     px__rl_hold_arm(h);
-    w->srv->engine->stats.acquired++;
-    px_metrics_observe_wait(w->srv, req);
+    w->eng->stats.acquired++;
+    px_metrics_observe_wait(px_server_of(w->eng), req);
     px_reply_int(px_req_out(req), (int64_t)validity);
 }
 
@@ -322,7 +324,7 @@ static void rl_undo(struct px_wait_op *w, enum px_undo_why why)
 {
     struct rl_op *op = rl_op_of(w);
 
-    if (why == PX_UNDO_GONE && w->srv->opts.on_disc != PX_DISCONNECT_RELEASE) {
+    if (why == PX_UNDO_GONE && w->eng->cfg.on_disc != PX_DISCONNECT_RELEASE) {
         op->attempt->kept = true; /* left to expire, as the connection's holds */
         return;
     }
@@ -396,11 +398,11 @@ static void rl_cmd_lock(struct px_req *req)
     op->lease_ms = op->watchdog ? srv->opts.watchdog_ms : (uint64_t)a.lease_ms;
     h = px__rl_hold_find(op->rl, op->name, op->nlen, op->owner, op->olen);
     op->confirmed = h && h->state == RL_HELD ? h->count : 0;
-    px_wait_init(&op->wait, &rl_wait_kind, req, a.wait_ms);
+    px_cmd_wait_init(&op->wait, &rl_wait_kind, req, a.wait_ms);
     op->wait.lease_ms = op->lease_ms;
     if (px_wait_may_wait(&op->wait))
         op->chan = px__rl_chan_get(op->rl, op->name, op->nlen);
-    px_wait_start(&op->wait);
+    px_cmd_wait_start(&op->wait);
 }
 
 /* ---- REDUNLOCK ------------------------------------------------------------------ */
@@ -555,8 +557,8 @@ static void rl_cmd_unlock(struct px_req *req)
             u->pending++;
             if (px__rl_giveback_before(srv->engine->redlock, name->p, name->len, owner, olen, i) &&
                 px__rl_eval(srv->engine->redlock, i, px_route_hint(name->p, name->len),
-                            px__lock_script(PX__LK_UNLOCK), 2, 5, argv, lens, rl_on_unlock,
-                            &u->calls[i]) == 0) {
+                            px__lock_script(srv->engine, PX__LK_UNLOCK), 2, 5, argv, lens,
+                            rl_on_unlock, &u->calls[i]) == 0) {
                 sent++;
             } else {
                 u->pending--;

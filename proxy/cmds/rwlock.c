@@ -69,8 +69,9 @@ static const struct px_lua *const rw_scripts[RW_COUNT] = {
     &px_lua_rw_read_renew,
 };
 
-static unsigned rw_script_base;
-const struct px_script_set px_rwlock_script_set = {rw_scripts, RW_COUNT, &rw_script_base};
+const struct px_script_set px_rwlock_script_set = {rw_scripts, RW_COUNT, LK_SCRIPTS_RW};
+
+#define RW_BASE(eng) ((eng)->script_bases[LK_SCRIPTS_RW])
 
 /* ---- key names ---------------------------------------------------------------- */
 
@@ -119,22 +120,24 @@ static int send_read_keys(struct px_server *srv, uint64_t hint, unsigned script,
     lens[3] = k.klen;
     argv[4] = reader;
     lens[4] = rlen;
-    return px_script_eval(srv, hint, rw_script_base + script, 4, 5, argv, lens, cb, arg);
+    return px_script_eval(srv->engine, hint, RW_BASE(srv->engine) + script, 4, 5, argv, lens, cb,
+                          arg);
 }
 
 /* ---- hold kinds ------------------------------------------------------------------ */
 
-static unsigned read_renew_script(void)
+static unsigned read_renew_script(const struct lk_engine *eng)
 {
-    return rw_script_base + RW_READ_RENEW;
+    return RW_BASE(eng) + RW_READ_RENEW;
 }
 
-static unsigned write_renew_script(void)
+static unsigned write_renew_script(const struct lk_engine *eng)
 {
+    (void)eng;
     return PX_SCRIPT_RENEW; /* HEXISTS <owner>:write -> PEXPIRE, as RLock */
 }
 
-static int read_settle(struct px_server *srv, const char *name, size_t nlen, const char *owner,
+static int read_settle(struct lk_engine *eng, const char *name, size_t nlen, const char *owner,
                        size_t olen, const struct px_settle *st, pool_reply_fn *cb, void *arg)
 {
     struct rw_keys k;
@@ -147,11 +150,11 @@ static int read_settle(struct px_server *srv, const char *name, size_t nlen, con
     lens[2] = k.tlen;
     lens[3] = k.klen;
     lens[5] = util_u64_to_str(st->keep, keep);
-    return px_script_eval(srv, px_route_hint(name, nlen), rw_script_base + RW_READ_SETTLE, 4, 6,
-                          argv, lens, cb, arg);
+    return px_script_eval(eng, px_route_hint(name, nlen), RW_BASE(eng) + RW_READ_SETTLE, 4, 6, argv,
+                          lens, cb, arg);
 }
 
-static int write_settle(struct px_server *srv, const char *name, size_t nlen, const char *owner,
+static int write_settle(struct lk_engine *eng, const char *name, size_t nlen, const char *owner,
                         size_t olen, const struct px_settle *st, pool_reply_fn *cb, void *arg)
 {
     char chan[PX_CHANNEL_MAX], keep[24];
@@ -160,7 +163,7 @@ static int write_settle(struct px_server *srv, const char *name, size_t nlen, co
 
     lens[1] = px_channel_name(chan, sizeof(chan), RW_CHANNEL_PREFIX, name, nlen);
     lens[3] = util_u64_to_str(st->keep, keep);
-    return px_script_eval(srv, px_route_hint(name, nlen), rw_script_base + RW_WRITE_SETTLE, 2, 4,
+    return px_script_eval(eng, px_route_hint(name, nlen), RW_BASE(eng) + RW_WRITE_SETTLE, 2, 4,
                           argv, lens, cb, arg);
 }
 
@@ -183,8 +186,8 @@ static int read_acquire(struct px_server *srv, const struct px_acq *a, pool_repl
     lens[2] = util_u64_to_str(a->lease_ms, lease);
     lens[4] =
         (size_t)snprintf(writer, sizeof(writer), "%.*s" RW_WRITE_SUFFIX, (int)a->olen, a->owner);
-    return px_script_eval(srv, a->hint, rw_script_base + RW_READ_ACQUIRE, 2, 5, argv, lens, cb,
-                          arg);
+    return px_script_eval(srv->engine, a->hint, RW_BASE(srv->engine) + RW_READ_ACQUIRE, 2, 5, argv,
+                          lens, cb, arg);
 }
 
 static int write_acquire(struct px_server *srv, const struct px_acq *a, pool_reply_fn *cb,
@@ -195,8 +198,8 @@ static int write_acquire(struct px_server *srv, const struct px_acq *a, pool_rep
     size_t lens[4] = {a->nlen, 0, a->olen, a->base_olen}; /* the reader: owner minus ":write" */
 
     lens[1] = util_u64_to_str(a->lease_ms, lease);
-    return px_script_eval(srv, a->hint, rw_script_base + RW_WRITE_ACQUIRE, 1, 4, argv, lens, cb,
-                          arg);
+    return px_script_eval(srv->engine, a->hint, RW_BASE(srv->engine) + RW_WRITE_ACQUIRE, 1, 4, argv,
+                          lens, cb, arg);
 }
 
 static int read_unlock(struct px_server *srv, const struct px_acq *a, pool_reply_fn *cb, void *arg)
@@ -207,7 +210,7 @@ static int read_unlock(struct px_server *srv, const struct px_acq *a, pool_reply
 
 static int write_unlock(struct px_server *srv, const struct px_acq *a, pool_reply_fn *cb, void *arg)
 {
-    return px_lock_eval_unlock(srv, a, rw_script_base + RW_WRITE_UNLOCK, rw_channel, cb, arg);
+    return px_lock_eval_unlock(srv, a, RW_BASE(srv->engine) + RW_WRITE_UNLOCK, rw_channel, cb, arg);
 }
 
 static const struct px_lock_kind read_kind = {

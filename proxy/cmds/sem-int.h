@@ -12,75 +12,18 @@
 #include <hiredis/hiredis.h>
 
 #include "engine/engine.h"
+#include "engine/sem.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-struct px_client;
+struct lk_caller;
+struct lk_engine;
 struct px_req;
 struct px_server;
 
-#define PX__PSEM_SENTINEL        "922337203685477" /* score of a permit without lease */
-#define PX__PSEM_ID_LEN          16u               /* raw permit id bytes */
-#define PX__SEM_RETURN_WINDOW_MS 60000u            /* a SEM return is resent this long at most */
-#define PX__SEM_LEDGER_MAX       (PX_CHANNEL_MAX + 64) /* {name}:lp-permits:<uuid> capacity */
-
-/* The semaphore scripts (one set for SEM and PSEM). */
-enum px__sem_script {
-    PX__SEM_TRYSET = 0,     /* KEYS name, chan; ARGV n -> 1 | 0 */
-    PX__SEM_ADD = 1,        /* KEYS name, chan; ARGV delta -> new count */
-    PX__SEM_ACQUIRE = 2,    /* KEYS name [ledger]; ARGV n [conn] -> {1,left} | {0,avail} | {-1,0} */
-    PX__SEM_RELEASE = 3,    /* KEYS name, chan, ledger, done; ARGV n, only-if-exists, conn,
-                               own, number -> {1,new,lost,left} | {0,0,0,0} | {3,count,0,0}
-                               (that number or a later one of conn ran already: sem.c) */
-    PX__SEM_AVAILABLE = 4,  /* KEYS name -> count */
-    PX__SEM_DRAIN = 5,      /* KEYS name -> permits drained */
-    PX__PSEM_TRYSET = 6,    /* KEYS name, timeout, chan; ARGV n -> 1 | 0 */
-    PX__PSEM_ACQUIRE = 7,   /* ... ARGV now, expiry, id, sentinel -> {1,left} | {0,next} | {-1,0} */
-    PX__PSEM_RELEASE = 8,   /* ... ARGV id, now -> 1 | 0 expired | -1 unknown */
-    PX__PSEM_AVAILABLE = 9, /* ... ARGV now -> count */
-    PX__SEM_RETURN = 10,    /* KEYS name, chan, ledger; ARGV conn, released for it
-                               -> {1,new,returned} | {0,0,0} | {2,0,0} */
-    PX__SEM_LEDGER = 11,    /* KEYS ledger -> {conn, permits, ...} */
-    PX__SEM_ALIVE = 12,    /* KEYS live, all, reaped; ARGV uuid, ttl -> 1 reaped | 0 (sem_reap.c) */
-    PX__SEM_REGISTER = 13, /* KEYS sems, all, live; ARGV name, uuid, ttl -> 1 | 0 */
-    PX__SEM_REAP_FIND = 14, /* KEYS all; ARGV prefix, uuid, max -> {uuid, {names}} | {} */
-    PX__SEM_REAP = 15,      /* KEYS name, chan, ledger -> permits given back */
-    PX__SEM_REAP_DONE = 16, /* KEYS sems; ARGV name -> 1 | 0 */
-    PX__SEM_NSCRIPTS = 17,
-};
-
-/* Pool id of a semaphore script. */
-unsigned px__sem_script(enum px__sem_script s);
-
-/* The name, the channel and (PSEM) the permit set, as script keys, then
- * the script's arguments. */
-struct px__sem_keys {
-    const char *argv[10];            /* borrowed: keys then arguments (some point into chan/zset) */
-    size_t lens[10];                 /* their lengths */
-    char chan[PX_CHANNEL_MAX];       /* owned: redisson_sc:{name} */
-    char zset[PX_CHANNEL_MAX];       /* owned: {name}:timeout */
-    char ledger[PX__SEM_LEDGER_MAX]; /* owned: {name}:lp-permits:<uuid> (SEM) */
-};
-
-/* Writes redisson_sc:{name}; returns its length. */
-size_t px__sem_channel(const char *name, size_t len, char *out, size_t cap);
-
-/* Fills k for name: keys {name, chan} (returns 2) or, with psem, {name,
- * zset, chan} (returns 3). */
-int px__sem_keys_fill(struct px__sem_keys *k, const char *name, size_t len, bool psem);
-
-/* Sets key i of k to the ledger of srv's SEM permits of name: a hash
- * {name}:lp-permits:<proxy uuid>, connection id -> permits that connection
- * took through this proxy (not with KEEP), written by the acquire, release
- * and return scripts together with the count. */
-void px__sem_keys_ledger(struct px__sem_keys *k, int i, const struct px_server *srv,
-                         const char *name, size_t len);
-
-/* Sets argument i of k. */
-void px__sem_keys_arg(struct px__sem_keys *k, int i, const char *p, size_t len);
-
+#define PX__PSEM_SENTINEL "922337203685477" /* score of a permit without lease */
 /* What an acquire command asks for. */
 struct px__sem_acquire_args {
     int64_t permits;  /* how many (SEM) */
@@ -94,65 +37,11 @@ struct px__sem_acquire_args {
 int px__sem_parse_acquire(struct px_req *req, bool count_ok, bool wait_ok, bool lease_ok,
                           struct px__sem_acquire_args *a);
 
-/* Reads a script's {status, value} pair. */
-bool px__sem_pair_reply(const redisReply *r, long long *status, long long *value);
-
-/* Reads a script's {status, value, third} triple. */
-bool px__sem_triple_reply(const redisReply *r, long long v[3]);
-
 /* Replies -NOTINIT for req's semaphore. */
 void px__sem_reply_notinit(struct px_req *req);
 
 /* may_block of the acquire commands: false for WAIT 0. */
 bool px__sem_may_block(const struct px_req *req);
-
-/* Gives back the permit id of a PSEM a closed connection took. A retried
- * job (jobs.h): sent again until Redis answers or until passes (the
- * permit's lease end, or PX_JOB_NO_END). rollback: it undoes an
- * acquisition no client was told of (counted as rolled back when Redis had
- * it), not a closed connection's permit. */
-void px__sem_return(struct px_server *srv, const char *name, size_t nlen, const unsigned char *id,
-                    uint64_t until, bool rollback);
-
-/* Gives back the SEM permits connection conn took of name: what the
- * ledger (px__sem_keys_ledger) of the master at the time records for it
- * (exact > 0: at most that many), less forgiven (permits other
- * connections released for it). The same script clears what it gives
- * back, so resending is harmless: a retried job, for
- * PX__SEM_RETURN_WINDOW_MS at most. */
-void px__sem_return_taken(struct px_server *srv, const char *name, size_t nlen, uint64_t conn,
-                          int64_t forgiven, int64_t exact);
-
-/* SEM permit tracking (sem_track.c). */
-
-/* What a release by one connection tells the release script about its
- * own record (sem_release.lua). */
-struct px__sem_own {
-    bool taker;  /* the connection has a record of this semaphore */
-    int64_t own; /* of the n released, permits it took as the proxy counts */
-};
-
-/* How a release ended. */
-enum px__sem_outcome {
-    PX__SEM_APPLIED = 0,       /* Redis ran it */
-    PX__SEM_NOT_APPLIED = 1,   /* never sent, or refused before it wrote */
-    PX__SEM_MAYBE_APPLIED = 2, /* its reply was lost */
-};
-
-/* cl took n permits of name; unsure: it may have taken more (an outcome
- * never learnt). On -ENOMEM they are simply not tracked. */
-void px__sem_track_add(struct px_client *cl, const char *name, size_t len, int64_t n, bool unsure);
-
-/* cl sends a release of n permits of name: fills *o (its own among them
- * are releasing until px__sem_release_end). */
-void px__sem_release_begin(struct px_client *cl, const char *name, size_t len, int64_t n,
-                           struct px__sem_own *o);
-
-/* The release ended (out; left: what cl's record still has, when
- * applied): n come off the tracking, cl's own first, then other takers',
- * oldest first. */
-void px__sem_release_end(struct px_client *cl, const char *name, size_t len, int64_t n,
-                         const struct px__sem_own *o, enum px__sem_outcome out, long long left);
 
 /* Figures for INFO "sync": struct px__sem_stats, srv->engine->sem_stats
  * (engine/engine.h). */

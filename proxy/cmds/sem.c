@@ -50,8 +50,8 @@ static void sem_simple(struct px_req *req, enum px__sem_script s, int nkeys, con
         px__sem_keys_arg(&k, argc++, a1, l1);
     if (a2)
         px__sem_keys_arg(&k, argc++, a2, l2);
-    px_call_script(req, px_route_hint(req->argv[1].p, req->argv[1].len), px__sem_script(s), nk,
-                   argc, k.argv, k.lens, fmt);
+    px_call_script(req, px_route_hint(req->argv[1].p, req->argv[1].len),
+                   px__sem_script(req->cl->srv->engine, s), nk, argc, k.argv, k.lens, fmt);
 }
 
 void px__sem_cmd_trysetpermits(struct px_req *req)
@@ -143,7 +143,7 @@ static bool carry_ready(const struct px_job *j)
 {
     const struct sem_carry *c = LP_CONTAINER_OF(j, struct sem_carry, job);
 
-    return carry_first(j->srv->engine, c->conn, c->name, c->nlen) == c;
+    return carry_first(j->eng, c->conn, c->name, c->nlen) == c;
 }
 
 static int carry_send(struct px_job *j, pool_reply_fn *cb, void *arg);
@@ -174,7 +174,7 @@ static int release_keys(struct px__sem_keys *k, struct rel_bufs *b, struct px_se
 
     dlen += (size_t)snprintf(b->done + dlen, sizeof(b->done) - dlen, ":lp-released:%s", srv->uuid);
     px__sem_keys_fill(k, name, len, false);
-    px__sem_keys_ledger(k, 2, srv, name, len);
+    px__sem_keys_ledger(k, 2, srv->engine, name, len);
     px__sem_keys_arg(k, 3, b->done, dlen);
     px__sem_keys_arg(k, 4, b->nb, (size_t)snprintf(b->nb, sizeof(b->nb), "%lld", (long long)n));
     px__sem_keys_arg(k, 5, "0", 1);
@@ -192,10 +192,12 @@ static int carry_send(struct px_job *j, pool_reply_fn *cb, void *arg)
     struct sem_carry *c = LP_CONTAINER_OF(j, struct sem_carry, job);
     struct px__sem_keys k;
     struct rel_bufs b;
-    int argc = release_keys(&k, &b, j->srv, c->name, c->nlen, c->conn, c->n, c->own, c->seq);
+    int argc =
+        release_keys(&k, &b, px_server_of(j->eng), c->name, c->nlen, c->conn, c->n, c->own, c->seq);
 
-    return px_script_eval(j->srv, px_route_hint(c->name, c->nlen), px__sem_script(PX__SEM_RELEASE),
-                          4, argc, k.argv, k.lens, cb, arg);
+    return px_script_eval(j->eng, px_route_hint(c->name, c->nlen),
+                          px__sem_script(j->eng, PX__SEM_RELEASE), 4, argc, k.argv, k.lens, cb,
+                          arg);
 }
 
 /* The next pending one of the same connection and name may go now. */
@@ -204,7 +206,7 @@ static void carry_finish(struct sem_carry *c)
     struct sem_carry *next;
 
     list_del_init(&c->node);
-    next = carry_first(c->job.srv->engine, c->conn, c->name, c->nlen);
+    next = carry_first(c->job.eng, c->conn, c->name, c->nlen);
     if (next)
         px_job_soon(&next->job);
     free(c);
@@ -222,7 +224,7 @@ static void carry_done(struct px_job *j, const redisReply *r)
                 (long long)c->n, (int)LP_MIN(c->nlen, 200u), c->name, (int)LP_MIN(r->len, 200u),
                 r->str);
     else if (px_shape_ints(r, 4, 4, v, &n) && v[0] == 1 && v[2] > 0)
-        j->srv->engine->sem_stats.sem_lost += (uint64_t)v[2];
+        j->eng->sem_stats.sem_lost += (uint64_t)v[2];
     carry_finish(c);
 }
 
@@ -248,7 +250,7 @@ static bool carry_submit(struct px_req *req, const struct sem_rel *x)
     c->nlen = name->len;
     memcpy(c->name, name->p, name->len);
     list_add_tail(&srv->engine->sem_carries, &c->node);
-    px_job_init(&c->job, srv, &sem_carry_ops);
+    px_job_init(&c->job, srv->engine, &sem_carry_ops);
     px_job_submit(&c->job, sched_loop_now_ms(srv->loop) + PX__SEM_RETURN_WINDOW_MS);
     srv->engine->stats.unlocks_in_hand++;
     return true;
@@ -308,7 +310,7 @@ static void release_done(struct px_req *req, void *arg, const redisReply *r, int
         else
             px_reply_int(px_req_out(req), v[1]);
     }
-    px__sem_release_end(req->cl, name->p, name->len, x->n, &x->own, out, v[3]);
+    px__sem_release_end(&req->cl->caller, name->p, name->len, x->n, &x->own, out, v[3]);
     free(x);
 }
 
@@ -331,7 +333,7 @@ void px__sem_cmd_release(struct px_req *req)
     }
     x->n = n;
     x->seq = ++req->cl->srv->engine->sem_release_seq;
-    px__sem_release_begin(req->cl, name->p, name->len, n, &x->own);
+    px__sem_release_begin(&req->cl->caller, name->p, name->len, n, &x->own);
     if (carry_first(req->cl->srv->engine, req->cl->id, name->p, name->len)) {
         /* An earlier release of this connection is carried out: this one
          * goes behind it, so the two run in number order. */
@@ -339,8 +341,9 @@ void px__sem_cmd_release(struct px_req *req)
         return px_req_done(req);
     }
     argc = release_keys(&k, &b, srv, name->p, name->len, req->cl->id, n, x->own.own, x->seq);
-    px_call_script_own(req, px_route_hint(name->p, name->len), px__sem_script(PX__SEM_RELEASE), 4,
-                       argc, k.argv, k.lens, release_done, x);
+    px_call_script_own(req, px_route_hint(name->p, name->len),
+                       px__sem_script(req->cl->srv->engine, PX__SEM_RELEASE), 4, argc, k.argv,
+                       k.lens, release_done, x);
 }
 
 void px__sem_cmd_available(struct px_req *req)
@@ -389,14 +392,14 @@ static int semop_send(struct px_wait_op *w)
     px__sem_keys_arg(&k, 0, name->p, name->len);
     if (s->keep) {
         px__sem_keys_arg(&k, 1, n, nlen);
-        return px_wait_eval(w, hint, px__sem_script(PX__SEM_ACQUIRE), 1, 2, k.argv, k.lens);
+        return px_wait_eval(w, hint, px__sem_script(w->eng, PX__SEM_ACQUIRE), 1, 2, k.argv, k.lens);
     }
-    px_sem_reap_register(w->srv, name->p, name->len); /* before its first ledger entry */
-    px__sem_keys_ledger(&k, 1, w->srv, name->p, name->len);
+    px_sem_reap_register(w->eng, name->p, name->len); /* before its first ledger entry */
+    px__sem_keys_ledger(&k, 1, w->eng, name->p, name->len);
     px__sem_keys_arg(&k, 2, n, nlen);
     px__sem_keys_arg(&k, 3, conn,
                      (size_t)snprintf(conn, sizeof(conn), "%llu", (unsigned long long)s->conn));
-    return px_wait_eval(w, hint, px__sem_script(PX__SEM_ACQUIRE), 2, 4, k.argv, k.lens);
+    return px_wait_eval(w, hint, px__sem_script(w->eng, PX__SEM_ACQUIRE), 2, 4, k.argv, k.lens);
 }
 
 static enum px_wait_res semop_reply(struct px_wait_op *w, const redisReply *r, uint64_t *repoll)
@@ -413,7 +416,7 @@ static enum px_wait_res semop_reply(struct px_wait_op *w, const redisReply *r, u
         return PX_WAIT_FINISHED;
     }
     if (status == 1)
-        w->srv->engine->sem_stats.sem_acquired += (uint64_t)semop_of(w)->permits;
+        w->eng->sem_stats.sem_acquired += (uint64_t)semop_of(w)->permits;
     return status == 1 ? PX_WAIT_GRANTED : PX_WAIT_CONTENDED;
 }
 
@@ -423,7 +426,7 @@ static void semop_granted(struct px_wait_op *w)
     const struct px_arg *name = &w->req->argv[1];
 
     if (!s->keep)
-        px__sem_track_add(w->req->cl, name->p, name->len, s->permits, false);
+        px__sem_track_add(&w->req->cl->caller, name->p, name->len, s->permits, false);
     px_reply_status(px_req_out(w->req), "OK");
 }
 
@@ -444,15 +447,15 @@ static void semop_undo(struct px_wait_op *w, enum px_undo_why why)
     uint64_t quiet;
 
     if (why == PX_UNDO_GONE && !s->keep)
-        px__sem_return_taken(w->srv, name->p, name->len, s->conn, 0, 0);
+        px__sem_return_taken(w->eng, name->p, name->len, s->conn, 0, 0);
     if (why != PX_UNDO_UNKNOWN && why != PX_UNDO_UNREPLICATED)
         return;
-    w->srv->engine->sem_stats.sem_unknown++;
+    w->eng->sem_stats.sem_unknown++;
     if (!s->keep && w->req->cl->closing)
-        px__sem_return_taken(w->srv, name->p, name->len, s->conn, 0, 0);
+        px__sem_return_taken(w->eng, name->p, name->len, s->conn, 0, 0);
     else if (!s->keep)
-        px__sem_track_add(w->req->cl, name->p, name->len, 0, true);
-    if (px_ratelog_allow(&w->srv->engine->sem_unknown_log, sched_loop_now_ms(w->srv->loop), &quiet))
+        px__sem_track_add(&w->req->cl->caller, name->p, name->len, 0, true);
+    if (px_ratelog_allow(&w->eng->sem_unknown_log, sched_loop_now_ms(w->eng->loop), &quiet))
         log_msg(LOG_LVL_WARN,
                 "SEM.ACQUIRE of %lld permits of '%.*s': %s; if Redis applied it, the permits "
                 "stay taken until released or (not KEEP) the connection closes (%llu similar "
@@ -497,8 +500,8 @@ static void sem_acquire_start(struct px_req *req, bool wait_ok)
     s->permits = a.permits;
     s->conn = req->cl->id;
     s->keep = a.keep;
-    px_wait_init(&s->wait, &semop_kind, req, wait_ok ? a.wait_ms : 0);
-    px_wait_start(&s->wait);
+    px_cmd_wait_init(&s->wait, &semop_kind, req, wait_ok ? a.wait_ms : 0);
+    px_cmd_wait_start(&s->wait);
 }
 
 void px__sem_cmd_acquire(struct px_req *req)

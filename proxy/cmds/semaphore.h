@@ -17,6 +17,7 @@ extern "C" {
 #endif
 
 struct pool_topology_event;
+struct lk_engine;
 struct px_server;
 
 /* SEM.* and PSEM.* commands; their scripts. */
@@ -25,10 +26,6 @@ extern const struct px_script_set px_sem_script_set;
 
 /* INFO section "sync": semaphore and latch figures. */
 void px_sync_info(struct px_server *srv, struct buf *out);
-
-/* After a change of slot owners: the SEM permit records of the moved
- * slots are checked on their new master (sem_track.c). */
-void px_sem_on_topology(struct px_server *srv, const struct pool_topology_event *ev);
 
 #ifdef __cplusplus
 }

@@ -62,7 +62,7 @@ static void unlock_nil(struct px_req *req, struct unlockop *u)
 {
     const struct px_arg *name = &req->argv[1];
 
-    if (u->hold && px_hold_not_held(u->hold, req->cl)) {
+    if (u->hold && px_hold_not_held(u->hold, &req->cl->caller)) {
         px_reply_error(px_req_out(req),
                        "LOCKLOST lease on '%.*s' was lost (expired or taken) "
                        "before UNLOCK; it was not held any more",
@@ -91,7 +91,7 @@ static bool unlock_apply(struct px_req *req, struct unlockop *u, const redisRepl
         if (h)
             px_hold_released(h);
     } else if (h) {
-        px_hold_unlocked_one(h, req->cl, u->sent_ms);
+        px_hold_unlocked_one(h, &req->cl->caller, u->sent_ms);
     }
     px_reply_int(px_req_out(req), r->integer);
     return true;
@@ -119,7 +119,7 @@ static bool unlock_in_hand(struct px_req *req, struct unlockop *u)
 
     if (!u->hold || u->apply != unlock_apply)
         return false;
-    switch (px_hold_unlock_failed(u->hold, req->cl, u->sent_ms)) {
+    switch (px_hold_unlock_failed(u->hold, &req->cl->caller, u->sent_ms)) {
     case PX_UNLOCK_NOT_HELD:
         return false;
     case PX_UNLOCK_KEPT:
@@ -229,7 +229,7 @@ static struct px__lockop *grant_candidate(struct px_server *srv, const struct px
 {
     char chan[PX_CHANNEL_MAX];
     size_t chlen = px__lock_plain_channel(a, chan, sizeof(chan));
-    struct px_waitset *set = px_waitset_find(srv, chan, chlen);
+    struct px_waitset *set = px_waitset_find(srv->engine, chan, chlen);
     struct px_wait_op *w;
 
     if (!set || set->local_grants >= LK_GRANTS_IN_ROW) {
@@ -256,8 +256,8 @@ static int grant_send(struct px_server *srv, const struct px_acq *a, struct unlo
 
     lens[1] = util_u64_to_str(a->lease_ms, lease);
     lens[3] = util_u64_to_str(b->lease_ms, next_lease);
-    return px_script_eval(srv, a->hint, px__lock_script(PX__LK_GRANT), 1, 5, argv, lens,
-                          grant_on_reply, u);
+    return px_script_eval(srv->engine, a->hint, px__lock_script(srv->engine, PX__LK_GRANT), 1, 5,
+                          argv, lens, grant_on_reply, u);
 }
 
 /* One reply, two answers: the UNLOCK gets :1 when the lock was handed
@@ -299,8 +299,8 @@ void px_lock_cmd_release(struct px_req *req, const struct px_lock_kind *kind)
     /* The reply acts on this hold (no second lookup); Redis runs this
      * unlock after every request about the pair sent before it. */
     acq.hint = px_route_hint(name->p, name->len);
-    h = u->hold =
-        px_hold_use_hinted(srv, kind->hold, name->p, name->len, acq.hint, u->owner, u->olen, false);
+    h = u->hold = px_hold_use_hinted(srv->engine, kind->hold, name->p, name->len, acq.hint,
+                                     u->owner, u->olen, false);
     acq.name = name->p;
     acq.nlen = name->len;
     acq.owner = u->owner;
@@ -400,8 +400,9 @@ void px__lock_cmd_forceunlock(struct px_req *req)
         return px_req_done(req);
     }
     force_args_fill(f, a.name);
-    rc = px_script_eval(req->cl->srv, px_route_hint(f->argv[0], f->lens[0]),
-                        px__lock_script(PX__LK_FORCE), 5, 7, f->argv, f->lens, force_on_reply, req);
+    rc = px_script_eval(req->cl->srv->engine, px_route_hint(f->argv[0], f->lens[0]),
+                        px__lock_script(req->cl->srv->engine, PX__LK_FORCE), 5, 7, f->argv, f->lens,
+                        force_on_reply, req);
     free(f);
     px__lock_script_sent(req, rc);
 }
@@ -414,13 +415,13 @@ static struct px_hold *info_hold(struct px_req *req, const struct unlockop *u)
 {
     const struct px_arg *name = &req->argv[1];
     char wowner[PX_OWNER_MAX + 8];
-    struct px_hold *h = px_hold_find(req->cl->srv, name->p, name->len, u->owner, u->olen);
+    struct px_hold *h = px_hold_find(req->cl->srv->engine, name->p, name->len, u->owner, u->olen);
 
     if (h && px_hold_is_held(h))
         return h;
     memcpy(wowner, u->owner, u->olen);
     memcpy(wowner + u->olen, ":write", 6);
-    h = px_hold_find(req->cl->srv, name->p, name->len, wowner, u->olen + 6);
+    h = px_hold_find(req->cl->srv->engine, name->p, name->len, wowner, u->olen + 6);
     return h && px_hold_is_held(h) ? h : NULL;
 }
 
@@ -464,6 +465,6 @@ void px__lock_cmd_info(struct px_req *req)
     lens[0] = req->argv[1].len;
     argv[1] = u->owner;
     lens[1] = u->olen;
-    unlockop_sent(u, px_script_eval(req->cl->srv, px_route_hint(argv[0], lens[0]), PX_SCRIPT_INFO,
-                                    1, 2, argv, lens, unlockop_on_reply, u));
+    unlockop_sent(u, px_script_eval(req->cl->srv->engine, px_route_hint(argv[0], lens[0]),
+                                    PX_SCRIPT_INFO, 1, 2, argv, lens, unlockop_on_reply, u));
 }

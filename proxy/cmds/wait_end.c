@@ -22,7 +22,7 @@ void px_wait_reply_upstream(struct px_req *req, int err)
 static void wait_end_reply(struct px_wait_op *op, enum lk_end end, const struct lk_end_info *info)
 {
     struct px_req *req = op->req;
-    const struct px_opts *o = &op->srv->opts;
+    const struct lk_config *o = &op->eng->cfg;
 
     switch (end) {
     case LK_END_REPLIED:
@@ -40,7 +40,7 @@ static void wait_end_reply(struct px_wait_op *op, enum lk_end end, const struct 
         px_reply_error(px_req_out(req),
                        "UPSTREAM Redis answered too late (%llu ms, lease %llu ms): not acquired",
                        (unsigned long long)op->late_age, (unsigned long long)op->lease_ms);
-        op->srv->stats.upstream_errs++;
+        req->cl->srv->stats.upstream_errs++;
         break;
     case LK_END_UNREPLICATED:
         px_reply_error(px_req_out(req),
@@ -56,7 +56,23 @@ void px_wait_finish_resp(struct px_wait_op *op, enum lk_end end, const struct lk
 {
     struct px_req *req = op->req;
 
+    req->op = NULL;
     wait_end_reply(op, end, info);
     op->kind->destroy(op);
     px_req_done(req);
+}
+
+void px_cmd_wait_init(struct px_wait_op *op, const struct px_wait_kind *kind, struct px_req *req,
+                      int64_t wait_ms)
+{
+    const struct px_arg *name = &req->argv[1];
+
+    px_wait_init(op, kind, &req->cl->caller, req, name->p, name->len,
+                 req->in_exec ? 0 : wait_ms); /* inside EXEC: one attempt (multi.h) */
+}
+
+void px_cmd_wait_start(struct px_wait_op *op)
+{
+    op->req->op = op;
+    px_wait_start(op);
 }

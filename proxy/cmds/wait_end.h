@@ -18,6 +18,15 @@ struct px_req;
  * passed through, NOREPLICAS; then kind->destroy() and px_req_done(). */
 void px_wait_finish_resp(struct px_wait_op *op, enum lk_end end, const struct lk_end_info *info);
 
+/* px_wait_init() for req, a command about the name in argv[1]: its
+ * connection's caller record; one attempt inside EXEC. */
+void px_cmd_wait_init(struct px_wait_op *op, const struct px_wait_kind *kind, struct px_req *req,
+                      int64_t wait_ms);
+
+/* px_wait_start(), op being req's command in progress (req->op) until its
+ * finish. */
+void px_cmd_wait_start(struct px_wait_op *op);
+
 /* Replies for a failed upstream request (err < 0): as
  * px_args_reply_upstream(), but -ENOMEM is "-ERR out of memory". */
 void px_wait_reply_upstream(struct px_req *req, int err);

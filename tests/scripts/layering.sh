@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # scripts/layering.sh (ctest scripts.layering): the tree keeps its layers,
 # and the check fails on an include from a lower layer to a higher one
-# and on a debt line whose edge is gone (both planted in a copy).
+# (planted in a copy).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -42,13 +42,4 @@ fresh
 printf '#  include "pool/pool.h"\n' >>"$tmp/t/sched/wheel.c"
 expect_fail "sched/ including pool/" "sched/wheel.c pool/pool.h"
 
-# A debt line whose include went away must be taken out of the list.
-fresh
-line=$(grep -vE '^[[:space:]]*(#|$)' "$tmp/t/scripts/layering-debt.txt" | head -n1)
-if [ -n "$line" ]; then
-    file=${line%% *}
-    inc=${line#* }
-    grep -vF "#include \"$inc\"" "$tmp/t/$file" >"$tmp/f" && cp "$tmp/f" "$tmp/t/$file"
-    expect_fail "a stale debt line" "$line"
-fi
 echo "PASS"

@@ -383,7 +383,7 @@ static void on_granted(struct world *w, unsigned i, struct client *c, struct bel
              * later than the client's LOCK), and no push of its end yet:
              * a re-entry of the hold it still had. */
             b->count = b->ended_count;
-        } else if (have && cnt > 1 && w->epoch == c->sent_epoch && !px_jobs_busy(w->srv) &&
+        } else if (have && cnt > 1 && w->epoch == c->sent_epoch && !px_jobs_busy(w->srv->engine) &&
                    (b->ended_told || c->sent_ms >= b->ended_max + 10)) {
             /* A fresh hold: the proxy tells count 1 and settles the stale
              * count of the ended hold away (hold.c, hold_told_count). */
@@ -414,7 +414,7 @@ static void on_granted(struct world *w, unsigned i, struct client *c, struct bel
         return; /* Redis lost data meanwhile: the README's window */
     if (!have)
         violation(w, "c%u told OK for '%s', which Redis does not hold for it", i, names[c->name]);
-    else if (cnt != b->count && !b->dirty && !(cnt > b->count && px_jobs_busy(w->srv)))
+    else if (cnt != b->count && !b->dirty && !(cnt > b->count && px_jobs_busy(w->srv->engine)))
         violation(w, "c%u told OK for '%s' (its count %d) but Redis counts %lld", i, names[c->name],
                   b->count, cnt);
 }
@@ -669,7 +669,8 @@ static void check_holds(struct world *w)
             have = fr_hget_int(w->redis, now_ms(), names[k], c->owner, &cnt);
             /* A release Redis did not answer is carried out by the proxy
              * (jobs.c retries it): Redis may count more until it lands. */
-            if (have && (cnt == b->count || b->dirty || (cnt > b->count && px_jobs_busy(w->srv))))
+            if (have &&
+                (cnt == b->count || b->dirty || (cnt > b->count && px_jobs_busy(w->srv->engine))))
                 continue;
             if (have && cnt < b->count && w->epoch != b->last_epoch) {
                 tr("c%u: its hold of '%s' rolled back by a failover", i, names[k]);
@@ -909,7 +910,7 @@ static bool settle_quiet(const struct world *w)
     for (k = 0; k < fp_nconns(w->pool); k++)
         if (fp_queued(w->pool, k) > 0)
             return false;
-    return fp_msgs(w->pool) == 0 && !px_jobs_busy(w->srv) && w->srv->nclients == 0 &&
+    return fp_msgs(w->pool) == 0 && !px_jobs_busy(w->srv->engine) && w->srv->nclients == 0 &&
            fp_is_up(w->pool);
 }
 

@@ -1,28 +1,54 @@
-/* What redlock.c (REDLOCK and REDUNLOCK), redlock_hold.c (the records of
+/* RedLock's engine half: the masters' pools, start and stop, INFO
+ * (redlock_master.c), and what redlock.c (REDLOCK and REDUNLOCK, command
+ * code), redlock_hold.c (the records of
  * granted locks: renewal on a majority, tombstones, release on
  * disconnect), redlock_master.c (the masters' pools, their channel
  * subscriptions, start and stop, INFO) and redlock_giveback.c (give-backs
- * retried until each master answered) share. Private to those four files;
+ * retried until each master answered) share. The internals are private to those four files;
  * the design block is in redlock.c. */
-#ifndef LP_PROXY_LOCKS_REDLOCK_INT_H
-#define LP_PROXY_LOCKS_REDLOCK_INT_H
+#ifndef LP_ENGINE_REDLOCK_H
+#define LP_ENGINE_REDLOCK_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/buf.h"
 #include "common/hmap.h"
 #include "common/list.h"
+#include "engine/config.h"
 #include "engine/engine.h"
 #include "pool/pool.h"
 #include "pool/pubsub-t.h"
-#include "proxy/cmds/redlock.h"
-#include "proxy/opts.h"
 #include "sched/timer-t.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* INFO redlock (only with --redlock-upstream): redlock_masters,
+ * redlock_majority, redlock_masters_up, redlock_holds,
+ * redlock_quorum_refusals, and redlock_master_<i>:<host:port>,<state>. */
+void px_redlock_info(struct lk_engine *eng, struct buf *out);
+
+/* Creates and starts one pool per --redlock-upstream master (none when the
+ * flag is not given). Returns 0 or -errno (logged). */
+int px_redlock_start(struct lk_engine *eng);
+
+/* True while a master's first connection attempt has not settled (the
+ * proxy accepts clients once none is connecting, as for --upstream). */
+bool px_redlock_connecting(const struct lk_engine *eng);
+
+/* True while a request to a master is in flight (the stop lets the
+ * releases of closing connections reach the masters, as for --upstream). */
+bool px_redlock_busy(const struct lk_engine *eng);
+
+/* Closes the masters' connections; true once every pool has stopped. */
+void px_redlock_stop(struct lk_engine *eng);
+bool px_redlock_stopped(const struct lk_engine *eng);
+
+/* Frees the pools and what is left of the state (after stopped). */
+void px_redlock_destroy(struct lk_engine *eng);
 
 #define RL_SET_PREFIX "lockproxy_redlock:" /* waitset key prefix (see the design block) */
 #define RL_PREFIX_LEN (sizeof(RL_SET_PREFIX) - 1)
@@ -70,7 +96,7 @@ struct rl_hold {
 };
 
 struct px_redlock {
-    struct px_server *srv;              /* borrowed */
+    struct lk_engine *eng;              /* borrowed */
     unsigned n;                         /* masters */
     unsigned majority;                  /* n / 2 + 1 */
     struct pool *pools[PX_REDLOCK_MAX]; /* owned: one per master */
