@@ -1,0 +1,115 @@
+#!/usr/bin/env bash
+# Proxy CPU per lock+unlock pair next to Redis's (issue 23 item 5,
+# BENCHMARKS.md "Proxy CPU per pair"). Per round, backend and client count,
+# a fresh lockproxy and one lockproxy-bench run of `uncontended --targets
+# proxy,direct`; from its --kv output:
+#   proxy us   the proxy's CPU per pair (/proc/PID/stat utime + stime)
+#   sys %      its kernel share (stime)
+#   R/px us    Redis's CPU per pair behind the proxy (INFO cpu)
+#   R/dir us   Redis's CPU per pair serving the same clients directly
+#              (Redisson's scripts): the same client socket work, the
+#              figure the proxy is compared with
+#   px/Rdir    proxy us / R/dir us (at or below 1: the goal)
+#   kpairs/s   throughput, proxy and direct
+# CPU times are tick-sampled (HZ) and the machine may be shared: compare
+# the ratio inside one row, over several rounds.
+# Uses the build in LP_CP_BUILD (default build/), a throw-away redis-server
+# and lockproxy on free ports (stopped on exit). LP_CP_BASE=/path/lockproxy
+# adds the same row for that (older) binary first, labelled "base".
+#
+# Usage: bench/cpupair.sh   (LP_CP_ROUNDS 3, LP_CP_SECONDS 3,
+#                            LP_CP_IO "uring epoll", LP_CP_CLIENTS "1000 100",
+#                            LP_CP_POOL 2, LP_CP_BASE)
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+BUILD=${LP_CP_BUILD:-$ROOT/build}
+ROUNDS=${LP_CP_ROUNDS:-3}
+SECS=${LP_CP_SECONDS:-3}
+IOS=${LP_CP_IO:-"uring epoll"}
+CLIENTS=${LP_CP_CLIENTS:-"1000 100"}
+POOL=${LP_CP_POOL:-2}
+PROXIES="new=$BUILD/lockproxy"
+[ -z "${LP_CP_BASE:-}" ] || PROXIES="base=$LP_CP_BASE $PROXIES"
+BENCH=$BUILD/lockproxy-bench
+
+tmp=$(mktemp -d)
+redis_pid= proxy_pid=
+cleanup() {
+    for p in $proxy_pid $redis_pid; do
+        kill -TERM "$p" 2>/dev/null || true
+        wait "$p" 2>/dev/null || true
+    done
+    rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+free_port() {
+    local port
+    for _ in $(seq 100); do
+        port=$((20000 + RANDOM % 12000)) # below the ephemeral range
+        if ! ss -Htln "sport = :$port" | grep -q .; then
+            echo "$port"
+            return 0
+        fi
+    done
+    return 1
+}
+
+wait_ping() {
+    for _ in $(seq 400); do
+        [ "$(redis-cli -p "$1" ping 2>/dev/null)" = PONG ] && return 0
+        sleep 0.05
+    done
+    echo "no PONG on port $1" >&2
+    tail -n 3 "$tmp"/*.log >&2
+    return 1
+}
+
+redis_port=$(free_port)
+redis-server --port "$redis_port" --bind 127.0.0.1 --save '' --appendonly no \
+    --maxclients 10000 --logfile "$tmp/redis.log" </dev/null &
+redis_pid=$!
+wait_ping "$redis_port"
+
+# One row: backend $1, clients $2, build label $3, binary $4.
+measure() {
+    local io=$1 n=$2 label=$3 bin=$4
+    proxy_port=$(free_port)
+    "$bin" --listen "127.0.0.1:$proxy_port" --upstream "redis://127.0.0.1:$redis_port" \
+        --io "$io" --pool-size "$POOL" --log-level warn </dev/null 2>"$tmp/proxy.log" &
+    proxy_pid=$!
+    wait_ping "$proxy_port"
+    "$BENCH" uncontended --clients "$n" --proxy "127.0.0.1:$proxy_port" \
+        --redis "127.0.0.1:$redis_port" --proxy-pid "$proxy_pid" --warmup 0.5 \
+        --targets proxy,direct --duration "$SECS" --kv "$tmp/kv.txt" >"$tmp/run.out" 2>&1 || {
+        echo "lockproxy-bench failed:" >&2
+        tail -n 5 "$tmp/run.out" >&2
+    }
+    kill -TERM "$proxy_pid"
+    wait "$proxy_pid" || true
+    proxy_pid=
+    awk -v r="$ROUND" -v io="$io" -v n="$n" -v label="$label" '
+        { v[$1 " " $2] = $3 }
+        END {
+            pus = v["proxy proxy_cpu_us_per_acq"]; rd = v["direct redis_cpu_us_per_acq"]
+            sys = v["proxy proxy_cpu_s"] > 0 ? 100 * v["proxy proxy_sys_s"] / v["proxy proxy_cpu_s"] : 0
+            printf "%-5s %-5s %5s %-5s %8.1f %5.0f %7.1f %8.1f %8.2f %9.1f %9.1f\n",
+                r, io, n, label, pus, sys, v["proxy redis_cpu_us_per_acq"], rd,
+                (rd > 0 ? pus / rd : 0), v["proxy ops_per_sec"] / 1000, v["direct ops_per_sec"] / 1000
+        }' "$tmp/kv.txt"
+}
+
+echo "# $(date -u +%FT%TZ) $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?'); load: $(cut -d' ' -f1-3 /proc/loadavg)"
+printf '%-5s %-5s %5s %-5s %8s %5s %7s %8s %8s %9s %9s\n' round io cli build 'proxy us' 'sys %' \
+    'R/px us' 'R/dir us' 'px/Rdir' 'kpairs px' 'kpairs dir'
+for round in $(seq "$ROUNDS"); do
+    for io in $IOS; do
+        for n in $CLIENTS; do
+            for px in $PROXIES; do
+                ROUND=$round measure "$io" "$n" "${px%%=*}" "${px#*=}"
+            done
+        done
+    done
+done
+echo "# load at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
