@@ -11,6 +11,9 @@
 #              figure the proxy is compared with
 #   px/Rdir    proxy us / R/dir us (at or below 1: the goal)
 #   kpairs/s   throughput, proxy and direct
+# LP_CP_RATE=N runs open loop at N pairs/s instead (--rate): the CPU per
+# pair at a rate the machine sustains, without the queueing of a saturated
+# closed loop (which, past TCP's 40 ms delayed-ACK timeout, adds ACKs).
 # CPU times are tick-sampled (HZ) and the machine may be shared: compare
 # the ratio inside one row, over several rounds.
 # Uses the build in LP_CP_BUILD (default build/), a throw-away redis-server
@@ -28,6 +31,8 @@ ROUNDS=${LP_CP_ROUNDS:-3}
 SECS=${LP_CP_SECONDS:-3}
 IOS=${LP_CP_IO:-"uring epoll"}
 CLIENTS=${LP_CP_CLIENTS:-"1000 100"}
+RATE=()
+[ -z "${LP_CP_RATE:-}" ] || RATE=(--rate "$LP_CP_RATE")
 POOL=${LP_CP_POOL:-2}
 PROXIES="new=$BUILD/lockproxy"
 [ -z "${LP_CP_BASE:-}" ] || PROXIES="base=$LP_CP_BASE $PROXIES"
@@ -82,7 +87,7 @@ measure() {
     wait_ping "$proxy_port"
     "$BENCH" uncontended --clients "$n" --proxy "127.0.0.1:$proxy_port" \
         --redis "127.0.0.1:$redis_port" --proxy-pid "$proxy_pid" --warmup 0.5 \
-        --targets proxy,direct --duration "$SECS" --kv "$tmp/kv.txt" >"$tmp/run.out" 2>&1 || {
+        --targets proxy,direct --duration "$SECS" "${RATE[@]}" --kv "$tmp/kv.txt" >"$tmp/run.out" 2>&1 || {
         echo "lockproxy-bench failed:" >&2
         tail -n 5 "$tmp/run.out" >&2
     }
@@ -100,7 +105,7 @@ measure() {
         }' "$tmp/kv.txt"
 }
 
-echo "# $(date -u +%FT%TZ) $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?'); load: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "# $(date -u +%FT%TZ) $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?');${LP_CP_RATE:+ rate $LP_CP_RATE pairs/s;} load: $(cut -d' ' -f1-3 /proc/loadavg)"
 printf '%-5s %-5s %5s %-5s %8s %5s %7s %8s %8s %9s %9s\n' round io cli build 'proxy us' 'sys %' \
     'R/px us' 'R/dir us' 'px/Rdir' 'kpairs px' 'kpairs dir'
 for round in $(seq "$ROUNDS"); do
