@@ -955,6 +955,11 @@ summary_rows() {
         paired_row "  p99, proxy (unix) / direct (TCP)" "" "" "%.2fx" \
             unix "proxy p99_us" unix "direct p99_us"
         info_row "  direct (unix) ops/s" unix-direct 'k["direct ops_per_sec"]' "%.0f"
+        # Issue 23's goal over the sidecar's transport: the proxy's CPU per
+        # pair at or below Redis's behind it (BENCHMARKS.md, Proxy CPU per
+        # lock+unlock pair, Over a Unix socket).
+        target_row "sidecar (unix) CPU/pair, proxy/Redis behind it" unix \
+            'k["proxy proxy_cpu_s"] / k["proxy redis_cpu_s"]' "<=" 1 "%.2fx"
         cpu_rows unix "proxy direct direct-shared"
     fi
 }
