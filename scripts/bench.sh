@@ -25,7 +25,7 @@
 # and once the timing-wheel microbenchmarks (BM_Wheel*). Everything (text,
 # JSON, key/value, SVG) goes to bench-results/<date>/ (bench-results/latest
 # points at it); the summary (headed by the date and commit measured) with
-# each target and PASS/MISS (medians over the runs; none with --quick), Redis CPU per acquisition for every target, and a noise
+# each target and PASS/MISS (medians over the runs; none with --quick), Redis CPU per acquisition for every target, the proxy's CPU per pair over Redis's (goal: at or below 1), and a noise
 # column is printed at the end and kept in summary.txt.
 #
 # twemproxy: nutcracker with redis: true, one server (the bench's Redis),
@@ -864,6 +864,14 @@ summary_rows() {
             "%.2fx"
         info_row "uncontended p99, proxy/twemproxy" $u \
             'k["proxy p99_us"] / k["twemproxy p99_us"]' "%.2fx"
+        # The proxy's own cost per pair against Redis's behind it (issue 23:
+        # at or below it is the goal), and against Redis's serving the same
+        # clients directly (the same client socket work).
+        target_row "uncontended CPU/pair, proxy/Redis behind it" $u \
+            'k["proxy proxy_cpu_s"] / k["proxy redis_cpu_s"]' "<=" 1 "%.2fx"
+        info_row "  CPU/pair, proxy / Redis serving direct" $u \
+            '(k["proxy proxy_cpu_s"] / k["proxy acquisitions"]) / (k["direct redis_cpu_s"] / k["direct acquisitions"])' \
+            "%.2fx"
         redis_cpu_rows $u
         target_rows $u uncontended ops/s
         info_row "  Redis CPU per pair, direct / proxy run" $u \
@@ -947,6 +955,11 @@ summary_rows() {
         paired_row "  p99, proxy (unix) / direct (TCP)" "" "" "%.2fx" \
             unix "proxy p99_us" unix "direct p99_us"
         info_row "  direct (unix) ops/s" unix-direct 'k["direct ops_per_sec"]' "%.0f"
+        # Issue 23's goal over the sidecar's transport: the proxy's CPU per
+        # pair at or below Redis's behind it (BENCHMARKS.md, Proxy CPU per
+        # lock+unlock pair, Over a Unix socket).
+        target_row "sidecar (unix) CPU/pair, proxy/Redis behind it" unix \
+            'k["proxy proxy_cpu_s"] / k["proxy redis_cpu_s"]' "<=" 1 "%.2fx"
         cpu_rows unix "proxy direct direct-shared"
     fi
 }

@@ -206,6 +206,7 @@ unsigned lg_cluster_master_of(const struct lg_run *r, unsigned key)
 static void snap_add(struct lg_redis_snap *sum, const struct lg_redis_snap *one)
 {
     sum->cpu_s += one->cpu_s;
+    sum->cpu_sys_s += one->cpu_sys_s;
     sum->clients = sum->clients < 0 || one->clients < 0 ? -1 : sum->clients + one->clients;
     sum->pubsub_conns =
         sum->pubsub_conns < 0 || one->pubsub_conns < 0 ? -1 : sum->pubsub_conns + one->pubsub_conns;

@@ -36,7 +36,7 @@ void lg_figures_begin(struct lg_run *r)
     else
         snprintf(res->redis_error, sizeof(res->redis_error),
                  "omitted: give --redis HOST:PORT (the Redis behind the target) for them");
-    res->proxy_cpu_ok = pid > 0 && lg_proc_cpu(pid, &r->proxy_cpu0) == 0;
+    res->proxy_cpu_ok = pid > 0 && lg_proc_cpu(pid, &r->proxy_cpu0, &r->proxy_sys0) == 0;
     r->bench_cpu0 = lg_self_cpu();
     res->sys_ok = lg_sys_busy(&r->sys_busy0) == 0;
 }
@@ -48,6 +48,7 @@ static void redis_figures(struct lg_run *r, const struct lg_redis_snap *end)
     struct lg_result *res = r->res;
 
     res->redis_cpu_s = end->cpu_s - r->snap0->cpu_s;
+    res->redis_sys_s = end->cpu_sys_s - r->snap0->cpu_sys_s;
     res->redis_reads = end->reads - r->snap0->reads;
     res->redis_clients = end->clients;
     res->redis_pubsub_conns = end->pubsub_conns;
@@ -71,13 +72,15 @@ static void snapshot_end(struct lg_run *r)
 {
     struct lg_result *res = r->res;
     struct lg_redis_snap *end = malloc(sizeof(*end));
-    double cpu;
+    double cpu, sys;
 
     res->bench_cpu_s = lg_self_cpu() - r->bench_cpu0;
-    if (res->proxy_cpu_ok && lg_proc_cpu(lg_target_pid(r->o, r->target), &cpu) == 0)
+    if (res->proxy_cpu_ok && lg_proc_cpu(lg_target_pid(r->o, r->target), &cpu, &sys) == 0) {
         res->proxy_cpu_s = cpu - r->proxy_cpu0;
-    else
+        res->proxy_sys_s = sys - r->proxy_sys0;
+    } else {
         res->proxy_cpu_ok = false;
+    }
     if (res->sys_ok && lg_sys_busy(&cpu) == 0)
         res->sys_busy_s = cpu - r->sys_busy0;
     else

@@ -36,6 +36,7 @@ static void kv_redis(FILE *f, const char *t, const struct lg_result *res)
     kv_num(f, t, "redis_cmds_per_acq", res->redis_ok, (double)res->redis_client_cmds / acq);
     kv_num(f, t, "redis_calls_per_acq", res->redis_ok, (double)res->redis_all_calls / acq);
     kv_num(f, t, "redis_cpu_s", res->redis_ok, res->redis_cpu_s);
+    kv_num(f, t, "redis_sys_s", res->redis_ok, res->redis_sys_s);
     kv_num(f, t, "redis_clients", res->redis_ok && res->redis_clients >= 0,
            (double)res->redis_clients);
     kv_num(f, t, "redis_pubsub_conns", res->redis_ok && res->redis_pubsub_conns >= 0,
@@ -93,6 +94,9 @@ static void kv_target(FILE *f, const struct lg_opts *o, const struct lg_result *
     kv_latency(f, t, res);
     kv_redis(f, t, res);
     kv_num(f, t, "proxy_cpu_s", res->proxy_cpu_ok, res->proxy_cpu_s);
+    kv_num(f, t, "proxy_sys_s", res->proxy_cpu_ok, res->proxy_sys_s);
+    kv_num(f, t, "proxy_cpu_us_per_acq", res->proxy_cpu_ok && res->acquisitions > 0,
+           lg_result_proxy_us_per_acq(res));
     kv_num(f, t, "bench_cpu_s", true, res->bench_cpu_s);
     kv_num(f, t, "other_cpu_s", other_ok, other);
     kv_num(f, t, "jain", true, res->fair_jain);

@@ -56,6 +56,13 @@ double lg_result_redis_us_per_acq(const struct lg_result *res)
     return 1e6 * res->redis_cpu_s / (double)res->acquisitions;
 }
 
+double lg_result_proxy_us_per_acq(const struct lg_result *res)
+{
+    if (!res->proxy_cpu_ok || res->acquisitions == 0)
+        return 0.0;
+    return 1e6 * res->proxy_cpu_s / (double)res->acquisitions;
+}
+
 bool lg_result_rate_short(const struct lg_result *res)
 {
     return res->rate_asked > 0 && res->rate_achieved < LG_RATE_SHORT * res->rate_asked;
@@ -142,6 +149,26 @@ static void print_redis(const struct lg_result *res)
     if (res->redis_nodes > 0)
         printf(" (summed over %u masters)", res->redis_nodes);
     printf("\n");
+}
+
+static double pct(double part, double whole)
+{
+    return whole > 0 ? 100.0 * part / whole : 0.0;
+}
+
+/* The proxy's CPU per acquisition next to Redis's in the same phase, each
+ * with its kernel share (issue 23: the proxy's cost per lock, in every
+ * run). CPU times are tick-sampled (HZ): short runs are coarse. */
+static void print_cpu_per_acq(const struct lg_result *res)
+{
+    double pus = lg_result_proxy_us_per_acq(res), rus = lg_result_redis_us_per_acq(res);
+
+    if (!res->proxy_cpu_ok || !res->redis_ok || res->acquisitions == 0)
+        return;
+    printf("  %-17s proxy %.1f us (%.0f %% kernel), Redis %.1f us (%.0f %% kernel); "
+           "proxy / Redis %.2fx\n",
+           "CPU per acq", pus, pct(res->proxy_sys_s, res->proxy_cpu_s), rus,
+           pct(res->redis_sys_s, res->redis_cpu_s), rus > 0 ? pus / rus : 0.0);
 }
 
 /* What else ran: a benchmark on a shared machine is only as good as this. */
@@ -231,6 +258,7 @@ void lg_report_target(const struct lg_opts *o, const struct lg_result *res)
     if (res->target == LG_TGT_PROXY || res->target == LG_TGT_TWEMPROXY ||
         res->target == LG_TGT_PASSTHROUGH)
         print_cpu("proxy CPU", res->proxy_cpu_ok, res->proxy_cpu_s, res->seconds);
+    print_cpu_per_acq(res);
     print_cpu("bench CPU", true, res->bench_cpu_s, res->seconds);
     print_other_cpu(res);
     printf("  %-17s grants per client min %llu, max %llu, Jain index %.3f, %u starved\n",
@@ -270,6 +298,30 @@ static void print_row(const struct lg_result *res)
            lg_result_rate_short(res) ? "  RATE SHORT" : "");
 }
 
+/* The proxy's CPU per acquisition against Redis's when it serves the same
+ * clients itself (the direct targets): the same client socket work, so the
+ * figure a sidecar is judged by (issue 23). */
+static void print_cpu_ratios(const struct lg_result *res, unsigned n, const struct lg_result *px)
+{
+    double pus;
+
+    if (!px || !px->proxy_cpu_ok || px->acquisitions == 0)
+        return;
+    pus = lg_result_proxy_us_per_acq(px);
+    for (unsigned i = 0; i < n; i++) {
+        const struct lg_result *d = &res[i];
+        double rus = lg_result_redis_us_per_acq(d);
+
+        if (d->target != LG_TGT_DIRECT && d->target != LG_TGT_DIRECT_SHARED)
+            continue;
+        if (!d->ran || !d->redis_ok || rus <= 0)
+            continue;
+        printf("proxy CPU per acq / Redis CPU per acq serving %s: %.1f / %.1f us = %.2fx "
+               "(at or below 1: the proxy costs no more than Redis)\n",
+               lg_target_name(d->target), pus, rus, pus / rus);
+    }
+}
+
 /* proxy / each direct target that ran, for throughput and p99. */
 static void print_ratios(const struct lg_result *res, unsigned n)
 {
@@ -289,6 +341,7 @@ static void print_ratios(const struct lg_result *res, unsigned n)
                lg_target_name(d->target), lg_result_ops(px) / lg_result_ops(d),
                dp99 > 0 ? lg_result_lat_us(px, 99) / dp99 : 0.0);
     }
+    print_cpu_ratios(res, n, px);
 }
 
 void lg_report_summary(const struct lg_opts *o, const struct lg_result *res, unsigned n)

@@ -35,6 +35,10 @@ bool lg_result_other_cpu(const struct lg_result *res, double *out);
  * n/a): what one lock operation costs the Redis thread all clients share. */
 double lg_result_redis_us_per_acq(const struct lg_result *res);
 
+/* The proxy's (or twemproxy's) CPU per acquisition, microseconds; 0 when
+ * not measured. */
+double lg_result_proxy_us_per_acq(const struct lg_result *res);
+
 /* --rate: a run is short when it achieved less than this share of the
  * asked rate. */
 #define LG_RATE_SHORT 0.95

@@ -53,6 +53,7 @@ struct lg_result {
     unsigned redis_nodes;                     /* --cluster: masters summed, 0: one Redis */
     char redis_error[160];                    /* why not */
     double redis_cpu_s;                       /* Redis CPU seconds in the measured phase */
+    double redis_sys_s;                       /* of which kernel (used_cpu_sys) */
     uint64_t redis_client_cmds;               /* commands clients sent to Redis */
     uint64_t redis_all_calls;                 /* all commandstats calls, incl. inside scripts */
     uint64_t redis_reads;                     /* reads Redis made from client sockets */
@@ -63,6 +64,7 @@ struct lg_result {
     struct lg_cmdstat delta[LG_MAX_CMDSTATS]; /* per-command call deltas */
     bool proxy_cpu_ok;                        /* proxy_cpu_s is valid */
     double proxy_cpu_s;                       /* proxy CPU seconds in the measured phase */
+    double proxy_sys_s;                       /* of which kernel (stime) */
     double bench_cpu_s;                       /* bench CPU seconds in the measured phase */
     bool sys_ok;                              /* sys_busy_s is valid */
     double sys_busy_s;                        /* busy CPU seconds of the machine, all CPUs */

@@ -249,6 +249,7 @@ struct lg_run {
     struct sched_timer progress_timer;     /* one progress line per second */
     struct lg_redis_snap *snap0;           /* owned: Redis figures at measure start */
     double proxy_cpu0;                     /* proxy CPU at measure start */
+    double proxy_sys0;                     /* of which kernel (stime) */
     double bench_cpu0;                     /* bench CPU at measure start */
     double sys_busy0;                      /* machine busy CPU at measure start */
     struct lg_client **sched;              /* owned: --rate: min-heap of clients by slot_ns */

@@ -169,7 +169,8 @@ int lg_redis_snapshot(const struct lg_endpoint *ep, struct lg_redis_snap *out, c
     if (stats && cpu && misc) {
         snapshot_clients(rc, misc, out);
         parse_cmdstats(stats, out);
-        out->cpu_s = info_double(cpu, "used_cpu_sys:") + info_double(cpu, "used_cpu_user:");
+        out->cpu_sys_s = info_double(cpu, "used_cpu_sys:");
+        out->cpu_s = out->cpu_sys_s + info_double(cpu, "used_cpu_user:");
         out->reads = (uint64_t)info_double(misc, "total_reads_processed:");
         out->ok = true;
     }
@@ -252,7 +253,7 @@ int lg_redis_script_load(const struct lg_endpoint *ep, const char *lua, char sha
     return ret;
 }
 
-int lg_proc_cpu(int pid, double *out)
+int lg_proc_cpu(int pid, double *out, double *sys)
 {
     char path[64], buf[1024];
     unsigned long long ut, st;
@@ -273,6 +274,8 @@ int lg_proc_cpu(int pid, double *out)
     if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2)
         return -EPROTO;
     *out = (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+    if (sys)
+        *sys = (double)st / (double)sysconf(_SC_CLK_TCK);
     return 0;
 }
 

@@ -28,6 +28,7 @@ struct lg_cmdstat {
 struct lg_redis_snap {
     bool ok;           /* the snapshot was read */
     double cpu_s;      /* used_cpu_sys + used_cpu_user */
+    double cpu_sys_s;  /* used_cpu_sys alone (kernel time) */
     uint64_t reads;    /* total_reads_processed (INFO stats) */
     long clients;      /* connected_clients (INFO clients) less the bench's own; -1: n/a */
     long pubsub_conns; /* CLIENT LIST entries with sub, psub or ssub > 0; -1: n/a */
@@ -76,8 +77,9 @@ void lg_redis_delta(const struct lg_redis_snap *a, const struct lg_redis_snap *b
 int lg_redis_script_load(const struct lg_endpoint *ep, const char *lua, char sha[41], char *err,
                          size_t errlen);
 
-/* utime + stime of pid in seconds. Returns 0 or -errno. */
-int lg_proc_cpu(int pid, double *out);
+/* utime + stime of pid in seconds; *sys (may be NULL) gets stime alone.
+ * Returns 0 or -errno. */
+int lg_proc_cpu(int pid, double *out, double *sys);
 
 /* This process's user + system CPU seconds. */
 double lg_self_cpu(void);

@@ -2,7 +2,7 @@ package lockproxy
 
 // Tests against a real lockproxy and Redis: run by tests/clients/run.sh
 // lib-go (ctest clients.lib_go), which starts them and sets LP_PORT,
-// LP_TLS_PORT, LP_CA, LP_CLIENT_CERT, LP_CLIENT_KEY; the proxy runs with
+// LP_TLS_PORT, LP_UNIX (the proxy's Unix socket), LP_CA, LP_CLIENT_CERT, LP_CLIENT_KEY; the proxy runs with
 // --lock-watchdog-timeout 900. Without LP_PORT the tests are skipped.
 
 import (
@@ -350,4 +350,35 @@ func TestTLS(t *testing.T) {
 		t.Fatalf("cancelled TLS wait: %v", err)
 	}
 	h.Unlock()
+}
+
+// TestUnix: a sidecar's clients on lockproxy --listen unix:///PATH, dialled
+// with redigo's "unix" network; a wait longer than the read timeout too.
+func TestUnix(t *testing.T) {
+	path := os.Getenv("LP_UNIX")
+	if path == "" {
+		t.Skip("LP_UNIX is not set: run through tests/clients/run.sh lib-go")
+	}
+	c := New(newPool(t, func() (redis.Conn, error) {
+		return redis.Dial("unix", path, redis.DialReadTimeout(500*time.Millisecond))
+	}))
+	hammer(t, c, []string{"go:unix:a", "go:unix:b"}, 4, 25)
+	h, err := c.Lock(context.Background(), "go:unix:wait")
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	// Longer than the pool's 500 ms read timeout, as over TCP.
+	if _, err := c.Lock(context.Background(), "go:unix:wait", Wait(800*time.Millisecond)); !errors.Is(err, ErrNotAcquired) {
+		t.Fatalf("Lock with Wait over the Unix socket: %v", err)
+	}
+	if d := time.Since(start); d < 750*time.Millisecond {
+		t.Fatalf("the wait ended after %v", d)
+	}
+	if err := h.Check(); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Unlock(); err != nil {
+		t.Fatal(err)
+	}
 }

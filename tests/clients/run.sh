@@ -5,7 +5,8 @@
 # `run.sh lib-python|lib-go|lib-node-ioredis|lib-node-redis`.
 #
 # It starts a throw-away redis-server and two lockproxy instances on free
-# loopback ports: one without auth, listening on plain TCP and on a tls://
+# loopback ports: one without auth, listening on plain TCP, on a Unix
+# socket (LP_UNIX, the sidecar's transport) and on a tls://
 # listener (a CA, a server certificate for 127.0.0.1 and a client
 # certificate are made here with the openssl command; client certificates
 # are optional there, and verified when sent), and one with --requirepass. Then it runs the
@@ -140,6 +141,7 @@ proxy_pids=()
 port=$(free_port)
 tls_port=$(free_port)
 "$PROXY" --listen "127.0.0.1:$port" --listen "tls://127.0.0.1:$tls_port" \
+    --listen "unix://$tmp/lp.sock" --unixsocketperm 660 \
     --tls-cert-file "$tmp/server.crt" --tls-key-file "$tmp/server.key" \
     --tls-ca-cert-file "$tmp/ca.crt" --tls-auth-clients optional \
     --upstream "redis://127.0.0.1:$redis_port" --lock-watchdog-timeout 900 \
@@ -155,6 +157,7 @@ wait_ping "$port"
 wait_ping "$auth_port"
 
 export LP_PORT=$port LP_TLS_PORT=$tls_port LP_AUTH_PORT=$auth_port LP_PASSWORD=s3cret
+export LP_UNIX=$tmp/lp.sock
 export LP_CA=$tmp/ca.crt LP_REDIS_PORT=$redis_port
 export LP_CLIENT_CERT=$tmp/client.crt LP_CLIENT_KEY=$tmp/client.key
 "${run[@]}"

@@ -242,6 +242,44 @@ TEST(bench_rwlock_all_targets)
     stop_env(&e);
 }
 
+/* Every run reports the proxy's CPU per acquisition next to Redis's, with
+ * their kernel shares, and the proxy's against Redis's when Redis serves
+ * the same clients directly (issue 23): in the report and in --kv. */
+TEST(bench_cpu_per_acq)
+{
+    static char kv[KV_BYTES], out[OUT_BYTES];
+    struct bench_cmd b;
+    struct pu_env e;
+    double acq, cpu, us;
+    int st;
+
+    bench_bin();
+    start_env(&e);
+    cmd_init(&b, "uncontended", "cpu");
+    cmd_env(&b, &e);
+    arg(&b, "--targets");
+    arg(&b, "proxy,direct");
+    st = cmd_run(&b, out, sizeof(out));
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+        TEST_FAIL("lockproxy-bench: wait status 0x%x; output:\n%s", st, out);
+    read_file(b.kv_path, kv, KV_BYTES);
+    check_clean(kv, "proxy");
+    acq = kv_get(kv, "proxy", "acquisitions");
+    cpu = kv_get(kv, "proxy", "proxy_cpu_s");
+    us = kv_get(kv, "proxy", "proxy_cpu_us_per_acq");
+    fprintf(stderr, "proxy: %.2f us of proxy CPU per acquisition\n", us);
+    ASSERT_TRUE(us > 0);
+    ASSERT_TRUE(us > 0.999e6 * cpu / acq && us < 1.001e6 * cpu / acq);
+    ASSERT_TRUE(kv_get(kv, "proxy", "proxy_sys_s") <= cpu);
+    ASSERT_TRUE(kv_get(kv, "proxy", "redis_sys_s") <= kv_get(kv, "proxy", "redis_cpu_s"));
+    ASSERT_TRUE(kv_get(kv, "direct", "redis_sys_s") <= kv_get(kv, "direct", "redis_cpu_s"));
+    if (!strstr(out, "CPU per acq       proxy ") || !strstr(out, "proxy / Redis "))
+        TEST_FAIL("no proxy-vs-Redis CPU line in the proxy target's report:\n%s", out);
+    if (!strstr(out, "proxy CPU per acq / Redis CPU per acq serving direct: "))
+        TEST_FAIL("no proxy-vs-direct-Redis CPU line in the summary:\n%s", out);
+    stop_env(&e);
+}
+
 TEST(bench_semaphore_all_targets)
 {
     static char kv[KV_BYTES];
@@ -567,7 +605,7 @@ TEST(bench_passthrough_contended)
     stop_env(&e);
 }
 
-TEST_MAIN(TEST_CASE(bench_rwlock_all_targets), TEST_CASE(bench_semaphore_all_targets),
-          TEST_CASE(bench_twemproxy_lock), TEST_CASE(bench_twemproxy_semaphore),
-          TEST_CASE(bench_open_loop), TEST_CASE(bench_target_auth),
-          TEST_CASE(bench_passthrough_contended))
+TEST_MAIN(TEST_CASE(bench_rwlock_all_targets), TEST_CASE(bench_cpu_per_acq),
+          TEST_CASE(bench_semaphore_all_targets), TEST_CASE(bench_twemproxy_lock),
+          TEST_CASE(bench_twemproxy_semaphore), TEST_CASE(bench_open_loop),
+          TEST_CASE(bench_target_auth), TEST_CASE(bench_passthrough_contended))

@@ -19,7 +19,8 @@ function within(p, ms, what) {
   return Promise.race([p, timeout]).finally(() => clearTimeout(t));
 }
 
-// connect({ tls }) -> Promise of a connected base client; close(c).
+// connect({ tls, unix }) -> Promise of a connected base client; close(c).
+// unix: the proxy's Unix socket path (LP_UNIX).
 module.exports = function suite(lib, connect, close) {
   const bases = [];
   const lockClients = [];
@@ -220,5 +221,17 @@ module.exports = function suite(lib, connect, close) {
     };
     const { l } = await locks({ tls });
     await hammer(l, [`${lib}:tls:a`, `${lib}:tls:b`], 5, 10);
+  });
+
+  // A sidecar's clients on lockproxy --listen unix:///PATH: the base
+  // client's own Unix socket option; the hold connections it duplicates
+  // take the same path.
+  test(`${lib}: a Unix socket`, async () => {
+    const { l } = await locks({ unix: env.LP_UNIX });
+    await hammer(l, [`${lib}:unix:a`, `${lib}:unix:b`], 5, 10);
+    const h = await l.lock(`${lib}:unix:held`);
+    assert.equal((await h.info()).hold_count, 1);
+    await assert.rejects(l.tryLock(`${lib}:unix:held`), lp.LockTimeoutError);
+    assert.equal(await h.unlock(), 1);
   });
 };

@@ -1,8 +1,8 @@
 """Tests of the lockproxy Python client against a real lockproxy and Redis.
 
 Run by tests/clients/run.sh lib-python (ctest clients.lib_python), which
-starts them and sets LP_PORT, LP_TLS_PORT, LP_CA, LP_CLIENT_CERT,
-LP_CLIENT_KEY; the proxy runs with --lock-watchdog-timeout 900."""
+starts them and sets LP_PORT, LP_TLS_PORT, LP_UNIX (the proxy's Unix
+socket), LP_CA, LP_CLIENT_CERT, LP_CLIENT_KEY; the proxy runs with --lock-watchdog-timeout 900."""
 import os
 import sys
 import threading
@@ -260,6 +260,34 @@ class Tls(unittest.TestCase):
         errors, counters = hammer(r, ["py:tls:a", "py:tls:b"], threads=4, rounds=25)
         self.assertEqual(errors, [])
         self.assertEqual(sum(counters.values()), 100)
+
+
+class Unix(unittest.TestCase):
+    """A sidecar's clients on lockproxy --listen unix:///PATH: redis-py's
+    unix_socket_path, the rest unchanged."""
+
+    def unix(self, **kw):
+        return redis.Redis(unix_socket_path=ENV["LP_UNIX"], **kw)
+
+    def test_threads_share_one_unix_client(self):
+        r = self.unix()
+        errors, counters = hammer(r, ["py:unix:a", "py:unix:b"], threads=4, rounds=25)
+        self.assertEqual(errors, [])
+        self.assertEqual(sum(counters.values()), 100)
+        self.assertEqual(len(r.connection_pool._in_use_connections), 0)
+
+    def test_wait_and_release_over_unix(self):
+        # The wait's own read timeout (settimeout on the pinned socket)
+        # works on a Unix socket as on TCP; a TCP client sees the hold.
+        r = self.unix(socket_timeout=0.3)
+        with lockproxy.Lock(r, "py:unix:wait") as lk:
+            self.assertEqual(lk.info()["locked"], 1)
+            start = time.monotonic()
+            self.assertFalse(lockproxy.Lock(r, "py:unix:wait").acquire(wait_ms=600))
+            self.assertGreaterEqual(time.monotonic() - start, 0.55)
+            self.assertEqual(pooled().execute_command("LOCK.INFO", "py:unix:wait")[1], 1)
+        self.assertEqual(pooled().execute_command("LOCK.INFO", "py:unix:wait")[1], 0)
+        self.assertEqual(r.ping(), True)
 
 
 if __name__ == "__main__":
