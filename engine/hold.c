@@ -630,6 +630,24 @@ void px_hold_report_lost(struct px_hold *h, bool give_back, uint64_t until)
 
 /* ---- an UNLOCK Redis did not answer -------------------------------------------------- */
 
+/* The :0 told in hand means what Redis's :0 means: the lease runs again
+ * from the unlock (asked_ms), as the client counts it. Redis has that
+ * lease if the unlock ran; if it did not, the key still ends where it
+ * did: the settle (its TTL: expires_ms - now) puts the new lease in
+ * place, and until it finds the hold the lease is vouched for up to the
+ * old end only. */
+static void hold_unlock_kept_lease(struct px_hold *h, uint64_t asked_ms)
+{
+    uint64_t vouched = px_hold_vouched_until(h);
+
+    if (!h->kind->unlock_resets_lease)
+        return;
+    h->expires_ms = asked_ms + h->lease_ms;
+    h->vouch_cap_ms = vouched < h->expires_ms ? vouched : 0;
+    if (!h->watchdog)
+        px_hold_arm(h);
+}
+
 enum px_unlock_failed px_hold_unlock_failed(struct px_hold *h, const struct px_client *cl,
                                             uint64_t asked_ms)
 {
@@ -653,6 +671,7 @@ enum px_unlock_failed px_hold_unlock_failed(struct px_hold *h, const struct px_c
         sh = cl == h->cl ? NULL : share_find(h, cl); /* as px_hold_unlocked_one */
         if (sh || h->cl_count > 0)
             hold_part_take(h, sh, 1);
+        hold_unlock_kept_lease(h, asked_ms);
         hold_want_settle(h, PX_JOB_NO_END); /* HELD: down to the count left */
         return PX_UNLOCK_KEPT;
     }
