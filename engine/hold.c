@@ -783,6 +783,11 @@ static int settle_send(struct px_job *j, pool_reply_fn *cb, void *arg)
 
     h->settle.keep = h->state == PX_HOLD_HELD ? h->count : 0;
     h->settle.ttl_ms = h->state == PX_HOLD_HELD && h->expires_ms > now ? h->expires_ms - now : 0;
+    /* A renewal sent before the settle runs may be answered after this
+     * send, and vouch for up to its own send + lease: a renewed hold's TTL
+     * goes back to a whole lease, from when Redis runs the settle. */
+    if (h->settle.ttl_ms > 0 && h->watchdog)
+        h->settle.ttl_ms = h->lease_ms;
     rc = h->kind->settle(h->srv, h->key, h->nlen, h->owner, h->olen, &h->settle, cb, arg);
     if (rc == 0)
         h->settle.dequeue = false; /* asked for; a later give-up asks again */
