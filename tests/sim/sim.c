@@ -687,8 +687,11 @@ static void check_holds(struct world *w)
             if (have && (cnt == b->count || b->dirty || (cnt > b->count && px_jobs_busy(w->srv))))
                 continue;
             if (have && cnt < b->count && w->epoch != b->last_epoch) {
-                tr("c%u: its hold of '%s' rolled back by a failover", i, names[k]);
-                b->model_lost = true;
+                /* Only re-entries went with the failover: the lock is still
+                 * the holder's (Redis's UNLOCK answers say how much is
+                 * left), so counts may differ but nothing was lost. */
+                tr("c%u: re-entries of its hold of '%s' rolled back by a failover", i, names[k]);
+                b->dirty = true;
                 continue;
             }
             if (have) {
