@@ -471,6 +471,7 @@ static void hold_unhold(struct px_hold *h)
     h->cl_count = 0;
     h->watchdog = false;
     h->verify = false;
+    h->unchecked = false;
     h->epoch++;
 }
 
@@ -598,6 +599,7 @@ static void hold_mark_lost_except(struct px_hold *h, const struct px_client *ski
     h->count = 0;
     h->watchdog = false;
     h->verify = false;
+    h->unchecked = false;
     list_del_init(&h->due_node);
     sched_loop_timer_in(srv->loop, &h->timer, PX_HOLD_TOMBSTONE_MS);
     if (h->cl != skip)

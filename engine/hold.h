@@ -134,6 +134,8 @@ struct px_hold {
     bool in_table;     /* in srv->engine->holds (a newer hold may replace a RELEASING one) */
     bool watchdog;     /* renewed by this proxy */
     bool verify;       /* a check after a topology change is due (watchdog.c) */
+    bool unchecked;    /* that check is due or in flight: nothing shows the hold is on
+                          the new master yet (a re-entry sent meanwhile may re-create it) */
     bool lost_early;   /* LOST before its lease's own end (renewed, or a fixed
                           lease found gone): its holder must be told */
     bool settle_again; /* settle once more when the one in flight is answered */

@@ -180,6 +180,8 @@ static void batch_apply(struct renew_batch *b, const redisReply *r)
             batch_lost(b, i);
             continue;
         }
+        if (b->verifying[i])
+            h->unchecked = false; /* on the master it is on now */
         if (!batch_renews(b))
             continue; /* still held; its fixed lease runs on */
         b->srv->engine->stats.renewals++;
@@ -331,6 +333,7 @@ void px_watchdog_topology(struct px_server *srv, const struct pool_topology_even
                 !pool_slot_bitmap_has(ev->slots, pool_slot(h->key, h->nlen)))
                 continue;
             h->verify = true;
+            h->unchecked = true;
             queued++;
             if (!list_is_linked(&h->due_node))
                 list_add_tail(&srv->engine->renew_due, &h->due_node);

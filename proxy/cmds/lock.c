@@ -308,7 +308,7 @@ static int lockop_send(struct px_wait_op *w)
     if (rc < 0)
         return rc;
     op->unvouched = h->state == PX_HOLD_HELD &&
-                    sched_loop_now_ms(w->srv->loop) >= px_hold_vouched_until(h);
+                    (h->unchecked || sched_loop_now_ms(w->srv->loop) >= px_hold_vouched_until(h));
     op->unvouched_epoch = h->epoch;
     px_hold_begin(h);
     rc = op->kind->acquire(w->srv, &op->acq, px_wait_on_reply, w);
@@ -419,9 +419,11 @@ static void lockop_undo(struct px_wait_op *w, enum px_undo_why why)
      * acquisition of a name Redis had let go: kept by the settle as the
      * old hold, the holder would never learn of the gap. Lost (told, and
      * given back), as an UNLOCK sent then would be (px_hold_unlock_failed).
-     * Judged as at the send: a renewal answered since may have found the
-     * very grant this re-entry made ("held"), and is no proof; a grant or
-     * an unlock answered since (the epoch moved) is. */
+     * The same for one sent before the check after a topology change
+     * answered: the hold may have gone with the old master's data. Judged
+     * as at the send: a renewal or check answered since may have found
+     * the very grant this re-entry made ("held"), and is no proof; a grant
+     * or an unlock answered since (the epoch moved) is. */
     if (op->hold->state == PX_HOLD_HELD &&
         ((op->unvouched && op->unvouched_epoch == op->hold->epoch) ||
          w->sent_ms >= px_hold_vouched_until(op->hold)))
