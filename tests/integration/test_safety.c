@@ -246,7 +246,7 @@ static void scenario_inhand_unlock_lease(struct pu_env *e)
     lost0 = pu_info_int(a, "leases_lost");
     inhand0 = pu_info_int(a, "unlocks_in_hand");
     pu_sleep_ms(700);
-    s = redis_sleep(e, "1"); /* 800 ms in: Redis frozen until about 1800 */
+    s = redis_sleep(e, "1");         /* 800 ms in: Redis frozen until about 1800 */
     PU_INT(a, 0, "UNLOCK %s", "t4"); /* answered in hand at about 1300: lease to 2800 */
     ASSERT_EQ(pu_info_int(a, "unlocks_in_hand"), inhand0 + 1);
     pu_sleep_ms(1000); /* about 2300: past the acquires' lease, within the unlock's */
@@ -599,7 +599,7 @@ TEST(safety_owner_token_per_user)
 
 TEST_MAIN(TEST_CASE(safety_late_grant_refused), TEST_CASE(safety_late_grant_rolled_back),
           TEST_CASE(safety_late_reentry_keeps_lease), TEST_CASE(safety_inhand_unlock_keeps_lease),
-          TEST_CASE(safety_reentry_not_queued),
-          TEST_CASE(safety_pipelined_acquire_release), TEST_CASE(safety_disconnect_release_retried),
+          TEST_CASE(safety_reentry_not_queued), TEST_CASE(safety_pipelined_acquire_release),
+          TEST_CASE(safety_disconnect_release_retried),
           TEST_CASE(safety_unknown_outcome_rolled_back), TEST_CASE(safety_sem_release_by_other),
           TEST_CASE(safety_owner_token_per_user))
