@@ -49,9 +49,10 @@ struct px_settle {
     uint64_t keep;    /* leave the owner at most this count (0: release it whole) */
     uint64_t wait_ms; /* fair lock: the waiter's threadWaitTime (deadlines move up by it) */
     /* Plain lock: when the owner keeps a count, the key's TTL goes back to
-     * this (ms of the lease clients were told of that are left), since an
-     * acquire being rolled back may have run its PEXPIRE with a shorter
-     * LEASE; 0 leaves the TTL alone. */
+     * this (ms of the lease clients were told of that are left; a whole
+     * lease for a watchdog hold, which a renewal answered meanwhile may
+     * vouch for), since an acquire being rolled back may have run its
+     * PEXPIRE with a shorter LEASE; 0 leaves the TTL alone. */
     uint64_t ttl_ms;
     bool dequeue; /* fair lock: also leave the queue (Redisson's acquireFailed) */
 };

@@ -25,9 +25,12 @@
  * its fixed lease must not be extended). Replication is asynchronous, so
  * a grant that had not reached the replica is gone on the new master:
  * "not held" marks it lost now, not at the next renewal (or never, for a
- * fixed lease). An answer about a hold whose grant or unlock changed it
- * after the batch was sent (its epoch), or that has a request in flight,
- * proves nothing and is ignored (the renewal is retried soon). */
+ * fixed lease). Until a check answers "held" the hold is `unchecked`: a
+ * re-entry sent meanwhile may have re-created it on the new master, so
+ * one whose outcome is unknown marks it lost (lock.c, lockop_undo). An
+ * answer about a hold whose grant or unlock changed it after the batch
+ * was sent (its epoch), or that has a request in flight, proves nothing
+ * and is ignored (the renewal is retried soon). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
