@@ -619,6 +619,7 @@ static void hold_unhold(struct px_hold *h)
     h->cl_count = 0;
     h->watchdog = false;
     h->verify = false;
+    h->unchecked = false;
     h->epoch++;
 }
 
@@ -747,6 +748,7 @@ static void hold_mark_lost_except(struct px_hold *h, const struct lk_caller *ski
     h->count = 0;
     h->watchdog = false;
     h->verify = false;
+    h->unchecked = false;
     list_del_init(&h->due_node);
     sched_loop_timer_in(eng->loop, &h->timer, PX_HOLD_TOMBSTONE_MS);
     if (h->cl != skip)
@@ -779,6 +781,24 @@ void px_hold_report_lost(struct px_hold *h, bool give_back, uint64_t until)
 
 /* ---- an UNLOCK Redis did not answer -------------------------------------------------- */
 
+/* The :0 told in hand means what Redis's :0 means: the lease runs again
+ * from the unlock (asked_ms), as the client counts it. Redis has that
+ * lease if the unlock ran; if it did not, the key still ends where it
+ * did: the settle (its TTL: expires_ms - now) puts the new lease in
+ * place, and until it finds the hold the lease is vouched for up to the
+ * old end only. */
+static void hold_unlock_kept_lease(struct px_hold *h, uint64_t asked_ms)
+{
+    uint64_t vouched = px_hold_vouched_until(h);
+
+    if (!h->kind->unlock_resets_lease)
+        return;
+    h->expires_ms = asked_ms + h->lease_ms;
+    h->vouch_cap_ms = vouched < h->expires_ms ? vouched : 0;
+    if (!h->watchdog)
+        px_hold_arm(h);
+}
+
 enum px_unlock_failed px_hold_unlock_failed(struct px_hold *h, const struct lk_caller *cl,
                                             uint64_t asked_ms)
 {
@@ -802,6 +822,7 @@ enum px_unlock_failed px_hold_unlock_failed(struct px_hold *h, const struct lk_c
         sh = cl == h->cl ? NULL : share_find(h, cl); /* as px_hold_unlocked_one */
         if (sh || h->cl_count > 0)
             hold_part_take(h, sh, 1);
+        hold_unlock_kept_lease(h, asked_ms);
         hold_want_settle(h, PX_JOB_NO_END); /* HELD: down to the count left */
         return PX_UNLOCK_KEPT;
     }
@@ -953,6 +974,11 @@ static int settle_send(struct px_job *j, pool_reply_fn *cb, void *arg)
 
     s->settle.keep = h->state == PX_HOLD_HELD ? h->count : 0;
     s->settle.ttl_ms = h->state == PX_HOLD_HELD && h->expires_ms > now ? h->expires_ms - now : 0;
+    /* A renewal sent before the settle runs may be answered after this
+     * send, and vouch for up to its own send + lease: a renewed hold's TTL
+     * goes back to a whole lease, from when Redis runs the settle. */
+    if (s->settle.ttl_ms > 0 && h->watchdog)
+        s->settle.ttl_ms = h->lease_ms;
     rc = h->kind->settle(h->eng, h->key, h->nlen, h->owner, h->olen, &s->settle, cb, arg);
     if (rc == 0)
         s->settle.dequeue = false; /* asked for; a later give-up asks again */

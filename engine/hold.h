@@ -49,9 +49,10 @@ struct px_settle {
     uint64_t keep;    /* leave the owner at most this count (0: release it whole) */
     uint64_t wait_ms; /* fair lock: the waiter's threadWaitTime (deadlines move up by it) */
     /* Plain lock: when the owner keeps a count, the key's TTL goes back to
-     * this (ms of the lease clients were told of that are left), since an
-     * acquire being rolled back may have run its PEXPIRE with a shorter
-     * LEASE; 0 leaves the TTL alone. */
+     * this (ms of the lease clients were told of that are left; a whole
+     * lease for a watchdog hold, which a renewal answered meanwhile may
+     * vouch for), since an acquire being rolled back may have run its
+     * PEXPIRE with a shorter LEASE; 0 leaves the TTL alone. */
     uint64_t ttl_ms;
     bool dequeue; /* fair lock: also leave the queue (Redisson's acquireFailed) */
 };
@@ -141,6 +142,8 @@ struct px_hold {
     bool in_table : 1;   /* in eng->holds (a newer hold may replace a RELEASING one) */
     bool watchdog : 1;   /* renewed by this proxy */
     bool verify : 1;     /* a check after a topology change is due (watchdog.c) */
+    bool unchecked : 1;  /* that check is due or in flight: nothing shows the hold is on
+                            the new master yet (a re-entry sent meanwhile may re-create it) */
     bool lost_early : 1; /* LOST before its lease's own end (renewed, or a fixed
                             lease found gone): its holder must be told */
     char key[];          /* owned: name NUL */

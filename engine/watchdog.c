@@ -25,9 +25,12 @@
  * its fixed lease must not be extended). Replication is asynchronous, so
  * a grant that had not reached the replica is gone on the new master:
  * "not held" marks it lost now, not at the next renewal (or never, for a
- * fixed lease). An answer about a hold whose grant or unlock changed it
- * after the batch was sent (its epoch), or that has a request in flight,
- * proves nothing and is ignored (the renewal is retried soon). */
+ * fixed lease). Until a check answers "held" the hold is `unchecked`: a
+ * re-entry sent meanwhile may have re-created it on the new master, so
+ * one whose outcome is unknown marks it lost (lock.c, lockop_undo). An
+ * answer about a hold whose grant or unlock changed it after the batch
+ * was sent (its epoch), or that has a request in flight, proves nothing
+ * and is ignored (the renewal is retried soon). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -178,6 +181,8 @@ static void batch_apply(struct renew_batch *b, const redisReply *r)
             batch_lost(b, i);
             continue;
         }
+        if (b->verifying[i])
+            h->unchecked = false; /* on the master it is on now */
         if (!batch_renews(b))
             continue; /* still held; its fixed lease runs on */
         b->eng->stats.renewals++;
@@ -329,6 +334,7 @@ void px_watchdog_topology(struct lk_engine *eng, const struct pool_topology_even
                 !pool_slot_bitmap_has(ev->slots, pool_slot(h->key, h->nlen)))
                 continue;
             h->verify = true;
+            h->unchecked = true;
             queued++;
             if (!list_is_linked(&h->due_node))
                 list_add_tail(&eng->renew_due, &h->due_node);

@@ -88,6 +88,10 @@ struct px__lockop {
     bool watchdog;                   /* no LEASE: renew while the connection lives */
     bool fenced;                     /* reply with the fencing token */
     bool queued;                     /* a waiting attempt was sent: give up when it ends */
+    bool unvouched;                  /* the last attempt was a re-entry sent past the hold's
+                                        vouched lease, or before its check after a topology
+                                        change answered (no grant or unlock since: epoch) */
+    unsigned unvouched_epoch;        /* the hold's epoch at that send */
     int64_t count;                   /* reentrancy count of the grant being handled */
     int64_t token;                   /* fencing token of that grant, or -1 */
     char owner[PX_OWNER_MAX];        /* owned: owner field string */

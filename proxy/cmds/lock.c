@@ -307,6 +307,9 @@ static int lockop_send(struct px_wait_op *w)
 
     if (rc < 0)
         return rc;
+    op->unvouched = h->state == PX_HOLD_HELD &&
+                    (h->unchecked || sched_loop_now_ms(w->eng->loop) >= px_hold_vouched_until(h));
+    op->unvouched_epoch = h->epoch;
     px_hold_begin(h);
     rc = op->kind->acquire(px_server_of(w->eng), &op->acq, px_wait_on_reply, w);
     if (rc < 0) {
@@ -415,8 +418,15 @@ static void lockop_undo(struct px_wait_op *w, enum px_undo_why why)
      * (its renewals did not come back in time) may have been a fresh
      * acquisition of a name Redis had let go: kept by the settle as the
      * old hold, the holder would never learn of the gap. Lost (told, and
-     * given back), as an UNLOCK sent then would be (px_hold_unlock_failed). */
-    if (op->hold->state == PX_HOLD_HELD && w->sent_ms >= px_hold_vouched_until(op->hold))
+     * given back), as an UNLOCK sent then would be (px_hold_unlock_failed).
+     * The same for one sent before the check after a topology change
+     * answered: the hold may have gone with the old master's data. Judged
+     * as at the send: a renewal or check answered since may have found
+     * the very grant this re-entry made ("held"), and is no proof; a grant
+     * or an unlock answered since (the epoch moved) is. */
+    if (op->hold->state == PX_HOLD_HELD &&
+        ((op->unvouched && op->unvouched_epoch == op->hold->epoch) ||
+         w->sent_ms >= px_hold_vouched_until(op->hold)))
         px_hold_mark_lost(op->hold);
     else if (op->hold->state == PX_HOLD_HELD)
         px_hold_lower_vouch(op->hold, w->sent_ms + op->acq.lease_ms);

@@ -229,6 +229,43 @@ TEST(safety_late_reentry_keeps_lease)
     each_backend(scenario_late_reentry, NULL);
 }
 
+/* An UNLOCK of a re-entered LEASE hold whose reply times out (Redis
+ * frozen past --upstream-timeout) is answered :0 by the proxy, which
+ * carries it out; :0 says, as Redis's does, that the lease runs again from
+ * the unlock. The proxy must count it from there too: past the acquire's
+ * lease but within the unlock's, the hold is still the client's (no lease
+ * lost), and its UNLOCK releases it. Found by the simulator (lp_sim --seed
+ * 5021025 --no-faults). */
+static void scenario_inhand_unlock_lease(struct pu_env *e)
+{
+    redisContext *rc = pu_redis_client(e), *a = pu_client(e), *s;
+    long long lost0, inhand0;
+
+    PU_OK(a, "LOCK %s LEASE %d", "t4", 2000);
+    PU_OK(a, "LOCK %s LEASE %d", "t4", 2000);
+    lost0 = pu_info_int(a, "leases_lost");
+    inhand0 = pu_info_int(a, "unlocks_in_hand");
+    pu_sleep_ms(700);
+    s = redis_sleep(e, "1");         /* 800 ms in: Redis frozen until about 1800 */
+    PU_INT(a, 0, "UNLOCK %s", "t4"); /* answered in hand at about 1300: lease to 2800 */
+    ASSERT_EQ(pu_info_int(a, "unlocks_in_hand"), inhand0 + 1);
+    pu_sleep_ms(1000); /* about 2300: past the acquires' lease, within the unlock's */
+    ASSERT_EQ(pu_info_int(a, "leases_lost"), lost0);
+    ASSERT_TRUE(pu_pttl(rc, "t4") > 0);
+    PU_INT(a, 1, "UNLOCK %s", "t4");
+    ASSERT_EQ(pu_info_int(a, "leases_lost"), lost0);
+    redisFree(s);
+    redisFree(a);
+    redisFree(rc);
+}
+
+TEST(safety_inhand_unlock_keeps_lease)
+{
+    static const char *const extra[] = {"--upstream-timeout", "500", NULL};
+
+    each_backend(scenario_inhand_unlock_lease, extra);
+}
+
 /* ---- 2. a holder's re-entry does not queue behind waiters ------------------- */
 
 /* One variant: the commands of the holder a and the waiter b (hiredis
@@ -561,7 +598,8 @@ TEST(safety_owner_token_per_user)
 }
 
 TEST_MAIN(TEST_CASE(safety_late_grant_refused), TEST_CASE(safety_late_grant_rolled_back),
-          TEST_CASE(safety_late_reentry_keeps_lease), TEST_CASE(safety_reentry_not_queued),
-          TEST_CASE(safety_pipelined_acquire_release), TEST_CASE(safety_disconnect_release_retried),
+          TEST_CASE(safety_late_reentry_keeps_lease), TEST_CASE(safety_inhand_unlock_keeps_lease),
+          TEST_CASE(safety_reentry_not_queued), TEST_CASE(safety_pipelined_acquire_release),
+          TEST_CASE(safety_disconnect_release_retried),
           TEST_CASE(safety_unknown_outcome_rolled_back), TEST_CASE(safety_sem_release_by_other),
           TEST_CASE(safety_owner_token_per_user))
