@@ -1037,19 +1037,19 @@ static void hold_settled(struct px_hold *h, uint64_t keep, uint64_t had)
 
 /* A RELEASING hold whose release (keep 0) was answered or given up is
  * DEAD; an earlier settle that kept a count is followed by the release. */
-static void settle_done(struct px_job *j, const redisReply *r)
+static void settle_done(struct px_job *j, const struct pool_reply *r)
 {
     struct px_hold *h = LP_CONTAINER_OF(j, struct px_hold_side, job)->h;
     uint64_t keep = h->side->settle.keep;
 
-    if (r->type == REDIS_REPLY_INTEGER && r->integer >= 0)
+    if (r->type == POOL_REPLY_INTEGER && r->integer >= 0)
         hold_settled(h, keep, (uint64_t)r->integer);
     else
         log_msg(LOG_LVL_WARN, "settling %s '%.*s' failed: %.*s", h->kind->name,
-                (int)LP_MIN(h->nlen, 200u), h->key, r->type == REDIS_REPLY_ERROR ? (int)r->len : 9,
-                r->type == REDIS_REPLY_ERROR ? r->str : "bad reply");
+                (int)LP_MIN(h->nlen, 200u), h->key, r->type == POOL_REPLY_ERROR ? (int)r->len : 9,
+                r->type == POOL_REPLY_ERROR ? r->str : "bad reply");
     if (h->state == PX_HOLD_RELEASING && keep == 0) {
-        if (r->type == REDIS_REPLY_INTEGER)
+        if (r->type == POOL_REPLY_INTEGER)
             px_replay_note(h->eng, h);
         h->state = PX_HOLD_DEAD;
         hold_remove(h);

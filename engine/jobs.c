@@ -73,7 +73,7 @@ static void job_enqueue(struct px_job *j)
     jobs_arm(j->eng);
 }
 
-static void job_on_reply(void *arg, const redisReply *r, int err)
+static void job_on_reply(void *arg, const struct pool_reply *r, int err)
 {
     struct px_job *j = arg;
     struct px_jobs *q = &j->eng->jobs;

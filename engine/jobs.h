@@ -16,10 +16,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include <hiredis/hiredis.h>
-
 #include "common/list.h"
 #include "pool/pool.h"
+#include "pool/reply.h"
 #include "sched/timer-t.h"
 
 #ifdef __cplusplus
@@ -66,7 +65,7 @@ struct px_job_ops {
     int (*send)(struct px_job *j, pool_reply_fn *cb, void *arg);
     /* Redis answered (r may be an error reply). The job is IDLE again on
      * entry; the owner may free it, or submit it again. */
-    void (*done)(struct px_job *j, const redisReply *r);
+    void (*done)(struct px_job *j, const struct pool_reply *r);
     /* Given up (why); IDLE on entry, as for done. */
     void (*dropped)(struct px_job *j, enum px_job_drop why);
 };

@@ -104,13 +104,13 @@ void px__rl_hold_arm(struct rl_hold *h)
                         h->watchdog ? LP_MAX(h->lease_ms / 3, 1u) : h->lease_ms);
 }
 
-static void rl_on_renew(void *arg, const redisReply *r, int err)
+static void rl_on_renew(void *arg, const struct pool_reply *r, int err)
 {
     struct rl_renewal *rn = arg;
     struct rl_hold *h = rn->h;
 
-    if (err == 0 && r->type == REDIS_REPLY_ARRAY && r->elements == 1 &&
-        r->element[0]->type == REDIS_REPLY_INTEGER && r->element[0]->integer == 1)
+    if (err == 0 && r->type == POOL_REPLY_ARRAY && r->elements == 1 &&
+        r->element[0]->type == POOL_REPLY_INTEGER && r->element[0]->integer == 1)
         rn->renewed++;
     if (--rn->pending > 0)
         return;

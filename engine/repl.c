@@ -31,7 +31,7 @@ static void repl_log_short(const struct repl_rec *rr)
             rr->w.acked < 0 ? " (WAIT gave no answer)" : "", (unsigned long long)quiet);
 }
 
-static void repl_on_reply(void *arg, const redisReply *r, int err)
+static void repl_on_reply(void *arg, const struct pool_reply *r, int err)
 {
     struct repl_rec *rr = arg;
     struct lk_engine *eng = rr->eng;
@@ -39,7 +39,7 @@ static void repl_on_reply(void *arg, const redisReply *r, int err)
     pool_reply_fn *cb = rr->cb;
     void *cb_arg = rr->arg;
 
-    cur->active = err == 0 && r->type != REDIS_REPLY_ERROR;
+    cur->active = err == 0 && r->type != POOL_REPLY_ERROR;
     cur->acked = rr->w.acked;
     cur->short_ = cur->active && (rr->w.acked < 0 || (unsigned)rr->w.acked < rr->w.replicas);
     if (cur->active) {

@@ -155,13 +155,13 @@ static int replay_send(struct px_job *j, pool_reply_fn *cb, void *arg)
     return r->kind->settle(j->eng, r->key, r->nlen, r->owner, r->olen, &s, cb, arg);
 }
 
-static void replay_done(struct px_job *j, const redisReply *rep)
+static void replay_done(struct px_job *j, const struct pool_reply *rep)
 {
     struct px_replay *r = LP_CONTAINER_OF(j, struct px_replay, job);
     struct lk_engine *eng = j->eng;
     uint64_t quiet;
 
-    if (rep->type == REDIS_REPLY_INTEGER && rep->integer > 0) {
+    if (rep->type == POOL_REPLY_INTEGER && rep->integer > 0) {
         eng->replays.found++;
         if (px_ratelog_allow(&eng->replay_log, sched_loop_now_ms(eng->loop), &quiet))
             log_msg(LOG_LVL_WARN,

@@ -103,17 +103,17 @@ static int return_send(struct px_job *j, pool_reply_fn *cb, void *arg)
  * nothing recorded to return (returned by an earlier send whose reply was
  * lost, or lost with a failover); PSEM: 1 or 0 (it had expired) returned,
  * -1 unknown (reclaimed already). */
-static void return_done(struct px_job *j, const redisReply *r)
+static void return_done(struct px_job *j, const struct pool_reply *r)
 {
     struct sem_return *t = LP_CONTAINER_OF(j, struct sem_return, job);
     long long v[3];
 
-    if (r->type == REDIS_REPLY_ERROR)
+    if (r->type == POOL_REPLY_ERROR)
         log_msg(LOG_LVL_WARN, "returning permits of '%.*s' failed: %.*s",
                 (int)LP_MIN(t->nlen, 200u), t->name, (int)LP_MIN(r->len, 200u), r->str);
-    else if (t->psem && r->type == REDIS_REPLY_INTEGER && r->integer >= 0 && t->rollback)
+    else if (t->psem && r->type == POOL_REPLY_INTEGER && r->integer >= 0 && t->rollback)
         j->eng->stats.rolled_back++;
-    else if (t->psem && r->type == REDIS_REPLY_INTEGER && r->integer >= 0)
+    else if (t->psem && r->type == POOL_REPLY_INTEGER && r->integer >= 0)
         j->eng->sem_stats.psem_returned++;
     else if (!t->psem && px__sem_triple_reply(r, v) && v[0] == 1 && v[2] > 0 && t->exact > 0) {
         j->eng->sem_stats.sem_restored += (uint64_t)v[2];
@@ -204,7 +204,7 @@ void px__sem_return_taken(struct lk_engine *eng, const char *name, size_t nlen, 
     px_job_submit(&t->job, sched_loop_now_ms(eng->loop) + PX__SEM_RETURN_WINDOW_MS);
 }
 
-bool px__sem_pair_reply(const redisReply *r, long long *status, long long *value)
+bool px__sem_pair_reply(const struct pool_reply *r, long long *status, long long *value)
 {
     long long v[2];
     size_t n;
@@ -216,7 +216,7 @@ bool px__sem_pair_reply(const redisReply *r, long long *status, long long *value
     return true;
 }
 
-bool px__sem_triple_reply(const redisReply *r, long long v[3])
+bool px__sem_triple_reply(const struct pool_reply *r, long long v[3])
 {
     size_t n;
 

@@ -10,7 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include <hiredis/hiredis.h>
+#include "pool/reply.h"
 
 #include "engine/engine.h"
 
@@ -82,10 +82,10 @@ void px__sem_keys_ledger(struct px__sem_keys *k, int i, const struct lk_engine *
 void px__sem_keys_arg(struct px__sem_keys *k, int i, const char *p, size_t len);
 
 /* Reads a script's {status, value} pair. */
-bool px__sem_pair_reply(const redisReply *r, long long *status, long long *value);
+bool px__sem_pair_reply(const struct pool_reply *r, long long *status, long long *value);
 
 /* Reads a script's {status, value, third} triple. */
-bool px__sem_triple_reply(const redisReply *r, long long v[3]);
+bool px__sem_triple_reply(const struct pool_reply *r, long long v[3]);
 
 /* Gives back the permit id of a PSEM a closed connection took. A retried
  * job (jobs.h): sent again until Redis answers or until passes (the

@@ -59,9 +59,9 @@ static void registered_clear(struct lk_engine *eng)
 /* A registration Redis did not confirm (its reply lost, or an error):
  * every name is forgotten, so the next acquire of each registers again
  * (SADD is idempotent). */
-static void register_on_reply(void *arg, const redisReply *r, int err)
+static void register_on_reply(void *arg, const struct pool_reply *r, int err)
 {
-    if (err < 0 || r->type == REDIS_REPLY_ERROR)
+    if (err < 0 || r->type == POOL_REPLY_ERROR)
         registered_clear(arg);
 }
 
@@ -105,12 +105,12 @@ void px_sem_reap_register(struct lk_engine *eng, const char *name, size_t len)
 
 /* ---- liveness ------------------------------------------------------------------ */
 
-static void alive_on_reply(void *arg, const redisReply *r, int err)
+static void alive_on_reply(void *arg, const struct pool_reply *r, int err)
 {
     struct lk_engine *eng = arg;
 
     eng->sem_reap.alive_inflight = false;
-    if (err < 0 || r->type != REDIS_REPLY_INTEGER || r->integer != 1)
+    if (err < 0 || r->type != POOL_REPLY_INTEGER || r->integer != 1)
         return;
     eng->sem_reap.reaped_self++;
     registered_clear(eng);
@@ -152,7 +152,7 @@ static void reap_round_end(struct lk_engine *eng, bool more)
     sched_loop_timer_in(eng->loop, &eng->sem_reap.reap, more ? 10 : eng->cfg.watchdog_ms);
 }
 
-static void reap_done_on_reply(void *arg, const redisReply *r, int err)
+static void reap_done_on_reply(void *arg, const struct pool_reply *r, int err)
 {
     struct lk_engine *eng = arg;
 
@@ -162,7 +162,7 @@ static void reap_done_on_reply(void *arg, const redisReply *r, int err)
         reap_round_end(eng, true);
 }
 
-static void reap_one_on_reply(void *arg, const redisReply *r, int err)
+static void reap_one_on_reply(void *arg, const struct pool_reply *r, int err)
 {
     struct reap_call *c = arg;
     struct lk_engine *eng = c->eng;
@@ -170,14 +170,14 @@ static void reap_one_on_reply(void *arg, const redisReply *r, int err)
     const char *argv[2] = {key, c->name};
     size_t lens[2] = {reap_key(key, "sems", eng->sem_reap.dead), c->len};
 
-    if (err == 0 && r->type == REDIS_REPLY_INTEGER && r->integer > 0) {
+    if (err == 0 && r->type == POOL_REPLY_INTEGER && r->integer > 0) {
         eng->sem_reap.permits_returned += (uint64_t)r->integer;
         log_msg(LOG_LVL_INFO, "gave back %lld permit(s) of '%.*s' taken through dead proxy %s",
                 r->integer, (int)LP_MIN(c->len, 200u), c->name, eng->sem_reap.dead);
     }
     /* Off the registry only once its ledger went (else the next round
      * tries again). */
-    if (err < 0 || r->type != REDIS_REPLY_INTEGER ||
+    if (err < 0 || r->type != POOL_REPLY_INTEGER ||
         px_script_eval(eng, px_route_hint(REAP_PREFIX, sizeof(REAP_PREFIX) - 1),
                        px__sem_script(eng, PX__SEM_REAP_DONE), 1, 2, argv, lens, reap_done_on_reply,
                        eng) < 0)
@@ -210,23 +210,23 @@ static void reap_send_one(struct lk_engine *eng, const char *name, size_t len)
     }
 }
 
-static void reap_find_on_reply(void *arg, const redisReply *r, int err)
+static void reap_find_on_reply(void *arg, const struct pool_reply *r, int err)
 {
     struct lk_engine *eng = arg;
-    const redisReply *names;
+    const struct pool_reply *names;
     size_t i;
 
-    if (err < 0 || r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
-        r->element[0]->type != REDIS_REPLY_STRING || r->element[0]->len == 0 ||
+    if (err < 0 || r->type != POOL_REPLY_ARRAY || r->elements != 2 ||
+        r->element[0]->type != POOL_REPLY_STRING || r->element[0]->len == 0 ||
         r->element[0]->len >= sizeof(eng->sem_reap.dead) ||
-        r->element[1]->type != REDIS_REPLY_ARRAY || r->element[1]->elements == 0)
+        r->element[1]->type != POOL_REPLY_ARRAY || r->element[1]->elements == 0)
         return reap_round_end(eng, false); /* nobody dead (or no answer) */
     memcpy(eng->sem_reap.dead, r->element[0]->str, r->element[0]->len);
     eng->sem_reap.dead[r->element[0]->len] = '\0';
     names = r->element[1];
     eng->sem_reap.pending = 1; /* held until every call is out */
     for (i = 0; i < names->elements; i++) {
-        if (names->element[i]->type == REDIS_REPLY_STRING)
+        if (names->element[i]->type == POOL_REPLY_STRING)
             reap_send_one(eng, names->element[i]->str, names->element[i]->len);
     }
     reap_done_on_reply(eng, NULL, 0);

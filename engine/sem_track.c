@@ -334,14 +334,14 @@ static struct lk_caller *client_open(struct lk_engine *eng, uint64_t id)
  * give-back now could race its next acquire), a closed connection's
  * permits go back, exactly those read. */
 static void reconcile_record(struct lk_engine *eng, const struct sem_reconcile *r,
-                             const redisReply *conn, const redisReply *val)
+                             const struct pool_reply *conn, const struct pool_reply *val)
 {
     char buf[24];
     unsigned long long id;
     long long n;
     struct lk_caller *cl;
 
-    if (conn->type != REDIS_REPLY_STRING || val->type != REDIS_REPLY_STRING || conn->len == 0 ||
+    if (conn->type != POOL_REPLY_STRING || val->type != POOL_REPLY_STRING || conn->len == 0 ||
         conn->len >= sizeof(buf) || val->len == 0 || val->len >= sizeof(buf))
         return;
     memcpy(buf, conn->str, conn->len);
@@ -359,19 +359,19 @@ static void reconcile_record(struct lk_engine *eng, const struct sem_reconcile *
         px__sem_return_taken(eng, r->name, r->nlen, id, 0, n);
 }
 
-static void reconcile_done(struct px_job *j, const redisReply *r)
+static void reconcile_done(struct px_job *j, const struct pool_reply *r)
 {
     struct sem_reconcile *s = LP_CONTAINER_OF(j, struct sem_reconcile, job);
     size_t i;
 
-    if (r->type == REDIS_REPLY_ARRAY && r->elements % 2 == 0) {
+    if (r->type == POOL_REPLY_ARRAY && r->elements % 2 == 0) {
         for (i = 0; i < r->elements; i += 2)
             reconcile_record(j->eng, s, r->element[i], r->element[i + 1]);
     } else {
         log_msg(LOG_LVL_WARN, "reading the permit records of '%.*s' failed: %.*s",
                 (int)LP_MIN(s->nlen, 200u), s->name,
-                r->type == REDIS_REPLY_ERROR ? (int)LP_MIN(r->len, 200u) : 14,
-                r->type == REDIS_REPLY_ERROR ? r->str : "not a map");
+                r->type == POOL_REPLY_ERROR ? (int)LP_MIN(r->len, 200u) : 14,
+                r->type == POOL_REPLY_ERROR ? r->str : "not a map");
     }
     free(s);
 }

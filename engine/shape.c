@@ -1,15 +1,15 @@
 /* Shape checks of lock-script replies (see shape.h). */
 #include "engine/shape.h"
 
-bool px_shape_ints(const redisReply *r, size_t min, size_t max, long long *out, size_t *n)
+bool px_shape_ints(const struct pool_reply *r, size_t min, size_t max, long long *out, size_t *n)
 {
     size_t i;
 
-    if (r->type != REDIS_REPLY_ARRAY || r->elements < min || r->elements > max ||
+    if (r->type != POOL_REPLY_ARRAY || r->elements < min || r->elements > max ||
         r->elements > PX_SHAPE_MAX_INTS)
         return false;
     for (i = 0; i < r->elements; i++) {
-        if (r->element[i]->type != REDIS_REPLY_INTEGER)
+        if (r->element[i]->type != POOL_REPLY_INTEGER)
             return false;
         out[i] = r->element[i]->integer;
     }
@@ -17,12 +17,12 @@ bool px_shape_ints(const redisReply *r, size_t min, size_t max, long long *out, 
     return true;
 }
 
-bool px_shape_acquire(const redisReply *r, struct px_shape_acq *out)
+bool px_shape_acquire(const struct pool_reply *r, struct px_shape_acq *out)
 {
     long long v[3];
     size_t n;
 
-    if (r->type == REDIS_REPLY_INTEGER) {
+    if (r->type == POOL_REPLY_INTEGER) {
         out->granted = r->integer <= -3;
         out->count = out->granted ? -(r->integer + 2) : 0;
         out->pttl = out->granted ? 0 : r->integer;
@@ -40,14 +40,14 @@ bool px_shape_acquire(const redisReply *r, struct px_shape_acq *out)
     return true;
 }
 
-bool px_shape_batch(const redisReply *r, size_t n)
+bool px_shape_batch(const struct pool_reply *r, size_t n)
 {
-    return r->type == REDIS_REPLY_ARRAY && r->elements == n;
+    return r->type == POOL_REPLY_ARRAY && r->elements == n;
 }
 
-bool px_shape_held(const redisReply *r, size_t i)
+bool px_shape_held(const struct pool_reply *r, size_t i)
 {
-    const redisReply *e = r->element[i];
+    const struct pool_reply *e = r->element[i];
 
-    return e->type == REDIS_REPLY_INTEGER && e->integer == 1;
+    return e->type == POOL_REPLY_INTEGER && e->integer == 1;
 }

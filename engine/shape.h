@@ -12,7 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include <hiredis/hiredis.h>
+#include "pool/reply.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -23,7 +23,7 @@ extern "C" {
 
 /* True when r is an array of min..max integers (max <= PX_SHAPE_MAX_INTS);
  * copies them to out and their number to *n. */
-bool px_shape_ints(const redisReply *r, size_t min, size_t max, long long *out, size_t *n);
+bool px_shape_ints(const struct pool_reply *r, size_t min, size_t max, long long *out, size_t *n);
 
 /* An acquire script's answer (lock, read, write and fair holds): {1, count}
  * or {1, count, token} granted; {0, pttl} (or {0, pttl, x}) held by someone
@@ -41,12 +41,12 @@ struct px_shape_acq {
 /* True when r is an acquire answer as above, parsed into *out. A grant
  * with a count below 1 or a negative token is refused: no script of ours
  * answers it, and taking it would record a hold nobody can release. */
-bool px_shape_acquire(const redisReply *r, struct px_shape_acq *out);
+bool px_shape_acquire(const struct pool_reply *r, struct px_shape_acq *out);
 
 /* True when r is an array of exactly n elements (a watchdog batch's
  * answer: one per hold); px_shape_held() reads element i. */
-bool px_shape_batch(const redisReply *r, size_t n);
-bool px_shape_held(const redisReply *r, size_t i);
+bool px_shape_batch(const struct pool_reply *r, size_t n);
+bool px_shape_held(const struct pool_reply *r, size_t i);
 
 #ifdef __cplusplus
 }

@@ -425,7 +425,7 @@ static bool wait_in_flight(const struct px_wait_op *op)
            op->state == PX_WAIT_GRANTING || op->state == PX_WAIT_WOKEN;
 }
 
-void px_wait_on_reply(void *arg, const redisReply *r, int err)
+void px_wait_on_reply(void *arg, const struct pool_reply *r, int err)
 {
     struct px_wait_op *op = arg;
     struct lk_caller *cl = op->caller;
@@ -444,7 +444,7 @@ void px_wait_on_reply(void *arg, const redisReply *r, int err)
             op->kind->undo(op, PX_UNDO_UNKNOWN);
         }
         wait_fail(op, err);
-    } else if (r->type == REDIS_REPLY_ERROR) {
+    } else if (r->type == POOL_REPLY_ERROR) {
         struct lk_end_info info = {r, 0, -1};
 
         wait_end(op, false, LK_END_REDIS_ERROR, &info);

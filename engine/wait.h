@@ -33,10 +33,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include <hiredis/hiredis.h>
-
 #include "common/list.h"
 #include "engine/waitset.h"
+#include "pool/reply.h"
 #include "sched/timer-t.h"
 
 #ifdef __cplusplus
@@ -97,7 +96,7 @@ enum lk_end {
 
 /* What came with the end (the fields its enum lk_end names). */
 struct lk_end_info {
-    const redisReply *r; /* LK_END_REDIS_ERROR: the error reply (borrowed) */
+    const struct pool_reply *r; /* LK_END_REDIS_ERROR: the error reply (borrowed) */
     int err;             /* LK_END_UPSTREAM: -errno */
     int acked;           /* LK_END_UNREPLICATED: replicas WAIT counted, -1 none */
 };
@@ -142,7 +141,8 @@ struct px_wait_kind {
     /* Interprets an attempt's reply (never an upstream failure, never a
      * Redis error reply). CONTENDED may set *repoll_ms, the time after
      * which a re-check is worth it (0: PX_WAIT_RECHECK_MS). */
-    enum px_wait_res (*reply)(struct px_wait_op *op, const redisReply *r, uint64_t *repoll_ms);
+    enum px_wait_res (*reply)(struct px_wait_op *op, const struct pool_reply *r,
+                              uint64_t *repoll_ms);
     /* A valid grant for a live client: record it and write the reply. */
     void (*granted)(struct px_wait_op *op);
     /* Gives back exactly what this attempt took, if anything (why). Must
@@ -205,7 +205,7 @@ int px_wait_eval(struct px_wait_op *op, uint64_t hint, unsigned script, int numk
 /* The reply of op's attempt in flight (pool_reply_fn; arg is the op). A
  * kind whose attempt is several requests calls it once, with their
  * combined outcome. Drops the client reference the attempt took. */
-void px_wait_on_reply(void *arg, const redisReply *r, int err);
+void px_wait_on_reply(void *arg, const struct pool_reply *r, int err);
 
 /* The pool connection hint for requests about name: every request about
  * one name goes to one connection, so Redis runs them, and the proxy sees

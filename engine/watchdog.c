@@ -160,7 +160,7 @@ static void batch_lost(struct renew_batch *b, unsigned i)
     px_hold_mark_lost(h);
 }
 
-static void batch_apply(struct renew_batch *b, const redisReply *r)
+static void batch_apply(struct renew_batch *b, const struct pool_reply *r)
 {
     unsigned i;
 
@@ -191,7 +191,7 @@ static void batch_apply(struct renew_batch *b, const redisReply *r)
     }
 }
 
-static void batch_on_reply(void *arg, const redisReply *r, int err)
+static void batch_on_reply(void *arg, const struct pool_reply *r, int err)
 {
     struct renew_batch *b = arg;
 
@@ -200,7 +200,7 @@ static void batch_on_reply(void *arg, const redisReply *r, int err)
     } else {
         log_msg(LOG_LVL_WARN, "watchdog: %s of %u locks failed (%s); retrying",
                 batch_renews(b) ? "renewal" : "check", b->n,
-                err ? strerror(-err) : (r->type == REDIS_REPLY_ERROR ? r->str : "bad reply"));
+                err ? strerror(-err) : (r->type == POOL_REPLY_ERROR ? r->str : "bad reply"));
         batch_retry(b);
     }
     batch_put_holds(b);

@@ -535,18 +535,18 @@ static void pubsub_mode_known(struct pool__cluster *cl, bool sharded)
         pool__node_start_pubsub(list_entry(pos, struct pool_node, link));
 }
 
-static void on_detect(void *arg, const redisReply *r, int err)
+static void on_detect(void *arg, const struct pool_reply *r, int err)
 {
     struct pool__cluster *cl = arg;
 
     cl->detecting = false;
     if (err < 0 || cl->pool->pubsub_known)
         return;
-    pubsub_mode_known(cl, r->type != REDIS_REPLY_ERROR);
+    pubsub_mode_known(cl, r->type != POOL_REPLY_ERROR);
 }
 
 /* An error reply to a topology query. */
-static void topo_error(struct pool__cluster *cl, const redisReply *r)
+static void topo_error(struct pool__cluster *cl, const struct pool_reply *r)
 {
     struct pool *p = cl->pool;
     enum log_level lvl = cl->warned ? LOG_LVL_DEBUG : LOG_LVL_WARN;
@@ -574,7 +574,7 @@ static void topo_error(struct pool__cluster *cl, const redisReply *r)
     pool__rconn_recycle_later(&cl->topo); /* ask another node next time */
 }
 
-static void on_topology(void *arg, const redisReply *r, int err)
+static void on_topology(void *arg, const struct pool_reply *r, int err)
 {
     struct pool__cluster *cl = arg;
     struct pool__topo *t;
@@ -583,7 +583,7 @@ static void on_topology(void *arg, const redisReply *r, int err)
     cl->querying = false;
     if (err == 0 && cl->sn) {
         pool__sentinel_reply(cl, r);
-    } else if (err == 0 && r->type == REDIS_REPLY_ERROR) {
+    } else if (err == 0 && r->type == POOL_REPLY_ERROR) {
         topo_error(cl, r);
     } else if (err == 0) {
         t = malloc(sizeof(*t));

@@ -131,9 +131,9 @@ void pool__script_set_sha(struct pool__script *s, const char *sha, size_t len)
                                       "$7\r\nEVALSHA\r\n$%zu\r\n%s\r\n", len, s->sha);
 }
 
-static int hs_store_sha(struct pool *p, unsigned script, const redisReply *r)
+static int hs_store_sha(struct pool *p, unsigned script, const struct pool_reply *r)
 {
-    if (r->type != REDIS_REPLY_STRING || r->len != POOL__SHA_SIZE - 1)
+    if (r->type != POOL_REPLY_STRING || r->len != POOL__SHA_SIZE - 1)
         return -EPROTO;
     pool__script_set_sha(&p->scripts[script], r->str, r->len);
     return 0;
@@ -141,14 +141,16 @@ static int hs_store_sha(struct pool *p, unsigned script, const redisReply *r)
 
 /* ROLE answers ["master", offset, replicas]; a replica ["slave", host,
  * port, state, offset], named in the error. */
-static int hs_check_role(struct pool__rconn *rc, const redisReply *r, char *err, size_t errlen)
+static int hs_check_role(struct pool__rconn *rc, const struct pool_reply *r, char *err,
+                         size_t errlen)
 {
-    const redisReply *role = r->type == REDIS_REPLY_ARRAY && r->elements > 0 ? r->element[0] : NULL;
+    const struct pool_reply *role =
+        r->type == POOL_REPLY_ARRAY && r->elements > 0 ? r->element[0] : NULL;
 
     if (role && pool__resp_str_is(role, "master"))
         return 0;
     if (role && pool__resp_str_is(role, "slave") && r->elements >= 3 &&
-        r->element[1]->type == REDIS_REPLY_STRING && r->element[2]->type == REDIS_REPLY_INTEGER)
+        r->element[1]->type == POOL_REPLY_STRING && r->element[2]->type == POOL_REPLY_INTEGER)
         snprintf(err, errlen,
                  "ROLE: a replica (of %.*s:%lld), not the master: asking the sentinels",
                  (int)LP_MIN(r->element[1]->len, (size_t)64), r->element[1]->str,
@@ -163,12 +165,12 @@ static int hs_check_role(struct pool__rconn *rc, const redisReply *r, char *err,
 
 /* INFO server has a "run_id:<40 hex>" line; a server without one (a
  * proxy in between) is not checked for restarts. */
-static void hs_run_id(struct pool__rconn *rc, const redisReply *r)
+static void hs_run_id(struct pool__rconn *rc, const struct pool_reply *r)
 {
     static const char key[] = "run_id:";
     const char *p, *end;
 
-    if (r->type != REDIS_REPLY_STRING)
+    if (r->type != POOL_REPLY_STRING)
         return;
     p = strstr(r->str, key);
     if (!p)
@@ -180,7 +182,7 @@ static void hs_run_id(struct pool__rconn *rc, const redisReply *r)
     pool__node_run_id(rc->node, p, (size_t)(end - p));
 }
 
-int pool__hs_check(struct pool__rconn *rc, const struct pool__req *req, const redisReply *r,
+int pool__hs_check(struct pool__rconn *rc, const struct pool__req *req, const struct pool_reply *r,
                    char *err, size_t errlen)
 {
     struct pool *p = rc->pool;
@@ -191,7 +193,7 @@ int pool__hs_check(struct pool__rconn *rc, const struct pool__req *req, const re
         hs_run_id(rc, r); /* best effort: a user without +info is not checked */
         return 0;
     }
-    if (r->type == REDIS_REPLY_ERROR) {
+    if (r->type == POOL_REPLY_ERROR) {
         snprintf(err, errlen, "%s%s: %.*s", script ? "SCRIPT LOAD " : "", step,
                  (int)LP_MIN(r->len, (size_t)80), r->str);
         return -EPROTO;

@@ -15,14 +15,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <hiredis/hiredis.h>
-
 #include "common/buf.h"
 #include "common/hmap.h"
 #include "common/list.h"
 #include "pool/addr.h"
 #include "pool/pool.h"
 #include "pool/rconn.h"
+#include "pool/reply.h"
 #include "pool/topo.h"
 
 #ifdef __cplusplus
@@ -84,7 +83,7 @@ struct pool__req {
     size_t keys_at;             /* EVAL joining a batch: offset in tail where the keys start */
     size_t args_at;             /* EVAL joining a batch: offset in tail where the arguments start */
     struct pool_wait *wait;     /* borrowed: EVAL followed by WAIT, its WAIT record, or NULL */
-    redisReply *held;           /* owned: WAIT: the script's reply, until WAIT answers */
+    struct pool_reply *held;    /* owned: WAIT: the script's reply, until WAIT answers */
     char *tail;                 /* owned when != inl: formatted bulks, or NULL */
     size_t tail_len;            /* bytes in tail */
     char inl[POOL__REQ_INLINE]; /* owned: inline tail storage */
@@ -202,7 +201,7 @@ void pool__req_free_all(struct pool *p);
 
 /* Gives a caller request (CMD, EVAL, INTERNAL; on no list) its one
  * completion: recycles the record first, so the callback may submit. */
-void pool__req_complete(struct pool *p, struct pool__req *req, const redisReply *r, int err);
+void pool__req_complete(struct pool *p, struct pool__req *req, const struct pool_reply *r, int err);
 
 /* CMD, EVAL or INTERNAL: a request with a callback. */
 static inline bool pool__req_is_caller(const struct pool__req *req)
@@ -277,7 +276,7 @@ int pool__hs_send(struct pool__rconn *rc);
 
 /* Checks one handshake reply r to req on rc (and stores a SCRIPT LOAD's
  * SHA1). Returns 0, or -EPROTO with the reason in err. */
-int pool__hs_check(struct pool__rconn *rc, const struct pool__req *req, const redisReply *r,
+int pool__hs_check(struct pool__rconn *rc, const struct pool__req *req, const struct pool_reply *r,
                    char *err, size_t errlen);
 
 /* ---- pool.c ------------------------------------------------------------------ */
@@ -368,7 +367,7 @@ void pool__pubsub_down(struct pool_node *n);
 
 /* One reply or push from n's READY pub/sub connection (borrowed). May
  * invoke listener callbacks. */
-void pool__pubsub_reply(struct pool_node *n, const redisReply *r);
+void pool__pubsub_reply(struct pool_node *n, const struct pool_reply *r);
 
 /* Moves every channel whose home is no longer the owner of its slot (and
  * every homeless one) to the owner: unsubscribes on the old node (classic
@@ -442,7 +441,7 @@ void pool__cluster_stats(const struct pool *p, struct pool_stats *st);
  * reply); false: deliver r to the caller. Single node: MOVED/ASK become
  * the "is a Redis Cluster node" error; TRYAGAIN, CLUSTERDOWN, LOADING and
  * MASTERDOWN end in -ENOTCONN, never delivered. May invoke callbacks. */
-bool pool__redirect(struct pool__rconn *rc, struct pool__req *req, const redisReply *r);
+bool pool__redirect(struct pool__rconn *rc, struct pool__req *req, const struct pool_reply *r);
 
 /* Sends (or parks) a routed cluster request (kind CMD/EVAL, tail kept):
  * by req->target, else by req->slot. */
@@ -469,14 +468,14 @@ void pool__redirect_fail_all(struct pool *p, int err);
 
 /* A master connection's ROLE said r, not master: counted, and the sentinel
  * that named this node (when it still serves) is replaced by the next. */
-void pool__sentinel_not_master(struct pool__rconn *rc, const redisReply *r);
+void pool__sentinel_not_master(struct pool__rconn *rc, const struct pool_reply *r);
 
 /* The subscription connection became READY / lost READY / was released,
  * and one push from it (borrowed). */
 void pool__sentinel_sub_up(struct pool *p);
 void pool__sentinel_sub_down(struct pool *p);
 void pool__sentinel_sub_released(struct pool *p);
-void pool__sentinel_sub_reply(struct pool *p, const redisReply *r);
+void pool__sentinel_sub_reply(struct pool *p, const struct pool_reply *r);
 
 /* Records msg as the last error of rc, named for a reader: "sentinel
  * host:port: msg" or "master NAME at host:port: msg". */
@@ -485,7 +484,8 @@ void pool__sentinel_conn_error(struct pool__rconn *rc, const char *msg);
 /* Parses an error reply "<word> <slot> <host>:<port>" (MOVED, ASK) into
  * slot, host (NUL-terminated, hostsize bytes at most; "" when Redis left
  * it out) and port. Returns 0 or -EPROTO. */
-int pool__redirect_parse(const redisReply *r, int *slot, char *host, size_t hostsize, int *port);
+int pool__redirect_parse(const struct pool_reply *r, int *slot, char *host, size_t hostsize,
+                         int *port);
 
 #ifdef __cplusplus
 }

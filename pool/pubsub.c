@@ -63,8 +63,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <hiredis/hiredis.h>
-
 #include "common/compiler.h"
 #include "common/hmap.h"
 #include "common/list.h"
@@ -72,6 +70,7 @@
 #include "pool/pool-int.h"
 #include "pool/pool.h"
 #include "pool/rconn.h"
+#include "pool/reply.h"
 #include "pool/resp.h"
 
 /* Channels per SUBSCRIBE when re-subscribing after a reconnect: bounds one
@@ -536,11 +535,11 @@ static void on_unsubscribed(struct pool *p, struct pool_chan *ch)
 /* A message; chan is the channel it was published to (for a pattern:
  * the matching channel), readable with pool_sub_msg_channel() during the
  * callback. */
-static void on_message(struct pool *p, struct pool_chan *ch, const redisReply *chan,
-                       const redisReply *payload)
+static void on_message(struct pool *p, struct pool_chan *ch, const struct pool_reply *chan,
+                       const struct pool_reply *payload)
 {
-    if (ch->state != CHAN_SUBSCRIBED || !ch->sub || payload->type != REDIS_REPLY_STRING ||
-        chan->type != REDIS_REPLY_STRING)
+    if (ch->state != CHAN_SUBSCRIBED || !ch->sub || payload->type != POOL_REPLY_STRING ||
+        chan->type != POOL_REPLY_STRING)
         return;
     p->msg_chan = chan->str;
     p->msg_chan_len = chan->len;
@@ -557,7 +556,7 @@ const char *pool_sub_msg_channel(const struct pool *p, size_t *len)
  * MOVED names the slot's owner: the map learns it and the slot's
  * channels follow. Anything else (CLUSTERDOWN during a failover) is
  * retried with the next topology tick. */
-static void on_error(struct pool_node *n, const redisReply *r)
+static void on_error(struct pool_node *n, const struct pool_reply *r)
 {
     struct pool *p = n->pool;
     char host[POOL__HOST_MAX];
@@ -591,7 +590,7 @@ static const struct push_kind push_kinds[] = {
     {"punsubscribe", POOL_SUB_PATTERN, 2},
 };
 
-static const struct push_kind *push_kind_of(const redisReply *kind)
+static const struct push_kind *push_kind_of(const struct pool_reply *kind)
 {
     size_t i;
 
@@ -601,22 +600,22 @@ static const struct push_kind *push_kind_of(const redisReply *kind)
     return NULL;
 }
 
-void pool__pubsub_reply(struct pool_node *n, const redisReply *r)
+void pool__pubsub_reply(struct pool_node *n, const struct pool_reply *r)
 {
     const struct push_kind *pk;
-    const redisReply *name;
+    const struct pool_reply *name;
     struct pool *p = n->pool;
     struct pool_chan *ch;
 
-    if (r->type == REDIS_REPLY_ERROR) {
+    if (r->type == POOL_REPLY_ERROR) {
         on_error(n, r);
         return;
     }
-    if (r->type != REDIS_REPLY_ARRAY || r->elements < 3)
+    if (r->type != POOL_REPLY_ARRAY || r->elements < 3)
         return;
     pk = push_kind_of(r->element[0]);
     name = r->element[1];
-    if (!pk || name->type != REDIS_REPLY_STRING)
+    if (!pk || name->type != POOL_REPLY_STRING)
         return;
     ch = chan_find(p, name->str, name->len, pk->ns);
     if (!ch || ch->home != n)

@@ -109,12 +109,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <hiredis/hiredis.h>
-
 #include "common/clock.h"
 #include "common/compiler.h"
 #include "common/log.h"
 #include "pool/pool-int.h"
+#include "pool/reply.h"
 #include "pool/resp.h"
 #include "sched/loop.h"
 
@@ -278,8 +277,8 @@ int pool__rconn_issue(struct pool__rconn *rc, struct pool__req *req, int npre,
 }
 
 /* Hands a caller request its one completion (pool__req_complete). */
-static void rconn_complete(struct pool__rconn *rc, struct pool__req *req, const redisReply *r,
-                           int err)
+static void rconn_complete(struct pool__rconn *rc, struct pool__req *req,
+                           const struct pool_reply *r, int err)
 {
     if (err < 0 && rc->node)
         rc->node->errors++;
@@ -430,7 +429,8 @@ static void rconn_connect(struct pool__rconn *rc)
 
 /* One handshake reply (handshake.c checks it); the last one makes the
  * connection READY, any failure drops it. */
-static void rconn_hs_reply(struct pool__rconn *rc, struct pool__req *req, const redisReply *r)
+static void rconn_hs_reply(struct pool__rconn *rc, struct pool__req *req,
+                           const struct pool_reply *r)
 {
     char msg[128];
     int err = pool__hs_check(rc, req, r, msg, sizeof(msg));
@@ -490,7 +490,8 @@ static void rconn_sampled(struct pool__rconn *rc)
 /* An error reply to a caller request: NOSCRIPT is retried here, the
  * cluster's redirects in redirect.c. Returns true when the request was
  * taken (not to be completed with r). */
-static bool rconn_error_reply(struct pool__rconn *rc, struct pool__req *req, const redisReply *r)
+static bool rconn_error_reply(struct pool__rconn *rc, struct pool__req *req,
+                              const struct pool_reply *r)
 {
     if (req->kind == POOL__REQ_EVAL && !req->retried && pool__resp_is_error(r, "NOSCRIPT")) {
         rconn_retry_eval(rc, req);
@@ -506,13 +507,13 @@ static bool rconn_error_reply(struct pool__rconn *rc, struct pool__req *req, con
  * of its own), and the WAIT record behind drops its answer. Otherwise the
  * WAIT record takes over the caller and keeps r until WAIT answers.
  * Returns true when r was kept. */
-static bool rconn_eval_waited(struct pool__rconn *rc, struct pool__req *req, redisReply *r)
+static bool rconn_eval_waited(struct pool__rconn *rc, struct pool__req *req, struct pool_reply *r)
 {
     struct list *n = list_first(&rc->fifo);
     struct pool__req *w = n ? list_entry(n, struct pool__req, node) : NULL;
 
     LP_BUG_ON(!w || w->kind != POOL__REQ_WAIT || w->cb);
-    if (r->type == REDIS_REPLY_ERROR) {
+    if (r->type == POOL_REPLY_ERROR) {
         if (!rconn_error_reply(rc, req, r))
             rconn_complete(rc, req, r, 0);
         return false;
@@ -527,18 +528,19 @@ static bool rconn_eval_waited(struct pool__rconn *rc, struct pool__req *req, red
 
 /* WAIT's answer: the caller (if its EVAL answered) gets the held reply. A
  * WAIT refused (an ACL without +wait, a replica) leaves acked at -1. */
-static void rconn_wait_reply(struct pool__rconn *rc, struct pool__req *w, const redisReply *r)
+static void rconn_wait_reply(struct pool__rconn *rc, struct pool__req *w,
+                             const struct pool_reply *r)
 {
     static bool warned;
-    redisReply *held = w->held;
+    struct pool_reply *held = w->held;
 
     if (!w->cb) {
         pool__req_put(rc->pool, w);
         return;
     }
-    if (r->type == REDIS_REPLY_INTEGER)
+    if (r->type == POOL_REPLY_INTEGER)
         w->wait->acked = r->integer < 0 ? 0 : (int)LP_MIN(r->integer, (long long)INT32_MAX);
-    else if (!warned && r->type == REDIS_REPLY_ERROR) {
+    else if (!warned && r->type == POOL_REPLY_ERROR) {
         warned = true;
         log_msg(LOG_LVL_WARN, "pool: cmd conn %u to %s: WAIT failed: %.*s", rc->id, rc->addr->where,
                 (int)LP_MIN(r->len, (size_t)200), r->str);
@@ -586,21 +588,22 @@ static void rconn_batch_retry(struct pool__rconn *rc, struct pool__req *head)
  * reply would (an error element goes through the error path: a re-send
  * goes alone); an error reply answers each of them. The loop stops when a
  * callback closed the connection (the rest were failed with the FIFO). */
-static void rconn_batch_reply(struct pool__rconn *rc, struct pool__req *head, const redisReply *r)
+static void rconn_batch_reply(struct pool__rconn *rc, struct pool__req *head,
+                              const struct pool_reply *r)
 {
     unsigned n = head->batch, i;
 
-    if (r->type == REDIS_REPLY_ERROR && !head->retried && pool__resp_is_error(r, "NOSCRIPT")) {
+    if (r->type == POOL_REPLY_ERROR && !head->retried && pool__resp_is_error(r, "NOSCRIPT")) {
         rconn_batch_retry(rc, head);
         return;
     }
-    if (r->type != REDIS_REPLY_ERROR && (r->type != REDIS_REPLY_ARRAY || r->elements != n)) {
+    if (r->type != POOL_REPLY_ERROR && (r->type != POOL_REPLY_ARRAY || r->elements != n)) {
         list_add_head(&rc->fifo, &head->node); /* failed with the others */
         rconn_protocol_error(rc, "a batch's reply does not match its requests");
         return;
     }
     for (i = 0; i < n && rconn_is_open(rc); i++) {
-        const redisReply *e = r->type == REDIS_REPLY_ARRAY ? r->element[i] : r;
+        const struct pool_reply *e = r->type == POOL_REPLY_ARRAY ? r->element[i] : r;
         struct pool__req *req = head;
 
         if (i > 0) {
@@ -612,13 +615,13 @@ static void rconn_batch_reply(struct pool__rconn *rc, struct pool__req *head, co
                 rconn_sampled(rc);
         }
         req->batch = 0;
-        if (e->type != REDIS_REPLY_ERROR || !rconn_error_reply(rc, req, e))
+        if (e->type != POOL_REPLY_ERROR || !rconn_error_reply(rc, req, e))
             rconn_complete(rc, req, e, 0);
     }
 }
 
 /* Returns true when r was kept (rconn_eval_waited); else the caller frees it. */
-static bool rconn_dispatch(struct pool__rconn *rc, redisReply *r)
+static bool rconn_dispatch(struct pool__rconn *rc, struct pool_reply *r)
 {
     struct list *n;
     struct pool__req *req;
@@ -650,7 +653,7 @@ static bool rconn_dispatch(struct pool__rconn *rc, redisReply *r)
         rconn_hs_reply(rc, req, r);
     else if (req->wait)
         return rconn_eval_waited(rc, req, r);
-    else if (r->type != REDIS_REPLY_ERROR || !rconn_error_reply(rc, req, r))
+    else if (r->type != POOL_REPLY_ERROR || !rconn_error_reply(rc, req, r))
         rconn_complete(rc, req, r, 0);
     return false;
 }
@@ -658,7 +661,7 @@ static bool rconn_dispatch(struct pool__rconn *rc, redisReply *r)
 static void rconn_on_data(struct sched_conn *c, const char *data, size_t len)
 {
     struct pool__rconn *rc = rconn_of(c);
-    redisReply *r;
+    struct pool_reply *r;
     int rv;
 
     rc->last_rx_ms = sched_loop_now_ms(rc->pool->loop);

@@ -11,10 +11,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include <hiredis/hiredis.h>
-
 #include "common/list.h"
 #include "pool/pool.h"
+#include "pool/reply.h"
 #include "sched/conn-t.h"
 #include "sched/timer-t.h"
 

@@ -1,6 +1,7 @@
-/* The pool's RESP2 reply reader: received bytes in, redisReply trees out
- * (hiredis's public reply type, so every consumer and freeReplyObject()
- * work on them unchanged). The contract is in resp.h.
+/* The pool's RESP2 reply reader: received bytes in, struct pool_reply
+ * trees out (reply.h: hiredis's redisReply under the pool's own name, so
+ * the tests compare the two readers record by record). The contract is in
+ * resp.h.
  *
  * Design. Bytes are appended to one input buffer; pool__resp_next() builds
  * the first reply in one pass and, if the reply is not complete yet, frees
@@ -9,9 +10,8 @@
  * over reads) it first scans for a complete reply without allocating, so
  * a reply arriving in many pieces is not built again for each. Integer, nil and array records, and
  * the element table of an array of up to READER_SMALL elements, come from per-thread spares
- * (common/spares.h) that pool__resp_free() refills; every record is still a
- * malloc block shaped as hiredis's, with strings NUL-terminated, so
- * freeReplyObject() stays correct on any reply.
+ * (common/spares.h) that pool__resp_free() refills; strings are
+ * NUL-terminated, as hiredis's.
  *
  * Limits, as the pool had them with hiredis 0.14 and 1.x: arrays of at
  * most POOL__RESP_MAX_ELEMENTS elements (checked from the header: an
@@ -36,7 +36,7 @@
 #define READER_SCAN_FIRST 1024u       /* more input than this is scanned before a build */
 #define READER_MAX_LEN    (1ll << 40) /* a bulk length past this is not RESP */
 
-static _Thread_local struct spares reader_records; /* blocks of sizeof(redisReply) */
+static _Thread_local struct spares reader_records; /* blocks of sizeof(struct pool_reply) */
 static _Thread_local struct spares reader_tables;  /* blocks of READER_SMALL pointers */
 
 struct pool__resp_reader *pool__resp_reader_create(void)
@@ -68,7 +68,7 @@ int pool__resp_feed(struct pool__resp_reader *rd, const char *p, size_t n)
     if (rd->err)
         return -EPROTO;
     if (buf_append(&rd->in, p, n) < 0) {
-        reader_fail(rd, REDIS_ERR_OOM, "Out of memory");
+        reader_fail(rd, POOL__RESP_ERR_OOM, "Out of memory");
         return -ENOMEM;
     }
     return 0;
@@ -113,9 +113,9 @@ static int reader_num(const char *p, const char *end, long long *v, const char *
     return 1;
 }
 
-static redisReply *reader_record(int type)
+static struct pool_reply *reader_record(int type)
 {
-    redisReply *r = spares_get(&reader_records);
+    struct pool_reply *r = spares_get(&reader_records);
 
     if (!r && !(r = malloc(sizeof(*r))))
         return NULL;
@@ -125,9 +125,9 @@ static redisReply *reader_record(int type)
 }
 
 /* A string record holding a copy of [p, p + n) and a NUL. */
-static redisReply *reader_string(int type, const char *p, size_t n)
+static struct pool_reply *reader_string(int type, const char *p, size_t n)
 {
-    redisReply *r = reader_record(type);
+    struct pool_reply *r = reader_record(type);
 
     if (r && !(r->str = malloc(n + 1))) {
         pool__resp_free(r);
@@ -141,9 +141,9 @@ static redisReply *reader_string(int type, const char *p, size_t n)
     return r;
 }
 
-static redisReply *reader_array(size_t n)
+static struct pool_reply *reader_array(size_t n)
 {
-    redisReply *r = reader_record(REDIS_REPLY_ARRAY);
+    struct pool_reply *r = reader_record(POOL_REPLY_ARRAY);
     size_t cap = n <= READER_SMALL ? READER_SMALL : n;
 
     if (!r || n == 0)
@@ -163,7 +163,7 @@ static redisReply *reader_array(size_t n)
  * NULL; on 0 or -1 a partial *out is left for the caller to free), 0 when
  * more bytes are needed, -1 on a protocol error or no memory (rd failed). */
 static int reader_parse(struct pool__resp_reader *rd, const char **pp, const char *end,
-                        unsigned depth, redisReply **out)
+                        unsigned depth, struct pool_reply **out)
 {
     const char *p = *pp, *eol;
     long long v;
@@ -177,41 +177,41 @@ static int reader_parse(struct pool__resp_reader *rd, const char **pp, const cha
     case '-':
         if (!(eol = reader_eol(p + 1, end)))
             return 0;
-        if (out && !(*out = reader_string(*p == '+' ? REDIS_REPLY_STATUS : REDIS_REPLY_ERROR, p + 1,
+        if (out && !(*out = reader_string(*p == '+' ? POOL_REPLY_STATUS : POOL_REPLY_ERROR, p + 1,
                                           (size_t)(eol - p - 1))))
-            return reader_fail(rd, REDIS_ERR_OOM, "Out of memory");
+            return reader_fail(rd, POOL__RESP_ERR_OOM, "Out of memory");
         *pp = eol + 2;
         return 1;
     case ':':
         if ((rc = reader_num(p + 1, end, &v, &eol)) <= 0)
-            return rc < 0 ? reader_fail(rd, REDIS_ERR_PROTOCOL, "Bad integer value") : 0;
-        if (out && !(*out = reader_record(REDIS_REPLY_INTEGER)))
-            return reader_fail(rd, REDIS_ERR_OOM, "Out of memory");
+            return rc < 0 ? reader_fail(rd, POOL__RESP_ERR_PROTOCOL, "Bad integer value") : 0;
+        if (out && !(*out = reader_record(POOL_REPLY_INTEGER)))
+            return reader_fail(rd, POOL__RESP_ERR_OOM, "Out of memory");
         if (out)
             (*out)->integer = v;
         *pp = eol + 2;
         return 1;
     case '$':
         if ((rc = reader_num(p + 1, end, &v, &eol)) <= 0 || v < -1 || v > READER_MAX_LEN)
-            return rc == 0 ? 0 : reader_fail(rd, REDIS_ERR_PROTOCOL, "Bad bulk string length");
+            return rc == 0 ? 0 : reader_fail(rd, POOL__RESP_ERR_PROTOCOL, "Bad bulk string length");
         if (v >= 0 && (end - (eol + 2) < v + 2))
             return 0;
         if (v >= 0 && (eol[2 + v] != '\r' || eol[3 + v] != '\n'))
-            return reader_fail(rd, REDIS_ERR_PROTOCOL, "Bad bulk string terminator");
-        if (out && !(*out = v < 0 ? reader_record(REDIS_REPLY_NIL)
-                                  : reader_string(REDIS_REPLY_STRING, eol + 2, (size_t)v)))
-            return reader_fail(rd, REDIS_ERR_OOM, "Out of memory");
+            return reader_fail(rd, POOL__RESP_ERR_PROTOCOL, "Bad bulk string terminator");
+        if (out && !(*out = v < 0 ? reader_record(POOL_REPLY_NIL)
+                                  : reader_string(POOL_REPLY_STRING, eol + 2, (size_t)v)))
+            return reader_fail(rd, POOL__RESP_ERR_OOM, "Out of memory");
         *pp = v < 0 ? eol + 2 : eol + 4 + v;
         return 1;
     case '*':
         if ((rc = reader_num(p + 1, end, &v, &eol)) <= 0 || v < -1)
-            return rc == 0 ? 0 : reader_fail(rd, REDIS_ERR_PROTOCOL, "Bad multi-bulk length");
+            return rc == 0 ? 0 : reader_fail(rd, POOL__RESP_ERR_PROTOCOL, "Bad multi-bulk length");
         if (v > (long long)POOL__RESP_MAX_ELEMENTS)
-            return reader_fail(rd, REDIS_ERR_PROTOCOL, "array reply with too many elements");
+            return reader_fail(rd, POOL__RESP_ERR_PROTOCOL, "array reply with too many elements");
         if (v >= 0 && depth + 1 > POOL__RESP_MAX_DEPTH)
-            return reader_fail(rd, REDIS_ERR_PROTOCOL, "array reply nested too deeply");
-        if (out && !(*out = v < 0 ? reader_record(REDIS_REPLY_NIL) : reader_array((size_t)v)))
-            return reader_fail(rd, REDIS_ERR_OOM, "Out of memory");
+            return reader_fail(rd, POOL__RESP_ERR_PROTOCOL, "array reply nested too deeply");
+        if (out && !(*out = v < 0 ? reader_record(POOL_REPLY_NIL) : reader_array((size_t)v)))
+            return reader_fail(rd, POOL__RESP_ERR_OOM, "Out of memory");
         p = eol + 2;
         for (i = 0; v > 0 && i < (size_t)v; i++) {
             rc = reader_parse(rd, &p, end, depth + 1, out ? &(*out)->element[i] : NULL);
@@ -223,15 +223,15 @@ static int reader_parse(struct pool__resp_reader *rd, const char **pp, const cha
     default:
         snprintf(rd->errstr, sizeof(rd->errstr), "Protocol error, got \"%c\" as reply type byte",
                  *p);
-        rd->err = REDIS_ERR_PROTOCOL;
+        rd->err = POOL__RESP_ERR_PROTOCOL;
         return -1;
     }
 }
 
-int pool__resp_next(struct pool__resp_reader *rd, redisReply **out)
+int pool__resp_next(struct pool__resp_reader *rd, struct pool_reply **out)
 {
     const char *start, *end, *p;
-    redisReply *r = NULL;
+    struct pool_reply *r = NULL;
     int rc;
 
     *out = NULL;
@@ -263,7 +263,7 @@ const char *pool__resp_reader_error(const struct pool__resp_reader *rd)
     return rd->errstr;
 }
 
-void pool__resp_free(redisReply *r)
+void pool__resp_free(struct pool_reply *r)
 {
     size_t i;
 

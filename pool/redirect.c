@@ -58,7 +58,8 @@ void pool__redirect_init(struct pool__cluster *cl)
     sched_timer_init(&cl->retry, redirect_on_retry);
 }
 
-int pool__redirect_parse(const redisReply *r, int *slot, char *host, size_t hostsize, int *port)
+int pool__redirect_parse(const struct pool_reply *r, int *slot, char *host, size_t hostsize,
+                         int *port)
 {
     const char *s = r->str, *end = r->str + r->len, *sp;
     int64_t v;
@@ -82,7 +83,7 @@ int pool__redirect_parse(const redisReply *r, int *slot, char *host, size_t host
 /* Redis refused the command without running it, for now: the cluster (or
  * the slot) is down, a slot is being migrated, the node is loading its
  * data or is a replica cut from its master. */
-static bool is_busy(const redisReply *r)
+static bool is_busy(const struct pool_reply *r)
 {
     return pool__resp_is_error(r, "TRYAGAIN") || pool__resp_is_error(r, "CLUSTERDOWN") ||
            pool__resp_is_error(r, "LOADING") || pool__resp_is_error(r, "MASTERDOWN");
@@ -91,7 +92,7 @@ static bool is_busy(const redisReply *r)
 /* A request Redis refused (is_busy) until it gives up: it never ran, so
  * the caller gets -ENOTCONN, never the raw refusal; why is in
  * last_error. */
-static void busy_give_up(struct pool__rconn *rc, struct pool__req *req, const redisReply *r)
+static void busy_give_up(struct pool__rconn *rc, struct pool__req *req, const struct pool_reply *r)
 {
     struct pool *p = rc->pool;
 
@@ -102,11 +103,12 @@ static void busy_give_up(struct pool__rconn *rc, struct pool__req *req, const re
 
 /* The upstream of a plain pool is a cluster node: the caller gets an error
  * that says so (and what to do) instead of a redirect it cannot follow. */
-static bool single_redirect(struct pool__rconn *rc, struct pool__req *req, const redisReply *r)
+static bool single_redirect(struct pool__rconn *rc, struct pool__req *req,
+                            const struct pool_reply *r)
 {
     struct pool *p = rc->pool;
     const char *where = rc->addr->where;
-    redisReply fake;
+    struct pool_reply fake;
     char text[POOL__HOST_MAX * 2 + 200];
     int n;
 
@@ -126,7 +128,7 @@ static bool single_redirect(struct pool__rconn *rc, struct pool__req *req, const
     p->upstream_is_cluster = true;
     pool__set_error(p, "%s", text);
     memset(&fake, 0, sizeof(fake));
-    fake.type = REDIS_REPLY_ERROR;
+    fake.type = POOL_REPLY_ERROR;
     fake.str = text;
     fake.len = (size_t)LP_MIN(n, (int)sizeof(text) - 1);
     pool__req_complete(p, req, &fake, 0);
@@ -268,7 +270,7 @@ void pool__redirect_stop(struct pool__cluster *cl)
 /* ---- cluster replies ------------------------------------------------------------- */
 
 /* MOVED or ASK: parse, bound, retarget. Returns false to deliver r. */
-static bool on_redirect(struct pool__rconn *rc, struct pool__req *req, const redisReply *r,
+static bool on_redirect(struct pool__rconn *rc, struct pool__req *req, const struct pool_reply *r,
                         bool ask)
 {
     struct pool *p = rc->pool;
@@ -300,7 +302,7 @@ static bool on_redirect(struct pool__rconn *rc, struct pool__req *req, const red
 
 /* TRYAGAIN, CLUSTERDOWN, LOADING, MASTERDOWN: the same request later,
  * routed afresh, if that is still within its time; else -ENOTCONN. */
-static bool on_busy(struct pool__rconn *rc, struct pool__req *req, const redisReply *r)
+static bool on_busy(struct pool__rconn *rc, struct pool__req *req, const struct pool_reply *r)
 {
     struct pool *p = rc->pool;
     uint64_t now = sched_loop_now_ms(p->loop);
@@ -327,7 +329,8 @@ static bool on_busy(struct pool__rconn *rc, struct pool__req *req, const redisRe
  * restarted master loading its data) and MASTERDOWN (a demoted master cut
  * from its new master); anything else is the caller's, MOVED included: a
  * Sentinel-managed master is no cluster node. */
-static bool sentinel_redirect(struct pool__rconn *rc, struct pool__req *req, const redisReply *r)
+static bool sentinel_redirect(struct pool__rconn *rc, struct pool__req *req,
+                              const struct pool_reply *r)
 {
     struct pool *p = rc->pool;
     uint64_t when;
@@ -348,7 +351,7 @@ static bool sentinel_redirect(struct pool__rconn *rc, struct pool__req *req, con
     return true;
 }
 
-bool pool__redirect(struct pool__rconn *rc, struct pool__req *req, const redisReply *r)
+bool pool__redirect(struct pool__rconn *rc, struct pool__req *req, const struct pool_reply *r)
 {
     if (!rc->pool->cl)
         return single_redirect(rc, req, r);

@@ -89,7 +89,7 @@ void pool__req_free_all(struct pool *p)
     p->nfree_reqs = 0;
 }
 
-void pool__req_complete(struct pool *p, struct pool__req *req, const redisReply *r, int err)
+void pool__req_complete(struct pool *p, struct pool__req *req, const struct pool_reply *r, int err)
 {
     pool_reply_fn *cb = req->cb;
     void *arg = req->arg;

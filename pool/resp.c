@@ -202,16 +202,16 @@ int pool__resp_command_raw(struct buf *b, int npre, const char *const *pre, cons
     return 0;
 }
 
-bool pool__resp_is_error(const redisReply *r, const char *prefix)
+bool pool__resp_is_error(const struct pool_reply *r, const char *prefix)
 {
     size_t n = strlen(prefix);
 
-    return r->type == REDIS_REPLY_ERROR && r->len >= n && memcmp(r->str, prefix, n) == 0;
+    return r->type == POOL_REPLY_ERROR && r->len >= n && memcmp(r->str, prefix, n) == 0;
 }
 
-bool pool__resp_str_is(const redisReply *r, const char *lit)
+bool pool__resp_str_is(const struct pool_reply *r, const char *lit)
 {
-    if (r->type != REDIS_REPLY_STRING && r->type != REDIS_REPLY_STATUS)
+    if (r->type != POOL_REPLY_STRING && r->type != POOL_REPLY_STATUS)
         return false;
     return util_eq_nocase(r->str, r->len, lit) != 0;
 }

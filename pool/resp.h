@@ -1,8 +1,7 @@
 /* RESP glue for the pool: commands are formatted as arrays of bulk strings
  * straight into a connection's output buffer (no intermediate copy), and
  * upstream replies are parsed by the pool's own reader (reader.c) into
- * hiredis's public redisReply type, the only part of hiredis the pool uses
- * (so it builds against hiredis 0.14 and 1.x).
+ * the pool's reply type (reply.h).
  *
  * Formatting is all-or-nothing: every command function reserves the exact
  * size first, so on -ENOMEM nothing was appended and the output stream is
@@ -13,9 +12,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include <hiredis/hiredis.h>
-
 #include "common/buf.h"
+#include "pool/reply.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -66,11 +64,16 @@ size_t pool__resp_u64(char *out, unsigned long long v);
 #define POOL__RESP_MAX_ELEMENTS 65536u
 #define POOL__RESP_MAX_DEPTH    7u
 
-/* The reply reader (reader.c): RESP2 replies as hiredis redisReply trees,
+/* Why a reader failed (the values of hiredis's REDIS_ERR_PROTOCOL and
+ * REDIS_ERR_OOM). */
+#define POOL__RESP_ERR_PROTOCOL 4
+#define POOL__RESP_ERR_OOM      5
+
+/* The reply reader (reader.c): RESP2 replies as struct pool_reply trees,
  * arrays capped as above. */
 struct pool__resp_reader {
     struct buf in;    /* owned: received bytes not yet taken as replies */
-    int err;          /* 0, or REDIS_ERR_PROTOCOL / REDIS_ERR_OOM once failed */
+    int err;          /* 0, or POOL__RESP_ERR_PROTOCOL / POOL__RESP_ERR_OOM once failed */
     char errstr[128]; /* why it failed */
 };
 
@@ -87,14 +90,14 @@ int pool__resp_feed(struct pool__resp_reader *rd, const char *p, size_t n);
 /* Takes the next complete reply: returns 1 and *out (owned by the caller,
  * pool__resp_free), 0 when more bytes are needed, or -EPROTO on a protocol
  * error (the reader stays failed; the connection must be dropped). */
-int pool__resp_next(struct pool__resp_reader *rd, redisReply **out);
+int pool__resp_next(struct pool__resp_reader *rd, struct pool_reply **out);
 
 /* What made rd fail. */
 const char *pool__resp_reader_error(const struct pool__resp_reader *rd);
 
 /* Frees a reply of pool__resp_next() (NULL: nothing), keeping its records
- * for the next replies of this thread. freeReplyObject() is correct too. */
-void pool__resp_free(redisReply *r);
+ * for the next replies of this thread. */
+void pool__resp_free(struct pool_reply *r);
 
 /* Write one bulk, or argc bulks, at p (sized by the caller with
  * pool__resp_bulk_size / pool__resp_args_size); return the end. */
@@ -102,10 +105,10 @@ char *pool__resp_put_bulk_at(char *p, const void *s, size_t n);
 char *pool__resp_put_args_at(char *p, int argc, const char *const *argv, const size_t *lens);
 
 /* True for an error reply whose text starts with prefix ("NOSCRIPT"). */
-bool pool__resp_is_error(const redisReply *r, const char *prefix);
+bool pool__resp_is_error(const struct pool_reply *r, const char *prefix);
 
 /* True for a string/status reply equal to lit, ignoring case. */
-bool pool__resp_str_is(const redisReply *r, const char *lit);
+bool pool__resp_str_is(const struct pool_reply *r, const char *lit);
 
 #ifdef __cplusplus
 }

@@ -151,14 +151,14 @@ static void give_up(struct pool__cluster *cl)
 }
 
 /* The answer is unusable: say why, then ask the next sentinel. */
-static void answer_refused(struct pool__cluster *cl, const redisReply *r, int rc)
+static void answer_refused(struct pool__cluster *cl, const struct pool_reply *r, int rc)
 {
     struct pool *p = cl->pool;
     const char *where = cl->topo_addr.where;
 
     if (rc == -ENOENT)
         pool__set_error(p, "sentinel %s does not know master '%s'", where, cl->sn->name);
-    else if (r->type == REDIS_REPLY_ERROR)
+    else if (r->type == POOL_REPLY_ERROR)
         pool__set_error(p, "sentinel %s: %.*s", where, (int)LP_MIN(r->len, (size_t)100), r->str);
     else
         pool__set_error(p, "sentinel %s: %s", where,
@@ -203,7 +203,7 @@ static void answered(struct pool__cluster *cl, const struct pool__topo *t)
     pool__cluster_apply(cl, t);
 }
 
-void pool__sentinel_reply(struct pool__cluster *cl, const redisReply *r)
+void pool__sentinel_reply(struct pool__cluster *cl, const struct pool_reply *r)
 {
     struct pool__topo *t = malloc(sizeof(*t));
     int rc = t ? pool__topo_parse_sentinel(t, r) : -ENOMEM;
@@ -241,7 +241,7 @@ void pool__sentinel_released(struct pool__cluster *cl)
 
 /* ---- what the master's connections say ------------------------------------------- */
 
-void pool__sentinel_not_master(struct pool__rconn *rc, const redisReply *r)
+void pool__sentinel_not_master(struct pool__rconn *rc, const struct pool_reply *r)
 {
     struct pool__cluster *cl = rc->pool->cl;
     struct pool__sentinel *sn = cl->sn;
@@ -314,13 +314,13 @@ void pool__sentinel_sub_released(struct pool *p)
 
 /* +switch-master "NAME oldhost oldport newhost newport", +promoted-slave
  * "slave host:port host port @ NAME mhost mport": ours when NAME is. */
-static bool event_is_ours(const struct pool__sentinel *sn, const redisReply *chan,
-                          const redisReply *msg)
+static bool event_is_ours(const struct pool__sentinel *sn, const struct pool_reply *chan,
+                          const struct pool_reply *msg)
 {
     size_t n = strlen(sn->name);
     const char *at;
 
-    if (msg->type != REDIS_REPLY_STRING || msg->len <= n)
+    if (msg->type != POOL_REPLY_STRING || msg->len <= n)
         return false;
     if (pool__resp_str_is(chan, "+switch-master"))
         return msg->str[n] == ' ' && memcmp(msg->str, sn->name, n) == 0;
@@ -329,7 +329,7 @@ static bool event_is_ours(const struct pool__sentinel *sn, const redisReply *cha
            at[3 + n] == ' ';
 }
 
-static void on_event(struct pool *p, const redisReply *chan, const redisReply *msg)
+static void on_event(struct pool *p, const struct pool_reply *chan, const struct pool_reply *msg)
 {
     struct pool__sentinel *sn = p->cl->sn;
 
@@ -340,18 +340,17 @@ static void on_event(struct pool *p, const redisReply *chan, const redisReply *m
     pool__cluster_refresh(p);
 }
 
-void pool__sentinel_sub_reply(struct pool *p, const redisReply *r)
+void pool__sentinel_sub_reply(struct pool *p, const struct pool_reply *r)
 {
     struct pool__sentinel *sn = p->cl->sn;
-    const redisReply *kind;
+    const struct pool_reply *kind;
 
-    if (r->type == REDIS_REPLY_ERROR) {
+    if (r->type == POOL_REPLY_ERROR) {
         log_msg(LOG_LVL_WARN, "pool: sentinel %s: SUBSCRIBE: %.*s", sn->sub_addr.where,
                 (int)LP_MIN(r->len, (size_t)100), r->str);
         return; /* the periodic ask still follows the master */
     }
-    if (r->type != REDIS_REPLY_ARRAY || r->elements < 3 ||
-        r->element[1]->type != REDIS_REPLY_STRING)
+    if (r->type != POOL_REPLY_ARRAY || r->elements < 3 || r->element[1]->type != POOL_REPLY_STRING)
         return;
     kind = r->element[0];
     if (pool__resp_str_is(kind, "subscribe")) {

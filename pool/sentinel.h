@@ -57,7 +57,7 @@ void pool__sentinel_query(const struct pool__cluster *cl, const char *argv[3]);
 
 /* One reply to the master query (borrowed): applied to the node table,
  * or the sentinel is given up on. May invoke callbacks. */
-void pool__sentinel_reply(struct pool__cluster *cl, const redisReply *r);
+void pool__sentinel_reply(struct pool__cluster *cl, const struct pool_reply *r);
 
 /* The query connection was released: one more sentinel failed. */
 void pool__sentinel_released(struct pool__cluster *cl);

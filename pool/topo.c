@@ -26,14 +26,14 @@
 #include "common/util.h"
 #include "pool/resp.h"
 
-static bool is_array(const redisReply *r)
+static bool is_array(const struct pool_reply *r)
 {
-    return r->type == REDIS_REPLY_ARRAY;
+    return r->type == POOL_REPLY_ARRAY;
 }
 
-static bool is_str(const redisReply *r)
+static bool is_str(const struct pool_reply *r)
 {
-    return r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_STATUS;
+    return r->type == POOL_REPLY_STRING || r->type == POOL_REPLY_STATUS;
 }
 
 static void topo_init(struct pool__topo *t)
@@ -65,7 +65,7 @@ size_t pool__topo_masters(const struct pool__topo *t)
 }
 
 /* Copies a string reply into dst (size bytes); too long is malformed. */
-static int copy_str(char *dst, size_t size, const redisReply *r)
+static int copy_str(char *dst, size_t size, const struct pool_reply *r)
 {
     if (!is_str(r) || r->len >= size)
         return -EPROTO;
@@ -133,7 +133,8 @@ struct shard_node {
     bool master;
 };
 
-static int shard_node_field(struct shard_node *n, const redisReply *k, const redisReply *v)
+static int shard_node_field(struct shard_node *n, const struct pool_reply *k,
+                            const struct pool_reply *v)
 {
     if (pool__resp_str_is(k, "id"))
         return copy_str(n->id, sizeof(n->id), v);
@@ -146,16 +147,16 @@ static int shard_node_field(struct shard_node *n, const redisReply *k, const red
     if (pool__resp_str_is(k, "role"))
         n->master = pool__resp_str_is(v, "master");
     else if (pool__resp_str_is(k, "port"))
-        n->port = v->type == REDIS_REPLY_INTEGER ? v->integer : -1;
+        n->port = v->type == POOL_REPLY_INTEGER ? v->integer : -1;
     else if (pool__resp_str_is(k, "tls-port"))
-        n->tls_port = v->type == REDIS_REPLY_INTEGER ? v->integer : -1;
+        n->tls_port = v->type == POOL_REPLY_INTEGER ? v->integer : -1;
     return 0;
 }
 
 /* One node of a shard: *idx is its index, or -1 when it has no port of
  * the pool's kind (plain "port", or "tls-port" for a TLS pool: a node
  * without it is not reachable by the pool). Returns 0 or -errno. */
-static int shard_node_parse(struct pool__topo *t, const redisReply *r, const char *fallback,
+static int shard_node_parse(struct pool__topo *t, const struct pool_reply *r, const char *fallback,
                             int *idx)
 {
     struct shard_node n;
@@ -191,7 +192,7 @@ static int shard_node_parse(struct pool__topo *t, const redisReply *r, const cha
 /* The nodes of one shard; *master is the master's index, or -1 if none.
  * Right after a failover a shard may list its failed old master too: a
  * master not marked "failed" wins. */
-static int shard_nodes(struct pool__topo *t, const redisReply *nodes, const char *fallback,
+static int shard_nodes(struct pool__topo *t, const struct pool_reply *nodes, const char *fallback,
                        int *master)
 {
     size_t i;
@@ -212,7 +213,7 @@ static int shard_nodes(struct pool__topo *t, const redisReply *nodes, const char
     return 0;
 }
 
-static int shard_slots(struct pool__topo *t, const redisReply *slots, int master)
+static int shard_slots(struct pool__topo *t, const struct pool_reply *slots, int master)
 {
     size_t i;
     int err;
@@ -220,9 +221,9 @@ static int shard_slots(struct pool__topo *t, const redisReply *slots, int master
     if (!is_array(slots) || slots->elements % 2)
         return -EPROTO;
     for (i = 0; i < slots->elements; i += 2) {
-        const redisReply *a = slots->element[i], *b = slots->element[i + 1];
+        const struct pool_reply *a = slots->element[i], *b = slots->element[i + 1];
 
-        if (a->type != REDIS_REPLY_INTEGER || b->type != REDIS_REPLY_INTEGER)
+        if (a->type != POOL_REPLY_INTEGER || b->type != POOL_REPLY_INTEGER)
             return -EPROTO;
         if (master < 0)
             continue; /* a shard without a reachable master serves nothing */
@@ -233,9 +234,9 @@ static int shard_slots(struct pool__topo *t, const redisReply *slots, int master
     return 0;
 }
 
-static int shard_parse(struct pool__topo *t, const redisReply *r, const char *fallback)
+static int shard_parse(struct pool__topo *t, const struct pool_reply *r, const char *fallback)
 {
-    const redisReply *slots = NULL, *nodes = NULL;
+    const struct pool_reply *slots = NULL, *nodes = NULL;
     int master, err;
     size_t i;
 
@@ -256,9 +257,9 @@ static int shard_parse(struct pool__topo *t, const redisReply *r, const char *fa
 }
 
 /* Both replies are arrays of entries (a shard, a slot range). */
-typedef int topo_entry_fn(struct pool__topo *t, const redisReply *e, const char *fallback);
+typedef int topo_entry_fn(struct pool__topo *t, const struct pool_reply *e, const char *fallback);
 
-static int parse_entries(struct pool__topo *t, const redisReply *r, const char *fallback,
+static int parse_entries(struct pool__topo *t, const struct pool_reply *r, const char *fallback,
                          topo_entry_fn *entry, bool tls)
 {
     size_t i;
@@ -266,7 +267,7 @@ static int parse_entries(struct pool__topo *t, const redisReply *r, const char *
 
     topo_init(t);
     t->tls = tls;
-    if (r->type != REDIS_REPLY_ARRAY)
+    if (r->type != POOL_REPLY_ARRAY)
         return -EPROTO;
     for (i = 0; i < r->elements; i++) {
         err = entry(t, r->element[i], fallback);
@@ -276,8 +277,8 @@ static int parse_entries(struct pool__topo *t, const redisReply *r, const char *
     return 0;
 }
 
-int pool__topo_parse_shards(struct pool__topo *t, const redisReply *r, const char *fallback_host,
-                            bool tls)
+int pool__topo_parse_shards(struct pool__topo *t, const struct pool_reply *r,
+                            const char *fallback_host, bool tls)
 {
     return parse_entries(t, r, fallback_host, shard_parse, tls);
 }
@@ -285,13 +286,14 @@ int pool__topo_parse_shards(struct pool__topo *t, const redisReply *r, const cha
 /* ---- CLUSTER SLOTS ----------------------------------------------------------- */
 
 /* [host, port, id?, meta?] -> node index. */
-static int slots_node(struct pool__topo *t, const redisReply *r, const char *fallback, bool master)
+static int slots_node(struct pool__topo *t, const struct pool_reply *r, const char *fallback,
+                      bool master)
 {
     char host[POOL__HOST_MAX];
     int idx;
 
-    if (r->type != REDIS_REPLY_ARRAY || r->elements < 2 ||
-        r->element[1]->type != REDIS_REPLY_INTEGER || r->element[1]->integer <= 0 ||
+    if (r->type != POOL_REPLY_ARRAY || r->elements < 2 ||
+        r->element[1]->type != POOL_REPLY_INTEGER || r->element[1]->integer <= 0 ||
         r->element[1]->integer > 65535 || copy_str(host, sizeof(host), r->element[0]) < 0)
         return -EPROTO;
     idx = topo_node(t, host_unknown(host) ? fallback : host, (int)r->element[1]->integer);
@@ -304,13 +306,13 @@ static int slots_node(struct pool__topo *t, const redisReply *r, const char *fal
     return idx;
 }
 
-static int slots_entry(struct pool__topo *t, const redisReply *r, const char *fallback)
+static int slots_entry(struct pool__topo *t, const struct pool_reply *r, const char *fallback)
 {
     int m, idx;
     size_t i;
 
-    if (r->type != REDIS_REPLY_ARRAY || r->elements < 3 ||
-        r->element[0]->type != REDIS_REPLY_INTEGER || r->element[1]->type != REDIS_REPLY_INTEGER)
+    if (r->type != POOL_REPLY_ARRAY || r->elements < 3 ||
+        r->element[0]->type != POOL_REPLY_INTEGER || r->element[1]->type != POOL_REPLY_INTEGER)
         return -EPROTO;
     m = slots_node(t, r->element[2], fallback, true);
     if (m < 0)
@@ -323,21 +325,22 @@ static int slots_entry(struct pool__topo *t, const redisReply *r, const char *fa
     return topo_range(t, r->element[0]->integer, r->element[1]->integer, m);
 }
 
-int pool__topo_parse_slots(struct pool__topo *t, const redisReply *r, const char *fallback_host)
+int pool__topo_parse_slots(struct pool__topo *t, const struct pool_reply *r,
+                           const char *fallback_host)
 {
     return parse_entries(t, r, fallback_host, slots_entry, false);
 }
 
 /* ---- SENTINEL GET-MASTER-ADDR-BY-NAME ------------------------------------------ */
 
-int pool__topo_parse_sentinel(struct pool__topo *t, const redisReply *r)
+int pool__topo_parse_sentinel(struct pool__topo *t, const struct pool_reply *r)
 {
     char host[POOL__HOST_MAX];
     int64_t port;
     int idx;
 
     topo_init(t);
-    if (r->type == REDIS_REPLY_NIL)
+    if (r->type == POOL_REPLY_NIL)
         return -ENOENT;
     if (!is_array(r) || r->elements != 2 || copy_str(host, sizeof(host), r->element[0]) < 0 ||
         host_unknown(host) || !is_str(r->element[1]) ||

@@ -11,10 +11,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include <hiredis/hiredis.h>
-
 #include "pool/addr.h"
 #include "pool/pool.h"
+#include "pool/reply.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -48,18 +47,19 @@ struct pool__topo {
  * Returns 0, -EPROTO (not a SHARDS reply) or -ENOMEM. CLUSTER SLOTS needs
  * no such choice: Redis answers it with the ports of the connection's
  * kind. */
-int pool__topo_parse_shards(struct pool__topo *t, const redisReply *r, const char *fallback_host,
-                            bool tls);
+int pool__topo_parse_shards(struct pool__topo *t, const struct pool_reply *r,
+                            const char *fallback_host, bool tls);
 
 /* Same for a CLUSTER SLOTS reply (the first node of each range is its
  * master, the others replicas). */
-int pool__topo_parse_slots(struct pool__topo *t, const redisReply *r, const char *fallback_host);
+int pool__topo_parse_slots(struct pool__topo *t, const struct pool_reply *r,
+                           const char *fallback_host);
 
 /* Parses a SENTINEL GET-MASTER-ADDR-BY-NAME reply ([host, port], the
  * port as a string) into t: one master owning every slot. Returns 0,
  * -ENOENT (nil: the sentinel does not know the master's name), -EPROTO
  * (any other shape, an error reply included) or -ENOMEM. */
-int pool__topo_parse_sentinel(struct pool__topo *t, const redisReply *r);
+int pool__topo_parse_sentinel(struct pool__topo *t, const struct pool_reply *r);
 
 void pool__topo_free(struct pool__topo *t);
 

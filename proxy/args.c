@@ -7,12 +7,11 @@
 #include <stdio.h>
 #include <string.h>
 
-#include <hiredis/hiredis.h>
-
 #include "common/compiler.h"
 #include "common/util.h"
 #include "engine/scripts.h"
 #include "pool/pool.h"
+#include "pool/reply.h"
 #include "proxy/client.h"
 #include "proxy/cmd.h"
 #include "proxy/cmds/lock.h"
@@ -181,7 +180,7 @@ static const char *object_of(const struct px_req *req)
  * themselves (redis.error_reply) carry no such suffix. */
 #define REDIS_WRONGTYPE "WRONGTYPE Operation against a key holding the wrong kind of value"
 
-void px_args_reply_redis_error(struct px_req *req, const struct redisReply *r)
+void px_args_reply_redis_error(struct px_req *req, const struct pool_reply *r)
 {
     const char *script = r->str ? strstr(r->str, " script: ") : NULL;
     size_t n = script ? (size_t)(script - r->str) : r->len;

@@ -22,7 +22,7 @@ extern "C" {
 
 struct px_arg;
 struct px_req;
-struct redisReply;
+struct pool_reply;
 
 #define PX_ARGS_MAX_COUNT 2147483647u /* largest permit / latch count accepted (Java int) */
 
@@ -98,7 +98,7 @@ void px_args_reply_upstream(struct px_req *req, int err);
 
 /* Passes a Redis error reply r through (e.g. WRONGTYPE), cut to 400
  * bytes. Borrows r. */
-void px_args_reply_redis_error(struct px_req *req, const struct redisReply *r);
+void px_args_reply_redis_error(struct px_req *req, const struct pool_reply *r);
 
 #ifdef __cplusplus
 }

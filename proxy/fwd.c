@@ -113,7 +113,7 @@ static size_t scripts_max(const struct px_server *srv)
 
 /* ---- replies ---------------------------------------------------------------- */
 
-static int put(struct buf *b, int proto, const redisReply *r, unsigned out);
+static int put(struct buf *b, int proto, const struct pool_reply *r, unsigned out);
 
 static int put_line(struct buf *b, char type, const char *s, size_t n)
 {
@@ -125,15 +125,15 @@ static int put_line(struct buf *b, char type, const char *s, size_t n)
 }
 
 /* A score: RESP3 double, else as Redis sent it. */
-static int put_double(struct buf *b, int proto, const redisReply *e)
+static int put_double(struct buf *b, int proto, const struct pool_reply *e)
 {
-    if (proto == PX_PROTO_RESP3 && e->type == REDIS_REPLY_STRING)
+    if (proto == PX_PROTO_RESP3 && e->type == POOL_REPLY_STRING)
         return put_line(b, ',', e->str, e->len);
     return put(b, proto, e, FWD_OUT_PLAIN);
 }
 
 /* Elements of r from i on, as [member, double] pairs. */
-static int put_pairs(struct buf *b, int proto, const redisReply *r)
+static int put_pairs(struct buf *b, int proto, const struct pool_reply *r)
 {
     size_t i;
     int rc = px_reply_array(b, r->elements / 2);
@@ -148,7 +148,7 @@ static int put_pairs(struct buf *b, int proto, const redisReply *r)
     return rc;
 }
 
-static int put_array(struct buf *b, int proto, const redisReply *r, unsigned out)
+static int put_array(struct buf *b, int proto, const struct pool_reply *r, unsigned out)
 {
     bool r3 = proto == PX_PROTO_RESP3, even = r->elements % 2 == 0;
     size_t i;
@@ -163,7 +163,7 @@ static int put_array(struct buf *b, int proto, const redisReply *r, unsigned out
     else
         rc = px_reply_array(b, r->elements);
     for (i = 0; rc == 0 && i < r->elements; i++) {
-        const redisReply *e = r->element[i];
+        const struct pool_reply *e = r->element[i];
 
         if (out == FWD_OUT_DOUBLE || (out == FWD_OUT_FLATDBL && i % 2 == 1))
             rc = put_double(b, proto, e);
@@ -175,24 +175,24 @@ static int put_array(struct buf *b, int proto, const redisReply *r, unsigned out
 
 /* Writes r (a RESP2 reply of Redis) as Redis would have written it to a
  * client of protocol proto (see fwd_keys.h's reply shapes). */
-static int put(struct buf *b, int proto, const redisReply *r, unsigned out)
+static int put(struct buf *b, int proto, const struct pool_reply *r, unsigned out)
 {
     switch (r->type) {
-    case REDIS_REPLY_STATUS:
+    case POOL_REPLY_STATUS:
         return put_line(b, '+', r->str, r->len);
-    case REDIS_REPLY_ERROR:
+    case POOL_REPLY_ERROR:
         return put_line(b, '-', r->str, r->len);
-    case REDIS_REPLY_INTEGER:
+    case POOL_REPLY_INTEGER:
         return px_reply_int(b, r->integer);
-    case REDIS_REPLY_NIL:
+    case POOL_REPLY_NIL:
         if (proto == PX_PROTO_RESP3)
             return buf_append(b, "_\r\n", 3);
         return out == FWD_OUT_NULLARR ? buf_append(b, "*-1\r\n", 5) : px_reply_nil(b);
-    case REDIS_REPLY_STRING:
+    case POOL_REPLY_STRING:
         if (out == FWD_OUT_DOUBLE)
             return put_double(b, proto, r);
         return px_reply_bulk(b, r->str, r->len);
-    case REDIS_REPLY_ARRAY:
+    case POOL_REPLY_ARRAY:
         return put_array(b, proto, r, out);
     default: /* the pool speaks RESP2: nothing else comes */
         return px_reply_error(b, "ERR lockproxy: unexpected upstream reply type %d", r->type);
@@ -239,7 +239,7 @@ static void op_finish(struct fwd_op *op)
     px_client_put(cl);
 }
 
-static void on_reply(void *arg, const redisReply *r, int err);
+static void on_reply(void *arg, const struct pool_reply *r, int err);
 
 /* Sends req's arguments, argv[0] (and argv[1]) replaced when name (text)
  * is set. Returns pool_command_slot()'s result. */
@@ -280,14 +280,14 @@ out:
 
 /* NOSCRIPT to an EVALSHA whose text is kept: sent again as EVAL. True
  * when the retry went out (the reply will come to on_reply again). */
-static bool retry_noscript(struct fwd_op *op, const redisReply *r)
+static bool retry_noscript(struct fwd_op *op, const struct pool_reply *r)
 {
     struct px_req *req = op->req;
     struct px_fwd *f = req->cl->srv->fwd;
     const char *text;
     size_t len;
 
-    if (op->kind != FWD_EVALSHA || op->retried || r->type != REDIS_REPLY_ERROR ||
+    if (op->kind != FWD_EVALSHA || op->retried || r->type != POOL_REPLY_ERROR ||
         strncmp(r->str, "NOSCRIPT", 8) != 0)
         return false;
     text = px_fwd_script_find(f->scripts, req->argv[1].p, req->argv[1].len, &len);
@@ -299,19 +299,19 @@ static bool retry_noscript(struct fwd_op *op, const redisReply *r)
 }
 
 /* SCRIPT LOAD's answer: keep the text under the SHA Redis computed. */
-static void after_load(struct fwd_op *op, const redisReply *r)
+static void after_load(struct fwd_op *op, const struct pool_reply *r)
 {
     struct px_req *req = op->req;
     struct px_server *srv = req->cl->srv;
 
-    if (r->type == REDIS_REPLY_STRING)
+    if (r->type == POOL_REPLY_STRING)
         px_fwd_script_keep(srv->fwd->scripts, r->str, req->argv[2].p, req->argv[2].len,
                            scripts_max(srv));
 }
 
 /* SCRIPT EXISTS's answer, with the kept texts counted as existing (the
  * proxy loads them where they are missing). */
-static void write_exists(struct fwd_op *op, const redisReply *r, struct buf *b)
+static void write_exists(struct fwd_op *op, const struct pool_reply *r, struct buf *b)
 {
     struct px_req *req = op->req;
     struct px_fwd *f = req->cl->srv->fwd;
@@ -322,13 +322,13 @@ static void write_exists(struct fwd_op *op, const redisReply *r, struct buf *b)
         const struct px_arg *sha = &req->argv[2 + i];
         bool kept =
             (int)i + 2 < req->argc && px_fwd_script_find(f->scripts, sha->p, sha->len, &len);
-        const redisReply *e = r->element[i];
+        const struct pool_reply *e = r->element[i];
 
-        px_reply_int(b, kept || (e->type == REDIS_REPLY_INTEGER && e->integer));
+        px_reply_int(b, kept || (e->type == POOL_REPLY_INTEGER && e->integer));
     }
 }
 
-static void on_reply(void *arg, const redisReply *r, int err)
+static void on_reply(void *arg, const struct pool_reply *r, int err)
 {
     struct fwd_op *op = arg;
     struct px_req *req = op->req;
@@ -341,11 +341,11 @@ static void on_reply(void *arg, const redisReply *r, int err)
     }
     if (retry_noscript(op, r))
         return;
-    if (r->type == REDIS_REPLY_ERROR)
+    if (r->type == POOL_REPLY_ERROR)
         f->st.errors++;
     if (op->kind == FWD_SCRIPT_LOAD)
         after_load(op, r);
-    if (op->kind == FWD_SCRIPT_EXISTS && r->type == REDIS_REPLY_ARRAY)
+    if (op->kind == FWD_SCRIPT_EXISTS && r->type == POOL_REPLY_ARRAY)
         write_exists(op, r, px_req_out(req));
     else
         put(px_req_out(req), req->cl->proto, r, op->out);

@@ -215,7 +215,7 @@ static void rtt_put(struct px_metrics *m, struct rtt_rec *r)
     m->free_rtts = r;
 }
 
-static void rtt_on_reply(void *arg, const redisReply *reply, int err)
+static void rtt_on_reply(void *arg, const struct pool_reply *reply, int err)
 {
     struct rtt_rec *r = arg;
     pool_reply_fn *cb = r->cb;

@@ -699,16 +699,16 @@ static bool sub_may_block(const struct px_req *req)
     return true; /* waits for Redis's confirmation: later commands follow it */
 }
 
-static void pub_on_reply(void *arg, const redisReply *r, int err)
+static void pub_on_reply(void *arg, const struct pool_reply *r, int err)
 {
     struct px_req *req = arg;
     struct px_client *cl = req->cl;
 
     if (err < 0)
         px_args_reply_upstream(req, err);
-    else if (r->type == REDIS_REPLY_ERROR)
+    else if (r->type == POOL_REPLY_ERROR)
         px_args_reply_redis_error(req, r);
-    else if (r->type == REDIS_REPLY_INTEGER)
+    else if (r->type == POOL_REPLY_INTEGER)
         px_reply_int(px_req_out(req), r->integer);
     else
         px_reply_error(px_req_out(req), "ERR unexpected reply from Redis to %s",

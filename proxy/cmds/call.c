@@ -22,7 +22,7 @@ struct call {
     bool own_failures;     /* fn answers upstream failures itself */
 };
 
-static void call_on_reply(void *arg, const redisReply *r, int err)
+static void call_on_reply(void *arg, const struct pool_reply *r, int err)
 {
     struct call *c = arg;
     struct px_req *req = c->req;
@@ -31,7 +31,7 @@ static void call_on_reply(void *arg, const redisReply *r, int err)
     if (err < 0) {
         if (!c->own_failures) /* else fn answers */
             px_wait_reply_upstream(req, err);
-    } else if (r->type == REDIS_REPLY_ERROR)
+    } else if (r->type == POOL_REPLY_ERROR)
         px_args_reply_redis_error(req, r);
     else if (c->fmt)
         c->fmt(req, r);
@@ -110,9 +110,9 @@ void px_call_script_own(struct px_req *req, uint64_t hint, unsigned script, int 
     call_script_fn(req, hint, script, numkeys, argc, argv, lens, fn, arg, true);
 }
 
-void px_call_reply_int(struct px_req *req, const redisReply *r)
+void px_call_reply_int(struct px_req *req, const struct pool_reply *r)
 {
-    if (r->type != REDIS_REPLY_INTEGER)
+    if (r->type != POOL_REPLY_INTEGER)
         return px_wait_reply_upstream(req, -EPROTO);
     px_reply_int(px_req_out(req), r->integer);
 }

@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include <hiredis/hiredis.h>
+#include "pool/reply.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -18,7 +18,7 @@ extern "C" {
 struct px_req;
 
 /* Formats a non-error script reply for req. */
-typedef void px_call_reply_fn(struct px_req *req, const redisReply *r);
+typedef void px_call_reply_fn(struct px_req *req, const struct pool_reply *r);
 
 /* Runs script (pool id) for req on the connection hint picks, and
  * finishes req with fmt(r); errors (upstream, Redis error replies) are
@@ -30,7 +30,7 @@ void px_call_script(struct px_req *req, uint64_t hint, unsigned script, int numk
  * error: fn formats it), or a failure already answered to the client (r
  * NULL and err < 0: -ENOTCONN or -ENOMEM when it was never sent, else its
  * outcome is unknown; or r an error reply of Redis: fn must not reply). */
-typedef void px_call_result_fn(struct px_req *req, void *arg, const redisReply *r, int err);
+typedef void px_call_result_fn(struct px_req *req, void *arg, const struct pool_reply *r, int err);
 
 /* As px_call_script, but fn (with arg, owned by the caller until fn) hears
  * every outcome, failures too. */
@@ -46,7 +46,7 @@ void px_call_script_own(struct px_req *req, uint64_t hint, unsigned script, int 
                         void *arg);
 
 /* fmt for scripts that return an integer: the integer, as is. */
-void px_call_reply_int(struct px_req *req, const redisReply *r);
+void px_call_reply_int(struct px_req *req, const struct pool_reply *r);
 
 /* True when argv has "WAIT 0" (a single attempt, so not a barrier). */
 bool px_call_wait_zero(const struct px_req *req);

@@ -137,10 +137,11 @@ static int latchop_send(struct px_wait_op *w)
 }
 
 /* Count above 0: wait; else the latch is open (+OK). Never a grant. */
-static enum px_wait_res latchop_reply(struct px_wait_op *w, const redisReply *r, uint64_t *repoll)
+static enum px_wait_res latchop_reply(struct px_wait_op *w, const struct pool_reply *r,
+                                      uint64_t *repoll)
 {
     (void)repoll;
-    if (r->type != REDIS_REPLY_INTEGER) {
+    if (r->type != POOL_REPLY_INTEGER) {
         px_wait_reply_upstream(w->req, -EPROTO);
         return PX_WAIT_FINISHED;
     }

@@ -10,9 +10,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include <hiredis/hiredis.h>
-
 #include "engine/wait.h"
+#include "pool/reply.h"
 #include "proxy/cmds/lock.h"
 
 #ifdef __cplusplus
@@ -62,7 +61,7 @@ size_t px__lock_owner(struct px_req *req, const struct px__lock_args *a,
 /* Replies for a script reply that failed: an upstream error (err < 0) or
  * a Redis error reply passed through (e.g. WRONGTYPE). Returns false, with
  * nothing written, when r is a reply for the command to interpret. */
-bool px__lock_reply_failed(struct px_req *req, const redisReply *r, int err);
+bool px__lock_reply_failed(struct px_req *req, const struct pool_reply *r, int err);
 
 /* The start of a command whose script send returned rc: on failure replies
  * and finishes req (false); else the reply callback holds a client

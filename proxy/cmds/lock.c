@@ -231,11 +231,11 @@ size_t px__lock_owner(struct px_req *req, const struct px__lock_args *a,
     return n + slen;
 }
 
-bool px__lock_reply_failed(struct px_req *req, const redisReply *r, int err)
+bool px__lock_reply_failed(struct px_req *req, const struct pool_reply *r, int err)
 {
     if (err < 0)
         px_args_reply_upstream(req, err);
-    else if (r->type == REDIS_REPLY_ERROR)
+    else if (r->type == POOL_REPLY_ERROR)
         px_args_reply_redis_error(req, r);
     else
         return false;
@@ -346,7 +346,8 @@ static void lockop_reply_lost(struct px_req *req, const struct px_acq *a)
                    (int)LP_MIN(a->nlen, 200u), a->name);
 }
 
-static enum px_wait_res lockop_reply(struct px_wait_op *w, const redisReply *r, uint64_t *repoll)
+static enum px_wait_res lockop_reply(struct px_wait_op *w, const struct pool_reply *r,
+                                     uint64_t *repoll)
 {
     struct px__lockop *op = lockop_of(w);
     struct px_shape_acq a;

@@ -134,7 +134,7 @@ static void multi_refresh_hold(struct multiop *op, struct multi_name *m)
     }
 }
 
-static void multi_on_group(void *arg, const redisReply *r, int err);
+static void multi_on_group(void *arg, const struct pool_reply *r, int err);
 
 /* Sends the group at op->group now, or defers it while a settle of one of
  * its names is due or in flight. Returns 0 or -errno (nothing sent). */
@@ -192,14 +192,14 @@ static void multi_on_defer(struct sched_timer *t)
     }
 }
 
-static bool multi_reply_ok(const redisReply *r)
+static bool multi_reply_ok(const struct pool_reply *r)
 {
     size_t i;
 
-    if (r->type != REDIS_REPLY_ARRAY || r->elements < 2)
+    if (r->type != POOL_REPLY_ARRAY || r->elements < 2)
         return false;
     for (i = 0; i < r->elements; i++) {
-        if (r->element[i]->type != REDIS_REPLY_INTEGER)
+        if (r->element[i]->type != POOL_REPLY_INTEGER)
             return false;
     }
     return true;
@@ -207,7 +207,7 @@ static bool multi_reply_ok(const redisReply *r)
 
 /* One group answered: record its grant and go on with the next group, or
  * report the outcome of the whole attempt to the engine. */
-static void multi_on_group(void *arg, const redisReply *r, int err)
+static void multi_on_group(void *arg, const struct pool_reply *r, int err)
 {
     struct multiop *op = arg;
     unsigned from = op->group, to = px__multi_group_end(op->names, op->n, from), i;
@@ -253,7 +253,8 @@ static int multi_send(struct px_wait_op *w)
 
 static bool multi_lost_before(struct multiop *op);
 
-static enum px_wait_res multi_reply(struct px_wait_op *w, const redisReply *r, uint64_t *repoll)
+static enum px_wait_res multi_reply(struct px_wait_op *w, const struct pool_reply *r,
+                                    uint64_t *repoll)
 {
     struct multiop *op = multiop_of(w);
     unsigned i;

@@ -162,7 +162,7 @@ static void unlock_next(struct multiunlock *u, unsigned to)
     }
 }
 
-static void unlock_on_group(void *arg, const redisReply *r, int err)
+static void unlock_on_group(void *arg, const struct pool_reply *r, int err)
 {
     struct multiunlock *u = arg;
     unsigned from = u->group, to = px__multi_group_end(u->names, u->n, from), i;
@@ -179,16 +179,16 @@ static void unlock_on_group(void *arg, const redisReply *r, int err)
         u->err = err;
     } else if (!r) {
         /* carried out by the proxy */
-    } else if (r->type == REDIS_REPLY_ERROR) {
+    } else if (r->type == POOL_REPLY_ERROR) {
         px_args_reply_redis_error(u->req, r);
         u->err = 1; /* replied */
-    } else if (r->type != REDIS_REPLY_ARRAY || r->elements != to - from) {
+    } else if (r->type != POOL_REPLY_ARRAY || r->elements != to - from) {
         u->err = -EPROTO;
     } else {
         for (i = from; i < to; i++) {
-            const redisReply *e = r->element[i - from];
+            const struct pool_reply *e = r->element[i - from];
 
-            unlock_apply(u, &u->names[i], e->type == REDIS_REPLY_INTEGER ? e->integer : -1);
+            unlock_apply(u, &u->names[i], e->type == POOL_REPLY_INTEGER ? e->integer : -1);
         }
     }
     for (i = from; i < to; i++) {

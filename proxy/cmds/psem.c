@@ -221,7 +221,8 @@ static bool psem_returnable(const struct psemop *p)
     return !p->keep && (p->lease_ms < 0 || p->wait.eng->cfg.on_disc == PX_DISCONNECT_RELEASE);
 }
 
-static enum px_wait_res psemop_reply(struct px_wait_op *w, const redisReply *r, uint64_t *repoll)
+static enum px_wait_res psemop_reply(struct px_wait_op *w, const struct pool_reply *r,
+                                     uint64_t *repoll)
 {
     long long status, next;
     uint64_t now = clock_wall_ms();
@@ -355,9 +356,9 @@ void px__psem_cmd_trysetpermits(struct px_req *req)
                 NULL, 0, px_call_reply_int);
 }
 
-static void psem_reply_release(struct px_req *req, const redisReply *r)
+static void psem_reply_release(struct px_req *req, const struct pool_reply *r)
 {
-    if (r->type != REDIS_REPLY_INTEGER)
+    if (r->type != POOL_REPLY_INTEGER)
         return px_wait_reply_upstream(req, -EPROTO);
     if (r->integer >= 0) {
         px_reply_int(px_req_out(req), r->integer);
@@ -398,11 +399,11 @@ static void psem_release_in_hand(struct px_req *req, const struct psem_rel *x)
     px_reply_int(px_req_out(req), x->until == PX_JOB_NO_END || now < x->until);
 }
 
-static void psem_release_done(struct px_req *req, void *arg, const redisReply *r, int err)
+static void psem_release_done(struct px_req *req, void *arg, const struct pool_reply *r, int err)
 {
     struct psem_rel *x = arg;
 
-    if (r && r->type != REDIS_REPLY_ERROR)
+    if (r && r->type != POOL_REPLY_ERROR)
         psem_reply_release(req, r);
     else if (!r && err != -ENOMEM)
         psem_release_in_hand(req, x);

@@ -166,11 +166,11 @@ static void rl_decide(struct rl_attempt *att)
     struct px_redlock *rl = att->rl;
     struct rl_op *op = att->op;
     unsigned nok = popcount(att->took);
-    redisReply el[2] = {{.type = REDIS_REPLY_INTEGER}, {.type = REDIS_REPLY_INTEGER}};
-    redisReply *elp[2] = {&el[0], &el[1]};
-    redisReply arr = {.type = REDIS_REPLY_ARRAY, .elements = 2, .element = elp};
-    redisReply nil = {.type = REDIS_REPLY_NIL};
-    const redisReply *r = &arr;
+    struct pool_reply el[2] = {{.type = POOL_REPLY_INTEGER}, {.type = POOL_REPLY_INTEGER}};
+    struct pool_reply *elp[2] = {&el[0], &el[1]};
+    struct pool_reply arr = {.type = POOL_REPLY_ARRAY, .elements = 2, .element = elp};
+    struct pool_reply nil = {.type = POOL_REPLY_NIL};
+    const struct pool_reply *r = &arr;
 
     att->decided = true;
     op->attempt = att;
@@ -189,7 +189,7 @@ static void rl_decide(struct rl_attempt *att)
     att->op = NULL;
 }
 
-static void rl_on_master(void *arg, const redisReply *r, int err)
+static void rl_on_master(void *arg, const struct pool_reply *r, int err)
 {
     struct rl_call *c = arg;
     struct rl_attempt *att = c->ctx;
@@ -261,12 +261,12 @@ static int rl_send(struct px_wait_op *w)
     return 0;
 }
 
-static enum px_wait_res rl_reply(struct px_wait_op *w, const redisReply *r, uint64_t *repoll)
+static enum px_wait_res rl_reply(struct px_wait_op *w, const struct pool_reply *r, uint64_t *repoll)
 {
     struct rl_op *op = rl_op_of(w);
     int64_t pttl;
 
-    if (r->type == REDIS_REPLY_NIL) {
+    if (r->type == POOL_REPLY_NIL) {
         px_server_of(w->eng)->stats.upstream_errs++;
         px_reply_error(px_req_out(w->req),
                        "UPSTREAM REDLOCK reached fewer than %u of %u masters (a majority is "
@@ -480,21 +480,21 @@ static void rl_unlock_reply(struct rl_unlock *u)
                    (int)LP_MIN(name->len, 200u), name->p);
 }
 
-static void rl_on_unlock(void *arg, const redisReply *r, int err)
+static void rl_on_unlock(void *arg, const struct pool_reply *r, int err)
 {
     struct rl_call *c = arg;
     struct rl_unlock *u = c->ctx;
     struct px_req *req = u->req;
     struct px_client *cl = req->cl;
 
-    if (err == 0 && r->type == REDIS_REPLY_INTEGER) {
+    if (err == 0 && r->type == POOL_REPLY_INTEGER) {
         if (r->integer == 1) {
             u->released++;
         } else {
             u->still++;
             u->still_mask |= 1u << c->i;
         }
-    } else if (err == 0 && r->type == REDIS_REPLY_NIL) {
+    } else if (err == 0 && r->type == POOL_REPLY_NIL) {
         u->not_held++;
     } else if (err < 0) {
         u->lost_mask |= 1u << c->i;

@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include <hiredis/hiredis.h>
+#include "pool/reply.h"
 
 #include "engine/engine.h"
 #include "engine/sem.h"

@@ -147,7 +147,7 @@ static bool carry_ready(const struct px_job *j)
 }
 
 static int carry_send(struct px_job *j, pool_reply_fn *cb, void *arg);
-static void carry_done(struct px_job *j, const redisReply *r);
+static void carry_done(struct px_job *j, const struct pool_reply *r);
 static void carry_dropped(struct px_job *j, enum px_job_drop why);
 
 static const struct px_job_ops sem_carry_ops = {
@@ -213,13 +213,13 @@ static void carry_finish(struct sem_carry *c)
 }
 
 /* {1, count, lost, left}, {3, count, 0, 0} (it had run), or an error. */
-static void carry_done(struct px_job *j, const redisReply *r)
+static void carry_done(struct px_job *j, const struct pool_reply *r)
 {
     struct sem_carry *c = LP_CONTAINER_OF(j, struct sem_carry, job);
     long long v[4];
     size_t n;
 
-    if (r->type == REDIS_REPLY_ERROR)
+    if (r->type == POOL_REPLY_ERROR)
         log_msg(LOG_LVL_WARN, "releasing %lld permits of '%.*s' (carried out) failed: %.*s",
                 (long long)c->n, (int)LP_MIN(c->nlen, 200u), c->name, (int)LP_MIN(r->len, 200u),
                 r->str);
@@ -286,7 +286,7 @@ static void release_lost_reply(struct px_req *req, long long lost, long long cou
  * by the proxy (+INHAND). The tracking follows what Redis did (a
  * carried-out release: maybe applied, so the record says what goes back
  * at close). */
-static void release_done(struct px_req *req, void *arg, const redisReply *r, int err)
+static void release_done(struct px_req *req, void *arg, const struct pool_reply *r, int err)
 {
     struct sem_rel *x = arg;
     const struct px_arg *name = &req->argv[1];
@@ -300,10 +300,10 @@ static void release_done(struct px_req *req, void *arg, const redisReply *r, int
     } else if (!r && err != -ENOMEM) {
         out = err == -ENOTCONN ? PX__SEM_NOT_APPLIED : PX__SEM_MAYBE_APPLIED;
         px_wait_reply_upstream(req, err);
-    } else if (r && r->type != REDIS_REPLY_ERROR && !px_shape_ints(r, 4, 4, v, &n)) {
+    } else if (r && r->type != POOL_REPLY_ERROR && !px_shape_ints(r, 4, 4, v, &n)) {
         out = PX__SEM_MAYBE_APPLIED;
         px_wait_reply_upstream(req, -EPROTO);
-    } else if (r && r->type != REDIS_REPLY_ERROR) {
+    } else if (r && r->type != POOL_REPLY_ERROR) {
         out = PX__SEM_APPLIED; /* {3, count, ..}: its resend ran first */
         if (v[2] > 0)
             release_lost_reply(req, v[2], v[1]);
@@ -402,7 +402,8 @@ static int semop_send(struct px_wait_op *w)
     return px_wait_eval(w, hint, px__sem_script(w->eng, PX__SEM_ACQUIRE), 2, 4, k.argv, k.lens);
 }
 
-static enum px_wait_res semop_reply(struct px_wait_op *w, const redisReply *r, uint64_t *repoll)
+static enum px_wait_res semop_reply(struct px_wait_op *w, const struct pool_reply *r,
+                                    uint64_t *repoll)
 {
     long long status, value;
 

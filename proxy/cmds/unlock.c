@@ -43,7 +43,7 @@ struct unlockop;
 
 /* Interprets a non-error script reply r of u's command and writes the
  * reply; false when r has an unexpected shape (nothing written). */
-typedef bool unlock_apply_fn(struct px_req *req, struct unlockop *u, const redisReply *r);
+typedef bool unlock_apply_fn(struct px_req *req, struct unlockop *u, const struct pool_reply *r);
 
 /* An UNLOCK or LOCK.INFO whose script is in flight (req->op). */
 struct unlockop {
@@ -75,16 +75,16 @@ static void unlock_nil(struct px_req *req, struct unlockop *u)
 
 /* The hold follows the reply first (px_hold_end() after it, so a settle
  * that became due keeps the count this reply left). */
-static bool unlock_apply(struct px_req *req, struct unlockop *u, const redisReply *r)
+static bool unlock_apply(struct px_req *req, struct unlockop *u, const struct pool_reply *r)
 {
     struct px_server *srv = req->cl->srv;
     struct px_hold *h = u->hold;
 
-    if (r->type == REDIS_REPLY_NIL) {
+    if (r->type == POOL_REPLY_NIL) {
         unlock_nil(req, u);
         return true;
     }
-    if (r->type != REDIS_REPLY_INTEGER)
+    if (r->type != POOL_REPLY_INTEGER)
         return false;
     if (r->integer == 1) {
         srv->engine->stats.released++;
@@ -138,7 +138,7 @@ static bool unlock_in_hand(struct px_req *req, struct unlockop *u)
     return true;
 }
 
-static void unlockop_on_reply(void *arg, const redisReply *r, int err)
+static void unlockop_on_reply(void *arg, const struct pool_reply *r, int err)
 {
     struct unlockop *u = arg;
     struct px_req *req = u->req;
@@ -244,7 +244,7 @@ static struct px__lockop *grant_candidate(struct px_server *srv, const struct px
     return LP_CONTAINER_OF(w, struct px__lockop, wait);
 }
 
-static void grant_on_reply(void *arg, const redisReply *r, int err);
+static void grant_on_reply(void *arg, const struct pool_reply *r, int err);
 
 /* Unlock of the caller's hold (a) and grant to u->next, in one script. */
 static int grant_send(struct px_server *srv, const struct px_acq *a, struct unlockop *u)
@@ -264,21 +264,21 @@ static int grant_send(struct px_server *srv, const struct px_acq *a, struct unlo
  * over (else the reply as it is), and the waiter an acquire reply: granted
  * ({1, 1}), still held by the caller (0: {0, its lease}), not held by it
  * (nil: {0, 0}, an attempt of its own in a millisecond), or the error. */
-static void grant_on_reply(void *arg, const redisReply *r, int err)
+static void grant_on_reply(void *arg, const struct pool_reply *r, int err)
 {
     struct unlockop *u = arg;
     struct px__lockop *next = u->next;
-    bool as_is = err < 0 || r->type == REDIS_REPLY_ERROR;
-    bool granted = !as_is && r->type == REDIS_REPLY_INTEGER && r->integer == 2;
-    redisReply one = {.type = REDIS_REPLY_INTEGER, .integer = 1};
-    redisReply el[2] = {{.type = REDIS_REPLY_INTEGER, .integer = granted},
-                        {.type = REDIS_REPLY_INTEGER, .integer = 0}};
-    redisReply *elp[2] = {&el[0], &el[1]};
-    redisReply acq = {.type = REDIS_REPLY_ARRAY, .elements = 2, .element = elp};
+    bool as_is = err < 0 || r->type == POOL_REPLY_ERROR;
+    bool granted = !as_is && r->type == POOL_REPLY_INTEGER && r->integer == 2;
+    struct pool_reply one = {.type = POOL_REPLY_INTEGER, .integer = 1};
+    struct pool_reply el[2] = {{.type = POOL_REPLY_INTEGER, .integer = granted},
+                               {.type = POOL_REPLY_INTEGER, .integer = 0}};
+    struct pool_reply *elp[2] = {&el[0], &el[1]};
+    struct pool_reply acq = {.type = POOL_REPLY_ARRAY, .elements = 2, .element = elp};
 
     if (granted)
         el[1].integer = 1;
-    else if (!as_is && r->type == REDIS_REPLY_INTEGER)
+    else if (!as_is && r->type == POOL_REPLY_INTEGER)
         el[1].integer = (long long)u->lease_ms;
     unlockop_on_reply(u, granted ? &one : r, err);
     px_wait_on_reply(&next->wait, as_is ? r : &acq, err);
@@ -343,13 +343,13 @@ void px__lock_cmd_unlock(struct px_req *req)
 
 /* ---- FORCEUNLOCK --------------------------------------------------------------- */
 
-static void force_on_reply(void *arg, const redisReply *r, int err)
+static void force_on_reply(void *arg, const struct pool_reply *r, int err)
 {
     struct px_req *req = arg;
     struct px_client *cl = req->cl;
 
     if (!px__lock_reply_failed(req, r, err))
-        px_reply_int(px_req_out(req), r->type == REDIS_REPLY_INTEGER ? r->integer : 0);
+        px_reply_int(px_req_out(req), r->type == POOL_REPLY_INTEGER ? r->integer : 0);
     px_req_done(req);
     px_client_put(cl);
 }
@@ -425,7 +425,7 @@ static struct px_hold *info_hold(struct px_req *req, const struct unlockop *u)
     return h && px_hold_is_held(h) ? h : NULL;
 }
 
-static bool info_apply(struct px_req *req, struct unlockop *u, const redisReply *r)
+static bool info_apply(struct px_req *req, struct unlockop *u, const struct pool_reply *r)
 {
     struct px_hold *h = info_hold(req, u);
     struct buf *b = px_req_out(req);

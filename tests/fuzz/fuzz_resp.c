@@ -19,8 +19,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <hiredis/hiredis.h>
-
 #include "common/buf.h"
 #include "common/compiler.h"
 #include "common/log.h"
@@ -107,20 +105,20 @@ static uint32_t next_rand(uint32_t *s)
 }
 
 /* Checks r's shape and appends a canonical form of it to out. */
-static void render(struct buf *out, const redisReply *r, unsigned depth)
+static void render(struct buf *out, const struct pool_reply *r, unsigned depth)
 {
     char head[64];
 
     snprintf(head, sizeof(head), "%d:%lld:%zu:%zu:", r->type, r->integer, r->len, r->elements);
     buf_append_str(out, head);
     switch (r->type) {
-    case REDIS_REPLY_STRING:
-    case REDIS_REPLY_STATUS:
-    case REDIS_REPLY_ERROR:
+    case POOL_REPLY_STRING:
+    case POOL_REPLY_STATUS:
+    case POOL_REPLY_ERROR:
         CHECK(r->str != NULL && r->str[r->len] == '\0');
         buf_append(out, r->str, r->len);
         break;
-    case REDIS_REPLY_ARRAY:
+    case POOL_REPLY_ARRAY:
         CHECK(depth <= POOL__RESP_MAX_DEPTH);
         CHECK(r->elements <= POOL__RESP_MAX_ELEMENTS);
         CHECK(r->elements == 0 || r->element != NULL);
@@ -146,7 +144,7 @@ static void run(const uint8_t *in, size_t len, uint32_t seed, bool deliver, stru
     while (off < len && !failed) {
         size_t n = len - off;
         char *chunk;
-        redisReply *r;
+        struct pool_reply *r;
         int rc;
 
         if (seed) {
@@ -167,9 +165,9 @@ static void run(const uint8_t *in, size_t len, uint32_t seed, bool deliver, stru
             buf_append(out, "|", 1);
             if (deliver)
                 pool__pubsub_reply(pool->single, r);
-            CHECK(pool__resp_is_error(r, "") == (r->type == REDIS_REPLY_ERROR));
+            CHECK(pool__resp_is_error(r, "") == (r->type == POOL_REPLY_ERROR));
             (void)pool__resp_str_is(r, "message");
-            freeReplyObject(r);
+            pool__resp_free(r);
             rc = 0;
         }
         if (rc < 0) {

@@ -16,8 +16,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <hiredis/hiredis.h>
-
 #include "common/compiler.h"
 #include "engine/shape.h"
 #include "pool/resp.h"
@@ -34,18 +32,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
     } while (0)
 
 /* The reference: whether r is an array of min..max integers. */
-static bool all_ints(const redisReply *r, size_t min, size_t max)
+static bool all_ints(const struct pool_reply *r, size_t min, size_t max)
 {
-    if (r->type != REDIS_REPLY_ARRAY || r->elements < min || r->elements > max)
+    if (r->type != POOL_REPLY_ARRAY || r->elements < min || r->elements > max)
         return false;
     for (size_t i = 0; i < r->elements; i++) {
-        if (r->element[i]->type != REDIS_REPLY_INTEGER)
+        if (r->element[i]->type != POOL_REPLY_INTEGER)
             return false;
     }
     return true;
 }
 
-static void check_ints(const redisReply *r)
+static void check_ints(const struct pool_reply *r)
 {
     static const size_t ranges[][2] = {{0, 0}, {1, 1}, {2, 2}, {2, 3}, {3, 3}, {0, 8}, {4, 9}};
 
@@ -63,14 +61,14 @@ static void check_ints(const redisReply *r)
     }
 }
 
-static void check_acquire(const redisReply *r)
+static void check_acquire(const struct pool_reply *r)
 {
     struct px_shape_acq a;
     bool ok = px_shape_acquire(r, &a);
 
     if (!ok)
         return;
-    if (r->type == REDIS_REPLY_INTEGER) { /* the plain lock's -2 - count, or pttl */
+    if (r->type == POOL_REPLY_INTEGER) { /* the plain lock's -2 - count, or pttl */
         CHECK(a.granted == (r->integer <= -3) && a.token == -1);
         if (a.granted)
             CHECK(a.count == -(r->integer + 2) && a.count >= 1);
@@ -89,7 +87,7 @@ static void check_acquire(const redisReply *r)
     }
 }
 
-static void check_pair_and_batch(const redisReply *r)
+static void check_pair_and_batch(const struct pool_reply *r)
 {
     long long status = 7, value = 7;
 
@@ -100,21 +98,21 @@ static void check_pair_and_batch(const redisReply *r)
         CHECK(!all_ints(r, 2, 2) && status == 7 && value == 7);
     for (size_t n = 0; n < 4; n++) {
         if (!px_shape_batch(r, n)) {
-            CHECK(r->type != REDIS_REPLY_ARRAY || r->elements != n);
+            CHECK(r->type != POOL_REPLY_ARRAY || r->elements != n);
             continue;
         }
         for (size_t i = 0; i < n; i++)
             CHECK(px_shape_held(r, i) ==
-                  (r->element[i]->type == REDIS_REPLY_INTEGER && r->element[i]->integer == 1));
+                  (r->element[i]->type == POOL_REPLY_INTEGER && r->element[i]->integer == 1));
     }
 }
 
-static void check_reply(const redisReply *r, unsigned depth)
+static void check_reply(const struct pool_reply *r, unsigned depth)
 {
     check_ints(r);
     check_acquire(r);
     check_pair_and_batch(r);
-    if (r->type == REDIS_REPLY_ARRAY && depth < 3) {
+    if (r->type == POOL_REPLY_ARRAY && depth < 3) {
         for (size_t i = 0; i < r->elements; i++)
             check_reply(r->element[i], depth + 1);
     }
@@ -123,14 +121,14 @@ static void check_reply(const redisReply *r, unsigned depth)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     struct pool__resp_reader *rd = pool__resp_reader_create();
-    redisReply *r;
+    struct pool_reply *r;
     int rc;
 
     CHECK(rd);
     rc = pool__resp_feed(rd, (const char *)data, size);
     while (rc == 0 && (rc = pool__resp_next(rd, &r)) == 1) {
         check_reply(r, 0);
-        freeReplyObject(r);
+        pool__resp_free(r);
         rc = 0;
     }
     CHECK(rc == 0 || rc == -EPROTO);

@@ -175,7 +175,7 @@ static void cfx_expect_get(struct cfx *f, const char *key, const char *val)
     struct pf_rec r = cfx_cmd(f, 2, argv);
 
     ASSERT_EQ(r.err, 0);
-    ASSERT_EQ(r.type, REDIS_REPLY_STRING);
+    ASSERT_EQ(r.type, POOL_REPLY_STRING);
     ASSERT_STREQ(r.str, val);
 }
 
@@ -311,11 +311,11 @@ static struct {
     int bad;  /* anything but +OK */
 } setall;
 
-static void setall_cb(void *arg, const redisReply *r, int err)
+static void setall_cb(void *arg, const struct pool_reply *r, int err)
 {
     (void)arg;
     setall.done++;
-    setall.bad += err != 0 || r->type != REDIS_REPLY_STATUS;
+    setall.bad += err != 0 || r->type != POOL_REPLY_STATUS;
 }
 
 static bool setall_done(void *arg)
@@ -403,7 +403,7 @@ static void check_scripts(struct cfx *f)
     ASSERT_EQ(rcluster_int(&f->c, owner, "EXISTS {tag}a {tag}b"), 2);
     ASSERT_TRUE(pool_slot("x1", 2) != pool_slot("x2", 2));
     r = cfx_eval(f, 2, 2, 3, split);
-    ASSERT_EQ(r.type, REDIS_REPLY_ERROR);
+    ASSERT_EQ(r.type, POOL_REPLY_ERROR);
     ASSERT_TRUE(strncmp(r.str, "CROSSSLOT", 9) == 0);
 }
 
@@ -467,7 +467,7 @@ static void check_single_on_cluster(struct cfx *f)
     ASSERT_TRUE(lf_run_until(f->loop, single_ready, p, 5000));
     r = cfx_cmd_on(f, p, 2, argv);
     ASSERT_EQ(r.err, 0);
-    ASSERT_EQ(r.type, REDIS_REPLY_ERROR);
+    ASSERT_EQ(r.type, POOL_REPLY_ERROR);
     ASSERT_TRUE(strncmp(r.str, POOL_ERR_IS_CLUSTER_CODE " ", 9) == 0);
     ASSERT_NOTNULL(strstr(r.str, "is a Redis Cluster node"));
     ASSERT_NOTNULL(strstr(r.str, "redis-cluster://"));
@@ -532,7 +532,7 @@ static void run_routing(enum sched_io io)
     ASSERT_OK(pool_command_slot(f.pool, 0, pool_slot("somechan", 8), 3, shardnumsub, NULL,
                                 pf_rec_cb, &r));
     ASSERT_TRUE(lf_run_until(f.loop, pf_rec_done, &r, 5000));
-    ASSERT_EQ(r.type, REDIS_REPLY_ARRAY);
+    ASSERT_EQ(r.type, POOL_REPLY_ARRAY);
     ASSERT_EQ(pool_command_slot(f.pool, 0, POOL_SLOTS, 3, shardnumsub, NULL, pf_rec_cb, &r),
               -EINVAL);
     check_single_on_cluster(&f);
@@ -769,7 +769,7 @@ static void run_retry(enum sched_io io)
     rcluster_migrate_finish(&f.c, s, m1, m2);
     ASSERT_TRUE(lf_run_until(f.loop, pf_rec_done, &r, 5000));
     ASSERT_EQ(r.err, 0);
-    ASSERT_EQ(r.type, REDIS_REPLY_ARRAY);
+    ASSERT_EQ(r.type, POOL_REPLY_ARRAY);
     ASSERT_EQ(r.elements, 2);
     /* CLUSTERDOWN */
     key_on(&f, m1, "down", wk, sizeof(wk));

@@ -144,7 +144,7 @@ struct tally {
     int want;     /* completions expected */
 };
 
-static void tally_cb(void *arg, const redisReply *r, int err)
+static void tally_cb(void *arg, const struct pool_reply *r, int err)
 {
     struct tally *t = arg;
 
@@ -265,22 +265,22 @@ static struct {
     size_t echo_len[NPIPE]; /* their lengths */
 } fifo;
 
-static void fifo_incr_cb(void *arg, const redisReply *r, int err)
+static void fifo_incr_cb(void *arg, const struct pool_reply *r, int err)
 {
     (void)arg;
     fifo.done++;
-    if (err || r->type != REDIS_REPLY_INTEGER || r->integer != fifo.incr + 1)
+    if (err || r->type != POOL_REPLY_INTEGER || r->integer != fifo.incr + 1)
         fifo.bad++;
     else
         fifo.incr++;
 }
 
-static void fifo_echo_cb(void *arg, const redisReply *r, int err)
+static void fifo_echo_cb(void *arg, const struct pool_reply *r, int err)
 {
     size_t i = (size_t)(uintptr_t)arg;
 
     fifo.done++;
-    if (err || r->type != REDIS_REPLY_STRING || r->len != fifo.echo_len[i] ||
+    if (err || r->type != POOL_REPLY_STRING || r->len != fifo.echo_len[i] ||
         memcmp(r->str, fifo.echo[i], r->len) != 0)
         fifo.bad++;
 }
@@ -378,7 +378,7 @@ static struct {
 } nos;
 static char nos_big[1000];
 
-static void nos_cb(void *arg, const redisReply *r, int err)
+static void nos_cb(void *arg, const struct pool_reply *r, int err)
 {
     size_t i = (size_t)(uintptr_t)arg;
     char want[32];
@@ -390,7 +390,7 @@ static void nos_cb(void *arg, const redisReply *r, int err)
         w = want;
     }
     nos.done++;
-    if (err || r->type != REDIS_REPLY_STRING || r->len != wl || memcmp(r->str, w, wl) != 0)
+    if (err || r->type != POOL_REPLY_STRING || r->len != wl || memcmp(r->str, w, wl) != 0)
         nos.bad++;
 }
 
@@ -860,7 +860,7 @@ static struct {
     int after_stop;    /* submits from callbacks after the stop */
 } chain;
 
-static void chain_cb(void *arg, const redisReply *r, int err)
+static void chain_cb(void *arg, const struct pool_reply *r, int err)
 {
     const char *argv[] = {"INCR", "chain"};
 
@@ -871,7 +871,7 @@ static void chain_cb(void *arg, const redisReply *r, int err)
         ASSERT_OK(pool_command(chain.pool, 0, 2, argv, NULL, chain_cb, NULL));
 }
 
-static void stop_cb(void *arg, const redisReply *r, int err)
+static void stop_cb(void *arg, const struct pool_reply *r, int err)
 {
     const char *argv[] = {"PING"};
 

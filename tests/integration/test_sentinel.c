@@ -204,7 +204,7 @@ static long long eval_incr(struct sfx *f, struct pool *p, const char *key)
     memset(&r, 0, sizeof(r));
     ASSERT_OK(pool_eval(p, 0, 1, 1, 2, argv, NULL, pf_rec_cb, &r));
     ASSERT_TRUE(lf_run_until(f->loop, pf_rec_done, &r, 10000));
-    if (r.err != 0 || r.type != REDIS_REPLY_INTEGER)
+    if (r.err != 0 || r.type != POOL_REPLY_INTEGER)
         TEST_FAIL("EVALSHA incrby %s: err %d, reply '%s'", key, r.err, r.str);
     return r.integer;
 }
@@ -256,12 +256,12 @@ struct load {
     unsigned next;        /* key rotation */
 };
 
-static void load_cb(void *arg, const redisReply *r, int err)
+static void load_cb(void *arg, const struct pool_reply *r, int err)
 {
     struct load *l = arg;
 
     l->inflight--;
-    if (err == 0 && r->type == REDIS_REPLY_INTEGER) {
+    if (err == 0 && r->type == POOL_REPLY_INTEGER) {
         l->ok++;
         l->ok_since++;
     } else if (err == 0) {

@@ -26,7 +26,7 @@ struct fp_req {
     size_t *lens;
     struct pool_wait *w;
     uint64_t sent_ms;
-    redisReply *reply; /* set once Redis ran it */
+    struct pool_reply *reply; /* set once Redis ran it */
 };
 
 struct fp_conn {
@@ -211,8 +211,7 @@ static void req_free(struct fp_req *q)
         free(q->argv[i]);
     free(q->argv);
     free(q->lens);
-    if (q->reply)
-        freeReplyObject(q->reply);
+    fr_reply_free(q->reply);
     free(q);
 }
 

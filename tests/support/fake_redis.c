@@ -1191,9 +1191,22 @@ int fr_load(struct fake_redis *r, const char *name, const char *text)
     return luaL_ref(r->L, LUA_REGISTRYINDEX);
 }
 
-static redisReply *reply_new(int type)
+void fr_reply_free(struct pool_reply *rep)
 {
-    redisReply *rep = calloc(1, sizeof(*rep));
+    size_t i;
+
+    if (!rep)
+        return;
+    for (i = 0; i < rep->elements; i++)
+        fr_reply_free(rep->element[i]);
+    free(rep->element);
+    free(rep->str);
+    free(rep);
+}
+
+static struct pool_reply *reply_new(int type)
+{
+    struct pool_reply *rep = calloc(1, sizeof(*rep));
 
     if (!rep)
         abort();
@@ -1201,9 +1214,9 @@ static redisReply *reply_new(int type)
     return rep;
 }
 
-static redisReply *reply_str(int type, const char *p, size_t n)
+static struct pool_reply *reply_str(int type, const char *p, size_t n)
 {
-    redisReply *rep = reply_new(type);
+    struct pool_reply *rep = reply_new(type);
 
     rep->str = xdup(p, n);
     rep->len = n;
@@ -1211,38 +1224,38 @@ static redisReply *reply_str(int type, const char *p, size_t n)
 }
 
 /* Lua value at idx -> reply, as Redis's luaReplyToRedisReply. */
-static redisReply *lua_to_reply(lua_State *L, int idx)
+static struct pool_reply *lua_to_reply(lua_State *L, int idx)
 {
-    redisReply *rep;
+    struct pool_reply *rep;
     size_t n, cap = 0;
 
     switch (lua_type(L, idx)) {
     case LUA_TNUMBER:
-        rep = reply_new(REDIS_REPLY_INTEGER);
+        rep = reply_new(POOL_REPLY_INTEGER);
         rep->integer = (long long)lua_tonumber(L, idx);
         return rep;
     case LUA_TSTRING: {
         const char *s = lua_tolstring(L, idx, &n);
 
-        return reply_str(REDIS_REPLY_STRING, s, n);
+        return reply_str(POOL_REPLY_STRING, s, n);
     }
     case LUA_TBOOLEAN:
         if (!lua_toboolean(L, idx))
-            return reply_new(REDIS_REPLY_NIL);
-        rep = reply_new(REDIS_REPLY_INTEGER);
+            return reply_new(POOL_REPLY_NIL);
+        rep = reply_new(POOL_REPLY_INTEGER);
         rep->integer = 1;
         return rep;
     case LUA_TTABLE:
         break;
     default:
-        return reply_new(REDIS_REPLY_NIL);
+        return reply_new(POOL_REPLY_NIL);
     }
     idx = idx < 0 ? lua_gettop(L) + idx + 1 : idx;
     lua_getfield(L, idx, "err");
     if (lua_type(L, -1) == LUA_TSTRING) {
         const char *s = lua_tolstring(L, -1, &n);
 
-        rep = reply_str(REDIS_REPLY_ERROR, s, n);
+        rep = reply_str(POOL_REPLY_ERROR, s, n);
         lua_pop(L, 1);
         return rep;
     }
@@ -1251,12 +1264,12 @@ static redisReply *lua_to_reply(lua_State *L, int idx)
     if (lua_type(L, -1) == LUA_TSTRING) {
         const char *s = lua_tolstring(L, -1, &n);
 
-        rep = reply_str(REDIS_REPLY_STATUS, s, n);
+        rep = reply_str(POOL_REPLY_STATUS, s, n);
         lua_pop(L, 1);
         return rep;
     }
     lua_pop(L, 1);
-    rep = reply_new(REDIS_REPLY_ARRAY);
+    rep = reply_new(POOL_REPLY_ARRAY);
     for (n = 0;; n++) {
         lua_rawgeti(L, idx, (int)n + 1);
         if (lua_isnil(L, -1)) {
@@ -1289,11 +1302,11 @@ static void set_array(lua_State *L, const char *name, int n, const char *const *
     lua_setglobal(L, name);
 }
 
-redisReply *fr_eval(struct fake_redis *r, int id, uint64_t now_ms, int numkeys, int argc,
-                    const char *const *argv, const size_t *lens)
+struct pool_reply *fr_eval(struct fake_redis *r, int id, uint64_t now_ms, int numkeys, int argc,
+                           const char *const *argv, const size_t *lens)
 {
     lua_State *L = r->L;
-    redisReply *rep;
+    struct pool_reply *rep;
     char msg[512];
 
     r->now = now_ms;
@@ -1313,7 +1326,7 @@ redisReply *fr_eval(struct fake_redis *r, int id, uint64_t now_ms, int numkeys, 
             snprintf(msg, sizeof(msg), "ERR Error running script: %s", e ? e : "?");
         }
         lua_pop(L, 1);
-        return reply_str(REDIS_REPLY_ERROR, msg, strlen(msg));
+        return reply_str(POOL_REPLY_ERROR, msg, strlen(msg));
     }
     rep = lua_to_reply(L, -1);
     lua_pop(L, 1);

@@ -17,7 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include <hiredis/hiredis.h>
+#include "pool/reply.h"
 
 struct fr_db;
 struct fake_redis;
@@ -35,9 +35,12 @@ void fr_destroy(struct fake_redis *r);
 int fr_load(struct fake_redis *r, const char *name, const char *text);
 
 /* Runs script id as EVALSHA would at time now_ms: argv holds numkeys keys
- * then the arguments. Returns a reply tree (free with freeReplyObject). */
-redisReply *fr_eval(struct fake_redis *r, int id, uint64_t now_ms, int numkeys, int argc,
-                    const char *const *argv, const size_t *lens);
+ * then the arguments. Returns a reply tree (free with fr_reply_free). */
+struct pool_reply *fr_eval(struct fake_redis *r, int id, uint64_t now_ms, int numkeys, int argc,
+                           const char *const *argv, const size_t *lens);
+
+/* Frees a reply of fr_eval() (NULL: nothing). */
+void fr_reply_free(struct pool_reply *rep);
 
 /* The live keyspace, and whole-keyspace operations for faults. */
 struct fr_db *fr_db(struct fake_redis *r);

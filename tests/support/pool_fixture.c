@@ -7,7 +7,7 @@
 #include "common/compiler.h"
 #include "harness.h"
 
-void pf_rec_cb(void *arg, const redisReply *r, int err)
+void pf_rec_cb(void *arg, const struct pool_reply *r, int err)
 {
     struct pf_rec *x = arg;
 

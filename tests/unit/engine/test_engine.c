@@ -256,7 +256,7 @@ struct fx_rec {
     long long integer;
 };
 
-static void fx_rec_cb(void *arg, const redisReply *r, int err)
+static void fx_rec_cb(void *arg, const struct pool_reply *r, int err)
 {
     struct fx_rec *rec = arg;
 
@@ -284,7 +284,7 @@ static bool fx_acquire(const char *name, const char *owner, size_t olen, uint64_
     fx_pump();
     ASSERT_TRUE(rec.done);
     ASSERT_EQ(rec.err, 0);
-    ASSERT_EQ(rec.type, REDIS_REPLY_INTEGER);
+    ASSERT_EQ(rec.type, POOL_REPLY_INTEGER);
     return rec.integer <= -3;
 }
 
@@ -423,12 +423,12 @@ static int fxw_send(struct px_wait_op *op)
                         op->eng->script_bases[LK_SCRIPTS_LOCK] + FX_ACQUIRE, 1, 3, argv, lens);
 }
 
-static enum px_wait_res fxw_reply(struct px_wait_op *op, const redisReply *r, uint64_t *repoll)
+static enum px_wait_res fxw_reply(struct px_wait_op *op, const struct pool_reply *r, uint64_t *repoll)
 {
     (void)op;
-    if (r->type == REDIS_REPLY_INTEGER && r->integer <= -3)
+    if (r->type == POOL_REPLY_INTEGER && r->integer <= -3)
         return PX_WAIT_GRANTED;
-    *repoll = r->type == REDIS_REPLY_INTEGER && r->integer > 0 ? (uint64_t)r->integer : 0;
+    *repoll = r->type == POOL_REPLY_INTEGER && r->integer > 0 ? (uint64_t)r->integer : 0;
     return PX_WAIT_CONTENDED;
 }
 
@@ -540,7 +540,7 @@ static int fxj_send(struct px_job *j, pool_reply_fn *cb, void *arg)
     return px_script_eval(j->eng, px_route_hint("x", 1), PX_SCRIPT_INFO, 1, 1, argv, lens, cb, arg);
 }
 
-static void fxj_done(struct px_job *j, const redisReply *r)
+static void fxj_done(struct px_job *j, const struct pool_reply *r)
 {
     (void)r;
     LP_CONTAINER_OF(j, struct fx_job, job)->done++;

@@ -1,7 +1,7 @@
 /* Unit tests for pool/resp.c: RESP command formatting (exact bytes,
  * binary-safe arguments, split and raw-tail variants, appending to a
- * partly consumed buffer) and reply parsing through hiredis's reader
- * (partial feeds, every reply type, protocol errors). */
+ * partly consumed buffer) and the pool's reply reader (partial feeds,
+ * every reply type, protocol errors), compared with hiredis's reader. */
 #include <errno.h>
 #include <stdint.h>
 #include <string.h>
@@ -21,10 +21,10 @@ static void assert_buf(const struct buf *b, const char *want, size_t n)
 
 /* Parses exactly one reply from the bytes of b (which must hold exactly
  * one complete reply). */
-static redisReply *parse_one(const struct buf *b)
+static struct pool_reply *parse_one(const struct buf *b)
 {
     struct pool__resp_reader *rd = pool__resp_reader_create();
-    redisReply *r = NULL, *more = NULL;
+    struct pool_reply *r = NULL, *more = NULL;
 
     ASSERT_NOTNULL(rd);
     ASSERT_OK(pool__resp_feed(rd, buf_head(b), buf_size(b)));
@@ -54,19 +54,19 @@ TEST(resp_format_binary)
     const char *argv[] = {"ECHO", "a\0\r\nb", "", "\r\n"};
     const size_t lens[] = {4, 5, 0, 2};
     struct buf b;
-    redisReply *r;
+    struct pool_reply *r;
 
     buf_init(&b);
     ASSERT_OK(pool__resp_command(&b, 4, argv, lens));
     assert_buf(&b, want, sizeof(want) - 1);
     r = parse_one(&b);
-    ASSERT_EQ(r->type, REDIS_REPLY_ARRAY);
+    ASSERT_EQ(r->type, POOL_REPLY_ARRAY);
     ASSERT_EQ(r->elements, 4);
     ASSERT_EQ(r->element[1]->len, 5);
     ASSERT_TRUE(memcmp(r->element[1]->str, "a\0\r\nb", 5) == 0);
     ASSERT_EQ(r->element[2]->len, 0);
     ASSERT_EQ(r->element[3]->len, 2);
-    freeReplyObject(r);
+    pool__resp_free(r);
     buf_deinit(&b);
 }
 
@@ -77,7 +77,7 @@ TEST(resp_format_large)
     static const char *argv[MANY];
     static size_t lens[MANY];
     struct buf b;
-    redisReply *r;
+    struct pool_reply *r;
     size_t i;
 
     for (i = 0; i < BIG; i++)
@@ -95,7 +95,7 @@ TEST(resp_format_large)
     ASSERT_EQ(r->element[500]->len, BIG);
     ASSERT_TRUE(memcmp(r->element[500]->str, big, BIG) == 0);
     ASSERT_EQ(r->element[999]->len, 1);
-    freeReplyObject(r);
+    pool__resp_free(r);
     buf_deinit(&b);
 }
 
@@ -199,9 +199,9 @@ TEST(resp_reader_partial_feeds)
     static const char in[] = "+OK\r\n:-42\r\n$-1\r\n*-1\r\n$0\r\n\r\n*0\r\n"
                              "*2\r\n$3\r\nf\0o\r\n*1\r\n:1\r\n-ERR bad thing\r\n";
     struct pool__resp_reader *rd = pool__resp_reader_create();
-    redisReply *got[16];
+    struct pool_reply *got[16];
     size_t i, n = 0;
-    redisReply *r;
+    struct pool_reply *r;
 
     for (i = 0; i < sizeof(in) - 1; i++) {
         ASSERT_OK(pool__resp_feed(rd, in + i, 1));
@@ -209,15 +209,15 @@ TEST(resp_reader_partial_feeds)
             got[n++] = r;
     }
     ASSERT_EQ(n, 8);
-    ASSERT_EQ(got[0]->type, REDIS_REPLY_STATUS);
+    ASSERT_EQ(got[0]->type, POOL_REPLY_STATUS);
     ASSERT_TRUE(pool__resp_str_is(got[0], "ok"));
-    ASSERT_EQ(got[1]->type, REDIS_REPLY_INTEGER);
+    ASSERT_EQ(got[1]->type, POOL_REPLY_INTEGER);
     ASSERT_EQ(got[1]->integer, -42);
-    ASSERT_EQ(got[2]->type, REDIS_REPLY_NIL);
-    ASSERT_EQ(got[3]->type, REDIS_REPLY_NIL);
-    ASSERT_EQ(got[4]->type, REDIS_REPLY_STRING);
+    ASSERT_EQ(got[2]->type, POOL_REPLY_NIL);
+    ASSERT_EQ(got[3]->type, POOL_REPLY_NIL);
+    ASSERT_EQ(got[4]->type, POOL_REPLY_STRING);
     ASSERT_EQ(got[4]->len, 0);
-    ASSERT_EQ(got[5]->type, REDIS_REPLY_ARRAY);
+    ASSERT_EQ(got[5]->type, POOL_REPLY_ARRAY);
     ASSERT_EQ(got[5]->elements, 0);
     ASSERT_EQ(got[6]->elements, 2);
     ASSERT_EQ(got[6]->element[0]->len, 3);
@@ -226,7 +226,7 @@ TEST(resp_reader_partial_feeds)
     ASSERT_TRUE(pool__resp_is_error(got[7], "ERR"));
     ASSERT_TRUE(!pool__resp_is_error(got[7], "NOSCRIPT"));
     for (i = 0; i < n; i++)
-        freeReplyObject(got[i]);
+        pool__resp_free(got[i]);
     pool__resp_reader_free(rd);
 }
 
@@ -239,14 +239,14 @@ TEST(resp_reader_recycles_records)
     static const char in[] =
         "*2\r\n:7\r\n$-1\r\n*6\r\n:1\r\n:2\r\n+x\r\n*1\r\n$2\r\nab\r\n:5\r\n:6\r\n";
     struct pool__resp_reader *rd = pool__resp_reader_create();
-    redisReply *a, *b, *a2;
+    struct pool_reply *a, *b, *a2;
 
     ASSERT_OK(pool__resp_feed(rd, in, sizeof(in) - 1));
     ASSERT_EQ(pool__resp_next(rd, &a), 1);
     ASSERT_EQ(pool__resp_next(rd, &b), 1);
     ASSERT_EQ(a->elements, 2);
     ASSERT_EQ(a->element[0]->integer, 7);
-    ASSERT_EQ(a->element[1]->type, REDIS_REPLY_NIL);
+    ASSERT_EQ(a->element[1]->type, POOL_REPLY_NIL);
     ASSERT_EQ(b->elements, 6);
     ASSERT_TRUE(pool__resp_str_is(b->element[2], "x"));
     ASSERT_EQ(b->element[3]->element[0]->len, 2);
@@ -256,7 +256,7 @@ TEST(resp_reader_recycles_records)
     ASSERT_OK(pool__resp_feed(rd, "*1\r\n:9\r\n", 8));
     ASSERT_EQ(pool__resp_next(rd, &a2), 1);
     ASSERT_TRUE(a2 == a); /* the record freed last is taken first */
-    ASSERT_EQ(a2->type, REDIS_REPLY_ARRAY);
+    ASSERT_EQ(a2->type, POOL_REPLY_ARRAY);
     ASSERT_EQ(a2->elements, 1);
     ASSERT_EQ(a2->element[0]->integer, 9);
     ASSERT_EQ(a2->integer, 0);
@@ -319,23 +319,24 @@ static void gen_reply(struct buf *b, int depth)
     }
 }
 
-static void assert_same_reply(const redisReply *a, const redisReply *b)
+/* a from the pool's reader, b from hiredis's: the same reply. */
+static void assert_same_reply(const struct pool_reply *a, const redisReply *b)
 {
     size_t i;
 
-    ASSERT_EQ(a->type, b->type);
+    ASSERT_EQ((int)a->type, b->type);
     switch (a->type) {
-    case REDIS_REPLY_INTEGER:
+    case POOL_REPLY_INTEGER:
         ASSERT_EQ(a->integer, b->integer);
         break;
-    case REDIS_REPLY_ARRAY:
+    case POOL_REPLY_ARRAY:
         ASSERT_EQ(a->elements, b->elements);
         for (i = 0; i < a->elements; i++)
             assert_same_reply(a->element[i], b->element[i]);
         break;
-    case REDIS_REPLY_STRING:
-    case REDIS_REPLY_STATUS:
-    case REDIS_REPLY_ERROR:
+    case POOL_REPLY_STRING:
+    case POOL_REPLY_STATUS:
+    case POOL_REPLY_ERROR:
         ASSERT_EQ(a->len, b->len);
         ASSERT_TRUE(memcmp(a->str, b->str, a->len) == 0 && a->str[a->len] == '\0');
         break;
@@ -351,11 +352,11 @@ TEST(resp_reader_matches_hiredis)
     for (round = 0; round < 300; round++) {
         struct pool__resp_reader *rd = pool__resp_reader_create();
         redisReader *ref = redisReaderCreate();
-        redisReply *got[64];
+        struct pool_reply *got[64];
         void *want;
         size_t off = 0, n, ngot = 0, i;
         struct buf b;
-        redisReply *r;
+        struct pool_reply *r;
 
         buf_init(&b);
         n = 1 + (size_t)rnd(LP_ARRAY_SIZE(got));
@@ -389,7 +390,7 @@ TEST(resp_reader_many_in_one_feed)
 {
     struct pool__resp_reader *rd = pool__resp_reader_create();
     struct buf b;
-    redisReply *r;
+    struct pool_reply *r;
     int i, n = 0;
 
     buf_init(&b);
@@ -399,7 +400,7 @@ TEST(resp_reader_many_in_one_feed)
     while (pool__resp_next(rd, &r) == 1) {
         ASSERT_EQ(r->integer, n);
         n++;
-        freeReplyObject(r);
+        pool__resp_free(r);
     }
     ASSERT_EQ(n, 1000);
     buf_deinit(&b);
@@ -410,11 +411,11 @@ TEST(resp_reader_many_in_one_feed)
 TEST(resp_reader_protocol_error)
 {
     struct pool__resp_reader *rd = pool__resp_reader_create();
-    redisReply *r;
+    struct pool_reply *r;
 
     ASSERT_OK(pool__resp_feed(rd, "+OK\r\n?what\r\n", 12));
     ASSERT_EQ(pool__resp_next(rd, &r), 1);
-    freeReplyObject(r);
+    pool__resp_free(r);
     ASSERT_EQ(pool__resp_next(rd, &r), -EPROTO);
     ASSERT_NULL(r);
     ASSERT_EQ(pool__resp_feed(rd, "+OK\r\n", 5), -EPROTO);
@@ -423,7 +424,7 @@ TEST(resp_reader_protocol_error)
 }
 
 /* Feeds "*1\r\n" depth times then ":1\r\n"; returns what the reader says. */
-static int feed_nested(struct pool__resp_reader *rd, int depth, redisReply **r)
+static int feed_nested(struct pool__resp_reader *rd, int depth, struct pool_reply **r)
 {
     struct buf b;
     int i, rc;
@@ -445,16 +446,16 @@ static int feed_nested(struct pool__resp_reader *rd, int depth, redisReply **r)
 TEST(resp_reader_caps_arrays)
 {
     struct pool__resp_reader *rd = pool__resp_reader_create();
-    const redisReply *e;
-    redisReply *r;
+    const struct pool_reply *e;
+    struct pool_reply *r;
     struct buf b;
     int i;
 
     ASSERT_EQ(feed_nested(rd, 7, &r), 1);
     for (e = r, i = 0; i < 7; i++, e = e->element[0])
-        ASSERT_TRUE(e->type == REDIS_REPLY_ARRAY && e->elements == 1);
-    ASSERT_TRUE(e->type == REDIS_REPLY_INTEGER && e->integer == 1);
-    freeReplyObject(r);
+        ASSERT_TRUE(e->type == POOL_REPLY_ARRAY && e->elements == 1);
+    ASSERT_TRUE(e->type == POOL_REPLY_INTEGER && e->integer == 1);
+    pool__resp_free(r);
     pool__resp_reader_free(rd);
 
     rd = pool__resp_reader_create();
@@ -470,7 +471,7 @@ TEST(resp_reader_caps_arrays)
     ASSERT_OK(pool__resp_feed(rd, buf_head(&b), buf_size(&b)));
     ASSERT_EQ(pool__resp_next(rd, &r), 1);
     ASSERT_EQ(r->elements, 65536);
-    freeReplyObject(r);
+    pool__resp_free(r);
     buf_deinit(&b);
     ASSERT_OK(pool__resp_feed(rd, "*65537\r\n", 8)); /* refused from its header */
     ASSERT_EQ(pool__resp_next(rd, &r), -EPROTO);
@@ -485,11 +486,11 @@ TEST(resp_reader_caps_arrays)
 
 TEST(resp_reply_predicates)
 {
-    /* Designated initializers: hiredis 1.x adds fields (dval, vtype). */
-    redisReply err = {.type = REDIS_REPLY_ERROR, .len = 20, .str = (char *)"NOSCRIPT No matching"};
-    redisReply st = {.type = REDIS_REPLY_STATUS, .len = 8, .str = (char *)"NOSCRIPT"};
-    redisReply str = {.type = REDIS_REPLY_STRING, .len = 7, .str = (char *)"MeSsAgE"};
-    redisReply num = {.type = REDIS_REPLY_INTEGER, .integer = 7};
+    struct pool_reply err = {
+        .type = POOL_REPLY_ERROR, .len = 20, .str = (char *)"NOSCRIPT No matching"};
+    struct pool_reply st = {.type = POOL_REPLY_STATUS, .len = 8, .str = (char *)"NOSCRIPT"};
+    struct pool_reply str = {.type = POOL_REPLY_STRING, .len = 7, .str = (char *)"MeSsAgE"};
+    struct pool_reply num = {.type = POOL_REPLY_INTEGER, .integer = 7};
 
     err.len = strlen(err.str);
     ASSERT_TRUE(pool__resp_is_error(&err, "NOSCRIPT"));

@@ -1,6 +1,6 @@
 /* Unit tests for pool/topo.c: CLUSTER SHARDS, CLUSTER SLOTS and SENTINEL
  * GET-MASTER-ADDR-BY-NAME replies,
- * written as RESP and parsed by hiredis's reader into the redisReply trees
+ * written as RESP and parsed by the pool's reader into the struct pool_reply trees
  * the pool gets, then turned into a topology (nodes, roles, slot owners).
  * Shapes follow what Redis 7.0 sends (checked against a live cluster):
  * several ranges per shard, replicas, unknown endpoints ("?", ""), a shard
@@ -11,8 +11,6 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
-
-#include <hiredis/hiredis.h>
 
 #include "common/buf.h"
 #include "harness.h"
@@ -57,10 +55,10 @@ static void w_shard_node(struct buf *b, const char *id, int port, const char *ip
     w_str(b, health);
 }
 
-static redisReply *parse(const struct buf *b)
+static struct pool_reply *parse(const struct buf *b)
 {
     struct pool__resp_reader *rd = pool__resp_reader_create();
-    redisReply *r = NULL;
+    struct pool_reply *r = NULL;
 
     ASSERT_NOTNULL(rd);
     ASSERT_OK(pool__resp_feed(rd, buf_head(b), buf_size(b)));
@@ -126,7 +124,7 @@ TEST(topo_shards)
 {
     struct pool__topo t;
     struct buf b;
-    redisReply *r;
+    struct pool_reply *r;
     int a, bb, c, rep;
 
     buf_init(&b);
@@ -156,7 +154,7 @@ TEST(topo_shards)
     ASSERT_EQ(t.owner[9931], bb);
     ASSERT_EQ(t.owner[16383], c);
     pool__topo_free(&t);
-    freeReplyObject(r);
+    pool__resp_free(r);
     buf_deinit(&b);
 }
 
@@ -167,7 +165,7 @@ TEST(topo_shards_failover)
 {
     struct pool__topo t;
     struct buf b;
-    redisReply *r;
+    struct pool_reply *r;
     int old, neu;
 
     buf_init(&b);
@@ -203,7 +201,7 @@ TEST(topo_shards_failover)
     ASSERT_EQ(pool__topo_masters(&t), 1);
     ASSERT_EQ(t.nnodes, 3);
     pool__topo_free(&t);
-    freeReplyObject(r);
+    pool__resp_free(r);
     buf_deinit(&b);
 }
 
@@ -213,7 +211,7 @@ TEST(topo_slots)
 {
     struct pool__topo t;
     struct buf b;
-    redisReply *r;
+    struct pool_reply *r;
     int a, bb, rep;
 
     buf_init(&b);
@@ -259,7 +257,7 @@ TEST(topo_slots)
     ASSERT_EQ(t.owner[8192], bb);
     ASSERT_EQ(t.owner[16383], a);
     pool__topo_free(&t);
-    freeReplyObject(r);
+    pool__resp_free(r);
     buf_deinit(&b);
 }
 
@@ -268,7 +266,7 @@ TEST(topo_slots_uncovered)
 {
     struct pool__topo t;
     struct buf b;
-    redisReply *r;
+    struct pool_reply *r;
 
     buf_init(&b);
     w_arr(&b, 1);
@@ -286,21 +284,21 @@ TEST(topo_slots_uncovered)
     ASSERT_EQ(t.owner[200], -1);
     ASSERT_EQ(t.nodes[0].nslots, 100);
     pool__topo_free(&t);
-    freeReplyObject(r);
+    pool__resp_free(r);
     buf_deinit(&b);
 }
 
 static void expect_bad(const char *what, const struct buf *b, bool shards)
 {
     struct pool__topo t;
-    redisReply *r = parse(b);
+    struct pool_reply *r = parse(b);
     int rc =
         shards ? pool__topo_parse_shards(&t, r, "x", false) : pool__topo_parse_slots(&t, r, "x");
 
     if (rc != -EPROTO)
         TEST_FAIL("%s: parsed (%d)", what, rc);
     pool__topo_free(&t);
-    freeReplyObject(r);
+    pool__resp_free(r);
 }
 
 TEST(topo_malformed)
@@ -357,10 +355,10 @@ TEST(topo_malformed)
 /* Parses b as a sentinel answer; returns the result, t filled. */
 static int parse_sentinel(struct pool__topo *t, const struct buf *b)
 {
-    redisReply *r = parse(b);
+    struct pool_reply *r = parse(b);
     int rc = pool__topo_parse_sentinel(t, r);
 
-    freeReplyObject(r);
+    pool__resp_free(r);
     return rc;
 }
 
@@ -463,7 +461,7 @@ TEST(topo_shards_tls_ports)
 {
     struct pool__topo t;
     struct buf b;
-    redisReply *r;
+    struct pool_reply *r;
 
     buf_init(&b);
     w_tls_shards(&b);
@@ -477,7 +475,7 @@ TEST(topo_shards_tls_ports)
     ASSERT_EQ(pool__topo_masters(&t), 1);
     ASSERT_TRUE(find(&t, "127.0.0.1", 7001) >= 0 && find(&t, "127.0.0.1", 8002) < 0);
     pool__topo_free(&t);
-    freeReplyObject(r);
+    pool__resp_free(r);
     buf_deinit(&b);
 }
 

@@ -4,17 +4,15 @@
 #include <stdbool.h>
 #include <string.h>
 
-#include <hiredis/hiredis.h>
-
 #include "engine/shape.h"
 #include "harness.h"
 #include "pool/resp.h"
 
 /* Parses one reply from wire; the caller frees it. */
-static redisReply *parse(const char *wire)
+static struct pool_reply *parse(const char *wire)
 {
     struct pool__resp_reader *rd = pool__resp_reader_create();
-    redisReply *r = NULL;
+    struct pool_reply *r = NULL;
 
     ASSERT_TRUE(rd != NULL);
     ASSERT_EQ(pool__resp_feed(rd, wire, strlen(wire)), 0);
@@ -25,10 +23,10 @@ static redisReply *parse(const char *wire)
 
 static bool acquire(const char *wire, struct px_shape_acq *a)
 {
-    redisReply *r = parse(wire);
+    struct pool_reply *r = parse(wire);
     bool ok = px_shape_acquire(r, a);
 
-    freeReplyObject(r);
+    pool__resp_free(r);
     return ok;
 }
 
@@ -90,8 +88,8 @@ TEST(acquire_refused)
  * as an integer before the shape checks. */
 TEST(info_triple)
 {
-    redisReply *ok = parse("*3\r\n:1\r\n:2\r\n:-2\r\n");
-    redisReply *bad = parse("*3\r\n:1\r\n*0\r\n:5\r\n");
+    struct pool_reply *ok = parse("*3\r\n:1\r\n:2\r\n:-2\r\n");
+    struct pool_reply *bad = parse("*3\r\n:1\r\n*0\r\n:5\r\n");
     long long v[3];
     size_t n = 0;
 
@@ -99,20 +97,20 @@ TEST(info_triple)
     ASSERT_EQ(n, 3u);
     ASSERT_EQ(v[2], -2);
     ASSERT_TRUE(!px_shape_ints(bad, 3, 3, v, &n));
-    freeReplyObject(ok);
-    freeReplyObject(bad);
+    pool__resp_free(ok);
+    pool__resp_free(bad);
 }
 
 TEST(watchdog_batch)
 {
-    redisReply *r = parse("*3\r\n:1\r\n:0\r\n$-1\r\n");
+    struct pool_reply *r = parse("*3\r\n:1\r\n:0\r\n$-1\r\n");
 
     ASSERT_TRUE(px_shape_batch(r, 3));
     ASSERT_TRUE(!px_shape_batch(r, 2));
     ASSERT_TRUE(px_shape_held(r, 0));
     ASSERT_TRUE(!px_shape_held(r, 1));
     ASSERT_TRUE(!px_shape_held(r, 2));
-    freeReplyObject(r);
+    pool__resp_free(r);
 }
 
 TEST_MAIN(TEST_CASE(acquire_answers), TEST_CASE(acquire_refused),
