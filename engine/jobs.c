@@ -73,8 +73,10 @@ static void job_enqueue(struct px_job *j)
     jobs_arm(j->eng);
 }
 
-static void job_on_reply(void *arg, const struct pool_reply *r, int err)
+static void job_on_reply(void *arg, const struct pool_result *res)
 {
+    const struct pool_reply *r = res->reply;
+    int err = res->err;
     struct px_job *j = arg;
     struct px_jobs *q = &j->eng->jobs;
 

@@ -113,7 +113,7 @@ static void gb_maybe_free(struct rl_giveback *gb)
         gb_free(gb);
 }
 
-static void gb_on_reply(void *arg, const struct pool_reply *r, int err);
+static void gb_on_reply(void *arg, const struct pool_result *res);
 
 /* Sends the give-back to master i; 0 or the send error (then it is due). */
 static int gb_send(struct rl_giveback *gb, unsigned i)
@@ -158,13 +158,13 @@ static void gb_arm(struct rl_giveback *gb)
     gb->backoff_ms = LP_MIN(gb->backoff_ms * 2, GB_BACKOFF_MAX);
 }
 
-static void gb_on_reply(void *arg, const struct pool_reply *r, int err)
+static void gb_on_reply(void *arg, const struct pool_result *res)
 {
+    int err = res->err;
     struct rl_gb_call *c = arg;
     struct rl_giveback *gb = c->gb;
     unsigned bit = 1u << c->i;
 
-    (void)r;
     gb->nflight[c->i]--;
     if (gb->nflight[c->i] == 0 && err < 0 && !(gb->overtaken & bit))
         gb->due |= bit; /* the latest send's reply was lost: send again */

@@ -104,8 +104,10 @@ void px__rl_hold_arm(struct rl_hold *h)
                         h->watchdog ? LP_MAX(h->lease_ms / 3, 1u) : h->lease_ms);
 }
 
-static void rl_on_renew(void *arg, const struct pool_reply *r, int err)
+static void rl_on_renew(void *arg, const struct pool_result *res)
 {
+    const struct pool_reply *r = res->reply;
+    int err = res->err;
     struct rl_renewal *rn = arg;
     struct rl_hold *h = rn->h;
 
@@ -148,7 +150,7 @@ static void rl_renew(struct rl_hold *h)
                         rl_on_renew, rn) < 0)
             rn->pending--;
     }
-    rl_on_renew(rn, NULL, -ENOTCONN); /* drops the guard */
+    rl_on_renew(rn, &(struct pool_result){.err = -ENOTCONN}); /* drops the guard */
 }
 
 static void rl_on_timer(struct sched_timer *t)

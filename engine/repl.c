@@ -31,8 +31,10 @@ static void repl_log_short(const struct repl_rec *rr)
             rr->w.acked < 0 ? " (WAIT gave no answer)" : "", (unsigned long long)quiet);
 }
 
-static void repl_on_reply(void *arg, const struct pool_reply *r, int err)
+static void repl_on_reply(void *arg, const struct pool_result *res)
 {
+    const struct pool_reply *r = res->reply;
+    int err = res->err;
     struct repl_rec *rr = arg;
     struct lk_engine *eng = rr->eng;
     struct lk_repl_cur saved = eng->repl_cur, *cur = &eng->repl_cur;
@@ -50,7 +52,7 @@ static void repl_on_reply(void *arg, const struct pool_reply *r, int err)
         }
     }
     free(rr);
-    cb(cb_arg, r, err);
+    cb(cb_arg, res);
     eng->repl_cur = saved;
 }
 

@@ -59,8 +59,11 @@ static void registered_clear(struct lk_engine *eng)
 /* A registration Redis did not confirm (its reply lost, or an error):
  * every name is forgotten, so the next acquire of each registers again
  * (SADD is idempotent). */
-static void register_on_reply(void *arg, const struct pool_reply *r, int err)
+static void register_on_reply(void *arg, const struct pool_result *res)
 {
+    const struct pool_reply *r = res->reply;
+    int err = res->err;
+
     if (err < 0 || r->type == POOL_REPLY_ERROR)
         registered_clear(arg);
 }
@@ -105,8 +108,10 @@ void px_sem_reap_register(struct lk_engine *eng, const char *name, size_t len)
 
 /* ---- liveness ------------------------------------------------------------------ */
 
-static void alive_on_reply(void *arg, const struct pool_reply *r, int err)
+static void alive_on_reply(void *arg, const struct pool_result *res)
 {
+    const struct pool_reply *r = res->reply;
+    int err = res->err;
     struct lk_engine *eng = arg;
 
     eng->sem_reap.alive_inflight = false;
@@ -152,18 +157,19 @@ static void reap_round_end(struct lk_engine *eng, bool more)
     sched_loop_timer_in(eng->loop, &eng->sem_reap.reap, more ? 10 : eng->cfg.watchdog_ms);
 }
 
-static void reap_done_on_reply(void *arg, const struct pool_reply *r, int err)
+static void reap_done_on_reply(void *arg, const struct pool_result *res)
 {
     struct lk_engine *eng = arg;
 
-    (void)r;
-    (void)err;
+    (void)res;
     if (--eng->sem_reap.pending == 0)
         reap_round_end(eng, true);
 }
 
-static void reap_one_on_reply(void *arg, const struct pool_reply *r, int err)
+static void reap_one_on_reply(void *arg, const struct pool_result *res)
 {
+    const struct pool_reply *r = res->reply;
+    int err = res->err;
     struct reap_call *c = arg;
     struct lk_engine *eng = c->eng;
     char key[REAP_KEY];
@@ -181,7 +187,7 @@ static void reap_one_on_reply(void *arg, const struct pool_reply *r, int err)
         px_script_eval(eng, px_route_hint(REAP_PREFIX, sizeof(REAP_PREFIX) - 1),
                        px__sem_script(eng, PX__SEM_REAP_DONE), 1, 2, argv, lens, reap_done_on_reply,
                        eng) < 0)
-        reap_done_on_reply(eng, NULL, -1);
+        reap_done_on_reply(eng, &(struct pool_result){.err = -1});
     free(c);
 }
 
@@ -193,7 +199,7 @@ static void reap_send_one(struct lk_engine *eng, const char *name, size_t len)
 
     eng->sem_reap.pending++;
     if (!c) {
-        reap_done_on_reply(eng, NULL, -1);
+        reap_done_on_reply(eng, &(struct pool_result){.err = -1});
         return;
     }
     c->eng = eng;
@@ -206,12 +212,14 @@ static void reap_send_one(struct lk_engine *eng, const char *name, size_t len)
     if (px_script_eval(eng, px_route_hint(name, len), px__sem_script(eng, PX__SEM_REAP), 3, 3,
                        k.argv, k.lens, reap_one_on_reply, c) < 0) {
         free(c);
-        reap_done_on_reply(eng, NULL, -1);
+        reap_done_on_reply(eng, &(struct pool_result){.err = -1});
     }
 }
 
-static void reap_find_on_reply(void *arg, const struct pool_reply *r, int err)
+static void reap_find_on_reply(void *arg, const struct pool_result *res)
 {
+    const struct pool_reply *r = res->reply;
+    int err = res->err;
     struct lk_engine *eng = arg;
     const struct pool_reply *names;
     size_t i;
@@ -229,7 +237,7 @@ static void reap_find_on_reply(void *arg, const struct pool_reply *r, int err)
         if (names->element[i]->type == POOL_REPLY_STRING)
             reap_send_one(eng, names->element[i]->str, names->element[i]->len);
     }
-    reap_done_on_reply(eng, NULL, 0);
+    reap_done_on_reply(eng, &(struct pool_result){0});
 }
 
 static void reap_on_timer(struct sched_timer *t)

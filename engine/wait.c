@@ -425,8 +425,10 @@ static bool wait_in_flight(const struct px_wait_op *op)
            op->state == PX_WAIT_GRANTING || op->state == PX_WAIT_WOKEN;
 }
 
-void px_wait_on_reply(void *arg, const struct pool_reply *r, int err)
+void px_wait_on_reply(void *arg, const struct pool_result *res)
 {
+    const struct pool_reply *r = res->reply;
+    int err = res->err;
     struct px_wait_op *op = arg;
     struct lk_caller *cl = op->caller;
     struct lk_engine *eng = op->eng; /* op may be freed below */

@@ -205,7 +205,7 @@ int px_wait_eval(struct px_wait_op *op, uint64_t hint, unsigned script, int numk
 /* The reply of op's attempt in flight (pool_reply_fn; arg is the op). A
  * kind whose attempt is several requests calls it once, with their
  * combined outcome. Drops the client reference the attempt took. */
-void px_wait_on_reply(void *arg, const struct pool_reply *r, int err);
+void px_wait_on_reply(void *arg, const struct pool_result *res);
 
 /* The pool connection hint for requests about name: every request about
  * one name goes to one connection, so Redis runs them, and the proxy sees

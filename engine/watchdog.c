@@ -191,8 +191,10 @@ static void batch_apply(struct renew_batch *b, const struct pool_reply *r)
     }
 }
 
-static void batch_on_reply(void *arg, const struct pool_reply *r, int err)
+static void batch_on_reply(void *arg, const struct pool_result *res)
 {
+    const struct pool_reply *r = res->reply;
+    int err = res->err;
     struct renew_batch *b = arg;
 
     if (err == 0 && px_shape_batch(r, b->n)) {

@@ -535,8 +535,10 @@ static void pubsub_mode_known(struct pool__cluster *cl, bool sharded)
         pool__node_start_pubsub(list_entry(pos, struct pool_node, link));
 }
 
-static void on_detect(void *arg, const struct pool_reply *r, int err)
+static void on_detect(void *arg, const struct pool_result *res)
 {
+    const struct pool_reply *r = res->reply;
+    int err = res->err;
     struct pool__cluster *cl = arg;
 
     cl->detecting = false;
@@ -574,8 +576,10 @@ static void topo_error(struct pool__cluster *cl, const struct pool_reply *r)
     pool__rconn_recycle_later(&cl->topo); /* ask another node next time */
 }
 
-static void on_topology(void *arg, const struct pool_reply *r, int err)
+static void on_topology(void *arg, const struct pool_result *res)
 {
+    const struct pool_reply *r = res->reply;
+    int err = res->err;
     struct pool__cluster *cl = arg;
     struct pool__topo *t;
     int rc;

@@ -109,10 +109,9 @@ static inline bool pool_slot_bitmap_has(const uint8_t *bitmap, unsigned slot)
     return slot < POOL_SLOTS && (bitmap[slot >> 3] & (1u << (slot & 7))) != 0;
 }
 
-/* Reply callback. err == 0: r is the reply (possibly POOL_REPLY_ERROR),
- * borrowed for the call. err < 0: r is NULL (-ECONNRESET, -ETIMEDOUT,
- * -ENOMEM, -EPROTO; cluster: -ENOTCONN, not executed, see above). */
-typedef void pool_reply_fn(void *arg, const struct pool_reply *r, int err);
+/* Reply callback: the one completion of a request (struct pool_result,
+ * reply.h). */
+typedef void pool_reply_fn(void *arg, const struct pool_result *res);
 
 struct pool_opts {
     const char *host;            /* TCP host, or NULL when unix_path is set (single node) */

@@ -11,7 +11,10 @@
  * STATUS, ERROR); the RESP3 kinds are named for code that shows replies
  * of either protocol. A string (STRING, STATUS, ERROR, DOUBLE's text,
  * VERB, BIGNUM) is str[0..len), NUL-terminated; an aggregate (ARRAY, MAP,
- * SET, ATTR, PUSH) has elements records in element. */
+ * SET, ATTR, PUSH) has elements records in element.
+ *
+ * struct pool_result is what a request came to, as the pool hands it to
+ * the request's callback (pool_reply_fn, pool.h). */
 #ifndef LP_POOL_REPLY_H
 #define LP_POOL_REPLY_H
 
@@ -46,6 +49,15 @@ struct pool_reply {
     char *str;                   /* string kinds: owned, NUL-terminated; else NULL */
     size_t elements;             /* aggregates: number of elements */
     struct pool_reply **element; /* aggregates: owned elements; else NULL */
+};
+
+/* What a request came to, borrowed by its callback for the call. */
+struct pool_result {
+    /* err == 0: the reply (possibly POOL_REPLY_ERROR). err < 0: NULL
+     * (-ECONNRESET, -ETIMEDOUT, -ENOMEM, -EPROTO; cluster: -ENOTCONN, not
+     * executed, see pool.h). */
+    const struct pool_reply *reply;
+    int err;
 };
 
 #ifdef __cplusplus

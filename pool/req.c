@@ -93,6 +93,7 @@ void pool__req_complete(struct pool *p, struct pool__req *req, const struct pool
 {
     pool_reply_fn *cb = req->cb;
     void *arg = req->arg;
+    struct pool_result res = {.reply = r, .err = err};
 
     if (req->kind != POOL__REQ_INTERNAL) {
         p->inflight--;
@@ -100,7 +101,7 @@ void pool__req_complete(struct pool *p, struct pool__req *req, const struct pool
             p->errors++;
     }
     pool__req_put(p, req);
-    cb(arg, r, err);
+    cb(arg, &res);
 }
 
 int pool__req_format_kept(const struct pool *p, struct buf *b, const struct pool__req *req)

@@ -239,7 +239,7 @@ static void op_finish(struct fwd_op *op)
     px_client_put(cl);
 }
 
-static void on_reply(void *arg, const struct pool_reply *r, int err);
+static void on_reply(void *arg, const struct pool_result *res);
 
 /* Sends req's arguments, argv[0] (and argv[1]) replaced when name (text)
  * is set. Returns pool_command_slot()'s result. */
@@ -328,8 +328,10 @@ static void write_exists(struct fwd_op *op, const struct pool_reply *r, struct b
     }
 }
 
-static void on_reply(void *arg, const struct pool_reply *r, int err)
+static void on_reply(void *arg, const struct pool_result *res)
 {
+    const struct pool_reply *r = res->reply;
+    int err = res->err;
     struct fwd_op *op = arg;
     struct px_req *req = op->req;
     struct px_fwd *f = req->cl->srv->fwd;

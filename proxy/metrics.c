@@ -215,8 +215,9 @@ static void rtt_put(struct px_metrics *m, struct rtt_rec *r)
     m->free_rtts = r;
 }
 
-static void rtt_on_reply(void *arg, const struct pool_reply *reply, int err)
+static void rtt_on_reply(void *arg, const struct pool_result *res)
 {
+    int err = res->err;
     struct rtt_rec *r = arg;
     pool_reply_fn *cb = r->cb;
     void *cb_arg = r->arg;
@@ -224,7 +225,7 @@ static void rtt_on_reply(void *arg, const struct pool_reply *reply, int err)
     if (err == 0)
         hist_add(&r->m->upstream, (clock_mono_ns() - r->start_ns) / 1000);
     rtt_put(r->m, r);
-    cb(cb_arg, reply, err);
+    cb(cb_arg, res);
 }
 
 /* pool_eval(), or pool_eval_wait() when w is set. */

@@ -699,8 +699,10 @@ static bool sub_may_block(const struct px_req *req)
     return true; /* waits for Redis's confirmation: later commands follow it */
 }
 
-static void pub_on_reply(void *arg, const struct pool_reply *r, int err)
+static void pub_on_reply(void *arg, const struct pool_result *res)
 {
+    const struct pool_reply *r = res->reply;
+    int err = res->err;
     struct px_req *req = arg;
     struct px_client *cl = req->cl;
 

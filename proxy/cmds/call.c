@@ -22,8 +22,10 @@ struct call {
     bool own_failures;     /* fn answers upstream failures itself */
 };
 
-static void call_on_reply(void *arg, const struct pool_reply *r, int err)
+static void call_on_reply(void *arg, const struct pool_result *res)
 {
+    const struct pool_reply *r = res->reply;
+    int err = res->err;
     struct call *c = arg;
     struct px_req *req = c->req;
     struct px_client *cl = req->cl;

@@ -134,7 +134,7 @@ static void multi_refresh_hold(struct multiop *op, struct multi_name *m)
     }
 }
 
-static void multi_on_group(void *arg, const struct pool_reply *r, int err);
+static void multi_on_group(void *arg, const struct pool_result *res);
 
 /* Sends the group at op->group now, or defers it while a settle of one of
  * its names is due or in flight. Returns 0 or -errno (nothing sent). */
@@ -188,7 +188,7 @@ static void multi_on_defer(struct sched_timer *t)
 
     if (rc < 0) {
         multi_rollback(op, op->group);
-        px_wait_on_reply(&op->wait, NULL, rc);
+        px_wait_on_reply(&op->wait, &(struct pool_result){.err = rc});
     }
 }
 
@@ -207,8 +207,10 @@ static bool multi_reply_ok(const struct pool_reply *r)
 
 /* One group answered: record its grant and go on with the next group, or
  * report the outcome of the whole attempt to the engine. */
-static void multi_on_group(void *arg, const struct pool_reply *r, int err)
+static void multi_on_group(void *arg, const struct pool_result *res)
 {
+    const struct pool_reply *r = res->reply;
+    int err = res->err;
     struct multiop *op = arg;
     unsigned from = op->group, to = px__multi_group_end(op->names, op->n, from), i;
     int rc;
@@ -217,28 +219,28 @@ static void multi_on_group(void *arg, const struct pool_reply *r, int err)
         px_hold_end(op->names[i].hold);
     if (err < 0 || !multi_reply_ok(r)) {
         multi_rollback(op, from); /* the engine undoes this group (unknown) or nothing */
-        return px_wait_on_reply(&op->wait, r, err);
+        return px_wait_on_reply(&op->wait, res);
     }
     if (r->element[0]->integer != 1) {
         if (r->elements == 3 && r->element[2]->integer >= 1 &&
             (unsigned)r->element[2]->integer <= to - from)
             op->blocked = from + (unsigned)r->element[2]->integer - 1;
         multi_rollback(op, from);
-        return px_wait_on_reply(&op->wait, r, 0);
+        return px_wait_on_reply(&op->wait, res);
     }
     if (r->elements != 1 + (size_t)(to - from)) {
         multi_rollback(op, from);
-        return px_wait_on_reply(&op->wait, r, 0); /* multi_reply answers -EPROTO */
+        return px_wait_on_reply(&op->wait, res); /* multi_reply answers -EPROTO */
     }
     for (i = from; i < to; i++)
         op->names[i].count = r->element[1 + i - from]->integer;
     if (to == op->n)
-        return px_wait_on_reply(&op->wait, r, 0);
+        return px_wait_on_reply(&op->wait, res);
     op->group = to;
     rc = multi_send_group(op);
     if (rc < 0) {
         multi_rollback(op, to);
-        px_wait_on_reply(&op->wait, NULL, rc);
+        px_wait_on_reply(&op->wait, &(struct pool_result){.err = rc});
     }
 }
 

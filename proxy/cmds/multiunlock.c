@@ -162,8 +162,10 @@ static void unlock_next(struct multiunlock *u, unsigned to)
     }
 }
 
-static void unlock_on_group(void *arg, const struct pool_reply *r, int err)
+static void unlock_on_group(void *arg, const struct pool_result *res)
 {
+    const struct pool_reply *r = res->reply;
+    int err = res->err;
     struct multiunlock *u = arg;
     unsigned from = u->group, to = px__multi_group_end(u->names, u->n, from), i;
 

@@ -185,12 +185,14 @@ static void rl_decide(struct rl_attempt *att)
         }
         el[1].integer = att->min_pttl;
     }
-    px_wait_on_reply(&op->wait, r, 0); /* op may be freed on return */
+    px_wait_on_reply(&op->wait, &(struct pool_result){.reply = r}); /* op may be freed on return */
     att->op = NULL;
 }
 
-static void rl_on_master(void *arg, const struct pool_reply *r, int err)
+static void rl_on_master(void *arg, const struct pool_result *res)
 {
+    const struct pool_reply *r = res->reply;
+    int err = res->err;
     struct rl_call *c = arg;
     struct rl_attempt *att = c->ctx;
     unsigned nok, majority = att->rl->majority;
@@ -480,8 +482,10 @@ static void rl_unlock_reply(struct rl_unlock *u)
                    (int)LP_MIN(name->len, 200u), name->p);
 }
 
-static void rl_on_unlock(void *arg, const struct pool_reply *r, int err)
+static void rl_on_unlock(void *arg, const struct pool_result *res)
 {
+    const struct pool_reply *r = res->reply;
+    int err = res->err;
     struct rl_call *c = arg;
     struct rl_unlock *u = c->ctx;
     struct px_req *req = u->req;

@@ -138,8 +138,10 @@ static bool unlock_in_hand(struct px_req *req, struct unlockop *u)
     return true;
 }
 
-static void unlockop_on_reply(void *arg, const struct pool_reply *r, int err)
+static void unlockop_on_reply(void *arg, const struct pool_result *res)
 {
+    const struct pool_reply *r = res->reply;
+    int err = res->err;
     struct unlockop *u = arg;
     struct px_req *req = u->req;
     struct px_client *cl = req->cl;
@@ -244,7 +246,7 @@ static struct px__lockop *grant_candidate(struct px_server *srv, const struct px
     return LP_CONTAINER_OF(w, struct px__lockop, wait);
 }
 
-static void grant_on_reply(void *arg, const struct pool_reply *r, int err);
+static void grant_on_reply(void *arg, const struct pool_result *res);
 
 /* Unlock of the caller's hold (a) and grant to u->next, in one script. */
 static int grant_send(struct px_server *srv, const struct px_acq *a, struct unlockop *u)
@@ -264,8 +266,10 @@ static int grant_send(struct px_server *srv, const struct px_acq *a, struct unlo
  * over (else the reply as it is), and the waiter an acquire reply: granted
  * ({1, 1}), still held by the caller (0: {0, its lease}), not held by it
  * (nil: {0, 0}, an attempt of its own in a millisecond), or the error. */
-static void grant_on_reply(void *arg, const struct pool_reply *r, int err)
+static void grant_on_reply(void *arg, const struct pool_result *res)
 {
+    const struct pool_reply *r = res->reply;
+    int err = res->err;
     struct unlockop *u = arg;
     struct px__lockop *next = u->next;
     bool as_is = err < 0 || r->type == POOL_REPLY_ERROR;
@@ -280,8 +284,8 @@ static void grant_on_reply(void *arg, const struct pool_reply *r, int err)
         el[1].integer = 1;
     else if (!as_is && r->type == POOL_REPLY_INTEGER)
         el[1].integer = (long long)u->lease_ms;
-    unlockop_on_reply(u, granted ? &one : r, err);
-    px_wait_on_reply(&next->wait, as_is ? r : &acq, err);
+    unlockop_on_reply(u, &(struct pool_result){.reply = granted ? &one : r, .err = err});
+    px_wait_on_reply(&next->wait, &(struct pool_result){.reply = as_is ? r : &acq, .err = err});
 }
 
 void px_lock_cmd_release(struct px_req *req, const struct px_lock_kind *kind)
@@ -343,8 +347,10 @@ void px__lock_cmd_unlock(struct px_req *req)
 
 /* ---- FORCEUNLOCK --------------------------------------------------------------- */
 
-static void force_on_reply(void *arg, const struct pool_reply *r, int err)
+static void force_on_reply(void *arg, const struct pool_result *res)
 {
+    const struct pool_reply *r = res->reply;
+    int err = res->err;
     struct px_req *req = arg;
     struct px_client *cl = req->cl;
 

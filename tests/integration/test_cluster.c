@@ -311,8 +311,11 @@ static struct {
     int bad;  /* anything but +OK */
 } setall;
 
-static void setall_cb(void *arg, const struct pool_reply *r, int err)
+static void setall_cb(void *arg, const struct pool_result *res)
 {
+    const struct pool_reply *r = res->reply;
+    int err = res->err;
+
     (void)arg;
     setall.done++;
     setall.bad += err != 0 || r->type != POOL_REPLY_STATUS;

@@ -144,11 +144,11 @@ struct tally {
     int want;     /* completions expected */
 };
 
-static void tally_cb(void *arg, const struct pool_reply *r, int err)
+static void tally_cb(void *arg, const struct pool_result *res)
 {
+    int err = res->err;
     struct tally *t = arg;
 
-    (void)r;
     t->done++;
     t->ok += err == 0;
     t->reset += err == -ECONNRESET;
@@ -265,8 +265,11 @@ static struct {
     size_t echo_len[NPIPE]; /* their lengths */
 } fifo;
 
-static void fifo_incr_cb(void *arg, const struct pool_reply *r, int err)
+static void fifo_incr_cb(void *arg, const struct pool_result *res)
 {
+    const struct pool_reply *r = res->reply;
+    int err = res->err;
+
     (void)arg;
     fifo.done++;
     if (err || r->type != POOL_REPLY_INTEGER || r->integer != fifo.incr + 1)
@@ -275,8 +278,10 @@ static void fifo_incr_cb(void *arg, const struct pool_reply *r, int err)
         fifo.incr++;
 }
 
-static void fifo_echo_cb(void *arg, const struct pool_reply *r, int err)
+static void fifo_echo_cb(void *arg, const struct pool_result *res)
 {
+    const struct pool_reply *r = res->reply;
+    int err = res->err;
     size_t i = (size_t)(uintptr_t)arg;
 
     fifo.done++;
@@ -378,8 +383,10 @@ static struct {
 } nos;
 static char nos_big[1000];
 
-static void nos_cb(void *arg, const struct pool_reply *r, int err)
+static void nos_cb(void *arg, const struct pool_result *res)
 {
+    const struct pool_reply *r = res->reply;
+    int err = res->err;
     size_t i = (size_t)(uintptr_t)arg;
     char want[32];
     const char *w = nos_big;
@@ -860,8 +867,10 @@ static struct {
     int after_stop;    /* submits from callbacks after the stop */
 } chain;
 
-static void chain_cb(void *arg, const struct pool_reply *r, int err)
+static void chain_cb(void *arg, const struct pool_result *res)
 {
+    const struct pool_reply *r = res->reply;
+    int err = res->err;
     const char *argv[] = {"INCR", "chain"};
 
     (void)arg;
@@ -871,12 +880,12 @@ static void chain_cb(void *arg, const struct pool_reply *r, int err)
         ASSERT_OK(pool_command(chain.pool, 0, 2, argv, NULL, chain_cb, NULL));
 }
 
-static void stop_cb(void *arg, const struct pool_reply *r, int err)
+static void stop_cb(void *arg, const struct pool_result *res)
 {
+    int err = res->err;
     const char *argv[] = {"PING"};
 
     (void)arg;
-    (void)r;
     chain.n++;
     chain.ok += err == 0;
     chain.reset += err == -ECONNRESET;

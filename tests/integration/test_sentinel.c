@@ -256,8 +256,10 @@ struct load {
     unsigned next;        /* key rotation */
 };
 
-static void load_cb(void *arg, const struct pool_reply *r, int err)
+static void load_cb(void *arg, const struct pool_result *res)
 {
+    const struct pool_reply *r = res->reply;
+    int err = res->err;
     struct load *l = arg;
 
     l->inflight--;

@@ -239,7 +239,7 @@ void fp_fail(struct pool *p, unsigned conn, int err)
         p->counts.failed++;
         if (q->w)
             q->w->acked = -1;
-        q->cb(q->arg, NULL, err);
+        q->cb(q->arg, &(struct pool_result){.err = err});
         req_free(q);
     }
 }
@@ -637,7 +637,7 @@ bool fp_deliver(struct pool *p, unsigned conn)
     if (q->w)
         q->w->acked = 0;
     p->counts.delivered++;
-    q->cb(q->arg, q->reply, 0);
+    q->cb(q->arg, &(struct pool_result){.reply = q->reply});
     req_free(q);
     return true;
 }

@@ -7,8 +7,10 @@
 #include "common/compiler.h"
 #include "harness.h"
 
-void pf_rec_cb(void *arg, const struct pool_reply *r, int err)
+void pf_rec_cb(void *arg, const struct pool_result *res)
 {
+    const struct pool_reply *r = res->reply;
+    int err = res->err;
     struct pf_rec *x = arg;
 
     x->calls++;

@@ -23,7 +23,7 @@ struct pf_rec {
     char str[2048];    /* last string/status/error */
 };
 
-void pf_rec_cb(void *arg, const struct pool_reply *r, int err);
+void pf_rec_cb(void *arg, const struct pool_result *res);
 
 /* lf_cond: the recorder has seen a callback. */
 bool pf_rec_done(void *arg);

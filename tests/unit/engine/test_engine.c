@@ -256,8 +256,10 @@ struct fx_rec {
     long long integer;
 };
 
-static void fx_rec_cb(void *arg, const struct pool_reply *r, int err)
+static void fx_rec_cb(void *arg, const struct pool_result *res)
 {
+    const struct pool_reply *r = res->reply;
+    int err = res->err;
     struct fx_rec *rec = arg;
 
     rec->done = true;
