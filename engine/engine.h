@@ -147,14 +147,6 @@ struct px__sem_stats {
     int64_t psem_tracked;             /* permit ids tracked for connections now */
 };
 
-/* The reply being delivered by repl.c (its callback), for px_repl_short():
- * the pool's reply callback cannot carry the replication outcome. */
-struct lk_repl_cur {
-    bool active; /* inside the callback of a replied write */
-    bool short_; /* fewer replicas than asked acknowledged it */
-    int acked;   /* WAIT's answer, -1 none */
-};
-
 struct px_redlock;
 struct px_fence;
 struct px_script_set;
@@ -182,11 +174,6 @@ struct lk_front {
     int (*sub_listen)(struct lk_engine *eng, struct px_sub_lsn *l, const char *name, size_t len,
                       enum pool_sub_kind kind, px_sub_lsn_fn *cb);
     void (*sub_unlisten)(struct px_sub_lsn *l);
-    /* pool_eval() (pool_eval_wait() when w is not NULL) on eng->pool that
-     * also times the round trip (the front end's metrics). Required. */
-    int (*eval)(struct lk_engine *eng, uint64_t hint, unsigned script, int numkeys, int argc,
-                const char *const *argv, const size_t *lens, struct pool_wait *w, pool_reply_fn *cb,
-                void *arg);
 };
 
 /* The engine's state: one per server (eng), created before the
@@ -237,7 +224,6 @@ struct lk_engine {
     bool script_writes[LK_SCRIPTS_MAX];
     const char *script_names[LK_SCRIPTS_MAX];
     unsigned script_bases[LK_SCRIPT_SLOTS]; /* each set's base pool id (enum lk_script_slot) */
-    struct lk_repl_cur repl_cur; /* repl.c */
     /* Log lines that could flood: at most one a second each. */
     struct px_ratelog settle_log;      /* hold.c: roll-backs */
     struct px_ratelog drop_log;        /* jobs.c: dropped jobs */

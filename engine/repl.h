@@ -3,10 +3,10 @@
  * Every script that writes (lock state: acquires, renewals, releases of
  * every kind, semaphores, latches) goes out with "WAIT N MS" right behind
  * it on the same upstream connection (pool_eval_wait), and its reply
- * reaches the caller only once WAIT answered. During that callback
- * px_repl_short() says whether fewer than N replicas acknowledged the
- * write; the wait engine then refuses a grant (undoes it and answers
- * NOREPLICAS: wait.c). Every short write is counted here and logged
+ * reaches the caller only once WAIT answered, with the replicas WAIT
+ * counted in the result (res->acks; pool_result_short(res) says whether
+ * fewer than N acknowledged the write); the wait engine then refuses a
+ * grant (undoes it and answers NOREPLICAS: wait.c). Every short write is counted here and logged
  * (rate-limited), whatever the script: a renewal or a release that did
  * not reach N replicas is not undone (the master has applied it; a
  * renewal not replicated leaves the replica's copy of the lease shorter,
@@ -17,11 +17,9 @@
  * that a failover will pick one of them, nor that a write it did not
  * count as replicated was not applied somewhere (README, Guarantees).
  *
- * The outcome is handed to the callback through the engine's "current
- * reply" (eng->repl_cur, saved and restored around each callback, so a nested callback
- * cannot leak its outcome into the outer one) rather than through every
- * reply callback's signature: the lock kinds pass their callbacks through
- * px_script_eval() unchanged. */
+ * The outcome travels in the callback's own result record (struct
+ * pool_result), so a callback that hands its outcome on (a hand-off, a
+ * multi-lock group) hands the replication on with it. */
 #ifndef LP_PROXY_LOCKS_REPL_H
 #define LP_PROXY_LOCKS_REPL_H
 
@@ -38,19 +36,12 @@ extern "C" {
 struct lk_engine;
 
 /* EVALSHA of script (named name, for logs) followed by WAIT with
- * eng->cfg.sync_replicas and sync_timeout_ms, through the metrics. Same
- * contract as pool_eval; cb runs after WAIT answered. */
+ * eng->cfg.sync_replicas and sync_timeout_ms. Same contract as
+ * pool_eval; cb runs after WAIT answered, res->acks and res->replicas
+ * set. */
 int px_repl_eval(struct lk_engine *eng, uint64_t hint, unsigned script, const char *name,
                  int numkeys, int argc, const char *const *argv, const size_t *lens,
                  pool_reply_fn *cb, void *arg);
-
-/* During the callback of a px_repl_eval() script that Redis answered
- * (no error): true when fewer than --sync-replicas replicas acknowledged
- * it within --sync-timeout (or WAIT gave no answer). False anywhere else. */
-bool px_repl_short(const struct lk_engine *eng);
-
-/* During such a callback: the replicas WAIT counted, -1 for no answer. */
-int px_repl_acked(const struct lk_engine *eng);
 
 #ifdef __cplusplus
 }

@@ -94,7 +94,7 @@ static int script_send(struct lk_engine *eng, uint64_t hint, unsigned script, in
     if (eng->cfg.sync_replicas > 0 && script < LK_SCRIPTS_MAX && eng->script_writes[script])
         return px_repl_eval(eng, hint, script, eng->script_names[script], numkeys, argc, argv, lens,
                             cb, arg);
-    return eng->front.eval(eng, hint, script, numkeys, argc, argv, lens, NULL, cb, arg);
+    return pool_eval(eng->pool, hint, script, numkeys, argc, argv, lens, cb, arg);
 }
 
 int px_script_eval(struct lk_engine *eng, uint64_t hint, unsigned script, int numkeys, int argc,

@@ -109,11 +109,11 @@ size_t px_scripts_build(struct lk_engine *eng, const struct pool_script **out);
 /* Most arguments (keys included) of a script that publishes. */
 #define PX_SCRIPT_PUBLISH_ARGS 200 /* MULTIUNLOCK: 3 per name (64) + 1 */
 
-/* EVALSHA of script (a pool id) through the metrics (px_metrics_eval),
- * with the publish command appended when the script publishes, and, with
- * --sync-replicas, followed by WAIT when the script writes (repl.h: the
- * callback then runs after WAIT answered, px_repl_short() telling whether
- * enough replicas acknowledged). Same contract as pool_eval. */
+/* EVALSHA of script (a pool id), with the publish command appended when
+ * the script publishes, and, with --sync-replicas, followed by WAIT when
+ * the script writes (repl.h: the callback then runs after WAIT answered,
+ * pool_result_short(res) telling whether too few replicas acknowledged).
+ * Same contract as pool_eval. */
 int px_script_eval(struct lk_engine *eng, uint64_t hint, unsigned script, int numkeys, int argc,
                    const char *const *argv, const size_t *lens, pool_reply_fn *cb, void *arg);
 

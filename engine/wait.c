@@ -399,7 +399,7 @@ static void wait_unreplicated(struct px_wait_op *op, int acked)
     wait_end(op, true, LK_END_UNREPLICATED, &info);
 }
 
-/* short_, acked: the attempt's replication (px_repl_short, px_repl_acked). */
+/* short_, acked: the attempt's replication (pool_result_short, res->acks). */
 static void wait_granted(struct px_wait_op *op, bool short_, int acked)
 {
     uint64_t age;
@@ -433,8 +433,8 @@ void px_wait_on_reply(void *arg, const struct pool_result *res)
     struct lk_caller *cl = op->caller;
     struct lk_engine *eng = op->eng; /* op may be freed below */
     bool woken = op->state == PX_WAIT_WOKEN;
-    bool short_ = px_repl_short(op->eng);
-    int acked = px_repl_acked(op->eng);
+    bool short_ = pool_result_short(res);
+    int acked = res->acks;
     uint64_t repoll_ms = 0;
 
     LP_BUG_ON(!wait_in_flight(op));

@@ -84,6 +84,8 @@ struct pool__req {
     size_t args_at;             /* EVAL joining a batch: offset in tail where the arguments start */
     struct pool_wait *wait;     /* borrowed: EVAL followed by WAIT, its WAIT record, or NULL */
     struct pool_reply *held;    /* owned: WAIT: the script's reply, until WAIT answers */
+    int acked;                  /* WAIT: its answer (replicas), -1 until then or without one */
+    uint64_t start_ns;          /* EVAL (and its WAIT): monotonic time of the submit, else 0 */
     char *tail;                 /* owned when != inl: formatted bulks, or NULL */
     size_t tail_len;            /* bytes in tail */
     char inl[POOL__REQ_INLINE]; /* owned: inline tail storage */

@@ -545,10 +545,8 @@ static int eval_at(struct pool *p, uint64_t hint, unsigned script, int numkeys, 
     req = req_new(p, slot, hint, cb, arg);
     if (!req)
         return -ENOMEM;
-    if (w) {
-        w->acked = -1;
-        req->wait = w;
-    }
+    req->start_ns = clock_mono_ns();
+    req->wait = w;
     return pool__rconn_eval(rc, req, script, numkeys, argc, argv, lens);
 }
 

@@ -144,6 +144,12 @@ struct pool_opts {
     /* Script batching (pool/batch.c): most requests one runner call carries
      * (0 or 1: every script is sent alone). Single node and Sentinel only. */
     unsigned batch_max;
+    /* Called with every script request's result (pool_eval,
+     * pool_eval_wait) just before its callback, or NULL: where the caller
+     * observes round trips (res->rtt_us) without wrapping each callback.
+     * Borrowed, as its argument. */
+    pool_reply_fn *on_eval;
+    void *eval_arg;
 };
 
 /* Fills opts with defaults (localhost:6379, size 2, 1000/3000/50/2000 ms,
@@ -234,7 +240,7 @@ int pool_eval(struct pool *p, uint64_t hint, unsigned script, int numkeys, int a
  * same connection, so WAIT counts the replicas that acknowledged this
  * script's effects (and everything the connection wrote before). The
  * script's reply is held until WAIT answers; then the callback gets it,
- * with w->acked already set. A script re-sent (NOSCRIPT, MOVED, ASK,
+ * with the replicas WAIT counted in its result (res->acks). A script re-sent (NOSCRIPT, MOVED, ASK,
  * TRYAGAIN, READONLY) is followed by a new WAIT where it runs. WAIT blocks
  * the connection in Redis for up to timeout_ms when fewer replicas answer,
  * and requests queued behind it on that connection wait too: keep
@@ -242,9 +248,6 @@ int pool_eval(struct pool *p, uint64_t hint, unsigned script, int numkeys, int a
 struct pool_wait {
     unsigned replicas;   /* in: WAIT's numreplicas, >= 1 */
     unsigned timeout_ms; /* in: WAIT's timeout in ms, >= 1 */
-    int acked;           /* out, set before the callback: WAIT's answer, or -1 when
-                            there is none (an error reply, a failed request, WAIT
-                            refused: see the log) */
 };
 
 /* pool_eval() followed by WAIT (see struct pool_wait; w borrowed until the

@@ -521,6 +521,7 @@ static bool rconn_eval_waited(struct pool__rconn *rc, struct pool__req *req, str
     w->cb = req->cb;
     w->arg = req->arg;
     w->wait = req->wait;
+    w->start_ns = req->start_ns;
     w->held = r;
     pool__req_put(rc->pool, req); /* in flight still: w completes the request */
     return true;
@@ -539,7 +540,7 @@ static void rconn_wait_reply(struct pool__rconn *rc, struct pool__req *w,
         return;
     }
     if (r->type == POOL_REPLY_INTEGER)
-        w->wait->acked = r->integer < 0 ? 0 : (int)LP_MIN(r->integer, (long long)INT32_MAX);
+        w->acked = r->integer < 0 ? 0 : (int)LP_MIN(r->integer, (long long)INT32_MAX);
     else if (!warned && r->type == POOL_REPLY_ERROR) {
         warned = true;
         log_msg(LOG_LVL_WARN, "pool: cmd conn %u to %s: WAIT failed: %.*s", rc->id, rc->addr->where,

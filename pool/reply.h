@@ -18,7 +18,9 @@
 #ifndef LP_POOL_REPLY_H
 #define LP_POOL_REPLY_H
 
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -58,7 +60,26 @@ struct pool_result {
      * executed, see pool.h). */
     const struct pool_reply *reply;
     int err;
+    /* pool_eval_wait(): the replicas asked for (its w->replicas); 0 for
+     * every other request. */
+    unsigned replicas;
+    /* pool_eval_wait(), a reply that is not an error: the replicas WAIT
+     * counted, -1 when WAIT gave no answer (refused, see the log); -1 for
+     * every other request and outcome (read it only when replicas > 0). */
+    int acks;
+    /* pool_eval(), pool_eval_wait(): microseconds from the submit to this
+     * callback (WAIT's answer included); 0 for commands. */
+    uint64_t rtt_us;
 };
+
+/* For a pool_eval_wait() that Redis answered (no error): true when fewer
+ * replicas than asked for acknowledged it, or WAIT gave no answer. False
+ * for every other request and outcome. */
+static inline bool pool_result_short(const struct pool_result *res)
+{
+    return res->replicas > 0 && res->err == 0 && res->reply->type != POOL_REPLY_ERROR &&
+           (res->acks < 0 || (unsigned)res->acks < res->replicas);
+}
 
 #ifdef __cplusplus
 }

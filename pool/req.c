@@ -10,9 +10,11 @@
  * A single-node command keeps nothing: it is never sent twice. Up to
  * POOL__REQ_INLINE bytes live in the record itself. */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/clock.h"
 #include "pool/pool-int.h"
 #include "pool/resp.h"
 
@@ -53,6 +55,8 @@ struct pool__req *pool__req_get(struct pool *p)
     req->tail_len = 0;
     req->wait = NULL;
     req->held = NULL;
+    req->acked = -1;
+    req->start_ns = 0;
     req->batch = 0;
     req->keys_at = 0;
     req->args_at = 0;
@@ -93,14 +97,23 @@ void pool__req_complete(struct pool *p, struct pool__req *req, const struct pool
 {
     pool_reply_fn *cb = req->cb;
     void *arg = req->arg;
-    struct pool_result res = {.reply = r, .err = err};
+    bool script = req->start_ns != 0;
+    struct pool_result res = {.reply = r, .err = err, .acks = -1};
 
+    if (req->wait) {
+        res.replicas = req->wait->replicas;
+        res.acks = err == 0 && r->type != POOL_REPLY_ERROR ? req->acked : -1;
+    }
+    if (script)
+        res.rtt_us = (clock_mono_ns() - req->start_ns) / 1000u;
     if (req->kind != POOL__REQ_INTERNAL) {
         p->inflight--;
         if (err < 0)
             p->errors++;
     }
     pool__req_put(p, req);
+    if (script && p->opts.on_eval)
+        p->opts.on_eval(p->opts.eval_arg, &res);
     cb(arg, &res);
 }
 

@@ -14,24 +14,23 @@
  *   - three histograms with fixed bucket bounds (microseconds inside,
  *     seconds in the output, as Prometheus expects);
  *   - hold start times, in a hash keyed by the hold's address, because a
- *     hold (hold.c) has no field for it;
- *   - one small record per upstream script in flight, carrying the
- *     caller's callback and the submit time (px_metrics_eval).
- * Records come from free lists and are returned there, so steady traffic
- * does not allocate.
+ *     hold (hold.c) has no field for it.
+ * The upstream round trip of a script is timed by the pool (the result's
+ * rtt_us), which hands every script's result to px_metrics_on_eval()
+ * before its callback (pool_opts.on_eval, set by server.c).
  *
  * Cost per request: one table probe and three increments; per upstream
- * script, two clock reads. Rendering walks everything once per scrape.
+ * script, one histogram insert. Rendering walks everything once per
+ * scrape.
  *
- * Invariants: a round-trip record is in exactly one place: the free list
- * or the pool (as the callback argument); the pool's contract (exactly one
- * callback, or a failed submit) returns it. A hold record exists from
- * begin to end of the same hold; a hold that never ends before shutdown
- * is freed by px_metrics_destroy().
+ * Invariants: a hold record exists from begin to end of the same hold; a
+ * hold that never ends before shutdown is freed by px_metrics_destroy().
  *
  * Rejected: per-request timestamps in struct px_req (owned by another
- * module and on the hot path for everyone); wrapping pool callbacks at
- * link time (--wrap) or with a macro (hidden control flow); a histogram of
+ * module and on the hot path for everyone); wrapping each script's
+ * callback in a timing record (it was so once: an allocation and a
+ * detour through this file both ways on every script); wrapping pool
+ * callbacks at link time (--wrap) or with a macro (hidden control flow); a histogram of
  * pipeline batch sizes (batches form inside pool/, which reports only the
  * totals, exported as counters: batch size = rate(requests) /
  * rate(batches)). */
@@ -43,7 +42,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/clock.h"
 #include "proxy/client.h"
 #include "proxy/cmd.h"
 #include "proxy/fwd.h"
@@ -84,21 +82,12 @@ struct hist {
     uint64_t sum_us;                  /* sum of observations, microseconds */
 };
 
-struct rtt_rec {
-    struct px_metrics *m; /* borrowed: owner */
-    pool_reply_fn *cb;    /* borrowed: the caller's callback */
-    void *arg;            /* borrowed: the caller's argument */
-    uint64_t start_ns;    /* monotonic submit time */
-    struct rtt_rec *next; /* in m->free_rtts while unused */
-};
-
 struct px_metrics {
     struct cmd_stat cmds[CMD_SLOTS]; /* per-command counters, open addressing */
     struct cmd_stat unknown;         /* unknown commands (and a full table) */
     struct hist wait;                /* lock acquisition wait */
     struct hist hold;                /* lock hold time */
     struct hist upstream;            /* upstream script round trip */
-    struct rtt_rec *free_rtts;       /* owned: unused round-trip records */
 };
 
 /* Bucket bounds, microseconds. Waits and holds span ms to an hour;
@@ -145,14 +134,7 @@ int px_metrics_create(struct px_server *srv)
 
 void px_metrics_destroy(struct px_server *srv)
 {
-    struct px_metrics *m = srv->metrics;
-    while (m->free_rtts) {
-        struct rtt_rec *r = m->free_rtts;
-
-        m->free_rtts = r->next;
-        free(r);
-    }
-    free(m);
+    free(srv->metrics);
     srv->metrics = NULL;
 }
 
@@ -209,55 +191,12 @@ void px_metrics_hold_end(struct px_server *srv, uint64_t held_ms)
     hist_add(&srv->metrics->hold, (now > held_ms ? now - held_ms : 0) * 1000);
 }
 
-static void rtt_put(struct px_metrics *m, struct rtt_rec *r)
+void px_metrics_on_eval(void *arg, const struct pool_result *res)
 {
-    r->next = m->free_rtts;
-    m->free_rtts = r;
-}
+    struct px_server *srv = arg;
 
-static void rtt_on_reply(void *arg, const struct pool_result *res)
-{
-    int err = res->err;
-    struct rtt_rec *r = arg;
-    pool_reply_fn *cb = r->cb;
-    void *cb_arg = r->arg;
-
-    if (err == 0)
-        hist_add(&r->m->upstream, (clock_mono_ns() - r->start_ns) / 1000);
-    rtt_put(r->m, r);
-    cb(cb_arg, res);
-}
-
-/* pool_eval(), or pool_eval_wait() when w is set. */
-static int metrics_pool_eval(struct px_server *srv, uint64_t hint, unsigned script, int numkeys,
-                             int argc, const char *const *argv, const size_t *lens,
-                             struct pool_wait *w, pool_reply_fn *cb, void *arg)
-{
-    if (w)
-        return pool_eval_wait(srv->pool, hint, script, numkeys, argc, argv, lens, w, cb, arg);
-    return pool_eval(srv->pool, hint, script, numkeys, argc, argv, lens, cb, arg);
-}
-
-int px_metrics_eval(struct px_server *srv, uint64_t hint, unsigned script, int numkeys, int argc,
-                    const char *const *argv, const size_t *lens, struct pool_wait *w,
-                    pool_reply_fn *cb, void *arg)
-{
-    struct px_metrics *m = srv->metrics;
-    struct rtt_rec *r = m->free_rtts;
-    int rc;
-
-    if (r)
-        m->free_rtts = r->next;
-    else if (!(r = malloc(sizeof(*r))))
-        return metrics_pool_eval(srv, hint, script, numkeys, argc, argv, lens, w, cb, arg);
-    r->m = m;
-    r->cb = cb;
-    r->arg = arg;
-    r->start_ns = clock_mono_ns();
-    rc = metrics_pool_eval(srv, hint, script, numkeys, argc, argv, lens, w, rtt_on_reply, r);
-    if (rc < 0)
-        rtt_put(m, r);
-    return rc;
+    if (res->err == 0 && srv->metrics) /* none yet, or none left at shutdown */
+        hist_add(&srv->metrics->upstream, res->rtt_us);
 }
 
 /* ---- Prometheus text ------------------------------------------------------------ */

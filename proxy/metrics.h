@@ -7,8 +7,8 @@
  * Observation points are one-line calls from the modules that see the
  * event: client.c counts every answered command, lock modules call
  * px_metrics_observe_wait() on an acquire and px_metrics_hold_end()
- * when a hold ends, and upstream scripts go through
- * px_metrics_eval(), a drop-in for pool_eval() that times the round trip.
+ * when a hold ends, and the pool hands every upstream script's result,
+ * with its round trip, to px_metrics_on_eval().
  * Everything runs on the loop thread; nothing here locks or logs. */
 #ifndef LP_PROXY_METRICS_H
 #define LP_PROXY_METRICS_H
@@ -48,12 +48,9 @@ void px_metrics_observe_wait(struct px_server *srv, const struct px_req *req);
  * here cost 64 bytes of every held lock.) */
 void px_metrics_hold_end(struct px_server *srv, uint64_t held_ms);
 
-/* pool_eval() on srv->pool that also observes the time from submit to
- * reply; pool_eval_wait() when w is not NULL. Same arguments (after srv)
- * and the same return contract. */
-int px_metrics_eval(struct px_server *srv, uint64_t hint, unsigned script, int numkeys, int argc,
-                    const char *const *argv, const size_t *lens, struct pool_wait *w,
-                    pool_reply_fn *cb, void *arg);
+/* pool_opts.on_eval of srv->pool (arg: srv): observes a script's round
+ * trip (res->rtt_us) when Redis answered it. */
+void px_metrics_on_eval(void *arg, const struct pool_result *res);
 
 /* Appends every metric in the Prometheus text format (version 0.0.4). */
 void px_metrics_write(struct px_server *srv, struct buf *out);

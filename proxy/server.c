@@ -254,6 +254,8 @@ static int server_pool(struct px_server *srv)
     po.size = srv->opts.pool_size;
     po.batch_max = srv->opts.script_batch;
     po.request_timeout_ms = srv->opts.upstream_timeout_ms;
+    po.on_eval = px_metrics_on_eval;
+    po.eval_arg = srv;
     server_pool_cluster(srv, &po);
     nscripts = px_scripts_build(srv->engine, &scripts);
     rc = pool_create(&srv->pool, srv->loop, &po, scripts, nscripts);
@@ -300,13 +302,6 @@ static int server_sub_listen(struct lk_engine *eng, struct px_sub_lsn *l, const 
                              size_t len, enum pool_sub_kind kind, px_sub_lsn_fn *cb)
 {
     return px_subs_listen(eng->owner, l, name, len, kind, cb);
-}
-
-static int server_eval(struct lk_engine *eng, uint64_t hint, unsigned script, int numkeys, int argc,
-                       const char *const *argv, const size_t *lens, struct pool_wait *w,
-                       pool_reply_fn *cb, void *arg)
-{
-    return px_metrics_eval(eng->owner, hint, script, numkeys, argc, argv, lens, w, cb, arg);
 }
 
 /* One RedLock master's pool options (its strings stay in srv->opts). */
@@ -364,8 +359,7 @@ int px_server_create(struct px_server **out, const struct px_opts *opts)
                                            .caller_put = px_client_caller_put,
                                            .caller_find = px_client_caller_find,
                                            .sub_listen = server_sub_listen,
-                                           .sub_unlisten = px_subs_unlisten,
-                                           .eval = server_eval};
+                                           .sub_unlisten = px_subs_unlisten};
     srv->engine->uuid = srv->uuid;
     px_server_fit_nofile(opts->max_clients);
     rc = util_uuid4(srv->uuid);

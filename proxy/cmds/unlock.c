@@ -279,13 +279,16 @@ static void grant_on_reply(void *arg, const struct pool_result *res)
                                {.type = POOL_REPLY_INTEGER, .integer = 0}};
     struct pool_reply *elp[2] = {&el[0], &el[1]};
     struct pool_reply acq = {.type = POOL_REPLY_ARRAY, .elements = 2, .element = elp};
+    struct pool_result out = *res; /* the replication of the one script too */
 
     if (granted)
         el[1].integer = 1;
     else if (!as_is && r->type == POOL_REPLY_INTEGER)
         el[1].integer = (long long)u->lease_ms;
-    unlockop_on_reply(u, &(struct pool_result){.reply = granted ? &one : r, .err = err});
-    px_wait_on_reply(&next->wait, &(struct pool_result){.reply = as_is ? r : &acq, .err = err});
+    out.reply = granted ? &one : r;
+    unlockop_on_reply(u, &out);
+    out.reply = as_is ? r : &acq;
+    px_wait_on_reply(&next->wait, &out);
 }
 
 void px_lock_cmd_release(struct px_req *req, const struct px_lock_kind *kind)

@@ -237,9 +237,8 @@ void fp_fail(struct pool *p, unsigned conn, int err)
         struct fp_req *q = conn_pop(c);
 
         p->counts.failed++;
-        if (q->w)
-            q->w->acked = -1;
-        q->cb(q->arg, &(struct pool_result){.err = err});
+        q->cb(q->arg,
+              &(struct pool_result){.err = err, .replicas = q->w ? q->w->replicas : 0, .acks = -1});
         req_free(q);
     }
 }
@@ -634,10 +633,12 @@ bool fp_deliver(struct pool *p, unsigned conn)
     if (!q || !q->reply)
         return false;
     q = conn_pop(c);
-    if (q->w)
-        q->w->acked = 0;
     p->counts.delivered++;
-    q->cb(q->arg, &(struct pool_result){.reply = q->reply});
+    /* No replicas in the model: a WAIT counts none. */
+    q->cb(q->arg,
+          &(struct pool_result){.reply = q->reply,
+                                .replicas = q->w ? q->w->replicas : 0,
+                                .acks = q->w && q->reply->type != POOL_REPLY_ERROR ? 0 : -1});
     req_free(q);
     return true;
 }

@@ -142,15 +142,6 @@ static void fx_sub_unlisten(struct px_sub_lsn *l)
     (void)l;
 }
 
-static int fx_eval(struct lk_engine *eng, uint64_t hint, unsigned script, int numkeys, int argc,
-                   const char *const *argv, const size_t *lens, struct pool_wait *w,
-                   pool_reply_fn *cb, void *arg)
-{
-    if (w)
-        return pool_eval_wait(eng->pool, hint, script, numkeys, argc, argv, lens, w, cb, arg);
-    return pool_eval(eng->pool, hint, script, numkeys, argc, argv, lens, cb, arg);
-}
-
 static void fx_start(void)
 {
     struct sched_loop_opts lo = {.io = SCHED_IO_EPOLL, .max_conns = 64, .tick_ms = 4};
@@ -173,8 +164,7 @@ static void fx_start(void)
                                       .caller_put = fx_caller_put,
                                       .caller_find = fx_caller_find,
                                       .sub_listen = fx_sub_listen,
-                                      .sub_unlisten = fx_sub_unlisten,
-                                      .eval = fx_eval};
+                                      .sub_unlisten = fx_sub_unlisten};
     ASSERT_EQ(sched_loop_create(&fx.loop, &lo), 0);
     pool_opts_default(&po);
     po.host = "127.0.0.1";
