@@ -425,11 +425,12 @@ static bool wait_in_flight(const struct px_wait_op *op)
            op->state == PX_WAIT_GRANTING || op->state == PX_WAIT_WOKEN;
 }
 
-void px_wait_on_reply(void *arg, const struct pool_result *res)
+/* px_wait_on_reply(), and px_wait_on_outcome() when o is set. */
+static void wait_on_result(struct px_wait_op *op, const struct pool_result *res,
+                           const struct px_wait_outcome *o)
 {
     const struct pool_reply *r = res->reply;
     int err = res->err;
-    struct px_wait_op *op = arg;
     struct lk_caller *cl = op->caller;
     struct lk_engine *eng = op->eng; /* op may be freed below */
     bool woken = op->state == PX_WAIT_WOKEN;
@@ -446,12 +447,12 @@ void px_wait_on_reply(void *arg, const struct pool_result *res)
             op->kind->undo(op, PX_UNDO_UNKNOWN);
         }
         wait_fail(op, err);
-    } else if (r->type == POOL_REPLY_ERROR) {
+    } else if (r && r->type == POOL_REPLY_ERROR) { /* r: NULL for an outcome of its own */
         struct lk_end_info info = {r, 0, -1};
 
         wait_end(op, false, LK_END_REDIS_ERROR, &info);
     } else {
-        switch (op->kind->reply(op, r, &repoll_ms)) {
+        switch (o ? op->kind->outcome(op, o, &repoll_ms) : op->kind->reply(op, r, &repoll_ms)) {
         case PX_WAIT_GRANTED:
             wait_granted(op, short_, acked);
             break;
@@ -464,6 +465,18 @@ void px_wait_on_reply(void *arg, const struct pool_result *res)
         }
     }
     eng->front.caller_put(cl);
+}
+
+void px_wait_on_reply(void *arg, const struct pool_result *res)
+{
+    wait_on_result(arg, res, NULL);
+}
+
+void px_wait_on_outcome(struct px_wait_op *op, const struct pool_result *res,
+                        const struct px_wait_outcome *o)
+{
+    LP_BUG_ON(!op->kind->outcome);
+    wait_on_result(op, res, o);
 }
 
 int px_wait_eval(struct px_wait_op *op, uint64_t hint, unsigned script, int numkeys, int argc,

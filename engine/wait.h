@@ -34,6 +34,7 @@
 #include <stdint.h>
 
 #include "common/list.h"
+#include "engine/shape.h"
 #include "engine/waitset.h"
 #include "pool/reply.h"
 #include "sched/timer-t.h"
@@ -116,6 +117,14 @@ enum px_wait_stat {
     PX_WAIT_STATS = 4,
 };
 
+/* An attempt's outcome that no single Redis reply carries: the grant a
+ * local hand-off made in the unlock's script (unlock.c), or what a
+ * majority of RedLock's masters answered (redlock.c). */
+struct px_wait_outcome {
+    bool no_quorum;          /* RedLock: fewer than a majority answered; acq unset */
+    struct px_shape_acq acq; /* else: the acquire answer it amounts to */
+};
+
 /* One kind of waiting command. Every callback gets the op; the embedding
  * structure is the kind's (container_of). */
 struct px_wait_kind {
@@ -140,9 +149,15 @@ struct px_wait_kind {
     void (*attempt_done)(struct px_wait_op *op);
     /* Interprets an attempt's reply (never an upstream failure, never a
      * Redis error reply). CONTENDED may set *repoll_ms, the time after
-     * which a re-check is worth it (0: PX_WAIT_RECHECK_MS). */
+     * which a re-check is worth it (0: PX_WAIT_RECHECK_MS). NULL: the
+     * kind's attempts are decided by outcomes only (RedLock). */
     enum px_wait_res (*reply)(struct px_wait_op *op, const struct pool_reply *r,
                               uint64_t *repoll_ms);
+    /* The same for an outcome that is not a Redis reply (a local
+     * hand-off's grant, a RedLock majority's fold: px_wait_on_outcome()).
+     * NULL: the kind's attempts are never decided so. */
+    enum px_wait_res (*outcome)(struct px_wait_op *op, const struct px_wait_outcome *o,
+                                uint64_t *repoll_ms);
     /* A valid grant for a live client: record it and write the reply. */
     void (*granted)(struct px_wait_op *op);
     /* Gives back exactly what this attempt took, if anything (why). Must
@@ -206,6 +221,14 @@ int px_wait_eval(struct px_wait_op *op, uint64_t hint, unsigned script, int numk
  * kind whose attempt is several requests calls it once, with their
  * combined outcome. Drops the client reference the attempt took. */
 void px_wait_on_reply(void *arg, const struct pool_result *res);
+
+/* px_wait_on_reply() for an attempt decided by the proxy from what Redis
+ * answered (o, read by kind->outcome) rather than by one reply: res is
+ * the request it came from, for its error and replication (RedLock: a
+ * record of its own, no error). An error in res goes as in
+ * px_wait_on_reply(), o unread. */
+void px_wait_on_outcome(struct px_wait_op *op, const struct pool_result *res,
+                        const struct px_wait_outcome *o);
 
 /* The pool connection hint for requests about name: every request about
  * one name goes to one connection, so Redis runs them, and the proxy sees

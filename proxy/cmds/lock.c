@@ -346,26 +346,22 @@ static void lockop_reply_lost(struct px_req *req, const struct px_acq *a)
                    (int)LP_MIN(a->nlen, 200u), a->name);
 }
 
-static enum px_wait_res lockop_reply(struct px_wait_op *w, const struct pool_reply *r,
-                                     uint64_t *repoll)
+/* An acquire answer (a script's, or a local hand-off's) for op. */
+static enum px_wait_res lockop_acq(struct px_wait_op *w, const struct px_shape_acq *a,
+                                   uint64_t *repoll)
 {
     struct px__lockop *op = lockop_of(w);
-    struct px_shape_acq a;
 
-    if (!px_shape_acquire(r, &a)) {
-        px_args_reply_upstream(w->req, -EPROTO);
-        return PX_WAIT_FINISHED;
-    }
-    if (!a.granted) {
-        *repoll = repoll_ms(px_server_of(w->eng), a.pttl);
+    if (!a->granted) {
+        *repoll = repoll_ms(px_server_of(w->eng), a->pttl);
         return PX_WAIT_CONTENDED;
     }
     op->queued = false; /* the acquire took the op out of any queue */
-    op->count = a.count;
-    op->token = a.token;
-    if (a.token >= 0)
-        px_fence_note(w->eng, op->acq.name, op->acq.nlen, a.token);
-    if (px_hold_lost_before(op->hold, (uint64_t)a.count)) {
+    op->count = a->count;
+    op->token = a->token;
+    if (a->token >= 0)
+        px_fence_note(w->eng, op->acq.name, op->acq.nlen, a->token);
+    if (px_hold_lost_before(op->hold, (uint64_t)a->count)) {
         /* Redis made a fresh acquisition: the hold this re-entry was to
          * add to is gone. Told, and this one given back. */
         px_hold_report_lost(op->hold, true, sched_loop_now_ms(w->eng->loop) + op->acq.lease_ms);
@@ -379,6 +375,25 @@ static enum px_wait_res lockop_reply(struct px_wait_op *w, const struct pool_rep
         return PX_WAIT_CONTENDED;
     }
     return PX_WAIT_GRANTED;
+}
+
+static enum px_wait_res lockop_reply(struct px_wait_op *w, const struct pool_reply *r,
+                                     uint64_t *repoll)
+{
+    struct px_shape_acq a;
+
+    if (!px_shape_acquire(r, &a)) {
+        px_args_reply_upstream(w->req, -EPROTO);
+        return PX_WAIT_FINISHED;
+    }
+    return lockop_acq(w, &a, repoll);
+}
+
+/* A local hand-off's grant (unlock.c); never a quorum. */
+static enum px_wait_res lockop_outcome(struct px_wait_op *w, const struct px_wait_outcome *o,
+                                       uint64_t *repoll)
+{
+    return lockop_acq(w, &o->acq, repoll);
 }
 
 static void lockop_granted(struct px_wait_op *w)
@@ -478,6 +493,7 @@ const struct px_wait_kind px__lock_wait_kind = {
     .send = lockop_send,
     .attempt_done = lockop_attempt_done,
     .reply = lockop_reply,
+    .outcome = lockop_outcome,
     .granted = lockop_granted,
     .undo = lockop_undo,
     .give_up = lockop_give_up,

@@ -159,33 +159,30 @@ static void rl_attempt_give_back(struct rl_attempt *att)
 }
 
 /* Decides att once a majority granted, or cannot any more: one outcome
- * for the engine, {1, count}, {0, pttl}, or nil for "fewer than a
- * majority answered" (see the design block). */
+ * for the engine, granted (count), held (pttl), or no quorum: "fewer
+ * than a majority answered" (see the design block). */
 static void rl_decide(struct rl_attempt *att)
 {
     struct px_redlock *rl = att->rl;
     struct rl_op *op = att->op;
     unsigned nok = popcount(att->took);
-    struct pool_reply el[2] = {{.type = POOL_REPLY_INTEGER}, {.type = POOL_REPLY_INTEGER}};
-    struct pool_reply *elp[2] = {&el[0], &el[1]};
-    struct pool_reply arr = {.type = POOL_REPLY_ARRAY, .elements = 2, .element = elp};
-    struct pool_reply nil = {.type = POOL_REPLY_NIL};
-    const struct pool_reply *r = &arr;
+    struct pool_result res = {.acks = -1}; /* no request of its own: no error, no WAIT */
+    struct px_wait_outcome o = {.acq = {.token = -1}};
 
     att->decided = true;
     op->attempt = att;
     if (nok >= rl->majority) {
-        el[0].integer = 1;
-        el[1].integer = att->count;
+        o.acq.granted = true;
+        o.acq.count = att->count;
     } else {
         rl_attempt_give_back(att);
         if (nok + att->held + att->pending < rl->majority) {
             rl->quorum_refusals++;
-            r = &nil;
+            o.no_quorum = true;
         }
-        el[1].integer = att->min_pttl;
+        o.acq.pttl = att->min_pttl;
     }
-    px_wait_on_reply(&op->wait, &(struct pool_result){.reply = r}); /* op may be freed on return */
+    px_wait_on_outcome(&op->wait, &res, &o); /* op may be freed on return */
     att->op = NULL;
 }
 
@@ -263,12 +260,13 @@ static int rl_send(struct px_wait_op *w)
     return 0;
 }
 
-static enum px_wait_res rl_reply(struct px_wait_op *w, const struct pool_reply *r, uint64_t *repoll)
+static enum px_wait_res rl_outcome(struct px_wait_op *w, const struct px_wait_outcome *o,
+                                   uint64_t *repoll)
 {
     struct rl_op *op = rl_op_of(w);
     int64_t pttl;
 
-    if (r->type == POOL_REPLY_NIL) {
+    if (o->no_quorum) {
         px_server_of(w->eng)->stats.upstream_errs++;
         px_reply_error(px_req_out(w->req),
                        "UPSTREAM REDLOCK reached fewer than %u of %u masters (a majority is "
@@ -276,11 +274,11 @@ static enum px_wait_res rl_reply(struct px_wait_op *w, const struct pool_reply *
                        op->rl->majority, op->rl->n);
         return PX_WAIT_FINISHED;
     }
-    if (r->element[0]->integer == 1) {
-        op->count = r->element[1]->integer;
+    if (o->acq.granted) {
+        op->count = o->acq.count;
         return PX_WAIT_GRANTED;
     }
-    pttl = r->element[1]->integer;
+    pttl = o->acq.pttl;
     *repoll = pttl >= 0 ? (uint64_t)LP_MAX(pttl, 1) : pttl == -1 ? w->eng->cfg.watchdog_ms : 1;
     return PX_WAIT_CONTENDED;
 }
@@ -347,7 +345,7 @@ static const struct px_wait_kind rl_wait_kind = {
     .stat = PX_WAIT_STAT_LOCK,
     .channel = rl_channel,
     .send = rl_send,
-    .reply = rl_reply,
+    .outcome = rl_outcome,
     .granted = rl_granted,
     .undo = rl_undo,
     .destroy = rl_destroy,

@@ -86,13 +86,15 @@ static bool unlock_apply(struct px_req *req, struct unlockop *u, const struct po
     }
     if (r->type != POOL_REPLY_INTEGER)
         return false;
-    if (r->integer == 1) {
+    if (r->integer == 1 || (u->next && r->integer == 2)) { /* 2: released to u->next */
         srv->engine->stats.released++;
         if (h)
             px_hold_released(h);
-    } else if (h) {
-        px_hold_unlocked_one(h, &req->cl->caller, u->sent_ms);
+        px_reply_int(px_req_out(req), 1);
+        return true;
     }
+    if (h)
+        px_hold_unlocked_one(h, &req->cl->caller, u->sent_ms);
     px_reply_int(px_req_out(req), r->integer);
     return true;
 }
@@ -263,32 +265,28 @@ static int grant_send(struct px_server *srv, const struct px_acq *a, struct unlo
 }
 
 /* One reply, two answers: the UNLOCK gets :1 when the lock was handed
- * over (else the reply as it is), and the waiter an acquire reply: granted
- * ({1, 1}), still held by the caller (0: {0, its lease}), not held by it
- * (nil: {0, 0}, an attempt of its own in a millisecond), or the error. */
+ * over (unlock_apply reads :2 so), else the reply as it is; the waiter an
+ * acquire outcome: granted (count 1), still held by the caller (0: its
+ * lease to wait), not held by it (nil: pttl 0, an attempt of its own in a
+ * millisecond), or the error. Both go with res, whose replication (WAIT)
+ * was the one script's. */
 static void grant_on_reply(void *arg, const struct pool_result *res)
 {
     const struct pool_reply *r = res->reply;
-    int err = res->err;
     struct unlockop *u = arg;
     struct px__lockop *next = u->next;
-    bool as_is = err < 0 || r->type == POOL_REPLY_ERROR;
-    bool granted = !as_is && r->type == POOL_REPLY_INTEGER && r->integer == 2;
-    struct pool_reply one = {.type = POOL_REPLY_INTEGER, .integer = 1};
-    struct pool_reply el[2] = {{.type = POOL_REPLY_INTEGER, .integer = granted},
-                               {.type = POOL_REPLY_INTEGER, .integer = 0}};
-    struct pool_reply *elp[2] = {&el[0], &el[1]};
-    struct pool_reply acq = {.type = POOL_REPLY_ARRAY, .elements = 2, .element = elp};
-    struct pool_result out = *res; /* the replication of the one script too */
+    bool as_is = res->err < 0 || r->type == POOL_REPLY_ERROR;
+    bool integer = !as_is && r->type == POOL_REPLY_INTEGER;
+    struct px_wait_outcome o = {.acq = {.token = -1}};
 
-    if (granted)
-        el[1].integer = 1;
-    else if (!as_is && r->type == POOL_REPLY_INTEGER)
-        el[1].integer = (long long)u->lease_ms;
-    out.reply = granted ? &one : r;
-    unlockop_on_reply(u, &out);
-    out.reply = as_is ? r : &acq;
-    px_wait_on_reply(&next->wait, &out);
+    o.acq.granted = integer && r->integer == 2;
+    o.acq.count = o.acq.granted ? 1 : 0;
+    o.acq.pttl = integer && !o.acq.granted ? (int64_t)u->lease_ms : 0;
+    unlockop_on_reply(u, res);
+    if (as_is)
+        px_wait_on_reply(&next->wait, res);
+    else
+        px_wait_on_outcome(&next->wait, res, &o);
 }
 
 void px_lock_cmd_release(struct px_req *req, const struct px_lock_kind *kind)
