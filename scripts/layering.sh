@@ -5,7 +5,8 @@
 # #include "dir/..." of common/, sched/, pool/ and engine/; there are no
 # exceptions (the engine's last proxy/ includes went with issue 19: give
 # the engine a seam, engine->front, instead). scripts/link_layers.sh checks
-# the same at link level.
+# the same at link level. No product file includes hiredis: the product
+# reads replies into its own type (pool/reply.h).
 #
 #   scripts/layering.sh [ROOT]    (ROOT: the checkout, default this one's)
 set -euo pipefail
@@ -35,9 +36,19 @@ find common sched pool engine -type f \( -name '*.c' -o -name '*.h' \) -print0 |
                 print FILENAME " " inc
         }' | sort -u >"$found"
 
+status=0
 if [ -s "$found" ]; then
     echo "layering: these files include a header of a layer above their own:"
     sed 's/^/  /' "$found"
-    exit 1
+    status=1
 fi
-echo "layering: ok"
+# hiredis serves the tests and the benchmarks only.
+hiredis=$(grep -rlE '^[[:space:]]*#[[:space:]]*include[[:space:]]*[<"]hiredis/' \
+    common sched pool engine proxy --include='*.c' --include='*.h' | sort || true)
+if [ -n "$hiredis" ]; then
+    echo "layering: these product files include hiredis (use pool/reply.h):"
+    printf '%s\n' "$hiredis" | sed 's/^/  /'
+    status=1
+fi
+[ "$status" -eq 0 ] && echo "layering: ok"
+exit "$status"
