@@ -969,6 +969,65 @@ static void run_unix(enum sched_io io)
 
 /* ---- cases: every scenario on both backends --------------------------------- */
 
+/* pool_opts.on_eval: every script result, before its callback. */
+struct eval_seen {
+    int calls;       /* results seen */
+    uint64_t rtt_us; /* the last one's round trip */
+};
+
+static void eval_seen_cb(void *arg, const struct pool_result *res)
+{
+    struct eval_seen *s = arg;
+
+    s->calls++;
+    s->rtt_us = res->rtt_us;
+}
+
+/* The result record: a command has no round trip and no WAIT; a script
+ * has its round trip (also seen by on_eval first); a script behind WAIT
+ * has the replicas asked for and counted (none: a lone Redis), its round
+ * trip including WAIT's own timeout. */
+static void run_result_record(enum sched_io io)
+{
+    const char *ping[] = {"PING"};
+    const char *hello[] = {"hello"};
+    struct pool_wait w = {.replicas = 1, .timeout_ms = 60};
+    struct eval_seen seen = {0, 0};
+    struct pf_rec r;
+    struct fx f;
+
+    fx_init(&f, io);
+    f.opts.on_eval = eval_seen_cb;
+    f.opts.eval_arg = &seen;
+    fx_start(&f);
+    r = fx_cmd(&f, f.pool, 1, ping);
+    ASSERT_EQ(r.err, 0);
+    ASSERT_EQ(r.replicas, 0);
+    ASSERT_EQ(r.acks, -1);
+    ASSERT_EQ(r.rtt_us, 0);
+    ASSERT_TRUE(!r.short_);
+    ASSERT_EQ(seen.calls, 0);
+    r = fx_eval(&f, 0, 0, 1, hello, NULL);
+    ASSERT_STREQ(r.str, "hello");
+    ASSERT_EQ(r.replicas, 0);
+    ASSERT_EQ(r.acks, -1);
+    ASSERT_TRUE(r.rtt_us > 0 && r.rtt_us < 2000000);
+    ASSERT_TRUE(!r.short_);
+    ASSERT_EQ(seen.calls, 1);
+    ASSERT_EQ(seen.rtt_us, r.rtt_us);
+    memset(&r, 0, sizeof(r));
+    ASSERT_OK(pool_eval_wait(f.pool, 0, 0, 0, 1, hello, NULL, &w, pf_rec_cb, &r));
+    ASSERT_TRUE(lf_run_until(f.loop, pf_rec_done, &r, 3000));
+    ASSERT_EQ(r.err, 0);
+    ASSERT_STREQ(r.str, "hello");
+    ASSERT_EQ(r.replicas, 1);
+    ASSERT_EQ(r.acks, 0);
+    ASSERT_TRUE(r.short_);
+    ASSERT_TRUE(r.rtt_us >= 50000); /* WAIT held it for its timeout */
+    ASSERT_EQ(seen.calls, 2);
+    fx_done(&f);
+}
+
 TEST(pool_fifo_epoll)
 {
     run_fifo(SCHED_IO_EPOLL);
@@ -985,6 +1044,11 @@ TEST(pool_eval_uring)
 {
     run_eval(SCHED_IO_URING);
 }
+TEST(pool_result_record_epoll)
+{
+    run_result_record(SCHED_IO_EPOLL);
+}
+
 TEST(pool_noscript_epoll)
 {
     run_noscript(SCHED_IO_EPOLL);
@@ -1097,16 +1161,17 @@ TEST(pool_unix_socket_uring)
 
 TEST_MAIN(TEST_CASE(pool_pubsub_kinds_epoll), TEST_CASE(pool_fifo_epoll),
           TEST_CASE(pool_fifo_uring), TEST_CASE(pool_eval_epoll), TEST_CASE(pool_eval_uring),
-          TEST_CASE(pool_noscript_epoll), TEST_CASE(pool_noscript_uring),
-          TEST_CASE(pool_down_enotconn_epoll), TEST_CASE(pool_down_enotconn_uring),
-          TEST_CASE(pool_kill_reconnect_epoll), TEST_CASE(pool_kill_reconnect_uring),
-          TEST_CASE(pool_timeout_sigstop_epoll), TEST_CASE(pool_timeout_sigstop_uring),
-          TEST_CASE(pool_timeout_debug_sleep_epoll), TEST_CASE(pool_timeout_debug_sleep_uring),
-          TEST_CASE(pool_pubsub_epoll), TEST_CASE(pool_pubsub_uring),
-          TEST_CASE(pool_pubsub_restart_epoll), TEST_CASE(pool_pubsub_restart_uring),
-          TEST_CASE(pool_pubsub_reconnect_epoll), TEST_CASE(pool_pubsub_reconnect_uring),
-          TEST_CASE(pool_auth_select_epoll), TEST_CASE(pool_auth_select_uring),
-          TEST_CASE(pool_wrong_password_epoll), TEST_CASE(pool_wrong_password_uring),
-          TEST_CASE(pool_reentrant_epoll), TEST_CASE(pool_reentrant_uring),
-          TEST_CASE(pool_stop_inflight_epoll), TEST_CASE(pool_stop_inflight_uring),
-          TEST_CASE(pool_unix_socket_epoll), TEST_CASE(pool_unix_socket_uring))
+          TEST_CASE(pool_result_record_epoll), TEST_CASE(pool_noscript_epoll),
+          TEST_CASE(pool_noscript_uring), TEST_CASE(pool_down_enotconn_epoll),
+          TEST_CASE(pool_down_enotconn_uring), TEST_CASE(pool_kill_reconnect_epoll),
+          TEST_CASE(pool_kill_reconnect_uring), TEST_CASE(pool_timeout_sigstop_epoll),
+          TEST_CASE(pool_timeout_sigstop_uring), TEST_CASE(pool_timeout_debug_sleep_epoll),
+          TEST_CASE(pool_timeout_debug_sleep_uring), TEST_CASE(pool_pubsub_epoll),
+          TEST_CASE(pool_pubsub_uring), TEST_CASE(pool_pubsub_restart_epoll),
+          TEST_CASE(pool_pubsub_restart_uring), TEST_CASE(pool_pubsub_reconnect_epoll),
+          TEST_CASE(pool_pubsub_reconnect_uring), TEST_CASE(pool_auth_select_epoll),
+          TEST_CASE(pool_auth_select_uring), TEST_CASE(pool_wrong_password_epoll),
+          TEST_CASE(pool_wrong_password_uring), TEST_CASE(pool_reentrant_epoll),
+          TEST_CASE(pool_reentrant_uring), TEST_CASE(pool_stop_inflight_epoll),
+          TEST_CASE(pool_stop_inflight_uring), TEST_CASE(pool_unix_socket_epoll),
+          TEST_CASE(pool_unix_socket_uring))

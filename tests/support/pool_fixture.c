@@ -15,6 +15,10 @@ void pf_rec_cb(void *arg, const struct pool_result *res)
 
     x->calls++;
     x->err = err;
+    x->replicas = res->replicas;
+    x->acks = res->acks;
+    x->short_ = pool_result_short(res);
+    x->rtt_us = res->rtt_us;
     x->type = r ? r->type : 0;
     x->integer = r ? r->integer : 0;
     x->elements = r ? r->elements : 0;

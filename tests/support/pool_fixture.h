@@ -7,6 +7,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "loop_fixture.h"
 #include "pool/pool.h"
@@ -21,6 +22,10 @@ struct pf_rec {
     size_t elements;   /* last array size */
     size_t len;        /* last string length (cut to fit str) */
     char str[2048];    /* last string/status/error */
+    unsigned replicas; /* last result's WAIT replicas asked for */
+    int acks;          /* last result's WAIT answer */
+    bool short_;       /* pool_result_short() of the last result */
+    uint64_t rtt_us;   /* last result's round trip */
 };
 
 void pf_rec_cb(void *arg, const struct pool_result *res);
