@@ -2,7 +2,7 @@
  * answer (acquires of every lock kind, semaphore pairs, LOCK.INFO, the
  * watchdog's batches) reads it through these, so a reply of another shape
  * (a script of another version, something in between, a bug) is refused as
- * a protocol error instead of being read past what hiredis built or taken
+ * a protocol error instead of being read past what the reader built or taken
  * for a grant. Pure functions: tests/fuzz/fuzz_script_reply.c feeds them
  * every reply pool/resp.c parses from arbitrary bytes. */
 #ifndef LP_PROXY_LOCKS_SHAPE_H

@@ -4,8 +4,8 @@
  * The fields and kinds are hiredis's redisReply's, under the pool's own
  * names and with the same type numbers, so that code written against
  * redisReply reads the same and the tests can compare this reader with
- * hiredis's, record by record (tests/unit/pool/test_resp.c,
- * tests/fuzz/fuzz_resp.c). The product itself does not use hiredis.
+ * hiredis's, record by record (tests/unit/pool/test_resp.c). The product
+ * itself does not use hiredis (scripts/layering.sh checks).
  *
  * The reader produces the RESP2 kinds (STRING, ARRAY, INTEGER, NIL,
  * STATUS, ERROR); the RESP3 kinds are named for code that shows replies

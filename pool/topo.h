@@ -1,6 +1,6 @@
 /* Topology replies (module-private to pool/): CLUSTER SHARDS (Redis >= 7)
  * and CLUSTER SLOTS, and a sentinel's SENTINEL GET-MASTER-ADDR-BY-NAME,
- * parsed from hiredis reply trees into one plain description, a node list
+ * parsed from the pool's reply trees into one plain description, a node list
  * plus a slot -> node index, which cluster.c applies to the node table (a
  * Sentinel-monitored master is one node owning every slot). Pure
  * functions: no I/O, no pool. */
