@@ -488,14 +488,14 @@ int px_wait_eval(struct px_wait_op *op, uint64_t hint, unsigned script, int numk
 /* ---- start ------------------------------------------------------------------- */
 
 void px_wait_init(struct px_wait_op *op, const struct px_wait_kind *kind, struct lk_caller *caller,
-                  struct px_req *req, const char *name, size_t nlen, int64_t wait_ms)
+                  void *front, const char *name, size_t nlen, int64_t wait_ms)
 {
     struct lk_engine *eng = caller->eng;
 
     op->kind = kind;
     op->state = PX_WAIT_NEW;
     op->caller = caller;
-    op->req = req;
+    op->front = front;
     op->name = name;
     op->nlen = nlen;
     op->eng = eng;

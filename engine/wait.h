@@ -44,7 +44,6 @@ extern "C" {
 #endif
 
 struct lk_caller;
-struct px_req;
 struct lk_engine;
 struct px_wait_op;
 
@@ -178,9 +177,9 @@ struct px_wait_op {
     const struct px_wait_kind *kind; /* borrowed: static */
     enum px_wait_state state;        /* see enum */
     struct lk_caller *caller;        /* borrowed: the connection waiting */
-    struct px_req *req;              /* borrowed: the front end's request (the engine never
-                                        looks inside; kind and finish do) */
-    const char *name;                /* borrowed (from req): the name, for log lines */
+    void *front;                     /* borrowed: the front end's record of the request (the
+                                        engine never looks inside; kind and finish do) */
+    const char *name;                /* borrowed (from front): the name, for log lines */
     size_t nlen;
     struct lk_engine *eng;           /* borrowed */
     struct px_waitset *set;          /* borrowed: joined set, NULL before JOINING */
@@ -196,12 +195,13 @@ struct px_wait_op {
     uint64_t late_age;               /* age (ms) of the last late grant, for the reply */
 };
 
-/* Prepares op for caller's request req of kind, about name (for log
- * lines; borrowed for op's life): wait_ms < 0 waits forever, 0 makes one
+/* Prepares op for caller's request of kind (front: the front end's
+ * record of it, opaque to the engine), about name (for log lines;
+ * borrowed for op's life): wait_ms < 0 waits forever, 0 makes one
  * attempt. Sets lease_ms 0 and exclusive false; the kind may change them
  * before px_wait_start(). */
 void px_wait_init(struct px_wait_op *op, const struct px_wait_kind *kind, struct lk_caller *caller,
-                  struct px_req *req, const char *name, size_t nlen, int64_t wait_ms);
+                  void *front, const char *name, size_t nlen, int64_t wait_ms);
 
 /* Runs op: the first attempt, or a sleep behind this proxy's waiters.
  * Ends with exactly one finish (kind->finish or engine->front.wait_finish),

@@ -4,7 +4,8 @@
 # the layers below it only (ARCHITECTURE.md). This checks every
 # #include "dir/..." of common/, sched/, pool/ and engine/; there are no
 # exceptions (the engine's last proxy/ includes went with issue 19: give
-# the engine a seam, engine->front, instead). scripts/link_layers.sh checks
+# the engine a seam, engine->front, instead), and no engine code names a
+# front-end type (px_req, px_client, px_server). scripts/link_layers.sh checks
 # the same at link level. No product file includes hiredis: the product
 # reads replies into its own type (pool/reply.h).
 #
@@ -40,6 +41,35 @@ status=0
 if [ -s "$found" ]; then
     echo "layering: these files include a header of a layer above their own:"
     sed 's/^/  /' "$found"
+    status=1
+fi
+# The engine names no front-end type outside comments, not even as an
+# opaque pointer: its seams (engine.h) are its own types, and what the
+# front end hands it travels as void * (px_wait_op.front).
+# shellcheck disable=SC2016 # awk's own variables
+proxy_types=$(find engine -type f \( -name '*.c' -o -name '*.h' \) -print0 | sort -z |
+    xargs -0 awk '
+        FNR == 1 { incomment = 0 }
+        {
+            line = $0; out = ""
+            while (length(line) > 0) {
+                if (incomment) {
+                    p = index(line, "*/")
+                    if (!p) { line = ""; break }
+                    line = substr(line, p + 2); incomment = 0
+                    continue
+                }
+                p = index(line, "/*"); q = index(line, "//")
+                if (q && (!p || q < p)) { out = out substr(line, 1, q - 1); break }
+                if (!p) { out = out line; break }
+                out = out substr(line, 1, p - 1); line = substr(line, p + 2); incomment = 1
+            }
+            if (out ~ /(^|[^A-Za-z0-9_])(px_req|px_client|px_server)([^A-Za-z0-9_]|$)/)
+                print FILENAME ":" FNR ": " out
+        }')
+if [ -n "$proxy_types" ]; then
+    echo "layering: these engine lines name a front-end type (px_req, px_client, px_server):"
+    printf '%s\n' "$proxy_types" | sed 's/^/  /'
     status=1
 fi
 # hiredis serves the tests and the benchmarks only.

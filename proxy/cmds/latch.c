@@ -123,12 +123,12 @@ struct latchop {
 
 static size_t latchop_channel(const struct px_wait_op *w, char *out, size_t cap)
 {
-    return latch_channel(w->req->argv[1].p, w->req->argv[1].len, out, cap);
+    return latch_channel(px_wait_req(w)->argv[1].p, px_wait_req(w)->argv[1].len, out, cap);
 }
 
 static int latchop_send(struct px_wait_op *w)
 {
-    const struct px_arg *name = &w->req->argv[1];
+    const struct px_arg *name = &px_wait_req(w)->argv[1];
     const char *argv[1] = {name->p};
     size_t lens[1] = {name->len};
 
@@ -142,12 +142,12 @@ static enum px_wait_res latchop_reply(struct px_wait_op *w, const struct pool_re
 {
     (void)repoll;
     if (r->type != POOL_REPLY_INTEGER) {
-        px_wait_reply_upstream(w->req, -EPROTO);
+        px_wait_reply_upstream(px_wait_req(w), -EPROTO);
         return PX_WAIT_FINISHED;
     }
     if (r->integer > 0)
         return PX_WAIT_CONTENDED;
-    px_reply_status(px_req_out(w->req), "OK");
+    px_reply_status(px_req_out(px_wait_req(w)), "OK");
     return PX_WAIT_FINISHED;
 }
 

@@ -365,7 +365,7 @@ static enum px_wait_res lockop_acq(struct px_wait_op *w, const struct px_shape_a
         /* Redis made a fresh acquisition: the hold this re-entry was to
          * add to is gone. Told, and this one given back. */
         px_hold_report_lost(op->hold, true, sched_loop_now_ms(w->eng->loop) + op->acq.lease_ms);
-        lockop_reply_lost(w->req, &op->acq);
+        lockop_reply_lost(px_wait_req(w), &op->acq);
         return PX_WAIT_FINISHED;
     }
     if (op->hold->state == PX_HOLD_RELEASING || op->hold->state == PX_HOLD_DEAD) {
@@ -383,7 +383,7 @@ static enum px_wait_res lockop_reply(struct px_wait_op *w, const struct pool_rep
     struct px_shape_acq a;
 
     if (!px_shape_acquire(r, &a)) {
-        px_args_reply_upstream(w->req, -EPROTO);
+        px_args_reply_upstream(px_wait_req(w), -EPROTO);
         return PX_WAIT_FINISHED;
     }
     return lockop_acq(w, &a, repoll);
@@ -399,7 +399,7 @@ static enum px_wait_res lockop_outcome(struct px_wait_op *w, const struct px_wai
 static void lockop_granted(struct px_wait_op *w)
 {
     struct px__lockop *op = lockop_of(w);
-    struct px_req *req = w->req;
+    struct px_req *req = px_wait_req(w);
 
     w->eng->stats.acquired++;
     px_metrics_observe_wait(px_server_of(w->eng), req);

@@ -29,6 +29,7 @@
 #include "proxy/client_cmd.h"
 #include "proxy/cmd.h"
 #include "proxy/cmds/lock-int.h"
+#include "proxy/cmds/wait_end.h"
 #include "proxy/reply.h"
 #include "proxy/request.h"
 #include "proxy/server.h"
@@ -162,7 +163,7 @@ static size_t list_waits(const struct list_filter *f, const struct px_client *cl
 
     for (n = cl->caller.locks.waits.next; n != &cl->caller.locks.waits; n = n->next) {
         const struct px_wait_op *w = list_entry(n, struct px_wait_op, client_node);
-        const struct px_req *req = w->req;
+        const struct px_req *req = px_wait_req(w);
         struct lk_row e = {req->argv[1].p,
                            req->argv[1].len,
                            "waiting",

@@ -262,7 +262,7 @@ static enum px_wait_res multi_reply(struct px_wait_op *w, const struct pool_repl
     unsigned i;
 
     if (!multi_reply_ok(r)) {
-        px_args_reply_upstream(w->req, -EPROTO);
+        px_args_reply_upstream(px_wait_req(w), -EPROTO);
         return PX_WAIT_FINISHED;
     }
     if (r->element[0]->integer != 1) {
@@ -274,7 +274,7 @@ static enum px_wait_res multi_reply(struct px_wait_op *w, const struct pool_repl
     for (i = 0; i < op->n; i++) {
         if (op->names[i].count <= 0) {
             multi_rollback(op, op->n);
-            px_args_reply_upstream(w->req, -EPROTO);
+            px_args_reply_upstream(px_wait_req(w), -EPROTO);
             return PX_WAIT_FINISHED;
         }
     }
@@ -304,7 +304,7 @@ static bool multi_lost_before(struct multiop *op)
             first = m;
     }
     if (first)
-        px_reply_error(px_req_out(op->wait.req),
+        px_reply_error(px_req_out(px_wait_req(&op->wait)),
                        "LOCKLOST the hold of '%.*s' this owner had was lost (expired or taken) "
                        "before this request; nothing is held now (acquire again for a fresh hold)",
                        (int)LP_MIN(first->nlen, 200u), first->name);
@@ -314,7 +314,7 @@ static bool multi_lost_before(struct multiop *op)
 static void multi_granted(struct px_wait_op *w)
 {
     struct multiop *op = multiop_of(w);
-    struct px_req *req = w->req;
+    struct px_req *req = px_wait_req(w);
     unsigned i;
 
     w->eng->stats.acquired++;

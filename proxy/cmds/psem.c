@@ -182,13 +182,13 @@ static struct psemop *psemop_of(const struct px_wait_op *w)
 
 static size_t psemop_channel(const struct px_wait_op *w, char *out, size_t cap)
 {
-    return px__sem_channel(w->req->argv[1].p, w->req->argv[1].len, out, cap);
+    return px__sem_channel(px_wait_req(w)->argv[1].p, px_wait_req(w)->argv[1].len, out, cap);
 }
 
 static int psemop_send(struct px_wait_op *w)
 {
     struct psemop *p = psemop_of(w);
-    const struct px_arg *name = &w->req->argv[1];
+    const struct px_arg *name = &px_wait_req(w)->argv[1];
     uint64_t now = clock_wall_ms();
     struct px__sem_keys k;
     char nowb[24], exp[24];
@@ -228,11 +228,11 @@ static enum px_wait_res psemop_reply(struct px_wait_op *w, const struct pool_rep
     uint64_t now = clock_wall_ms();
 
     if (!px__sem_pair_reply(r, &status, &next)) {
-        px_wait_reply_upstream(w->req, -EPROTO);
+        px_wait_reply_upstream(px_wait_req(w), -EPROTO);
         return PX_WAIT_FINISHED;
     }
     if (status < 0) {
-        px__sem_reply_notinit(w->req);
+        px__sem_reply_notinit(px_wait_req(w));
         return PX_WAIT_FINISHED;
     }
     if (status == 1) {
@@ -250,13 +250,13 @@ static enum px_wait_res psemop_reply(struct px_wait_op *w, const struct pool_rep
 static void psemop_granted(struct px_wait_op *w)
 {
     struct psemop *p = psemop_of(w);
-    const struct px_arg *name = &w->req->argv[1];
+    const struct px_arg *name = &px_wait_req(w)->argv[1];
     char hex[2 * PX__PSEM_ID_LEN + 1];
 
     if (psem_returnable(p))
-        psem_held_add(w->req->cl, name->p, name->len, p->id, psemop_until(p));
+        psem_held_add(px_wait_req(w)->cl, name->p, name->len, p->id, psemop_until(p));
     hex_encode(p->id, hex);
-    px_reply_bulk(px_req_out(w->req), hex, 2 * PX__PSEM_ID_LEN);
+    px_reply_bulk(px_req_out(px_wait_req(w)), hex, 2 * PX__PSEM_ID_LEN);
 }
 
 /* The permit id is unique, so releasing it by id undoes exactly this
@@ -265,7 +265,7 @@ static void psemop_granted(struct px_wait_op *w)
 static void psemop_undo(struct px_wait_op *w, enum px_undo_why why)
 {
     struct psemop *p = psemop_of(w);
-    const struct px_arg *name = &w->req->argv[1];
+    const struct px_arg *name = &px_wait_req(w)->argv[1];
 
     if (why == PX_UNDO_GONE && !psem_returnable(p))
         return; /* KEEP, or a leased permit under --on-disconnect expire */

@@ -268,7 +268,7 @@ static enum px_wait_res rl_outcome(struct px_wait_op *w, const struct px_wait_ou
 
     if (o->no_quorum) {
         px_server_of(w->eng)->stats.upstream_errs++;
-        px_reply_error(px_req_out(w->req),
+        px_reply_error(px_req_out(px_wait_req(w)),
                        "UPSTREAM REDLOCK reached fewer than %u of %u masters (a majority is "
                        "needed): not acquired",
                        op->rl->majority, op->rl->n);
@@ -286,7 +286,7 @@ static enum px_wait_res rl_outcome(struct px_wait_op *w, const struct px_wait_ou
 static void rl_granted(struct px_wait_op *w)
 {
     struct rl_op *op = rl_op_of(w);
-    struct px_req *req = w->req;
+    struct px_req *req = px_wait_req(w);
     struct px_redlock *rl = op->rl;
     uint64_t now = clock_mono_ms(), age = now > w->sent_ms ? now - w->sent_ms : 0;
     uint64_t validity = op->lease_ms - age - px_wait_margin_ms(op->lease_ms);

@@ -377,13 +377,13 @@ static struct semop *semop_of(const struct px_wait_op *w)
 
 static size_t semop_channel(const struct px_wait_op *w, char *out, size_t cap)
 {
-    return px__sem_channel(w->req->argv[1].p, w->req->argv[1].len, out, cap);
+    return px__sem_channel(px_wait_req(w)->argv[1].p, px_wait_req(w)->argv[1].len, out, cap);
 }
 
 static int semop_send(struct px_wait_op *w)
 {
     struct semop *s = semop_of(w);
-    const struct px_arg *name = &w->req->argv[1];
+    const struct px_arg *name = &px_wait_req(w)->argv[1];
     struct px__sem_keys k;
     char n[24], conn[24];
     size_t nlen = (size_t)snprintf(n, sizeof(n), "%lld", (long long)s->permits);
@@ -409,11 +409,11 @@ static enum px_wait_res semop_reply(struct px_wait_op *w, const struct pool_repl
 
     (void)repoll;
     if (!px__sem_pair_reply(r, &status, &value)) {
-        px_wait_reply_upstream(w->req, -EPROTO);
+        px_wait_reply_upstream(px_wait_req(w), -EPROTO);
         return PX_WAIT_FINISHED;
     }
     if (status < 0) {
-        px__sem_reply_notinit(w->req);
+        px__sem_reply_notinit(px_wait_req(w));
         return PX_WAIT_FINISHED;
     }
     if (status == 1)
@@ -424,11 +424,11 @@ static enum px_wait_res semop_reply(struct px_wait_op *w, const struct pool_repl
 static void semop_granted(struct px_wait_op *w)
 {
     struct semop *s = semop_of(w);
-    const struct px_arg *name = &w->req->argv[1];
+    const struct px_arg *name = &px_wait_req(w)->argv[1];
 
     if (!s->keep)
-        px__sem_track_add(&w->req->cl->caller, name->p, name->len, s->permits, false);
-    px_reply_status(px_req_out(w->req), "OK");
+        px__sem_track_add(&px_wait_req(w)->cl->caller, name->p, name->len, s->permits, false);
+    px_reply_status(px_req_out(px_wait_req(w)), "OK");
 }
 
 /* Permits have no lease (never LATE). A grant for a closed connection goes
@@ -444,7 +444,7 @@ static void semop_granted(struct px_wait_op *w)
 static void semop_undo(struct px_wait_op *w, enum px_undo_why why)
 {
     struct semop *s = semop_of(w);
-    const struct px_arg *name = &w->req->argv[1];
+    const struct px_arg *name = &px_wait_req(w)->argv[1];
     uint64_t quiet;
 
     if (why == PX_UNDO_GONE && !s->keep)
@@ -452,10 +452,10 @@ static void semop_undo(struct px_wait_op *w, enum px_undo_why why)
     if (why != PX_UNDO_UNKNOWN && why != PX_UNDO_UNREPLICATED)
         return;
     w->eng->sem_stats.sem_unknown++;
-    if (!s->keep && w->req->cl->closing)
+    if (!s->keep && px_wait_req(w)->cl->closing)
         px__sem_return_taken(w->eng, name->p, name->len, s->conn, 0, 0);
     else if (!s->keep)
-        px__sem_track_add(&w->req->cl->caller, name->p, name->len, 0, true);
+        px__sem_track_add(&px_wait_req(w)->cl->caller, name->p, name->len, 0, true);
     if (px_ratelog_allow(&w->eng->sem_unknown_log, sched_loop_now_ms(w->eng->loop), &quiet))
         log_msg(LOG_LVL_WARN,
                 "SEM.ACQUIRE of %lld permits of '%.*s': %s; if Redis applied it, the permits "

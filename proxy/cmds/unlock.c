@@ -30,6 +30,7 @@
 #include "proxy/client.h"
 #include "proxy/cmds/lock-int.h"
 #include "proxy/cmds/lock.h"
+#include "proxy/cmds/wait_end.h"
 #include "proxy/metrics.h"
 #include "proxy/reply.h"
 #include "proxy/server.h"
@@ -223,7 +224,7 @@ static bool grant_eligible(const struct px_wait_op *w)
 {
     const struct px__lockop *op = LP_CONTAINER_OF(w, struct px__lockop, wait);
 
-    return op->kind == &px__lock_plain_kind && !w->req->cl->closing;
+    return op->kind == &px__lock_plain_kind && !px_wait_req(w)->cl->closing;
 }
 
 /* The waiter an UNLOCK of a->name that ends the caller's hold hands the

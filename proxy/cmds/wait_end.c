@@ -21,7 +21,7 @@ void px_wait_reply_upstream(struct px_req *req, int err)
 /* The reply for end (nothing for LK_END_REPLIED). */
 static void wait_end_reply(struct px_wait_op *op, enum lk_end end, const struct lk_end_info *info)
 {
-    struct px_req *req = op->req;
+    struct px_req *req = px_wait_req(op);
     const struct lk_config *o = &op->eng->cfg;
 
     switch (end) {
@@ -54,7 +54,7 @@ static void wait_end_reply(struct px_wait_op *op, enum lk_end end, const struct 
 
 void px_wait_finish_resp(struct px_wait_op *op, enum lk_end end, const struct lk_end_info *info)
 {
-    struct px_req *req = op->req;
+    struct px_req *req = px_wait_req(op);
 
     req->op = NULL;
     wait_end_reply(op, end, info);
@@ -73,6 +73,6 @@ void px_cmd_wait_init(struct px_wait_op *op, const struct px_wait_kind *kind, st
 
 void px_cmd_wait_start(struct px_wait_op *op)
 {
-    op->req->op = op;
+    px_wait_req(op)->op = op;
     px_wait_start(op);
 }

@@ -13,6 +13,13 @@ extern "C" {
 
 struct px_req;
 
+/* The request a wait op of a command serves: px_cmd_wait_init() sets the
+ * op's opaque front-end pointer to it. */
+static inline struct px_req *px_wait_req(const struct px_wait_op *op)
+{
+    return (struct px_req *)op->front;
+}
+
 /* The default finish (engine->front.wait_finish, set by the server): nil for
  * a timeout, UPSTREAM for a failure or a late grant, Redis's error
  * passed through, NOREPLICAS; then kind->destroy() and px_req_done(). */
