@@ -72,7 +72,10 @@ static char *command_str(redisContext *rc, const char *cmd, char *err, size_t er
     char *s = NULL;
 
     if (!r) {
-        snprintf(err, errlen, "%s: %s", cmd, rc->errstr);
+        /* A long message is cut short (the return value is looked at, so
+         * gcc's Release -Wformat-truncation accepts that). */
+        if (snprintf(err, errlen, "%s: %s", cmd, rc->errstr) < 0)
+            err[0] = '\0';
         return NULL;
     }
     if (r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_STATUS)
