@@ -222,8 +222,8 @@ static bool in_flight_together(const struct ck_op *a, const struct ck_op *b)
  * name's (own) plus every other name of the same MULTILOCK, found as the
  * client's neighbouring MULTILOCK ops in flight with it. Sorted. */
 static void multi_busy(const struct tt_history *h, const struct tt_check_params *p,
-                       const struct ck_hold *holds, int nholds, const struct ck_client *cl,
-                       int i, const struct busy_set *own, struct busy_set *b)
+                       const struct ck_hold *holds, int nholds, const struct ck_client *cl, int i,
+                       const struct busy_set *own, struct busy_set *b)
 {
     const struct ck_op *o = &cl->ops[i];
 
@@ -301,6 +301,9 @@ static void check_idle(const struct tt_history *h, const struct tt_check_params 
             if (o->cmd == TT_MULTILOCK) {
                 multi_busy(h, p, holds, nholds, &h->cl[c], i, &b, &mb);
                 busy = &mb;
+                r->idle_multi_held +=
+                    longest_idle(&b, o->cmd, o->t_send, o->t_reply, &at) >= p->idle_gap_us &&
+                    longest_idle(&mb, o->cmd, o->t_send, o->t_reply, &at) < p->idle_gap_us;
             }
             gap = longest_idle(busy, o->cmd, o->t_send, o->t_reply, &at);
             if (gap > r->idle_max_gap_us)

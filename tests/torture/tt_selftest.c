@@ -519,6 +519,7 @@ static void case_multi_idle(void)
     run_check(&h, &r);
     expect("multi-idle", "starved on i", tt_report_count(&r, "idle-starvation", "i"), 1);
     expect("multi-idle", "starved on j", tt_report_count(&r, "idle-starvation", "j"), 1);
+    expect("multi-idle", "kept by another name", r.idle_multi_held, 1);
     tt_report_free(&r);
 }
 
