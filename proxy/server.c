@@ -430,10 +430,31 @@ static void server_drain(struct px_server *srv)
         sched_loop_run_once(srv->loop, 10);
 }
 
+/* True while a node of the map is still connecting (no ready command
+ * connection, an attempt or handshake under way). */
+static bool server_node_connecting(struct px_server *srv)
+{
+    size_t i, n = pool_get_node_stats(srv->pool, NULL, 0);
+    struct pool_node_stats *nodes = n ? calloc(n, sizeof(*nodes)) : NULL;
+    bool connecting = false;
+
+    if (!nodes)
+        return false;
+    n = LP_MIN(n, pool_get_node_stats(srv->pool, nodes, n));
+    for (i = 0; i < n && !connecting; i++)
+        connecting = strcmp(nodes[i].state, "connecting") == 0;
+    free(nodes);
+    return connecting;
+}
+
 /* Waits (bounded) for the first upstream connection attempt to settle,
  * then starts accepting: clients connecting at start-up see a ready proxy
  * (or, if Redis is down, the UPSTREAM errors of an outage), not a window
- * of spurious errors while the pool is still connecting. */
+ * of spurious errors while the pool is still connecting. A cluster is
+ * "degraded" as soon as one master's connection is ready: the wait goes
+ * on while any other master is still on its first attempt, else the
+ * first clients get "UPSTREAM ... (not connected)" for that master's
+ * slots. */
 static int server_accept_when_settled(struct px_server *srv)
 {
     uint64_t until = clock_mono_ms() + PX_SETTLE_MS;
@@ -444,7 +465,9 @@ static int server_accept_when_settled(struct px_server *srv)
     do {
         sched_loop_run_once(srv->loop, 10);
         pool_get_stats(srv->pool, &st);
-    } while ((strcmp(st.state, "connecting") == 0 || px_redlock_connecting(srv->engine)) &&
+    } while ((strcmp(st.state, "connecting") == 0 ||
+              (strcmp(st.state, "degraded") == 0 && server_node_connecting(srv)) ||
+              px_redlock_connecting(srv->engine)) &&
              clock_mono_ms() < until);
     for (i = 0; i < srv->nlisteners; i++) {
         struct px_listener *l = &srv->listeners[i];

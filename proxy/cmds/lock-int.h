@@ -91,6 +91,7 @@ struct px__lockop {
                                         vouched lease, or before its check after a topology
                                         change answered (no grant or unlock since: epoch) */
     unsigned unvouched_epoch;        /* the hold's epoch at that send */
+    uint64_t vouched_at_send;        /* px_hold_vouched_until of the hold at that send */
     int64_t count;                   /* reentrancy count of the grant being handled */
     int64_t token;                   /* fencing token of that grant, or -1 */
     char owner[PX_OWNER_MAX];        /* owned: owner field string */

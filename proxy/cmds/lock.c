@@ -310,6 +310,7 @@ static int lockop_send(struct px_wait_op *w)
     op->unvouched = h->state == PX_HOLD_HELD &&
                     (h->unchecked || sched_loop_now_ms(w->eng->loop) >= px_hold_vouched_until(h));
     op->unvouched_epoch = h->epoch;
+    op->vouched_at_send = px_hold_vouched_until(h);
     px_hold_begin(h);
     rc = op->kind->acquire(px_server_of(w->eng), &op->acq, px_wait_on_reply, w);
     if (rc < 0) {
@@ -439,10 +440,16 @@ static void lockop_undo(struct px_wait_op *w, enum px_undo_why why)
      * answered: the hold may have gone with the old master's data. Judged
      * as at the send: a renewal or check answered since may have found
      * the very grant this re-entry made ("held"), and is no proof; a grant
-     * or an unlock answered since (the epoch moved) is. */
+     * or an unlock answered since (the epoch moved) is. So is a re-entry
+     * whose outcome is unknown once the lease vouched for at its send
+     * has ended: it may still sit in a cut connection and run after the
+     * lease lapsed and another client held and released the name, then
+     * take it afresh, and an UNLOCK would release that grant with :1. */
     if (op->hold->state == PX_HOLD_HELD &&
         ((op->unvouched && op->unvouched_epoch == op->hold->epoch) ||
-         w->sent_ms >= px_hold_vouched_until(op->hold)))
+         w->sent_ms >= px_hold_vouched_until(op->hold) ||
+         (why == PX_UNDO_UNKNOWN && op->unvouched_epoch == op->hold->epoch &&
+          now >= op->vouched_at_send)))
         px_hold_mark_lost(op->hold);
     else if (op->hold->state == PX_HOLD_HELD)
         px_hold_lower_vouch(op->hold, w->sent_ms + op->acq.lease_ms);

@@ -87,6 +87,15 @@ static bool unlock_apply(struct px_req *req, struct unlockop *u, const struct po
     }
     if (r->type != POOL_REPLY_INTEGER)
         return false;
+    if (h && h->state == PX_HOLD_LOST && r->integer == 1) {
+        /* The hold the client was told of was found lost (a re-entry of
+         * unknown outcome outlived its lease, lock.c's lockop_undo); what
+         * this released was a grant Redis made after the loss (that
+         * re-entry, run late). Released all the same, but the work under
+         * the lock was not protected: LOCKLOST, as for a nil. */
+        unlock_nil(req, u);
+        return true;
+    }
     if (r->integer == 1 || (u->next && r->integer == 2)) { /* 2: released to u->next */
         srv->engine->stats.released++;
         if (h)

@@ -15,6 +15,8 @@
  * One cluster per case (its start costs seconds); each case runs its
  * scenario once per io backend, with a fresh proxy. Skips when
  * redis-server or redis-cli is missing. */
+#include <sys/wait.h>
+
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -767,5 +769,63 @@ TEST(cluster_proxy_down)
     rcluster_cleanup(&x.c);
 }
 
+/* Start-up against a healthy cluster whose second master is slow to
+ * answer the proxy's first handshake (SIGSTOPped for 600 ms, far below
+ * the cluster's node timeout): the proxy starts accepting only once that
+ * first attempt settled, so the first client's LOCK on every master's
+ * names is granted, never "UPSTREAM Redis is unavailable (not
+ * connected)". Before, the proxy accepted as soon as one master's
+ * connection was ready (state "degraded"), the replicas_sync_cluster
+ * flake under load. */
+TEST(cluster_proxy_startup_all_masters)
+{
+    struct cpx x;
+    struct pu_proxy p;
+    redisContext *c;
+    char seed[32], name[32];
+    int s = 0, m, i, k, st;
+    pid_t kid;
+
+    cpx_cluster(&x);
+    while (!rcluster_is_master(&x.c, s))
+        s++;
+    for (m = s + 1; !rcluster_is_master(&x.c, m); m++)
+        ;
+    memset(&p, 0, sizeof(p));
+    snprintf(p.upstream, sizeof(p.upstream), "redis-cluster://%s",
+             rcluster_addr(&x.c, s, seed, sizeof(seed)));
+    p.extra[0] = "--io";
+    p.extra[1] = "epoll";
+    p.extra[2] = "--log-level";
+    p.extra[3] = "debug";
+    predis_signal(&x.c.node[m], SIGSTOP);
+    kid = fork();
+    if (kid == 0) {
+        usleep(600000);
+        kill(x.c.node[m].pid, SIGCONT);
+        _exit(0);
+    }
+    ASSERT_TRUE(kid > 0);
+    pu_proxy_start(&p);
+    c = pu_connect(p.port);
+    for (i = 0; i < RCLUSTER_NODES; i++) {
+        if (!rcluster_is_master(&x.c, i))
+            continue;
+        for (k = 0;; k++) {
+            snprintf(name, sizeof(name), "{st%d}x", k);
+            if (owner_of(&x, name) == i)
+                break;
+        }
+        PU_OK(c, "LOCK %s", name);
+        PU_INT(c, 1, "UNLOCK %s", name);
+    }
+    ASSERT_EQ(waitpid(kid, &st, 0), kid);
+    redisFree(c);
+    pu_proxy_assert_alive(&p);
+    pu_proxy_stop(&p);
+    rcluster_cleanup(&x.c);
+}
+
 TEST_MAIN(TEST_CASE(cluster_proxy_families), TEST_CASE(cluster_proxy_wakeups),
-          TEST_CASE(cluster_proxy_failover), TEST_CASE(cluster_proxy_down))
+          TEST_CASE(cluster_proxy_failover), TEST_CASE(cluster_proxy_down),
+          TEST_CASE(cluster_proxy_startup_all_masters))

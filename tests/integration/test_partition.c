@@ -344,6 +344,68 @@ TEST(relock_after_lease_lost_in_partition_is_told)
     each_backend(scenario_relock);
 }
 
+/* A re-entry sent while the hold is still vouched for, caught in the
+ * partition; the lease runs out meanwhile and a client of P1 takes and
+ * releases the name; the re-entry is answered "outcome unknown" (P0 runs
+ * with a 3 s upstream timeout here); at the heal the paused re-entry
+ * reaches Redis and takes the free name afresh, and A's UNLOCK follows. The UNLOCK then releases
+ * that fresh grant
+ * (:1 from Redis), but the hold A was told of lapsed: A must be told
+ * LOCKLOST (torture.short.uring, seed 2, found "+OK, UPSTREAM outcome
+ * unknown, :1" around another client's hold). */
+static void scenario_relock_in_flight(struct penv *e)
+{
+    redisContext *a, *b = pu_connect(e->p1.port);
+    redisReply *r;
+    char d[320];
+    int done = 0;
+
+    pu_proxy_stop(&e->p0);
+    snprintf(e->upto, sizeof(e->upto), "3000");
+    proxy_args(e, &e->p0, relay_port(e->relay));
+    pu_proxy_start(&e->p0);
+    a = pu_connect(e->p0.port);
+    r = once_served(a, "LOCK %s", "pf:k");
+    PU_CHECK(r, PU_K_STATUS, 0, "OK");
+    freeReplyObject(r);
+    relay_partition(e->relay, false);
+    redisAppendCommand(a, "LOCK %s WAIT 200", "pf:k");
+    while (!done && redisBufferWrite(a, &done) == REDIS_OK)
+        ;
+    PU_OK(b, "LOCK %s WAIT %d", "pf:k", LEASE_MS + 3000);
+    PU_INT(b, 1, "UNLOCK %s", "pf:k");
+    if (redisGetReply(a, (void **)&r) != REDIS_OK)
+        TEST_FAIL("re-entry in the partition: %s", a->errstr);
+    if (!pu_is_err(r, "UPSTREAM"))
+        TEST_FAIL("re-entry in the partition: expected -UPSTREAM, got %s",
+                  pu_describe(r, d, sizeof(d)));
+    freeReplyObject(r);
+    relay_heal(e->relay, false);
+    pu_sleep_ms(50); /* the paused re-entry reaches Redis first */
+    done = 0;
+    redisAppendCommand(a, "UNLOCK %s", "pf:k");
+    while (!done && redisBufferWrite(a, &done) == REDIS_OK)
+        ;
+    if (redisGetReply(a, (void **)&r) != REDIS_OK)
+        TEST_FAIL("UNLOCK across the heal: %s", a->errstr);
+    fprintf(stderr, "UNLOCK across the heal -> %s\n", pu_describe(r, d, sizeof(d)));
+    if (!pu_is_err(r, "LOCKLOST"))
+        TEST_FAIL("the hold lapsed while a re-entry was in the partition: expected -LOCKLOST "
+                  "at UNLOCK, got %s",
+                  d);
+    freeReplyObject(r);
+    PU_OK(b, "LOCK %s WAIT %d", "pf:k", LEASE_MS + 3000);
+    PU_INT(b, 1, "UNLOCK %s", "pf:k");
+    redisFree(a);
+    redisFree(b);
+    snprintf(e->upto, sizeof(e->upto), "%d", UPSTREAM_MS);
+}
+
+TEST(relock_in_flight_then_lease_lost_is_told)
+{
+    each_backend(scenario_relock_in_flight);
+}
+
 /* ---- issue 22: semaphore releases during a partition ---------------------------- */
 
 /* A's permit id of a PSEM acquire through P0, once P0 serves. */
@@ -481,5 +543,6 @@ TEST_MAIN(TEST_CASE(acquire_during_partition_answers_upstream),
           TEST_CASE(lease_lost_during_partition_not_told_held),
           TEST_CASE(unlock_in_partition_then_lease_lost_is_told),
           TEST_CASE(relock_after_lease_lost_in_partition_is_told),
+          TEST_CASE(relock_in_flight_then_lease_lost_is_told),
           TEST_CASE(sem_release_in_partition_carried_out),
           TEST_CASE(disconnect_in_partition_released_after_heal))

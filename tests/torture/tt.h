@@ -102,6 +102,7 @@ struct tt_slot {
     _Atomic int stop_lease_ms;    /* the lease it holds while stopped */
     _Atomic long long ops;        /* operations completed */
     _Atomic int exited;           /* the client finished its loop */
+    _Atomic int connected;        /* a scripted client is connected, waiting for t0 */
 };
 
 struct tt_shm {

@@ -93,6 +93,8 @@ struct tt_report {
     long long idle_checked;    /* nil answers checked for an idle lock (tt_live.c) */
     long long idle_starved;    /* of which the lock was free long enough: violations */
     long long idle_max_gap_us; /* longest free stretch such a waiter saw */
+    long long idle_multi_held; /* MULTILOCK waiters whose own name was free long enough but
+                                  another of their names held: not starved */
     /* Cluster faults: the longest outage as the injector saw it (start to
      * healed), and the longest time from healed to the first grant of a
      * name the fault touched, among acquires sent after it healed. */

@@ -908,6 +908,7 @@ static void scripted(struct client *c)
     p.hold_ms = cfg->script_hold_ms;
     if (!px_connect(c))
         die("scripted client %d cannot connect to port %d", cfg->id, cfg->proxy_port);
+    atomic_store(&cfg->slot->connected, 1);
     while ((at = atomic_load(&cfg->shm->t0_us)) == 0)
         tt_sleep_us(1000);
     tt_sleep_us(at + (long long)cfg->script_at_ms * 1000 - tt_now_us());

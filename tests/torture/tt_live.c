@@ -16,7 +16,10 @@
  * out), no holder that was told it lost the lock may still hold it in
  * Redis (until its lease ran out), and no fault was near (live_settle
  * after it: a wake-up lost to a fault costs a sleep until the holder's
- * lease end). Semaphores are left out (their leaks are judged by count). */
+ * lease end). Semaphores are left out (their leaks are judged by count).
+ * A MULTILOCK waiter needs every name it names at once: what kept any of
+ * them busy kept it waiting (its other names' ops are the same client's
+ * MULTILOCK ops in flight with it). */
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -170,12 +173,11 @@ static long long hold_busy_until(const struct tt_check_params *p, const struct c
     return end;
 }
 
-/* Everything that may have kept name busy: holds, unknown outcomes, faults. */
+/* Everything that may have kept name busy (g: its n holds): holds,
+ * unknown outcomes, faults. Appended to b, unsorted. */
 static void collect_busy(const struct tt_history *h, const struct tt_check_params *p,
-                         const struct ck_hold *g, int n, struct busy_set *b)
+                         const char *name, const struct ck_hold *g, int n, struct busy_set *b)
 {
-    const char *name = g[0].acq->name;
-
     for (int i = 0; i < n; i++)
         busy_add(b, g[i].start, hold_busy_until(p, &g[i]), g[i].acq->cmd != TT_RLOCK);
     for (int c = 0; c < h->n; c++) {
@@ -191,6 +193,56 @@ static void collect_busy(const struct tt_history *h, const struct tt_check_param
     for (int i = 0; i < p->nfaults; i++) {
         if (p->faults[i].triggered)
             busy_add(b, p->faults[i].start_us, p->faults[i].end_us + p->live_settle_us, true);
+    }
+}
+
+/* The holds of name in holds (sorted by name); *n gets how many. */
+static const struct ck_hold *holds_of(const struct ck_hold *holds, int nholds, const char *name,
+                                      int *n)
+{
+    int i = 0, j;
+
+    while (i < nholds && strcmp(holds[i].acq->name, name) != 0)
+        i++;
+    for (j = i; j < nholds && strcmp(holds[j].acq->name, name) == 0; j++)
+        ;
+    *n = j - i;
+    return holds + i;
+}
+
+static bool in_flight_together(const struct ck_op *a, const struct ck_op *b)
+{
+    long long a1 = a->t_reply < 0 ? LLONG_MAX : a->t_reply;
+    long long b1 = b->t_reply < 0 ? LLONG_MAX : b->t_reply;
+
+    return a->t_send <= b1 && b->t_send <= a1;
+}
+
+/* The busy set of a MULTILOCK waiter o (ops[i] of client cl): its own
+ * name's (own) plus every other name of the same MULTILOCK, found as the
+ * client's neighbouring MULTILOCK ops in flight with it. Sorted. */
+static void multi_busy(const struct tt_history *h, const struct tt_check_params *p,
+                       const struct ck_hold *holds, int nholds, const struct ck_client *cl, int i,
+                       const struct busy_set *own, struct busy_set *b)
+{
+    const struct ck_op *o = &cl->ops[i];
+
+    b->n = 0;
+    for (int k = 0; k < own->n; k++)
+        busy_add(b, own->v[k].from, own->v[k].to, own->v[k].write);
+    for (int dir = -1; dir <= 1; dir += 2) {
+        for (int k = i + dir; k >= 0 && k < cl->n; k += dir) {
+            const struct ck_op *x = &cl->ops[k];
+            const struct ck_hold *g;
+            int n;
+
+            if (x->cmd != TT_MULTILOCK || !in_flight_together(o, x))
+                break;
+            if (strcmp(x->name, o->name) == 0)
+                continue;
+            g = holds_of(holds, nholds, x->name, &n);
+            collect_busy(h, p, x->name, g, n, b);
+        }
     }
     qsort(b->v, (size_t)b->n, sizeof(*b->v), busy_cmp);
 }
@@ -225,25 +277,35 @@ static long long longest_idle(const struct busy_set *b, enum tt_cmd cmd, long lo
 }
 
 static void check_idle(const struct tt_history *h, const struct tt_check_params *p,
-                       struct tt_report *r, const struct ck_hold *g, int n)
+                       struct tt_report *r, const struct ck_hold *holds, int nholds,
+                       const struct ck_hold *g, int n)
 {
     const char *name = g[0].acq->name;
-    struct busy_set b = {NULL, 0, 0};
+    struct busy_set b = {NULL, 0, 0}, mb = {NULL, 0, 0};
     long long at, gap;
     char t[400];
 
     if (g[0].acq->cmd == TT_SEM_ACQ)
         return;
-    collect_busy(h, p, g, n, &b);
+    collect_busy(h, p, name, g, n, &b);
+    qsort(b.v, (size_t)b.n, sizeof(*b.v), busy_cmp);
     for (int c = 0; c < h->n; c++) {
         for (int i = 0; i < h->cl[c].n; i++) {
             const struct ck_op *o = &h->cl[c].ops[i];
+            const struct busy_set *busy = &b;
 
             if (!tt_cmd_is_acquire(o->cmd) || o->res != TT_R_NIL || strcmp(o->name, name) != 0 ||
                 o->t_reply - o->t_send < p->idle_gap_us)
                 continue;
             r->idle_checked++;
-            gap = longest_idle(&b, o->cmd, o->t_send, o->t_reply, &at);
+            if (o->cmd == TT_MULTILOCK) {
+                multi_busy(h, p, holds, nholds, &h->cl[c], i, &b, &mb);
+                busy = &mb;
+                r->idle_multi_held +=
+                    longest_idle(&b, o->cmd, o->t_send, o->t_reply, &at) >= p->idle_gap_us &&
+                    longest_idle(&mb, o->cmd, o->t_send, o->t_reply, &at) < p->idle_gap_us;
+            }
+            gap = longest_idle(busy, o->cmd, o->t_send, o->t_reply, &at);
             if (gap > r->idle_max_gap_us)
                 r->idle_max_gap_us = gap;
             if (gap < p->idle_gap_us)
@@ -258,6 +320,7 @@ static void check_idle(const struct tt_history *h, const struct tt_check_params 
         }
     }
     free(b.v);
+    free(mb.v);
 }
 
 void ck_check_live(const struct tt_history *h, const struct tt_check_params *p, struct tt_report *r,
@@ -270,7 +333,7 @@ void ck_check_live(const struct tt_history *h, const struct tt_check_params *p, 
     for (int i = 1; i <= n; i++) {
         if (i < n && strcmp(holds[i].acq->name, holds[from].acq->name) == 0)
             continue;
-        check_idle(h, p, r, &holds[from], i - from);
+        check_idle(h, p, r, holds, n, &holds[from], i - from);
         from = i;
     }
 }

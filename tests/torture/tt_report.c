@@ -121,10 +121,10 @@ void tt_report_print(const struct tt_config *c, const struct tt_report *r,
                 r->blind_silent);
     fprintf(f,
             "liveness: %lld nil answers checked for an idle lock (longest free stretch %.0f ms), "
-            "%lld starved; releases answered still-held: %lld without LEASE (%lld stuck holds), "
-            "%lld with LEASE\n",
-            r->idle_checked, (double)r->idle_max_gap_us / 1000, r->idle_starved, r->stuck_watchdog,
-            r->stuck_episodes, r->stuck_leased);
+            "%lld starved (%lld MULTILOCK waiters kept by another of their names); releases "
+            "answered still-held: %lld without LEASE (%lld stuck holds), %lld with LEASE\n",
+            r->idle_checked, (double)r->idle_max_gap_us / 1000, r->idle_starved, r->idle_multi_held,
+            r->stuck_watchdog, r->stuck_episodes, r->stuck_leased);
     fprintf(f,
             "end: %lld leftover keys, semaphore %lld/%d permits (faults may leak %lld), proxy "
             "peak RSS",
@@ -272,10 +272,10 @@ void tt_report_json(const struct tt_config *c, const struct tt_report *r,
             r->fifo_pairs, r->fifo_inversions);
     fprintf(f,
             "  \"liveness\": {\"idle_checked\": %lld, \"idle_max_gap_ms\": %.1f, "
-            "\"idle_starved\": %lld, \"stuck_watchdog\": %lld, \"stuck_episodes\": %lld, "
-            "\"stuck_leased\": %lld},\n",
-            r->idle_checked, (double)r->idle_max_gap_us / 1000, r->idle_starved, r->stuck_watchdog,
-            r->stuck_episodes, r->stuck_leased);
+            "\"idle_starved\": %lld, \"idle_multi_held\": %lld, \"stuck_watchdog\": %lld, "
+            "\"stuck_episodes\": %lld, \"stuck_leased\": %lld},\n",
+            r->idle_checked, (double)r->idle_max_gap_us / 1000, r->idle_starved, r->idle_multi_held,
+            r->stuck_watchdog, r->stuck_episodes, r->stuck_leased);
     fprintf(f,
             "  \"end\": {\"leftover_keys\": %lld, \"semaphore_permits\": %lld, "
             "\"semaphore_leak_bound\": %lld, \"rss_peak_kb\": [%lld, %lld], "

@@ -80,8 +80,31 @@ static int fork_script_relock(struct tt_env *e, int k, const struct script *s, b
     cc->script_at_ms = s->at_ms;
     cc->script_hold_ms = s->hold_ms;
     cc->script_relock = relock;
+    atomic_store(&e->shm->slot[slot].connected, 0);
     tt_env_fork_client(e, slot);
     return slot;
+}
+
+/* Waits until the n scripted clients from first are connected to their
+ * proxies (bounded: 10 s), so their times count from a t0 they all see.
+ * A fixed 300 ms was too short on a loaded machine: a client that
+ * connected late sent late, and the scenario's order (A holds before P0
+ * stops; FIFO waiters 600 ms apart) did not happen. */
+static void scripts_connected(struct tt_env *e, int first, int n)
+{
+    long long start = pu_now_ms(), deadline = start + 10000;
+    int i = 0;
+
+    while (i < n && pu_now_ms() < deadline) {
+        if (atomic_load(&e->shm->slot[TT_MAX_CLIENTS + first + i].connected))
+            i++;
+        else
+            pu_sleep_ms(5);
+    }
+    if (pu_now_ms() - start > 300)
+        printf("  (scenario clients %d-%d: %d of %d connected after %lld ms)\n",
+               TT_SCRIPT_CLIENT + first, TT_SCRIPT_CLIENT + first + n - 1, i, n,
+               pu_now_ms() - start);
 }
 
 static void at_ms(long long t0, int ms)
@@ -115,7 +138,7 @@ static void late_grant(struct tt_env *e, struct tt_fault *faults, int *n, int fi
 
     fork_script(e, first, &a);
     fork_script(e, first + 1, &b);
-    pu_sleep_ms(300); /* both connected */
+    scripts_connected(e, first, 2);
     if (!c)
         TEST_FAIL("late-grant: no admin connection to the lock Redis");
     pu_set_timeout(c, 10000);
@@ -150,7 +173,7 @@ static void lease_lost_told(struct tt_env *e, struct tt_fault *faults, int *n, i
 
     fork_script(e, first, &a);
     fork_script(e, first + 1, &b);
-    pu_sleep_ms(300);
+    scripts_connected(e, first, 2);
     t0 = tt_now_us();
     atomic_store(&e->shm->t0_us, t0);
     at_ms(t0, 300);
@@ -188,7 +211,7 @@ static void partition_unlock(struct tt_env *e, struct tt_fault *faults, int *n, 
 
     fork_script(e, first, &a);
     fork_script(e, first + 1, &b);
-    pu_sleep_ms(300);
+    scripts_connected(e, first, 2);
     t0 = tt_now_us();
     atomic_store(&e->shm->t0_us, t0);
     partition_window(e, faults, n, t0, 300, 6000, reset,
@@ -206,7 +229,7 @@ static void partition_relock(struct tt_env *e, struct tt_fault *faults, int *n, 
 
     fork_script_relock(e, first, &a, true);
     fork_script(e, first + 1, &b);
-    pu_sleep_ms(300);
+    scripts_connected(e, first, 2);
     t0 = tt_now_us();
     atomic_store(&e->shm->t0_us, t0);
     partition_window(e, faults, n, t0, 300, 2600, false, "partition-relock P0 cut 0.3-2.6 s");
@@ -227,7 +250,7 @@ static void fair_fifo(struct tt_env *e, int first)
 
     for (int i = 0; i < n; i++)
         fork_script(e, first + i, &s[i]);
-    pu_sleep_ms(300);
+    scripts_connected(e, first, n);
     atomic_store(&e->shm->t0_us, tt_now_us());
     tt_env_wait_clients(e, TT_MAX_CLIENTS + first, TT_MAX_CLIENTS + first + n, 15000);
     atomic_store(&e->shm->t0_us, 0);

@@ -500,6 +500,29 @@ static void case_multi(void)
     tt_report_free(&r);
 }
 
+/* MULTILOCK waits for every name it names: a waiter answered nil while
+ * one of its names was free but the other held is not starved (the short
+ * run's idle-starvation false alarm: ten MULTILOCK waiters on tt:lock:1
+ * while tt:lock:0 was held). It is when all of them were free. */
+static void case_multi_idle(void)
+{
+    struct hist h;
+    struct tt_report r;
+
+    hist_init(&h, "multi-idle");
+    hold(&h, 0, TT_LOCK, TT_UNLOCK, "i", 0, 0, 10, 3000, TT_R_INT);
+    hold(&h, 3, TT_LOCK, TT_UNLOCK, "j", 0, 0, 10, 50, TT_R_INT);
+    op(&h, 1, TT_MULTILOCK, "i", 0, 1500, 100, 1600, TT_R_NIL);
+    op(&h, 1, TT_MULTILOCK, "j", 0, 1500, 100, 1600, TT_R_NIL);
+    op(&h, 2, TT_MULTILOCK, "i", 0, 1500, 4000, 5500, TT_R_NIL);
+    op(&h, 2, TT_MULTILOCK, "j", 0, 1500, 4000, 5500, TT_R_NIL);
+    run_check(&h, &r);
+    expect("multi-idle", "starved on i", tt_report_count(&r, "idle-starvation", "i"), 1);
+    expect("multi-idle", "starved on j", tt_report_count(&r, "idle-starvation", "j"), 1);
+    expect("multi-idle", "kept by another name", r.idle_multi_held, 1);
+    tt_report_free(&r);
+}
+
 int tt_selftest_run(void)
 {
     case_silent();
@@ -520,6 +543,7 @@ int tt_selftest_run(void)
     case_reentry();
     case_shared();
     case_multi();
+    case_multi_idle();
     printf("torture self-test: %s (%d failed expectation%s)\n", failures ? "FAIL" : "PASS",
            failures, failures == 1 ? "" : "s");
     return failures ? 1 : 0;
