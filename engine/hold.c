@@ -771,6 +771,13 @@ bool px_hold_lost_before(const struct px_hold *h, uint64_t count)
     return h->state == PX_HOLD_HELD && count > 0 && count <= h->count;
 }
 
+void px_hold_lapse_due(struct px_hold *h)
+{
+    if (h->state == PX_HOLD_HELD && !h->watchdog &&
+        sched_loop_now_ms(h->eng->loop) >= h->expires_ms)
+        px_hold_mark_lost(h); /* a fixed lease ran out */
+}
+
 void px_hold_report_lost(struct px_hold *h, bool give_back, uint64_t until)
 {
     px_hold_mark_lost(h); /* counted and pushed, if it was HELD */
@@ -1192,8 +1199,7 @@ void px_hold_deinit(struct lk_engine *eng)
     px_watchdog_deinit(eng);
     for (i = 0; i < eng->holds.nbuckets; i++) {
         while (eng->holds.buckets[i]) {
-            struct px_hold *h =
-                LP_CONTAINER_OF(eng->holds.buckets[i], struct px_hold, node);
+            struct px_hold *h = LP_CONTAINER_OF(eng->holds.buckets[i], struct px_hold, node);
 
             hold_unhold(h);
             if (h->side)

@@ -139,14 +139,14 @@ struct px_hold {
     uint32_t nlen;                   /* name length */
     uint16_t olen;                   /* owner length (at most PX_OWNER_MAX) */
     uint8_t state;                   /* enum px_hold_state */
-    bool in_table : 1;   /* in eng->holds (a newer hold may replace a RELEASING one) */
-    bool watchdog : 1;   /* renewed by this proxy */
-    bool verify : 1;     /* a check after a topology change is due (watchdog.c) */
-    bool unchecked : 1;  /* that check is due or in flight: nothing shows the hold is on
-                            the new master yet (a re-entry sent meanwhile may re-create it) */
-    bool lost_early : 1; /* LOST before its lease's own end (renewed, or a fixed
-                            lease found gone): its holder must be told */
-    char key[];          /* owned: name NUL */
+    bool in_table : 1;               /* in eng->holds (a newer hold may replace a RELEASING one) */
+    bool watchdog : 1;               /* renewed by this proxy */
+    bool verify : 1;                 /* a check after a topology change is due (watchdog.c) */
+    bool unchecked : 1;              /* that check is due or in flight: nothing shows the hold is on
+                                        the new master yet (a re-entry sent meanwhile may re-create it) */
+    bool lost_early : 1;             /* LOST before its lease's own end (renewed, or a fixed
+                                        lease found gone): its holder must be told */
+    char key[];                      /* owned: name NUL */
 };
 
 int px_hold_init(struct lk_engine *eng);
@@ -254,6 +254,14 @@ enum px_unlock_failed px_hold_unlock_failed(struct px_hold *h, const struct lk_c
  * lost before its lease's end. The re-entry must not turn that lost hold
  * into a fresh one silently. count 0: before sending. */
 bool px_hold_lost_before(const struct px_hold *h, uint64_t count);
+
+/* A fixed lease that has run out by now ends here as its timer would end
+ * it (px_watchdog_on_timer: LOST, not early; pushed as there). The wheel may fire that timer a tick
+ * after a waiter's re-poll timed at the same end; by then the name may have been taken and given
+ * back, and the holder's next LOCK, a fresh acquisition, would otherwise
+ * be judged a re-entry that found its hold gone (LOCKLOST). Called before
+ * an acquire of the pair is judged or sent. */
+void px_hold_lapse_due(struct px_hold *h);
 
 /* A re-entry of h whose grant is rolled back (reply lost, or too late)
  * may have run its PEXPIRE: Redis may end the key at end_ms, before the

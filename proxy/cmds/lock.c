@@ -307,6 +307,7 @@ static int lockop_send(struct px_wait_op *w)
 
     if (rc < 0)
         return rc;
+    px_hold_lapse_due(h);
     op->unvouched = h->state == PX_HOLD_HELD &&
                     (h->unchecked || sched_loop_now_ms(w->eng->loop) >= px_hold_vouched_until(h));
     op->unvouched_epoch = h->epoch;
@@ -544,6 +545,7 @@ static void acquire_start(struct px_req *req, const struct px_lock_kind *kind, u
         px_reply_error(px_req_out(req), "ERR out of memory");
         return px_req_done(req);
     }
+    px_hold_lapse_due(op->hold);
     if (px_hold_lost_before(op->hold, 0)) { /* a tombstone its holder was not told of */
         px_hold_report_lost(op->hold, false, 0);
         lockop_reply_lost(req, &op->acq);
