@@ -255,12 +255,13 @@ enum px_unlock_failed px_hold_unlock_failed(struct px_hold *h, const struct lk_c
  * into a fresh one silently. count 0: before sending. */
 bool px_hold_lost_before(const struct px_hold *h, uint64_t count);
 
-/* A fixed lease that has run out by now ends here as its timer would end
- * it (px_watchdog_on_timer: LOST, not early; pushed as there). The wheel may fire that timer a tick
- * after a waiter's re-poll timed at the same end; by then the name may have been taken and given
- * back, and the holder's next LOCK, a fresh acquisition, would otherwise
- * be judged a re-entry that found its hold gone (LOCKLOST). Called before
- * an acquire of the pair is judged or sent. */
+/* A fixed lease that has run out by now ends here as its timer would
+ * end it (px_watchdog_on_timer: LOST, not early; pushed as there). The
+ * wheel may fire that timer a tick after a waiter's re-poll timed at the
+ * same end; by then the name may have been taken and given back, and the
+ * holder's next LOCK, a fresh acquisition, would otherwise be judged a
+ * re-entry that found its hold gone (LOCKLOST). Called before an acquire
+ * of the pair is judged or sent. */
 void px_hold_lapse_due(struct px_hold *h);
 
 /* A re-entry of h whose grant is rolled back (reply lost, or too late)
