@@ -83,8 +83,8 @@ void BM_HoldFind(benchmark::State &state)
     for (auto _ : state) {
         const auto &k = f.keys[i++ % f.keys.size()];
 
-        benchmark::DoNotOptimize(
-            px_hold_find(f.srv->engine, k.first.data(), k.first.size(), k.second.data(), k.second.size()));
+        benchmark::DoNotOptimize(px_hold_find(f.srv->engine, k.first.data(), k.first.size(),
+                                              k.second.data(), k.second.size()));
     }
     state.SetItemsProcessed(state.iterations());
     free_holds(f);

@@ -39,9 +39,9 @@ extern "C" {
 struct lk_caller;
 struct lk_engine;
 
-#define LK_UUID_LEN    36u /* a process uuid's characters (util_uuid4) */
-#define PX_NAME_MAX    4096u                             /* longest object name accepted */
-#define PX_OWNER_MAX   256u                              /* owner field capacity (with ":write") */
+#define LK_UUID_LEN    36u   /* a process uuid's characters (util_uuid4) */
+#define PX_NAME_MAX    4096u /* longest object name accepted */
+#define PX_OWNER_MAX   256u  /* owner field capacity (with ":write") */
 #define PX_CHANNEL_MAX (PX_NAME_MAX + PX_OWNER_MAX + 64) /* channel and aux key capacity */
 
 /* Something a connection took that must go back when it closes (semaphore

@@ -10,9 +10,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "pool/reply.h"
-
 #include "engine/engine.h"
+#include "pool/reply.h"
 
 #ifdef __cplusplus
 extern "C" {

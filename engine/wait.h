@@ -97,8 +97,8 @@ enum lk_end {
 /* What came with the end (the fields its enum lk_end names). */
 struct lk_end_info {
     const struct pool_reply *r; /* LK_END_REDIS_ERROR: the error reply (borrowed) */
-    int err;             /* LK_END_UPSTREAM: -errno */
-    int acked;           /* LK_END_UNREPLICATED: replicas WAIT counted, -1 none */
+    int err;                    /* LK_END_UPSTREAM: -errno */
+    int acked;                  /* LK_END_UNREPLICATED: replicas WAIT counted, -1 none */
 };
 
 /* Ends op: writes the caller's reply for end (nothing for

@@ -9,10 +9,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "pool/reply.h"
-
 #include "engine/engine.h"
 #include "engine/sem.h"
+#include "pool/reply.h"
 
 #ifdef __cplusplus
 extern "C" {

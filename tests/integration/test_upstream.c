@@ -344,8 +344,8 @@ static void check_load(struct load *l)
             atomic_load(&l->ok_up), atomic_load(&l->ok_after), atomic_load(&l->down_errs),
             (long long)atomic_load(&l->max_down_ms), atomic_load(&l->upstream_errs),
             atomic_load(&l->unlock_errs), atomic_load(&l->unlock_in_hand), atomic_load(&l->nils),
-            atomic_load(&l->bad_ok),
-            atomic_load(&l->bad_nil), atomic_load(&l->other), atomic_load(&l->broken));
+            atomic_load(&l->bad_ok), atomic_load(&l->bad_nil), atomic_load(&l->other),
+            atomic_load(&l->broken));
     if (atomic_load(&l->other) > 0)
         TEST_FAIL("unexpected replies under load; first: %s", l->first_other);
     ASSERT_EQ(atomic_load(&l->broken), 0);

@@ -371,8 +371,8 @@ long long fx_unlock(const char *name, const char *owner, size_t olen, uint64_t l
     size_t lens[5] = {strlen(name), clen, llen, olen, 7};
     struct fx_rec rec = {0};
 
-    ASSERT_EQ(px_script_eval(fx.eng, px_route_hint(name, lens[0]), fx_script(&px_lua_lock_unlock), 2,
-                             5, argv, lens, fx_rec_cb, &rec),
+    ASSERT_EQ(px_script_eval(fx.eng, px_route_hint(name, lens[0]), fx_script(&px_lua_lock_unlock),
+                             2, 5, argv, lens, fx_rec_cb, &rec),
               0);
     fx_pump();
     ASSERT_TRUE(rec.done);
@@ -426,7 +426,8 @@ static int fxw_send(struct px_wait_op *op)
                         argv, lens);
 }
 
-static enum px_wait_res fxw_reply(struct px_wait_op *op, const struct pool_reply *r, uint64_t *repoll)
+static enum px_wait_res fxw_reply(struct px_wait_op *op, const struct pool_reply *r,
+                                  uint64_t *repoll)
 {
     (void)op;
     if (r->type == POOL_REPLY_INTEGER && r->integer <= -3)
