@@ -328,22 +328,6 @@ void px__psem_cmd_tryacquire(struct px_req *req)
 
 /* ---- PSEM.TRYSETPERMITS / RELEASE / AVAILABLE ---- */
 
-/* Runs a PSEM script with keys {name, zset, chan} and up to two args. */
-static void psem_simple(struct px_req *req, enum px__sem_script s, const char *a1, size_t l1,
-                        const char *a2, size_t l2, px_call_reply_fn *fmt)
-{
-    struct px__sem_keys k;
-    int nk = px__sem_keys_fill(&k, req->argv[1].p, req->argv[1].len, true);
-    int argc = nk;
-
-    if (a1)
-        px__sem_keys_arg(&k, argc++, a1, l1);
-    if (a2)
-        px__sem_keys_arg(&k, argc++, a2, l2);
-    px_call_script(req, px_route_hint(req->argv[1].p, req->argv[1].len),
-                   px__sem_script(req->cl->srv->engine, s), nk, argc, k.argv, k.lens, fmt);
-}
-
 void px__psem_cmd_trysetpermits(struct px_req *req)
 {
     int64_t n;
@@ -352,8 +336,9 @@ void px__psem_cmd_trysetpermits(struct px_req *req)
     if (px_name_check(req, "name", PX_NAME_PREFIXED) < 0 ||
         px_args_parse_count(req, 2, "permits", 0, &n) < 0)
         return px_req_done(req);
-    psem_simple(req, PX__PSEM_TRYSET, nb, (size_t)snprintf(nb, sizeof(nb), "%lld", (long long)n),
-                NULL, 0, px_call_reply_int);
+    px__sem_simple(req, PX__PSEM_TRYSET, true, 0, nb,
+                   (size_t)snprintf(nb, sizeof(nb), "%lld", (long long)n), NULL, 0,
+                   px_call_reply_int);
 }
 
 static void psem_reply_release(struct px_req *req, const struct pool_reply *r)
@@ -454,5 +439,5 @@ void px__psem_cmd_available(struct px_req *req)
     if (px_name_check(req, "name", PX_NAME_PREFIXED) < 0)
         return px_req_done(req);
     psem_now(now, sizeof(now), &nlen);
-    psem_simple(req, PX__PSEM_AVAILABLE, now, nlen, NULL, 0, px_call_reply_int);
+    px__sem_simple(req, PX__PSEM_AVAILABLE, true, 0, now, nlen, NULL, 0, px_call_reply_int);
 }

@@ -12,6 +12,7 @@
 #include "engine/engine.h"
 #include "engine/sem.h"
 #include "pool/reply.h"
+#include "proxy/cmds/call.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -35,6 +36,12 @@ struct px__sem_acquire_args {
  * takes. Replies and returns -EINVAL on bad input. */
 int px__sem_parse_acquire(struct px_req *req, bool count_ok, bool wait_ok, bool lease_ok,
                           struct px__sem_acquire_args *a);
+
+/* Runs a SEM (psem false: keys {name, chan}, or the first nkeys of them)
+ * or PSEM (psem true: keys {name, zset, chan}; nkeys 0) script with at
+ * most two arguments, its reply written by fmt. */
+void px__sem_simple(struct px_req *req, enum px__sem_script s, bool psem, int nkeys, const char *a1,
+                    size_t l1, const char *a2, size_t l2, px_call_reply_fn *fmt);
 
 /* Replies -NOTINIT for req's semaphore. */
 void px__sem_reply_notinit(struct px_req *req);

@@ -34,17 +34,18 @@
 
 /* ---- SEM.TRYSETPERMITS / ADDPERMITS / RELEASE / AVAILABLE / DRAIN ---------- */
 
-/* Runs a SEM script with keys {name, chan} (or {name} when nkeys is 1) and
- * at most two arguments. */
-static void sem_simple(struct px_req *req, enum px__sem_script s, int nkeys, const char *a1,
-                       size_t l1, const char *a2, size_t l2, px_call_reply_fn *fmt)
+/* Runs a SEM (psem false: keys {name, chan}, or the first nkeys of them)
+ * or PSEM (psem true: keys {name, zset, chan}; nkeys 0) script with at
+ * most two arguments (sem-int.h). */
+void px__sem_simple(struct px_req *req, enum px__sem_script s, bool psem, int nkeys, const char *a1,
+                    size_t l1, const char *a2, size_t l2, px_call_reply_fn *fmt)
 {
     struct px__sem_keys k;
-    int nk = px__sem_keys_fill(&k, req->argv[1].p, req->argv[1].len, false);
+    int nk = px__sem_keys_fill(&k, req->argv[1].p, req->argv[1].len, psem);
     int argc;
 
-    if (nkeys == 1)
-        nk = 1;
+    if (nkeys > 0 && nkeys < nk)
+        nk = nkeys;
     argc = nk;
     if (a1)
         px__sem_keys_arg(&k, argc++, a1, l1);
@@ -62,8 +63,9 @@ void px__sem_cmd_trysetpermits(struct px_req *req)
     if (px_name_check(req, "name", PX_NAME_PREFIXED) < 0 ||
         px_args_parse_count(req, 2, "permits", 0, &n) < 0)
         return px_req_done(req);
-    sem_simple(req, PX__SEM_TRYSET, 2, nb, (size_t)snprintf(nb, sizeof(nb), "%lld", (long long)n),
-               NULL, 0, px_call_reply_int);
+    px__sem_simple(req, PX__SEM_TRYSET, false, 2, nb,
+                   (size_t)snprintf(nb, sizeof(nb), "%lld", (long long)n), NULL, 0,
+                   px_call_reply_int);
 }
 
 void px__sem_cmd_addpermits(struct px_req *req)
@@ -74,8 +76,9 @@ void px__sem_cmd_addpermits(struct px_req *req)
     if (px_name_check(req, "name", PX_NAME_PREFIXED) < 0 ||
         px_args_parse_count(req, 2, "permits", -(int64_t)PX_ARGS_MAX_COUNT, &n) < 0)
         return px_req_done(req);
-    sem_simple(req, PX__SEM_ADD, 2, nb, (size_t)snprintf(nb, sizeof(nb), "%lld", (long long)n),
-               NULL, 0, px_call_reply_int);
+    px__sem_simple(req, PX__SEM_ADD, false, 2, nb,
+                   (size_t)snprintf(nb, sizeof(nb), "%lld", (long long)n), NULL, 0,
+                   px_call_reply_int);
 }
 
 /* A release in flight (px_call_script_own's arg). */
@@ -350,14 +353,14 @@ void px__sem_cmd_available(struct px_req *req)
 {
     if (px_name_check(req, "name", PX_NAME_PREFIXED) < 0)
         return px_req_done(req);
-    sem_simple(req, PX__SEM_AVAILABLE, 1, NULL, 0, NULL, 0, px_call_reply_int);
+    px__sem_simple(req, PX__SEM_AVAILABLE, false, 1, NULL, 0, NULL, 0, px_call_reply_int);
 }
 
 void px__sem_cmd_drain(struct px_req *req)
 {
     if (px_name_check(req, "name", PX_NAME_PREFIXED) < 0)
         return px_req_done(req);
-    sem_simple(req, PX__SEM_DRAIN, 1, NULL, 0, NULL, 0, px_call_reply_int);
+    px__sem_simple(req, PX__SEM_DRAIN, false, 1, NULL, 0, NULL, 0, px_call_reply_int);
 }
 
 /* ---- SEM.ACQUIRE / SEM.TRYACQUIRE ---------------------------------------- */
