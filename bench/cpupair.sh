@@ -47,28 +47,8 @@ PROXIES="new=$BUILD/lockproxy"
 [ -z "${LP_CP_BASE:-}" ] || PROXIES="base=$LP_CP_BASE $PROXIES"
 BENCH=$BUILD/lockproxy-bench
 
-tmp=$(mktemp -d)
-redis_pid= proxy_pid=
-cleanup() {
-    for p in $proxy_pid $redis_pid; do
-        kill -TERM "$p" 2>/dev/null || true
-        wait "$p" 2>/dev/null || true
-    done
-    rm -rf "$tmp"
-}
-trap cleanup EXIT
-
-free_port() {
-    local port
-    for _ in $(seq 100); do
-        port=$((20000 + RANDOM % 12000)) # below the ephemeral range
-        if ! ss -Htln "sport = :$port" | grep -q .; then
-            echo "$port"
-            return 0
-        fi
-    done
-    return 1
-}
+# shellcheck source=bench/procs.sh
+. "$(dirname "${BASH_SOURCE[0]}")/procs.sh"
 
 # wait_ping -p PORT | -s PATH
 wait_ping() {

@@ -34,28 +34,8 @@ EVENTS=task-clock,raw_syscalls:sys_enter,context-switches,syscalls:sys_enter_io_
 EVENTS=$EVENTS,syscalls:sys_enter_epoll_wait,syscalls:sys_enter_epoll_ctl
 EVENTS=$EVENTS,syscalls:sys_enter_sendto,syscalls:sys_enter_recvfrom
 
-tmp=$(mktemp -d)
-redis_pid= proxy_pid=
-cleanup() {
-    for p in $proxy_pid $redis_pid; do
-        kill -TERM "$p" 2>/dev/null || true
-        wait "$p" 2>/dev/null || true
-    done
-    rm -rf "$tmp"
-}
-trap cleanup EXIT
-
-free_port() {
-    local port
-    for _ in $(seq 100); do
-        port=$((20000 + RANDOM % 12000)) # below the ephemeral range
-        if ! ss -Htln "sport = :$port" | grep -q .; then
-            echo "$port"
-            return 0
-        fi
-    done
-    return 1
-}
+# shellcheck source=bench/procs.sh
+. "$(dirname "${BASH_SOURCE[0]}")/procs.sh"
 
 wait_ping() {
     for _ in $(seq 400); do
