@@ -24,7 +24,10 @@
  * longer had the hold (count not above the confirmed one), or an acquire
  * that finds a tombstone lost before its lease's end (lost_early), is
  * answered LOCKLOST once (px_hold_lost_before / px_hold_report_lost) and
- * any fresh grant is given back. An UNLOCK Redis did not answer is the
+ * any fresh grant is given back; the told tombstone stays (not lost_early)
+ * until the next acquire or UNLOCK, which answers LOCKLOST even when Redis
+ * releases something (a request of unknown outcome run late, after the
+ * give-back) or counts it down (:0). An UNLOCK Redis did not answer is the
  * proxy's to carry out (px_hold_unlock_failed): "vouched for" means asked
  * before expires_ms, the conservative lease end counted from the send of
  * the last confirmed acquire or renewal, so Redis cannot have expired it
@@ -671,12 +674,24 @@ void px_hold_granted(struct px_hold *h, const struct px_hold_kind *kind, struct 
         hold_want_settle(h, PX_JOB_NO_END); /* sent once nothing is in flight */
 }
 
-void px_hold_unlocked_one(struct px_hold *h, const struct lk_caller *cl, uint64_t sent_ms)
+bool px_hold_unlocked_one(struct px_hold *h, const struct lk_caller *cl, uint64_t sent_ms)
 {
+    struct lk_engine *eng = h->eng;
     struct px_hold_share *sh;
 
     if (h->state != PX_HOLD_HELD)
-        return;
+        return false;
+    if (h->count == 1 && !cl->closing) {
+        /* The last count clients were told of, and Redis counts more:
+         * an acknowledged unlock a failover lost, or an acquisition of
+         * unknown outcome run after its give-back. The release asked for
+         * is the proxy's to carry out, as one Redis did not answer. */
+        eng->stats.released++;
+        eng->stats.unlocks_extra++;
+        px_hold_release(h,
+                        sched_loop_now_ms(eng->loop) + h->lease_ms + eng->cfg.upstream_timeout_ms);
+        return true;
+    }
     h->epoch++;
     /* Redis said "still held": never below 1. An unlock of a connection
      * that closed since was counted in the part its close gave back. */
@@ -687,10 +702,11 @@ void px_hold_unlocked_one(struct px_hold *h, const struct lk_caller *cl, uint64_
             hold_part_take(h, sh, 1);
     }
     if (!h->kind->unlock_resets_lease)
-        return;
+        return false;
     h->expires_ms = sent_ms + h->lease_ms;
     if (!h->watchdog)
         px_hold_arm(h);
+    return false;
 }
 
 void px_hold_released(struct px_hold *h)
@@ -781,7 +797,14 @@ void px_hold_lapse_due(struct px_hold *h)
 void px_hold_report_lost(struct px_hold *h, bool give_back, uint64_t until)
 {
     px_hold_mark_lost(h); /* counted and pushed, if it was HELD */
-    hold_unhold(h);       /* told: the tombstone goes */
+    /* Told: the next acquire is a fresh hold (not lost_early), but the
+     * tombstone stays, so an UNLOCK before it still answers LOCKLOST
+     * whatever Redis answers: a request of unknown outcome may yet run
+     * late and grant the pair afresh, after a give-back's settle. */
+    if (h->state == PX_HOLD_LOST) {
+        h->lost_early = false;
+        h->epoch++;
+    }
     if (give_back)
         px_hold_settle(h, until);
 }

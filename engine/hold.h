@@ -224,8 +224,12 @@ void px_hold_release(struct px_hold *h, uint64_t until);
  * oldest part; the unlock, sent at sent_ms, reset the lease), released (count 0), or not held (nil:
  * the client is told LOCKLOST if h was HELD or LOST; returns true then;
  * other connections with a part of h, cl being the unlocking one, are
- * told as for a lease found lost: a push, and LOCKLOST at their UNLOCK). */
-void px_hold_unlocked_one(struct px_hold *h, const struct lk_caller *cl, uint64_t sent_ms);
+ * told as for a lease found lost: a push, and LOCKLOST at their UNLOCK).
+ * "Still held" for the last count clients were told of means Redis counts
+ * more than they were told (a lost unlock, a late acquisition): the proxy
+ * releases the rest itself (RELEASING) and px_hold_unlocked_one() returns
+ * true, the release the client asked for (answer :1). */
+bool px_hold_unlocked_one(struct px_hold *h, const struct lk_caller *cl, uint64_t sent_ms);
 void px_hold_released(struct px_hold *h);
 bool px_hold_not_held(struct px_hold *h, const struct lk_caller *cl);
 
@@ -275,10 +279,12 @@ void px_hold_lower_vouch(struct px_hold *h, uint64_t end_ms);
  * rolled-back re-entry). */
 uint64_t px_hold_vouched_until(const struct px_hold *h);
 
-/* Tells h's loss (counted and pushed if it was HELD) and forgets the
- * tombstone: the client is answered LOCKLOST by the caller, once; the
- * next acquire is a fresh hold. A grant Redis made meanwhile is given
- * back by a settle (until: when it would end anyway). */
+/* Tells h's loss (counted and pushed if it was HELD): the client is
+ * answered LOCKLOST by the caller; the next acquire is a fresh hold, and
+ * an UNLOCK before it finds the tombstone (LOCKLOST, whatever Redis
+ * answers: a late grant of a request of unknown outcome is no hold the
+ * client was told of). A grant Redis made meanwhile is given back by a
+ * settle (until: when it would end anyway). */
 void px_hold_report_lost(struct px_hold *h, bool give_back, uint64_t until);
 
 /* The acquiring connection closed: release its holds (RELEASING) or let

@@ -89,9 +89,9 @@ static void unlock_apply(struct multiunlock *u, struct multi_name *m, long long 
             px_hold_released(m->hold);
         m->result = 1;
     } else if (res == 0) {
-        if (m->hold)
-            px_hold_unlocked_one(m->hold, &u->req->cl->caller, u->sent_ms);
-        m->result = 0;
+        /* 1 when Redis counted more than the caller's last count: the
+         * proxy releases the rest (hold.h) */
+        m->result = m->hold && px_hold_unlocked_one(m->hold, &u->req->cl->caller, u->sent_ms);
     } else {
         m->result = m->hold && px_hold_not_held(m->hold, &u->req->cl->caller) ? -2 : -1;
     }

@@ -53,7 +53,7 @@ struct unlockop {
     struct px_hold *hold;     /* reference: the pair's hold when an UNLOCK was sent (its
                                  request is counted in flight), or NULL */
     struct px__lockop *next;  /* borrowed: the waiter a hand-off goes to, or NULL */
-    uint64_t lease_ms;        /* the caller's lease (a hand-off that finds it held) */
+    uint64_t lease_ms;        /* the lease the unlock sets if the name stays held */
     uint64_t sent_ms;         /* monotonic ms the script was sent */
     size_t olen;              /* owner length */
     char owner[PX_OWNER_MAX]; /* owned: owner field string */
@@ -87,13 +87,17 @@ static bool unlock_apply(struct px_req *req, struct unlockop *u, const struct po
     }
     if (r->type != POOL_REPLY_INTEGER)
         return false;
-    if (h && h->state == PX_HOLD_LOST && r->integer == 1) {
+    if (h && h->state == PX_HOLD_LOST) {
         /* The hold the client was told of was found lost (a re-entry of
          * unknown outcome outlived its lease, lock.c's lockop_undo); what
-         * this released was a grant Redis made after the loss (that
-         * re-entry, run late). Released all the same, but the work under
-         * the lock was not protected: LOCKLOST, as for a nil. */
+         * Redis has is what it granted after the loss (such re-entries,
+         * run late). :1 released it all the same; :0 counted one down and
+         * the rest is given back. Either way the work under the lock was
+         * not protected: LOCKLOST, as for a nil. */
         unlock_nil(req, u);
+        if (r->integer == 0)
+            px_hold_settle(h, sched_loop_now_ms(srv->loop) + u->lease_ms +
+                                  srv->engine->cfg.upstream_timeout_ms);
         return true;
     }
     if (r->integer == 1 || (u->next && r->integer == 2)) { /* 2: released to u->next */
@@ -103,8 +107,10 @@ static bool unlock_apply(struct px_req *req, struct unlockop *u, const struct po
         px_reply_int(px_req_out(req), 1);
         return true;
     }
-    if (h)
-        px_hold_unlocked_one(h, &req->cl->caller, u->sent_ms);
+    if (h && px_hold_unlocked_one(h, &req->cl->caller, u->sent_ms)) {
+        px_reply_int(px_req_out(req), 1); /* the rest is released by the proxy */
+        return true;
+    }
     px_reply_int(px_req_out(req), r->integer);
     return true;
 }
@@ -196,6 +202,7 @@ static struct unlockop *unlockop_create(struct px_req *req, const struct px_lock
     u->apply = apply;
     u->hold = NULL;
     u->next = NULL;
+    u->lease_ms = 0;
     u->sent_ms = sched_loop_now_ms(req->cl->srv->loop);
     u->olen = px__lock_owner(req, &a, kind, u->owner, base_olen);
     return u;
@@ -323,6 +330,7 @@ void px_lock_cmd_release(struct px_req *req, const struct px_lock_kind *kind)
     acq.lease_ms = h && px_hold_is_held(h) ? h->lease_ms : srv->opts.watchdog_ms;
     acq.wait_ms = -1;
     acq.waiting = false;
+    u->lease_ms = acq.lease_ms;
     rc = h ? px_hold_ready(h) : 0;
     if (rc < 0) {
         if (unlock_in_hand(req, u)) {
@@ -341,7 +349,6 @@ void px_lock_cmd_release(struct px_req *req, const struct px_lock_kind *kind)
         u->next = grant_candidate(srv, &acq);
     if (!u->next)
         return unlockop_sent(u, kind->unlock(srv, &acq, unlockop_on_reply, u));
-    u->lease_ms = acq.lease_ms;
     px_hold_begin(u->next->hold);
     rc = grant_send(srv, &acq, u);
     if (rc == 0)

@@ -108,6 +108,37 @@ TEST(hold_unlocked_then_released)
     fx_stop();
 }
 
+/* Redis counts more than the one count the client was told of (an
+ * acknowledged unlock a failover lost, or a late acquisition): the
+ * client's UNLOCK of that count is answered :0 by Redis, yet it is the
+ * last release the client asks for. The proxy carries it out (RELEASING,
+ * settled to nothing) and says so, instead of keeping a hold no client
+ * will ever release and renewing it for ever. */
+TEST(hold_unlock_of_last_count_releases_the_rest)
+{
+    char owner[PX_OWNER_MAX];
+    size_t olen;
+    struct px_hold *h;
+
+    fx_start();
+    olen = fx_owner(fx.callers[0].id, owner);
+    h = px_hold_get(fx_grant(0, "a", owner, olen, true, 0));
+    ASSERT_TRUE(fx_acquire("a", owner, olen, FX_WATCHDOG_MS)); /* told nobody */
+    ASSERT_EQ(fx_unlock("a", owner, olen, FX_WATCHDOG_MS), 0);
+    ASSERT_TRUE(px_hold_unlocked_one(h, &fx.callers[0], fx_now_ms()));
+    ASSERT_EQ(h->state, PX_HOLD_RELEASING);
+    ASSERT_EQ(fx.eng->nholds, 0u);
+    ASSERT_EQ(fx.hold_ends, 1u);
+    fx_pump();
+    ASSERT_EQ(fx_count("a", owner), 0);
+    ASSERT_EQ(h->state, PX_HOLD_DEAD);
+    ASSERT_EQ(fx.lost[0], 0u);
+    px_hold_put(h);
+    fx_advance(2 * FX_WATCHDOG_MS); /* no renewal re-creates it */
+    ASSERT_EQ(fr_pttl(fx.redis, fx_now_ms(), "a"), -2);
+    fx_stop();
+}
+
 TEST(hold_release_settles_to_dead)
 {
     char owner[PX_OWNER_MAX];
@@ -434,8 +465,9 @@ TEST(hold_unchecked_after_a_topology_change)
 
 TEST_MAIN(TEST_CASE(hold_pending_then_held_on_grant),
           TEST_CASE(hold_reentry_counts_what_clients_were_told),
-          TEST_CASE(hold_unlocked_then_released), TEST_CASE(hold_release_settles_to_dead),
-          TEST_CASE(hold_unlock_failed_kept_in_hand),
+          TEST_CASE(hold_unlocked_then_released),
+          TEST_CASE(hold_unlock_of_last_count_releases_the_rest),
+          TEST_CASE(hold_release_settles_to_dead), TEST_CASE(hold_unlock_failed_kept_in_hand),
           TEST_CASE(hold_fixed_lease_lapses_before_a_new_acquire),
           TEST_CASE(hold_unlock_failed_released_in_hand),
           TEST_CASE(hold_unlock_failed_past_its_lease_is_lost),
