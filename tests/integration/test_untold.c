@@ -305,6 +305,51 @@ TEST(untold_unlock_last_count_released)
     each_backend(scenario_unlock_extra, extra);
 }
 
+/* ---- 6. an UNLOCK after the lease ended, Redis granting afresh meanwhile ------ */
+
+/* The client's fixed lease ran out (a tombstone: the UNLOCK answers
+ * LOCKLOST); meanwhile Redis granted the owner the name afresh, as a
+ * request of unknown outcome run late does (made here with HSET: count 1,
+ * then 2). UNLOCK and MULTIUNLOCK answer LOCKLOST, never :1 ("released
+ * your hold") or :0 ("still held"), and what Redis counts is given back. */
+static void scenario_unlock_late_grant(struct pu_env *e)
+{
+    static const char *const unlocks[] = {"UNLOCK %s", "MULTIUNLOCK %s"};
+    redisContext *rc = pu_redis_client(e), *a = pu_client(e), *b = pu_client(e);
+    char uuid[64], field[160];
+    redisReply *r = pu_cmd(a, "CLIENT ID");
+    int i, count;
+
+    ASSERT_TRUE(r->type == REDIS_REPLY_INTEGER);
+    pu_proxy_uuid(a, uuid, sizeof(uuid));
+    snprintf(field, sizeof(field), "%s:%lld", uuid, r->integer); /* the connection's owner */
+    freeReplyObject(r);
+    for (i = 0; i < 2; i++) {
+        for (count = 1; count <= 2; count++) {
+            PU_OK(a, "LOCK %s LEASE 300", "lg");
+            pu_sleep_ms(450); /* the lease ran out: a tombstone */
+            freeReplyObject(pu_cmd(rc, "HSET %s %s %d", "lg", field, count));
+            freeReplyObject(pu_cmd(rc, "PEXPIRE %s 30000", "lg"));
+            expect_lost(pu_cmd(a, unlocks[i], "lg"), unlocks[i]);
+            /* nothing of the owner is left in Redis for long */
+            PU_OK(b, "LOCK %s WAIT 2000", "lg");
+            PU_INT(b, 1, "UNLOCK %s", "lg");
+            /* and the owner's next LOCK is a fresh hold */
+            PU_OK(a, "LOCK %s LEASE 5000", "lg");
+            PU_INT(a, 1, "UNLOCK %s", "lg");
+        }
+    }
+    redisFree(a);
+    redisFree(b);
+    redisFree(rc);
+}
+
+TEST(untold_unlock_after_lease_end_finds_late_grant)
+{
+    each_backend(scenario_unlock_late_grant, NULL);
+}
+
 TEST_MAIN(TEST_CASE(untold_relock_after_loss), TEST_CASE(untold_unlock_in_hand),
           TEST_CASE(untold_unlock_unvouched), TEST_CASE(untold_sem_release_in_hand),
-          TEST_CASE(untold_unlock_last_count_released))
+          TEST_CASE(untold_unlock_last_count_released),
+          TEST_CASE(untold_unlock_after_lease_end_finds_late_grant))
