@@ -111,6 +111,7 @@
 static const struct px_job_ops settle_ops, release_ops;
 static void hold_want_settle(struct px_hold *h, uint64_t until);
 static void hold_settle_nomem(struct px_hold *h);
+static void hold_release_unlocked(struct px_hold *h, uint64_t until);
 
 /* name_hash: px_route_hint(name), which acquires and unlocks have anyway;
  * owner_hash: hash_bytes(owner), the owner record's (hold_owner_get). */
@@ -688,8 +689,8 @@ bool px_hold_unlocked_one(struct px_hold *h, const struct lk_caller *cl, uint64_
          * is the proxy's to carry out, as one Redis did not answer. */
         eng->stats.released++;
         eng->stats.unlocks_extra++;
-        px_hold_release(h,
-                        sched_loop_now_ms(eng->loop) + h->lease_ms + eng->cfg.upstream_timeout_ms);
+        hold_release_unlocked(h, sched_loop_now_ms(eng->loop) + h->lease_ms +
+                                     eng->cfg.upstream_timeout_ms);
         return true;
     }
     h->epoch++;
@@ -843,7 +844,7 @@ enum px_unlock_failed px_hold_unlock_failed(struct px_hold *h, const struct lk_c
     eng->stats.unlocks_in_hand++;
     if (asked_ms >= px_hold_vouched_until(h)) {
         px_hold_mark_lost(h);
-        px_hold_release(h, until);
+        hold_release_unlocked(h, until);
         return PX_UNLOCK_UNVOUCHED;
     }
     if (h->count > 1) {
@@ -857,7 +858,7 @@ enum px_unlock_failed px_hold_unlock_failed(struct px_hold *h, const struct lk_c
         return PX_UNLOCK_KEPT;
     }
     eng->stats.released++;
-    px_hold_release(h, until);
+    hold_release_unlocked(h, until);
     return PX_UNLOCK_RELEASED;
 }
 
@@ -988,6 +989,14 @@ void px_hold_release(struct px_hold *h, uint64_t until)
     hold_want_settle(h, until);
 }
 
+/* px_hold_release() of an UNLOCK the proxy carries out (counted as a
+ * release, not in disc_releases). */
+static void hold_release_unlocked(struct px_hold *h, uint64_t until)
+{
+    px_hold_release(h, until);
+    h->by_unlock = true;
+}
+
 static bool settle_ready(const struct px_job *j)
 {
     const struct px_hold *h = LP_CONTAINER_OF(j, struct px_hold_side, job)->h;
@@ -1036,7 +1045,7 @@ static void hold_settled(struct px_hold *h, uint64_t keep, uint64_t had)
     struct lk_engine *eng = h->eng;
 
     if (h->state == PX_HOLD_RELEASING) {
-        if (keep == 0 && had > 0)
+        if (keep == 0 && had > 0 && !h->by_unlock)
             eng->stats.disc_releases++;
         return;
     }

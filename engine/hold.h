@@ -146,6 +146,8 @@ struct px_hold {
                                         the new master yet (a re-entry sent meanwhile may re-create it) */
     bool lost_early : 1;             /* LOST before its lease's own end (renewed, or a fixed
                                         lease found gone): its holder must be told */
+    bool by_unlock : 1;              /* RELEASING for an UNLOCK the proxy carries out (not a
+                                        closed connection's release) */
     char key[];                      /* owned: name NUL */
 };
 

@@ -133,6 +133,9 @@ TEST(hold_unlock_of_last_count_releases_the_rest)
     ASSERT_EQ(fx_count("a", owner), 0);
     ASSERT_EQ(h->state, PX_HOLD_DEAD);
     ASSERT_EQ(fx.lost[0], 0u);
+    ASSERT_EQ(fx.eng->stats.released, 1u);
+    ASSERT_EQ(fx.eng->stats.unlocks_extra, 1u);
+    ASSERT_EQ(fx.eng->stats.disc_releases, 0u); /* no connection closed */
     px_hold_put(h);
     fx_advance(2 * FX_WATCHDOG_MS); /* no renewal re-creates it */
     ASSERT_EQ(fr_pttl(fx.redis, fx_now_ms(), "a"), -2);
