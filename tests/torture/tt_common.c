@@ -26,9 +26,14 @@ void tt_sleep_us(long long us)
         ;
 }
 
+/* The state starts from seed passed through the mixer once: seeds that
+ * differ by a multiple of the increment (a client's (seed << 16) ^ id for
+ * ids 0, 1, 2...) would otherwise give one stream shifted by a step per
+ * client, its clients issuing the same commands in lockstep. */
 void tt_rng_seed(struct tt_rng *r, unsigned long long seed)
 {
-    r->s = seed * 0x9e3779b97f4a7c15ull + 0x632be59bd9b4e019ull;
+    r->s = seed;
+    r->s = tt_rng_next(r) + 0x632be59bd9b4e019ull;
 }
 
 unsigned long long tt_rng_next(struct tt_rng *r)
