@@ -25,6 +25,9 @@
 # Uses the build in LP_CP_BUILD (default build/), a throw-away redis-server
 # and lockproxy on free ports (stopped on exit). LP_CP_BASE=/path/lockproxy
 # adds the same row for that (older) binary first, labelled "base".
+# At the end, per row: the medians over the rounds of proxy us, R/px us
+# and px/R/px, the per-round px/R/px, and whether the median meets the
+# goal (px/R/px at or below 1).
 #
 # Usage: bench/cpupair.sh   (LP_CP_ROUNDS 3, LP_CP_SECONDS 3,
 #                            LP_CP_IO "uring epoll", LP_CP_CLIENTS "1000 100",
@@ -106,7 +109,36 @@ measure() {
             printf "%-5s %-5s %5s %-4s %-4s %-5s %8.1f %5.0f %7.1f %7.2f %8.1f %8.2f %9.1f %9.1f\n",
                 r, io, n, hop, up, label, pus, sys, rp, (rp > 0 ? pus / rp : 0), rd,
                 (rd > 0 ? pus / rd : 0), v["proxy ops_per_sec"] / 1000, v["direct ops_per_sec"] / 1000
-        }' "$tmp/kv.txt"
+        }' "$tmp/kv.txt" | tee -a "$tmp/rows.txt"
+}
+
+# The medians of the rows in $tmp/rows.txt, one line per io, cli, hop, up
+# and build, in the order they first ran.
+summary() {
+    echo "# medians of $ROUNDS round(s); goal: px/R/px at or below 1"
+    printf '%-5s %5s %-4s %-4s %-5s %8s %7s %7s %-4s %s\n' io cli hop up build \
+        'proxy us' 'R/px us' 'px/R/px' goal 'per-round px/R/px'
+    awk '
+        function median(list,    a, n, i, j, t) {
+            n = split(list, a, " ")
+            for (i = 2; i <= n; i++)
+                for (j = i; j > 1 && a[j - 1] + 0 > a[j] + 0; j--) {
+                    t = a[j]; a[j] = a[j - 1]; a[j - 1] = t
+                }
+            return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+        }
+        {
+            k = $2 " " $3 " " $4 " " $5 " " $6
+            if (!(k in seen)) { seen[k] = 1; order[++nk] = k }
+            pus[k] = pus[k] " " $7; rp[k] = rp[k] " " $9; ratio[k] = ratio[k] " " $10
+        }
+        END {
+            for (i = 1; i <= nk; i++) {
+                k = order[i]; split(k, f, " "); m = median(ratio[k])
+                printf "%-5s %5s %-4s %-4s %-5s %8.1f %7.1f %7.2f %-4s [%s ]\n", f[1], f[2], f[3], f[4],
+                    f[5], median(pus[k]), median(rp[k]), m, (m <= 1 ? "met" : "MISS"), ratio[k]
+            }
+        }' "$tmp/rows.txt"
 }
 
 echo "# $(date -u +%FT%TZ) $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?');${LP_CP_RATE:+ rate $LP_CP_RATE pairs/s;} load: $(cut -d' ' -f1-3 /proc/loadavg)"
@@ -126,3 +158,4 @@ for round in $(seq "$ROUNDS"); do
     done
 done
 echo "# load at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
+summary
