@@ -782,6 +782,10 @@ static void rconn_check_timeout(struct pool__rconn *rc)
     }
     rconn_set_error(rc, "request timeout: no reply for %u ms", rc->pool->opts.request_timeout_ms);
     rconn_log_failure(rc, true);
+    /* Its requests are reported "outcome unknown" and may be given back:
+     * any the kernel has not delivered yet must never run after that (at
+     * the end of a partition, from the closed socket's retransmissions). */
+    (void)sched_conn_discard_unsent(&rc->conn);
     rconn_drop(rc, -ETIMEDOUT);
 }
 

@@ -924,6 +924,17 @@ static void conn_finalize(struct sched_conn *c)
     sched__conn_maybe_release(c);
 }
 
+int sched_conn_discard_unsent(struct sched_conn *c)
+{
+    struct linger lg = {.l_onoff = 1, .l_linger = 0};
+
+    if (c->fd < 0 || (c->flags & SCHED_CONN_CLOSING))
+        return -EBADF;
+    if (setsockopt(c->fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg)) < 0)
+        return -errno;
+    return 0;
+}
+
 void sched_conn_close(struct sched_conn *c, bool flush)
 {
     unsigned no_flush = SCHED_CONN_CONNECTING | SCHED__CONN_BROKEN;

@@ -170,6 +170,13 @@ void sched_conn_pause(struct sched_conn *c, bool pause);
  * never from inside this call. No other callbacks follow. Idempotent. */
 void sched_conn_close(struct sched_conn *c, bool flush);
 
+/* Makes the coming sched_conn_close() drop what the kernel has not sent
+ * yet (SO_LINGER 0: a reset instead of a FIN behind the queued bytes).
+ * Without it a closed TCP socket keeps retransmitting its queue, and at
+ * the end of a partition the peer would still get, and run, requests its
+ * sender gave up on. 0 or -errno; call before sched_conn_close(). */
+int sched_conn_discard_unsent(struct sched_conn *c);
+
 static inline bool sched_conn_is_closing(const struct sched_conn *c)
 {
     return (c->flags & SCHED_CONN_CLOSING) != 0;

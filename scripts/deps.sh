@@ -8,8 +8,9 @@
 # (twemproxy), the proxy the benchmarks compare with, the client
 # libraries' tests' runtimes (python3-redis; Go with Debian's redigo, for
 # clients/go, built offline; Node.js and npm when no node is installed),
-# and netcat-openbsd (`nc`, which README's inline-command example uses;
-# tests/docs/run_readme.py runs it). Idempotent and quiet:
+# netcat-openbsd (`nc`, which README's inline-command example uses;
+# tests/docs/run_readme.py runs it), and iptables (kernel partitions in
+# tests/integration/test_netdrop.c, skipped without it). Idempotent and quiet:
 # it only runs apt-get (update + install) when a package is missing, with
 # sudo only when not root. When another apt-get or dpkg holds the package
 # lock (a fresh VM running unattended-upgrades does), it says so and waits
@@ -23,7 +24,8 @@ set -euo pipefail
 
 PACKAGES=(build-essential cmake pkg-config libhiredis-dev liburing-dev libjemalloc-dev libssl-dev
     libbenchmark-dev redis-server redis-tools iproute2 clang libclang-rt-dev nutcracker openssl
-    python3-redis netcat-openbsd golang-go golang-github-gomodule-redigo-dev liblua5.1-0-dev)
+    python3-redis netcat-openbsd golang-go golang-github-gomodule-redigo-dev liblua5.1-0-dev
+    iptables)
 # Node.js for the ioredis and node-redis tests (tests/clients/): Debian's,
 # unless a node and npm are already installed (e.g. a newer Node.js).
 if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
