@@ -370,6 +370,15 @@ static void fault_phase(struct run *r)
             break;
         f = &r->faults[r->nfaults++];
         tt_fault_inject(&r->env, &r->plan[i], &rng, f);
+        /* No target at that moment (no client holding a LEASE lock, the
+         * connections reconnecting): try again a little later, before the
+         * next fault is due, so a short run covers every kind it chose. */
+        for (int tries = 0; !f->triggered && tries < 8 &&
+                            (i + 1 >= n || pu_now_ms() + 250 < t0 + r->plan[i + 1].at_ms);
+             tries++) {
+            idle_until(r, pu_now_ms() + 250);
+            tt_fault_inject(&r->env, &r->plan[i], &rng, f);
+        }
         printf("[%7.2fs] %-17s %s%s\n", since_s(r), tt_fault_name(f->kind), f->note,
                f->triggered ? "" : " (NOT INJECTED)");
         fflush(stdout);
