@@ -134,4 +134,52 @@ TEST(netdrop_unsent_requests_discarded)
     ou_each_backend_debug(scenario_unsent_discarded, "info", extra);
 }
 
-TEST_MAIN(TEST_CASE(netdrop_unsent_requests_discarded))
+/* A's UNLOCK caught in the partition is carried out by the proxy (its
+ * lease still vouched for: answered :1 at once, the release sent again on
+ * a new connection); A then takes the name afresh. At the heal the kernel
+ * would deliver the first UNLOCK from the timed-out socket's queue, and it
+ * would release A's new hold: A told it holds the lock while Redis has
+ * nothing and B can take it (an untold overlap). */
+static void scenario_stale_unlock(struct pu_env *e)
+{
+    redisContext *rc = pu_redis_client(e), *a = pu_client(e), *b = pu_client(e);
+    struct drop d;
+    redisReply *r;
+    char desc[256];
+    int waited;
+
+    PU_OK(a, "LOCK %s", "nd:u");
+    drop_proxy_conns(&d, rc, e->redis.port);
+    r = pu_cmd(a, "UNLOCK %s", "nd:u");
+    if (r->type != REDIS_REPLY_INTEGER || r->integer != 1) {
+        drop_heal(&d);
+        TEST_FAIL("UNLOCK into the partition: expected :1 (carried out by the proxy), got %s",
+                  pu_describe(r, desc, sizeof(desc)));
+    }
+    freeReplyObject(r);
+    PU_EVENTUALLY(!pu_exists(rc, "nd:u"), 3000); /* released on a new connection */
+    PU_OK(a, "LOCK %s WAIT 3000", "nd:u");
+    drop_heal(&d);
+    for (waited = 0; waited < 4000; waited += 50) { /* past the next retransmissions */
+        if (!pu_exists(rc, "nd:u"))
+            TEST_FAIL("the UNLOCK carried out in the partition ran again %d ms after the heal "
+                      "and released A's new hold",
+                      waited);
+        pu_sleep_ms(50);
+    }
+    PU_NIL(b, "LOCK %s WAIT 0", "nd:u");
+    PU_INT(a, 1, "UNLOCK %s", "nd:u");
+    redisFree(a);
+    redisFree(b);
+    redisFree(rc);
+}
+
+TEST(netdrop_stale_unlock_never_releases_a_new_hold)
+{
+    static const char *const extra[] = {"--upstream-timeout", "500", NULL};
+
+    ou_each_backend_debug(scenario_stale_unlock, "info", extra);
+}
+
+TEST_MAIN(TEST_CASE(netdrop_unsent_requests_discarded),
+          TEST_CASE(netdrop_stale_unlock_never_releases_a_new_hold))
