@@ -306,6 +306,24 @@ static void grant_on_reply(void *arg, const struct pool_result *res)
         px_wait_on_outcome(&next->wait, res, &o);
 }
 
+/* An UNLOCK of a hold found lost (a tombstone) is answered LOCKLOST at
+ * once, whatever Redis could answer (unlock_apply: nil, :1 and :0 of a
+ * lost hold all answer so), and even while Redis does not answer; what
+ * Redis may still count of the pair (a grant made after the loss) is
+ * given back by a settle, behind any request about it in flight. */
+static void unlock_lost(struct px_req *req, struct unlockop *u)
+{
+    struct px_server *srv = req->cl->srv;
+    struct px_hold *h = u->hold;
+
+    unlock_nil(req, u);
+    px_hold_settle(h, sched_loop_now_ms(srv->loop) + u->lease_ms +
+                          srv->engine->cfg.upstream_timeout_ms);
+    u->apply = NULL; /* not sent: the op owes the hold no px_hold_end */
+    unlockop_free(u);
+    px_req_done(req);
+}
+
 void px_lock_cmd_release(struct px_req *req, const struct px_lock_kind *kind)
 {
     struct px_server *srv = req->cl->srv;
@@ -331,6 +349,8 @@ void px_lock_cmd_release(struct px_req *req, const struct px_lock_kind *kind)
     acq.wait_ms = -1;
     acq.waiting = false;
     u->lease_ms = acq.lease_ms;
+    if (h && h->state == PX_HOLD_LOST)
+        return unlock_lost(req, u);
     rc = h ? px_hold_ready(h) : 0;
     if (rc < 0) {
         if (unlock_in_hand(req, u)) {

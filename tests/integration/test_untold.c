@@ -349,7 +349,44 @@ TEST(untold_unlock_after_lease_end_finds_late_grant)
     each_backend(scenario_unlock_late_grant, NULL);
 }
 
+/* ---- 7. an UNLOCK of a lost hold while Redis does not answer ------------------- */
+
+/* The proxy found the hold lost (a renewal answered "not held": the key
+ * was deleted behind its back) and pushed it; then Redis stops answering.
+ * The holder's UNLOCK is answered LOCKLOST at once: Redis's answer could
+ * not change that (nil, :1 or :0 of a lost hold all answer LOCKLOST). It
+ * was "-UPSTREAM ... outcome unknown", retried by the client through the
+ * outage without ever being told (torture seed 2, a P0 cut for 10 s). */
+static void scenario_unlock_lost_unreachable(struct pu_env *e)
+{
+    redisContext *rc = pu_redis_client(e), *a = pu_client(e), *b = pu_client(e), *s;
+
+    PU_OK(a, "LOCK %s", "ul:k");
+    freeReplyObject(pu_cmd(rc, "DEL %s", "ul:k"));
+    pu_sleep_ms(LEASE_MS); /* a renewal found it gone: lost (pushed) */
+    s = redis_sleep(e, "2");
+    expect_lost(pu_cmd(a, "UNLOCK %s", "ul:k"), "UNLOCK of a lost hold, Redis asleep");
+    redisFree(s);
+    pu_sleep_ms(2200); /* Redis awake */
+    PU_OK(b, "LOCK %s WAIT 4000", "ul:k");
+    PU_INT(b, 1, "UNLOCK %s", "ul:k");
+    PU_OK(a, "LOCK %s WAIT 2000", "ul:k"); /* a fresh hold */
+    PU_INT(a, 1, "UNLOCK %s", "ul:k");
+    redisFree(a);
+    redisFree(b);
+    redisFree(rc);
+}
+
+TEST(untold_unlock_of_lost_hold_redis_unreachable)
+{
+    static const char *const extra[] = {"--lock-watchdog-timeout", "1500", "--upstream-timeout",
+                                        "300", NULL};
+
+    each_backend(scenario_unlock_lost_unreachable, extra);
+}
+
 TEST_MAIN(TEST_CASE(untold_relock_after_loss), TEST_CASE(untold_unlock_in_hand),
           TEST_CASE(untold_unlock_unvouched), TEST_CASE(untold_sem_release_in_hand),
           TEST_CASE(untold_unlock_last_count_released),
-          TEST_CASE(untold_unlock_after_lease_end_finds_late_grant))
+          TEST_CASE(untold_unlock_after_lease_end_finds_late_grant),
+          TEST_CASE(untold_unlock_of_lost_hold_redis_unreachable))
