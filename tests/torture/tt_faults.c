@@ -24,7 +24,11 @@
  *                      may lose their lease, P1's clients take the names),
  *                      then heals: variant 0 lets the paused bytes flow,
  *                      1 resets every relayed connection first, 2 also
- *                      refuses P0's new connections during the cut;
+ *                      refuses P0's new connections during the cut; 3
+ *                      cuts in the kernel instead (iptables DROP both ways
+ *                      on the relay's port: P0's unacknowledged bytes are
+ *                      retransmitted at the heal; the relay's pause where
+ *                      iptables cannot be used);
  *   slow-reader        a forked process that floods a proxy with requests
  *                      for 2 s without reading a byte, then resets: ECHO
  *                      of 1 KB (replies pile up), PINGs queued behind a
@@ -111,7 +115,7 @@ static int param_for(const struct tt_config *cfg, struct tt_rng *rng, enum tt_fa
 int tt_faults_plan(const struct tt_config *cfg, struct tt_rng *rng, long long phase_ms,
                    struct tt_planned *out, int max)
 {
-    int kinds[TT_F_COUNT + 6], nk = 0, n = 0, nth[TT_F_COUNT] = {0};
+    int kinds[TT_F_COUNT + 12], nk = 0, n = 0, nth[TT_F_COUNT] = {0};
     /* The short run ends with a quiet stretch, where the liveness checks
      * (tt_live.c) can judge idle locks without a fault near. */
     long long warm = 3000, tail = cfg->long_run ? 6000 : 12000, t = warm;
@@ -133,8 +137,8 @@ int tt_faults_plan(const struct tt_config *cfg, struct tt_rng *rng, long long ph
         kinds[nk++] = TT_F_SLOW_READER;
     }
     if (cfg->faults & (1u << TT_F_PARTITION)) {
-        kinds[nk++] = TT_F_PARTITION; /* all three variants */
-        kinds[nk++] = TT_F_PARTITION;
+        for (int v = 1; v < TT_PARTITION_VARIANTS; v++)
+            kinds[nk++] = TT_F_PARTITION; /* every variant */
     }
     do {
         shuffle(rng, kinds, nk);
@@ -507,22 +511,83 @@ static void client_stop(struct tt_env *e, const struct tt_planned *pl, struct tt
     note(f, "client %d stopped %d ms while waiting", f->target, pl->param);
 }
 
+#define STOP_HOLD_ASKED 3 /* clients asked at once */
+
+/* SIGCONT to pid once it is stopped (state T in /proc), within 1 s: a
+ * client marks itself stopped just before it raises SIGSTOP, and a
+ * SIGCONT sent in between would be lost. */
+static void resume_when_stopped(pid_t pid)
+{
+    char path[64], buf[256], *p;
+    long long deadline = pu_now_ms() + 1000;
+
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    while (pu_now_ms() < deadline) {
+        FILE *fp = fopen(path, "r");
+        size_t n = fp ? fread(buf, 1, sizeof(buf) - 1, fp) : 0;
+
+        if (fp)
+            fclose(fp);
+        buf[n] = '\0';
+        p = strrchr(buf, ')');
+        if (!p || (p[1] == ' ' && (p[2] == 'T' || p[2] == 't')))
+            break;
+        pu_sleep_ms(1);
+    }
+    kill(pid, SIGCONT);
+}
+
+/* Asks STOP_HOLD_ASKED clients at once to stop themselves holding a LEASE'd
+ * lock (one may wait long for a contended name, or be busy in a long
+ * hold): the first that stops is the fault's, any other that stopped
+ * meanwhile is resumed at once (a pause of a few ms, well within its
+ * lease). Returns that client, or -1 when none stopped in time. */
+static int ask_stop_hold(struct tt_env *e, struct tt_rng *rng)
+{
+    long long deadline = pu_now_ms() + STOP_HOLD_WAIT_MS;
+    int asked[STOP_HOLD_ASKED], n = 0, got = -1;
+
+    while (n < STOP_HOLD_ASKED && n < e->cfg->clients) {
+        int c = tt_rng_range(rng, 0, e->cfg->clients - 1), k;
+
+        for (k = 0; k < n && asked[k] != c; k++)
+            ;
+        if (k == n)
+            asked[n++] = c;
+    }
+    for (int k = 0; k < n; k++)
+        atomic_store(&e->shm->slot[asked[k]].want, TT_WANT_STOP_HOLD);
+    while (got < 0 && pu_now_ms() < deadline) {
+        for (int k = 0; k < n && got < 0; k++)
+            if (atomic_load(&e->shm->slot[asked[k]].self_stopped))
+                got = asked[k];
+        if (got < 0)
+            pu_sleep_ms(2);
+    }
+    for (int k = 0; k < n; k++)
+        atomic_store(&e->shm->slot[asked[k]].want, TT_WANT_NONE);
+    pu_sleep_ms(200); /* one may have been about to stop */
+    for (int k = 0; k < n; k++) {
+        if (!atomic_load(&e->shm->slot[asked[k]].self_stopped))
+            continue;
+        if (got < 0)
+            got = asked[k];
+        else if (asked[k] != got)
+            resume_when_stopped(e->pid[asked[k]]);
+    }
+    return got;
+}
+
 static void client_stop_lease(struct tt_env *e, const struct tt_planned *pl, struct tt_rng *rng,
                               struct tt_fault *f)
 {
-    int c = tt_rng_range(rng, 0, e->cfg->clients - 1);
-    struct tt_slot *s = &e->shm->slot[c];
-    long long deadline = pu_now_ms() + STOP_HOLD_WAIT_MS, resume;
+    int c = ask_stop_hold(e, rng);
+    struct tt_slot *s;
+    long long resume;
 
-    atomic_store(&s->want, TT_WANT_STOP_HOLD);
-    while (!atomic_load(&s->self_stopped) && pu_now_ms() < deadline)
-        pu_sleep_ms(2);
-    if (!atomic_load(&s->self_stopped)) {
-        atomic_store(&s->want, TT_WANT_NONE);
-        pu_sleep_ms(200); /* it may have been about to stop */
-        if (!atomic_load(&s->self_stopped))
-            return note(f, "client %d took no LEASE'd lock in time", e->ccfg[c].id);
-    }
+    if (c < 0)
+        return note(f, "no client took a LEASE'd lock in time (%d asked)", STOP_HOLD_ASKED);
+    s = &e->shm->slot[c];
     f->target = e->ccfg[c].id;
     f->start_us = atomic_load(&s->stopped_us);
     resume = f->start_us + ((long long)atomic_load(&s->stop_lease_ms) + pl->param) * 1000;
@@ -562,22 +627,55 @@ static void client_reset(struct tt_env *e, const struct tt_planned *pl, struct t
 
 /* ---- partition ---------------------------------------------------------------------- */
 
+/* iptables DROP, both ways, of loopback TCP on port (the relay's: P0's
+ * side of the cut), added (on) or deleted. A cut in the kernel: P0's
+ * unacknowledged bytes stay in its socket and are retransmitted at the
+ * heal, as over a real network. False when iptables cannot be used here
+ * (not installed, not root): nothing is left in place then. */
+static bool kernel_cut(int port, bool on)
+{
+    static const char *const dir[2] = {"--dport", "--sport"};
+    char cmd[200];
+    int rc, i;
+
+    for (i = 0; i < 2; i++) {
+        snprintf(cmd, sizeof(cmd),
+                 "iptables -w %s OUTPUT -o lo -p tcp %s %d -j DROP >/dev/null 2>&1",
+                 on ? "-I" : "-D", dir[i], port);
+        rc = system(cmd);
+        if (on && (rc == -1 || WEXITSTATUS(rc) != 0)) {
+            if (i == 1)
+                kernel_cut(port, false);
+            return false;
+        }
+    }
+    return true;
+}
+
 static void partition(struct tt_env *e, const struct tt_planned *pl, struct tt_fault *f)
 {
-    static const char *const heal[3] = {"healed", "healed with a reset",
-                                        "new connections refused, healed"};
-    int variant = pl->target % 3;
+    static const char *const heal[TT_PARTITION_VARIANTS] = {
+        "healed", "healed with a reset", "new connections refused, healed",
+        "in the kernel (iptables DROP), healed"};
+    int variant = pl->target % TT_PARTITION_VARIANTS;
+    bool kernel = false;
 
     f->target = 0;
     if (!e->relay)
         return note(f, "no relay (P0 talks to Redis directly)");
-    relay_partition(e->relay, variant == 2);
+    if (variant == 3)
+        kernel = kernel_cut(relay_port(e->relay), true);
+    if (!kernel)
+        relay_partition(e->relay, variant == 2);
     f->start_us = tt_now_us();
     pu_sleep_ms(pl->param);
-    relay_heal(e->relay, variant == 1);
+    if (kernel)
+        kernel_cut(relay_port(e->relay), false);
+    else
+        relay_heal(e->relay, variant == 1);
     f->end_us = tt_now_us();
     f->triggered = true;
-    note(f, "P0 cut from Redis %d ms, %s", pl->param, heal[variant]);
+    note(f, "P0 cut from Redis %d ms, %s", pl->param, heal[variant == 3 && !kernel ? 0 : variant]);
 }
 
 /* ---- slow reader -------------------------------------------------------------------- */

@@ -9,7 +9,8 @@
 #include "tt.h"
 #include "tt_env.h"
 
-#define TT_MAX_PLANNED 1024
+#define TT_MAX_PLANNED        1024
+#define TT_PARTITION_VARIANTS 4 /* relay: pass, reset, refuse new; kernel (iptables) */
 
 struct tt_planned {
     enum tt_fault_kind kind;
