@@ -112,18 +112,28 @@ static int unlock_send_group(struct multiunlock *u);
 /* The group [from, to) got no answer from Redis (its reply was lost, or it
  * could not be sent): as for UNLOCK, the proxy carries out the release of
  * each name it holds for the caller (hold.h, px_hold_unlock_failed), and
- * each name's result is what that release will be. False when some name
- * has no hold the proxy vouched for: the outcome is unknown, settled later. */
+ * each name's result is what that release will be; a name whose hold was
+ * found lost is LOCKLOST whatever Redis had (unlock_apply). False when
+ * some name has no hold the proxy knows of: the outcome is unknown,
+ * settled later. */
 static bool group_in_hand(struct multiunlock *u, unsigned from, unsigned to)
 {
     unsigned i;
 
     for (i = from; i < to; i++) {
-        if (!u->names[i].hold || !px_hold_is_held(u->names[i].hold))
+        const struct px_hold *h = u->names[i].hold;
+
+        if (!h || (!px_hold_is_held(h) && h->state != PX_HOLD_LOST))
             return false;
     }
     for (i = from; i < to; i++) {
-        switch (px_hold_unlock_failed(u->names[i].hold, &u->req->cl->caller, u->sent_ms)) {
+        struct multi_name *m = &u->names[i];
+
+        if (m->hold->state == PX_HOLD_LOST) { /* lost: LOCKLOST, as Redis's answer would be */
+            unlock_apply(u, m, 0);
+            continue;
+        }
+        switch (px_hold_unlock_failed(m->hold, &u->req->cl->caller, u->sent_ms)) {
         case PX_UNLOCK_KEPT:
             u->names[i].result = 0;
             break;
