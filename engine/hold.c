@@ -743,6 +743,15 @@ bool px_hold_not_held(struct px_hold *h, const struct lk_caller *cl)
     return told;
 }
 
+bool px_hold_unlock_lost(struct px_hold *h, const struct lk_caller *cl, uint64_t lease_ms)
+{
+    uint64_t until = sched_loop_now_ms(h->eng->loop) + lease_ms + h->eng->cfg.upstream_timeout_ms;
+    bool told = px_hold_not_held(h, cl);
+
+    px_hold_settle(h, until); /* a grant made after the loss, if Redis has one */
+    return told;
+}
+
 void px_hold_mark_lost(struct px_hold *h)
 {
     hold_mark_lost_except(h, NULL);

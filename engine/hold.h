@@ -235,6 +235,13 @@ bool px_hold_unlocked_one(struct px_hold *h, const struct lk_caller *cl, uint64_
 void px_hold_released(struct px_hold *h);
 bool px_hold_not_held(struct px_hold *h, const struct lk_caller *cl);
 
+/* An UNLOCK of h, a tombstone (LOST), answered or not by Redis: whatever
+ * Redis answers (nil, :1, :0), the client is told LOCKLOST (true; false:
+ * NOTOWNER, as px_hold_not_held), and what Redis may still count of the
+ * pair (a grant made after the loss, with a lease of up to lease_ms) is
+ * given back by a settle, behind anything in flight about the pair. */
+bool px_hold_unlock_lost(struct px_hold *h, const struct lk_caller *cl, uint64_t lease_ms);
+
 /* An UNLOCK of h, asked for at asked_ms, got no answer from Redis (its
  * reply was lost, or it could not be sent). What the client is told: */
 enum px_unlock_failed {

@@ -87,10 +87,8 @@ static void unlock_apply(struct multiunlock *u, struct multi_name *m, long long 
         /* A hold its client was told is lost: what Redis had was granted
          * after the loss (unlock.c, unlock_apply). LOCKLOST; a count left
          * is given back. */
-        m->result = px_hold_not_held(m->hold, &u->req->cl->caller) ? -2 : -1;
-        if (res == 0)
-            px_hold_settle(m->hold, sched_loop_now_ms(srv->loop) + srv->opts.watchdog_ms +
-                                        srv->engine->cfg.upstream_timeout_ms);
+        m->result =
+            px_hold_unlock_lost(m->hold, &u->req->cl->caller, srv->opts.watchdog_ms) ? -2 : -1;
         return;
     }
     if (res == 1) {

@@ -59,11 +59,13 @@ struct unlockop {
     char owner[PX_OWNER_MAX]; /* owned: owner field string */
 };
 
-static void unlock_nil(struct px_req *req, struct unlockop *u)
+/* The reply to an UNLOCK that found nothing held: LOCKLOST when the
+ * client had been told of a hold (told), else NOTOWNER. */
+static void unlock_reply_not_held(struct px_req *req, bool told)
 {
     const struct px_arg *name = &req->argv[1];
 
-    if (u->hold && px_hold_not_held(u->hold, &req->cl->caller)) {
+    if (told) {
         px_reply_error(px_req_out(req),
                        "LOCKLOST lease on '%.*s' was lost (expired or taken) "
                        "before UNLOCK; it was not held any more",
@@ -72,6 +74,11 @@ static void unlock_nil(struct px_req *req, struct unlockop *u)
         px_reply_error(px_req_out(req), "NOTOWNER lock '%.*s' is not held by this owner",
                        (int)LP_MIN(name->len, 200u), name->p);
     }
+}
+
+static void unlock_nil(struct px_req *req, struct unlockop *u)
+{
+    unlock_reply_not_held(req, u->hold && px_hold_not_held(u->hold, &req->cl->caller));
 }
 
 /* The hold follows the reply first (px_hold_end() after it, so a settle
@@ -91,13 +98,10 @@ static bool unlock_apply(struct px_req *req, struct unlockop *u, const struct po
         /* The hold the client was told of was found lost (a re-entry of
          * unknown outcome outlived its lease, lock.c's lockop_undo); what
          * Redis has is what it granted after the loss (such re-entries,
-         * run late). :1 released it all the same; :0 counted one down and
-         * the rest is given back. Either way the work under the lock was
+         * run late). :1 released it all the same; :0 counted one down, and
+         * any rest is given back. Either way the work under the lock was
          * not protected: LOCKLOST, as for a nil. */
-        unlock_nil(req, u);
-        if (r->integer == 0)
-            px_hold_settle(h, sched_loop_now_ms(srv->loop) + u->lease_ms +
-                                  srv->engine->cfg.upstream_timeout_ms);
+        unlock_reply_not_held(req, px_hold_unlock_lost(h, &req->cl->caller, u->lease_ms));
         return true;
     }
     if (r->integer == 1 || (u->next && r->integer == 2)) { /* 2: released to u->next */
@@ -313,12 +317,7 @@ static void grant_on_reply(void *arg, const struct pool_result *res)
  * given back by a settle, behind any request about it in flight. */
 static void unlock_lost(struct px_req *req, struct unlockop *u)
 {
-    struct px_server *srv = req->cl->srv;
-    struct px_hold *h = u->hold;
-
-    unlock_nil(req, u);
-    px_hold_settle(h, sched_loop_now_ms(srv->loop) + u->lease_ms +
-                          srv->engine->cfg.upstream_timeout_ms);
+    unlock_reply_not_held(req, px_hold_unlock_lost(u->hold, &req->cl->caller, u->lease_ms));
     u->apply = NULL; /* not sent: the op owes the hold no px_hold_end */
     unlockop_free(u);
     px_req_done(req);
